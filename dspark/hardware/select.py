@@ -1,0 +1,53 @@
+"""Which hardware to plan against: this machine (NVML), a saved probe file, or a built-in profile."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+from dspark.errors import InputError
+from dspark.hardware import HardwareSnapshot, HardwareSource
+from dspark.hardware.nvml import NvmlSource, NvmlUnavailable
+from dspark.hardware.profiles import DEFAULT_PROFILE, get_profile, is_profile, profile_names
+from dspark.hardware.snapshot import load_snapshot
+
+
+def resolve_hardware(
+    spec: str | None,
+    *,
+    default_profile: str | None = DEFAULT_PROFILE,
+    nvml_factory: Callable[[], HardwareSource] = NvmlSource,
+) -> HardwareSnapshot:
+    """The snapshot to plan against.
+
+    spec None: this machine through NVML (unified memory for integrated GPUs); with no NVIDIA GPU
+    here, `default_profile` with the reason in its description, or NvmlUnavailable when it is None.
+    spec a profile name: that profile. Otherwise a path to a file saved by `dspark probe --json`.
+    """
+    if spec is None:
+        try:
+            return nvml_factory().snapshot()
+        except NvmlUnavailable as exc:
+            if default_profile is None:
+                raise
+            return _fallback(default_profile, exc.reason)
+    if is_profile(spec):
+        return get_profile(spec)
+    path = Path(spec).expanduser()
+    if path.exists():
+        return load_snapshot(path)
+    raise InputError(
+        f"--hardware {spec!r} is neither a built-in profile nor an existing file",
+        hint=f"built-in profiles: {', '.join(profile_names())}; or a file saved by `dspark probe --json`",
+    )
+
+
+def _fallback(profile: str, reason: str) -> HardwareSnapshot:
+    """The default profile, saying plainly that it stands in for missing GPUs and why."""
+    snapshot = get_profile(profile)
+    return dataclasses.replace(
+        snapshot,
+        description=f"no NVIDIA GPU found here ({reason}); planning against built-in profile {profile}",
+        notes=(snapshot.description, *snapshot.notes),
+    )

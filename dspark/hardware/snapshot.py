@@ -1,0 +1,123 @@
+"""A snapshot as JSON: `dspark probe --json > peer.json` on one node, `--hardware peer.json` on another."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from dspark.errors import InputError
+from dspark.hardware import GpuInfo, GpuProcess, HardwareSnapshot
+
+FORMAT = "dspark.hardware-snapshot/1"  # written into every file; a file without it is still read
+
+_ADAPTER = TypeAdapter(HardwareSnapshot)
+# Keys each level accepts: a typo in a hand-edited file must not be silently ignored.
+_KEYS: dict[str, frozenset[str]] = {
+    "snapshot": frozenset(f.name for f in dataclasses.fields(HardwareSnapshot)) | {"format"},
+    "gpu": frozenset(f.name for f in dataclasses.fields(GpuInfo)),
+    "process": frozenset(f.name for f in dataclasses.fields(GpuProcess)),
+}
+
+
+def snapshot_to_dict(snapshot: HardwareSnapshot) -> dict[str, Any]:
+    """The snapshot as a JSON-ready dict: the dataclass fields, tuples as lists, plus "format"."""
+    data: dict[str, Any] = {"format": FORMAT}
+    data.update(_ADAPTER.dump_python(snapshot, mode="json"))
+    return data
+
+
+def snapshot_from_dict(data: object) -> HardwareSnapshot:
+    """The snapshot a dict describes; TypeError/ValueError naming the first problems otherwise."""
+    if not isinstance(data, dict):
+        raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+    fmt = data.get("format", FORMAT)
+    if fmt != FORMAT:
+        raise ValueError(f"format is {fmt!r}, this dspark reads {FORMAT!r}")
+    _check_keys(data)
+    payload = {k: v for k, v in data.items() if k != "format"}
+    try:
+        snapshot = _ADAPTER.validate_python(payload)
+    except ValidationError as exc:
+        raise ValueError(_describe(exc)) from None
+    _check_figures(snapshot)
+    return snapshot
+
+
+def dumps_snapshot(snapshot: HardwareSnapshot) -> str:
+    """The snapshot as one JSON object (indented, one trailing newline not included)."""
+    return json.dumps(snapshot_to_dict(snapshot), indent=2)
+
+
+def save_snapshot(snapshot: HardwareSnapshot, path: Path) -> None:
+    """Write the snapshot to `path` as JSON."""
+    path.write_text(dumps_snapshot(snapshot) + "\n")
+
+
+def load_snapshot(path: Path) -> HardwareSnapshot:
+    """A saved probe as a snapshot of source "file"; InputError naming the file and the problem."""
+    hint = "make it with `dspark probe --json > FILE` on the machine it describes"
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read hardware file {path}: {exc.strerror or exc}", hint=hint) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"hardware file {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            hint=hint,
+        ) from None
+    try:
+        saved = snapshot_from_dict(data)
+    except (TypeError, ValueError) as exc:
+        problem = f"hardware file {path} is not a dspark hardware snapshot: {exc}"
+        raise InputError(problem, hint=hint) from None
+    return dataclasses.replace(saved, source="file", description=f"saved probe {path} ({saved.description})")
+
+
+def _check_keys(data: dict[str, Any]) -> None:
+    """Reject unknown keys at each level, naming where they are."""
+    _unknown("", data, _KEYS["snapshot"])
+    gpus = data.get("gpus")
+    for i, gpu in enumerate(gpus if isinstance(gpus, list) else []):
+        if isinstance(gpu, dict):
+            _unknown(f"gpus.{i}.", gpu, _KEYS["gpu"])
+            procs = gpu.get("processes")
+            for j, proc in enumerate(procs if isinstance(procs, list) else []):
+                if isinstance(proc, dict):
+                    _unknown(f"gpus.{i}.processes.{j}.", proc, _KEYS["process"])
+
+
+def _unknown(where: str, data: dict[str, Any], allowed: frozenset[str]) -> None:
+    """ValueError when `data` has keys outside `allowed`."""
+    extra = sorted(set(data) - allowed)
+    if extra:
+        raise ValueError(f"unknown key {', '.join(where + k for k in extra)}")
+
+
+def _describe(exc: ValidationError) -> str:
+    """Pydantic's errors as "gpus.0.total_bytes: Input should be a valid integer" lines (first three)."""
+    errors = exc.errors()
+    parts = [f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in errors[:3]]
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "; ".join(parts) + more
+
+
+def _check_figures(snapshot: HardwareSnapshot) -> None:
+    """Figures a planner could not use: no GPUs, negative bytes, free above total."""
+    if not snapshot.gpus:
+        raise ValueError("gpus is empty")
+    if snapshot.nodes < 1:
+        raise ValueError(f"nodes is {snapshot.nodes}, must be at least 1")
+    for i, gpu in enumerate(snapshot.gpus):
+        for name in ("total_bytes", "free_bytes", "used_bytes", "reserved_bytes"):
+            if getattr(gpu, name) < 0:
+                raise ValueError(f"gpus.{i}.{name} is negative")
+        if gpu.total_bytes == 0:
+            raise ValueError(f"gpus.{i}.total_bytes is 0")
+        if gpu.free_bytes > gpu.total_bytes:
+            raise ValueError(f"gpus.{i}.free_bytes {gpu.free_bytes} exceeds total_bytes {gpu.total_bytes}")
