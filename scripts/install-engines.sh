@@ -9,7 +9,7 @@ dest=${DSPARK_ENGINES_DIR:-$root/.engines}
 py=${PYTHON:-python3}
 mkdir -p "$dest"
 
-vllm_ok() { "$dest/vllm/bin/python" -c 'import vllm.entrypoints.openai.cli_args' >/dev/null 2>&1; }
+vllm_ok() { "$dest/vllm/bin/python" -c 'import vllm.entrypoints.launchers.cli_args' >/dev/null 2>&1; }
 sglang_ok() { "$dest/sglang/bin/python" -c 'import sglang.srt.server_args' >/dev/null 2>&1; }
 
 if ! vllm_ok; then
@@ -36,7 +36,7 @@ if ! sglang_ok; then
   "$py" -m venv "$dest/sglang"
   "$dest/sglang/bin/pip" install -q --disable-pip-version-check 'torch==2.13.0'
   "$dest/sglang/bin/pip" install -q --disable-pip-version-check --no-deps 'sglang==0.5.23'
-  "$dest/sglang/bin/pip" install -q --disable-pip-version-check numpy pybase64 pillow starlette msgspec pyzmq tqdm IPython aiohttp pydantic psutil requests orjson packaging transformers
+  "$dest/sglang/bin/pip" install -q --disable-pip-version-check numpy pybase64 pillow starlette msgspec pyzmq tqdm IPython aiohttp pydantic psutil requests orjson packaging transformers triton
   sglang_ok || { echo "[engines] sglang import failed after install" >&2; exit 1; }
 fi
 echo "[engines] ready: $dest/vllm $dest/sglang" >&2

@@ -1,0 +1,180 @@
+"""What every engine adapter shares: the resolved serve config, argv surgery, and the parser check.
+
+An engine adapter turns a ServeConfig into a LaunchPlan and verifies the argv with the installed
+engine's own argument parser, run in the engine's interpreter (which may be another virtualenv).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from dspark.errors import EngineArgError, EngineNotInstalledError
+from dspark.launch import LaunchPlan, redact_argv
+
+ARGV_CHECK_SCRIPT = Path(__file__).with_name("_argv_check.py")
+_MARKER = "DSPARK_ARGV_CHECK "
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Every value the launch needs, already resolved (precedence applied) and validated."""
+
+    engine: str
+    model: str
+    max_num_seqs: int
+    platform: Literal["cpu", "cuda"] = "cuda"
+    served_model_name: str | None = None
+    max_model_len: int | None = None
+    kv_cache_dtype: str | None = None
+    kv_cache_memory_bytes: int | None = None  # vLLM pin
+    max_total_tokens: int | None = None  # SGLang pin
+    gpu_memory_utilization: float | None = None
+    mem_fraction_static: float | None = None
+    max_num_batched_tokens: int | None = None
+    cudagraph_max_capture_size: int | None = None
+    speculative: Mapping[str, Any] | None = None  # {"method", "num_speculative_tokens", "model"}
+    enable_prefix_caching: bool | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str | None = None
+    master_port: int | None = None
+    host: str | None = None
+    port: int | None = None
+    extra_args: tuple[str, ...] = ()  # the user's own engine flags, passed through after ours are removed
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ArgvCheck:
+    """The engine parser's verdict on an argv."""
+
+    ok: bool
+    engine_version: str | None
+    parsed: Mapping[str, Any]  # values that differ from the parser's defaults
+    error: str | None = None
+    num_options: int | None = None
+
+
+Runner = Callable[[Sequence[str], str, float], "subprocess.CompletedProcess[str]"]
+
+
+def _run(argv: Sequence[str], stdin: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+class Engine(Protocol):
+    """An engine adapter in the registry."""
+
+    name: str
+    module: str  # the importable package that proves the engine is installed
+
+    def build_plan(self, config: ServeConfig, python: str) -> LaunchPlan:
+        """The argv and environment that start this engine with `config`."""
+        ...
+
+    def parser_argv(self, plan: LaunchPlan) -> list[str]:
+        """The part of the plan's argv the engine's serve parser sees."""
+        ...
+
+
+def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """The interpreter that runs the engine: explicit > DSPARK_ENGINE_PYTHON > this one > the console script's."""
+    env = os.environ if env is None else env
+    candidate = explicit or env.get("DSPARK_ENGINE_PYTHON")
+    if candidate:
+        if not Path(candidate).exists() and shutil.which(candidate) is None:
+            raise EngineNotInstalledError(
+                f"engine interpreter {candidate!r} does not exist",
+                hint="point --engine-python / DSPARK_ENGINE_PYTHON at the python of the engine's virtualenv",
+            )
+        return candidate
+    if find_spec(engine.module) is not None:
+        return sys.executable
+    script = shutil.which(engine.name)
+    if script is not None:
+        first = Path(script).read_text(errors="replace").splitlines()[:1]
+        if first and first[0].startswith("#!"):
+            return first[0][2:].strip().split()[0]
+    raise EngineNotInstalledError(
+        f"{engine.name} is not installed in this interpreter and no `{engine.name}` command is on PATH",
+        hint=f"install it (pip install 'dspark[{engine.name}]') or set DSPARK_ENGINE_PYTHON to its python",
+    )
+
+
+def check_argv(
+    engine: Engine, plan: LaunchPlan, python: str, runner: Runner = _run, timeout: float = 180.0
+) -> ArgvCheck:
+    """Parse the plan's argv with the installed engine's own parser in its interpreter; never starts it."""
+    argv = engine.parser_argv(plan)
+    try:
+        proc = runner([python, str(ARGV_CHECK_SCRIPT), engine.name], json.dumps(argv), timeout)
+    except FileNotFoundError as exc:
+        raise EngineNotInstalledError(f"cannot run the engine interpreter {python!r}: {exc}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise EngineArgError(f"the {engine.name} argument check did not answer within {timeout:.0f} s") from exc
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(_MARKER)), None)
+    if line is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise EngineNotInstalledError(
+            f"the {engine.name} argument check in {python} gave no answer (exit {proc.returncode}): {' | '.join(tail)}"
+        )
+    result = json.loads(line[len(_MARKER):])
+    if result.get("import_error"):
+        raise EngineNotInstalledError(
+            f"{python} cannot import {engine.name}: {result.get('error')}",
+            hint="set DSPARK_ENGINE_PYTHON (or --engine-python) to the interpreter that has the engine",
+        )
+    return ArgvCheck(
+        ok=bool(result["ok"]),
+        engine_version=result.get("version"),
+        parsed=result.get("non_default", {}),
+        error=result.get("error"),
+        num_options=result.get("num_options"),
+    )
+
+
+def require_ok(engine: Engine, plan: LaunchPlan, check: ArgvCheck) -> None:
+    """Raise EngineArgError, naming the flag and the engine version, when the engine's parser rejected the argv."""
+    if check.ok:
+        return
+    shown = " ".join(redact_argv(engine.parser_argv(plan)))
+    raise EngineArgError(
+        f"the installed {engine.name} {check.engine_version or ''} rejects this argv: {check.error}\n  argv: {shown}",
+        hint="remove or rename the flag (engines rename flags between versions; `--help` of the engine lists them)",
+    )
+
+
+# Flags the adapters set themselves, with how many values each takes; the user's copies are removed.
+def strip_flags(argv: Sequence[str], managed: Mapping[str, int]) -> tuple[str, ...]:
+    """The argv without the managed flags (`--f v`, `--f=v`, bare booleans and their `--no-` forms)."""
+    out: list[str] = []
+    skip = 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+            continue
+        name, eq, _ = arg.partition("=")
+        base = name.replace("_", "-")
+        if base.startswith("--no-") and f"--{base[5:]}" in managed:
+            continue
+        if base in managed:
+            skip = 0 if eq else managed[base]
+            continue
+        out.append(arg)
+    return tuple(out)
+
+
+def flag(name: str, value: object) -> list[str]:
+    """`[name, str(value)]`, or nothing when value is None."""
+    return [] if value is None else [name, str(value)]
