@@ -54,6 +54,21 @@ def cli(debug: bool) -> None:
     """Validate and launch vLLM / SGLang with the engine's own capacity arithmetic."""
 
 
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the snapshot as one JSON object.")
+@click.option(
+    "--hardware",
+    metavar="FILE|PROFILE",
+    help="A file saved by `dspark probe --json`, or a built-in profile (gb10x2, h200, ...).",
+)
+@click.pass_context
+def probe(ctx: click.Context, as_json: bool, hardware: str | None) -> None:
+    """Show the GPUs and memory dspark plans against."""
+    from dspark.commands.probe import probe as probe_core  # noqa: PLC0415 - keep CLI start-up light
+
+    run_core(ctx, probe_core, hardware=hardware, as_json=as_json)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; click usage errors exit 2."""
     try:

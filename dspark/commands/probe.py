@@ -1,0 +1,96 @@
+"""`dspark probe`: show the hardware dspark plans against, as a table or one JSON object."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from dspark.hardware import GpuInfo, HardwareSnapshot
+from dspark.hardware.select import resolve_hardware
+from dspark.hardware.snapshot import dumps_snapshot
+
+_GIB = 1 << 30
+_PIPE_WIDTH = 120
+
+
+def probe(
+    *,
+    hardware: str | None = None,
+    as_json: bool = False,
+    out: TextIO | None = None,
+    resolve: Callable[[str | None], HardwareSnapshot] = resolve_hardware,
+) -> int:
+    """Print the snapshot for `hardware` (None: this machine, else a profile or saved file); returns 0."""
+    stream = out if out is not None else sys.stdout
+    snapshot = resolve(hardware)
+    if as_json:
+        stream.write(dumps_snapshot(snapshot) + "\n")
+        return 0
+    # Rich sizes a terminal itself; piped output would otherwise be squeezed into 80 columns.
+    width = None if stream.isatty() or "COLUMNS" in os.environ else _PIPE_WIDTH
+    Console(file=stream, highlight=False, width=width).print(render_snapshot(snapshot))
+    return 0
+
+
+def render_snapshot(snapshot: HardwareSnapshot) -> Group:
+    """The snapshot as a rich table of GPUs followed by driver, host and source lines."""
+    title = f"GPUs on {snapshot.hostname} (memory in GiB)"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("GPU", justify="right", no_wrap=True)
+    table.add_column("name")
+    for header in ("total", "free", "used", "reserved"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for header in ("CC", "integrated", "memory"):
+        table.add_column(header, no_wrap=True)
+    table.add_column("processes")
+    for gpu in snapshot.gpus:
+        table.add_row(
+            str(gpu.index),
+            gpu.name,
+            _gib(gpu.total_bytes),
+            _gib(gpu.free_bytes),
+            _gib(gpu.used_bytes),
+            _gib(gpu.reserved_bytes),
+            "" if gpu.compute_capability is None else "{}.{}".format(*gpu.compute_capability),
+            "yes" if gpu.integrated else "no",
+            gpu.memory_source,
+            _processes(gpu),
+        )
+    lines: list[Table | Text] = [table]
+    if snapshot.nodes > 1:
+        lines.append(Text(f"nodes: {snapshot.nodes}, each with the GPUs above"))
+    if snapshot.driver_version or snapshot.cuda_version:
+        lines.append(Text(f"driver {snapshot.driver_version or '?'}, CUDA {snapshot.cuda_version or '?'}"))
+    if snapshot.host_memory_total_bytes is not None:
+        host = f"host: MemTotal {_gib(snapshot.host_memory_total_bytes)} GiB"
+        if snapshot.host_memory_available_bytes is not None:
+            host += f", MemAvailable {_gib(snapshot.host_memory_available_bytes)} GiB"
+        if snapshot.cgroup_limit_bytes is not None:
+            host += f", cgroup limit {_gib(snapshot.cgroup_limit_bytes)} GiB"
+        lines.append(Text(host))
+    lines.append(Text(f"source: {snapshot.description}"))
+    lines.extend(Text(f"  - {note}") for note in snapshot.notes)
+    return Group(*lines)
+
+
+def _gib(n: int) -> str:
+    """Bytes as GiB with two decimals."""
+    return f"{n / _GIB:.2f}"
+
+
+def _processes(gpu: GpuInfo) -> str:
+    """Processes as "pid name (GiB)", one per line; "-" when none."""
+    if not gpu.processes:
+        return "-"
+    parts = []
+    for p in gpu.processes:
+        used = "?" if p.used_bytes is None else _gib(p.used_bytes)
+        parts.append(f"{p.pid} {p.name or '?'} ({used} GiB)")
+    return "\n".join(parts)
