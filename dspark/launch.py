@@ -1,4 +1,4 @@
-"""A launch plan is a value (argv + environment); executing it is one tiny function with an injectable seam."""
+"""A launch plan is a value (argv + environment); executing it is one tiny function with a seam."""
 
 from __future__ import annotations
 
