@@ -13,7 +13,12 @@ import contextlib
 import io
 import json
 import sys
+from pathlib import Path
 from typing import Any
+
+# Run by path, this file's folder would lead sys.path, and dspark/engines/vllm.py would shadow the real engine.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 MARKER = "DSPARK_ARGV_CHECK "
 

@@ -1,0 +1,30 @@
+"""Shared fixtures: the engines' interpreters installed by scripts/install-engines.sh (never skipped)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENGINES = Path(os.environ.get("DSPARK_ENGINES_DIR", ROOT / ".engines"))
+
+
+def _engine_python(name: str) -> str:
+    python = ENGINES / name / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{python} is missing: run scripts/install-engines.sh (the test command does)", pytrace=False)
+    return str(python)
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> str:
+    """The python of the vLLM CPU build's virtualenv."""
+    return _engine_python("vllm")
+
+
+@pytest.fixture(scope="session")
+def sglang_python() -> str:
+    """The python of SGLang's virtualenv (parser and sizing code)."""
+    return _engine_python("sglang")
