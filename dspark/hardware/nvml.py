@@ -348,9 +348,6 @@ def _processes(nv: Any, handle: Any) -> tuple[GpuProcess, ...]:
             # A process listed by both queries holds one allocation; keep the larger figure.
             if known is not None and (used_bytes is None or (known.used_bytes or 0) >= used_bytes):
                 continue
-            if known is not None:
-                name = known.name
-            else:
-                name = _optional_text(nv, "nvmlSystemGetProcessName", pid) or ""
+            name = known.name if known is not None else _optional_text(nv, "nvmlSystemGetProcessName", pid) or ""
             by_pid[pid] = GpuProcess(pid=pid, used_bytes=used_bytes, name=name)
     return tuple(by_pid[pid] for pid in sorted(by_pid))
