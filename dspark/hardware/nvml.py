@@ -127,9 +127,8 @@ class NvmlSource:
         hostname = self._hostname()
         description = f"live NVML on {hostname}"
         if unified:
-            description += ", GPU memory from host MemAvailable" + (
-                " less the cgroup limit" if host.cgroup is not None else ""
-            )
+            capped = " capped by the cgroup's room" if host.cgroup is not None else ""
+            description += f", GPU memory from host MemAvailable{capped}"
         return HardwareSnapshot(
             hostname=hostname,
             gpus=tuple(gpus),

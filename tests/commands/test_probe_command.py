@@ -37,7 +37,7 @@ SPARK = HardwareSnapshot(
         ),
     ),
     source="unified",
-    description="live NVML on spark-1, GPU memory from host MemAvailable less the cgroup limit",
+    description="live NVML on spark-1, GPU memory from host MemAvailable capped by the cgroup's room",
     driver_version="580.95.05",
     cuda_version="13.0",
     host_memory_total_bytes=119 * GIB,
@@ -73,7 +73,7 @@ def test_table_shows_each_gpu_and_the_source_line() -> None:
         assert cell in row
     assert "driver 580.95.05, CUDA 13.0" in text
     assert "host: MemTotal 119.00 GiB, MemAvailable 100.00 GiB, cgroup limit 96.00 GiB" in text
-    assert "source: live NVML on spark-1, GPU memory from host MemAvailable less the cgroup limit" in text
+    assert "source: live NVML on spark-1, GPU memory from host MemAvailable capped by the cgroup's room" in text
     assert "  - GPU 0 (NVIDIA GB10): integrated (NVIDIA GB10 is a unified-memory part)" in text
 
 

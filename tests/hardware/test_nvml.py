@@ -119,7 +119,7 @@ def test_gb10_not_supported_uses_mem_available_less_cgroup_room(tmp_path: Path, 
     assert gpu.processes == (GpuProcess(pid=4242, used_bytes=None, name="python3"),)
     assert snap.source == "unified"
     assert snap.unified
-    assert snap.description == "live NVML on spark-1, GPU memory from host MemAvailable less the cgroup limit"
+    assert snap.description == "live NVML on spark-1, GPU memory from host MemAvailable capped by the cgroup's room"
     assert (snap.host_memory_total_bytes, snap.host_memory_available_bytes, snap.cgroup_limit_bytes) == (
         119 * GIB,
         100 * GIB,
