@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -69,10 +70,130 @@ def probe(ctx: click.Context, as_json: bool, hardware: str | None) -> None:
     run_core(ctx, probe_core, hardware=hardware, as_json=as_json)
 
 
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def recipes(ctx: click.Context) -> None:
+    """List the shipped recipes, show one, or print the recipe JSON Schema (default: list)."""
+    if ctx.invoked_subcommand is None:
+        from dspark.commands.recipes import recipes_list  # noqa: PLC0415 - keep CLI start-up light
+
+        run_core(ctx, recipes_list)
+
+
+@recipes.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as one JSON object.")
+@click.pass_context
+def recipes_list_cmd(ctx: click.Context, as_json: bool) -> None:
+    """List the shipped recipes (the default one is marked *)."""
+    from dspark.commands.recipes import recipes_list  # noqa: PLC0415 - keep CLI start-up light
+
+    run_core(ctx, recipes_list, as_json=as_json)
+
+
+@recipes.command("show")
+@click.argument("name_or_path", metavar="NAME|FILE")
+@click.option("--json", "as_json", is_flag=True, help="Print the validated recipe as one JSON object.")
+@click.pass_context
+def recipes_show_cmd(ctx: click.Context, name_or_path: str, as_json: bool) -> None:
+    """Validate a recipe and print it: a shipped recipe by name, or a file."""
+    from dspark.commands.recipes import recipes_show  # noqa: PLC0415 - keep CLI start-up light
+
+    run_core(ctx, recipes_show, name_or_path, as_json=as_json)
+
+
+@recipes.command("schema")
+@click.pass_context
+def recipes_schema_cmd(ctx: click.Context) -> None:
+    """Print the recipe JSON Schema, for editors (# yaml-language-server: $schema=FILE)."""
+    from dspark.commands.recipes import recipes_schema  # noqa: PLC0415 - keep CLI start-up light
+
+    run_core(ctx, recipes_schema)
+
+
+def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by validate and start: each maps to one setting (flag > env > recipe > default)."""
+    options = [
+        click.argument("recipe", required=False, metavar="[RECIPE]"),
+        click.option("--model", help="Model directory (config.json; weights optional) or cached HF repo id."),
+        click.option("--engine", type=click.Choice(["vllm", "sglang"]),
+                     help="Engine (default: the recipe's, else vllm)."),
+        click.option("--platform", type=click.Choice(["cuda", "cpu"]),
+                     help="cuda (default) or cpu (vLLM's CPU build)."),
+        click.option("--hardware", metavar="FILE|PROFILE",
+                     help="Plan against a saved probe or a profile (gb10, gb10x2, rtx5090, h100-80gb, h200, b200)."),
+        click.option("--kv-cache-memory", "kv_cache_memory_bytes", metavar="SIZE",
+                     help="KV pin per GPU: 28GB, 28GiB, 1073741824 (vLLM --kv-cache-memory-bytes)."),
+        click.option("--max-num-seqs", metavar="N", help="Seats (vLLM --max-num-seqs, SGLang --max-running-requests)."),
+        click.option("--max-model-len", metavar="TOKENS", help="Context window (also 32k, 256K)."),
+        click.option("--kv-cache-dtype", metavar="DTYPE", help="KV-cache dtype: auto, fp8, bfloat16, ..."),
+        click.option("--tp", "tensor_parallel_size", metavar="N", help="Tensor-parallel size."),
+        click.option("--nnodes", metavar="N", help="Nodes the engine spans."),
+        click.option("--node-rank", metavar="R", help="This node's rank in a multi-node launch."),
+        click.option("--master-addr", metavar="ADDR", help="Address of node 0 (multi-node)."),
+        click.option("--master-port", metavar="PORT", help="Port of node 0 (multi-node)."),
+        click.option("--port", metavar="PORT", help="Port the server listens on."),
+        click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout."),
+        click.option("--explain", is_flag=True, help="Show each setting's value and where it came from."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+_KNOB_OPTIONS = ("model", "engine", "platform", "hardware", "kv_cache_memory_bytes", "max_num_seqs", "max_model_len",
+                 "kv_cache_dtype", "tensor_parallel_size", "nnodes", "node_rank", "master_addr", "master_port", "port")
+
+
+def _validate_request(ctx: click.Context, recipe: str | None, params: dict[str, Any]) -> Any:
+    from dspark.validate import ValidateRequest  # noqa: PLC0415 - keep CLI start-up light
+
+    engine_flags = tuple((ctx.find_root().obj or {}).get("engine_flags", ()))
+    flags = {k: params[k] for k in _KNOB_OPTIONS if params.get(k) is not None}
+    return ValidateRequest(flags=flags, recipe=recipe, engine_flags=engine_flags, env=dict(os.environ))
+
+
+@cli.command(epilog="Engine flags go after --: dspark validate --model DIR -- --max-model-len 4096")
+@_plan_options
+@click.pass_context
+def validate(ctx: click.Context, recipe: str | None, as_json: bool, explain: bool, **params: Any) -> None:
+    """Predict the engine's KV pool, full contexts, graph capture size and safe seats, and judge the fit.
+
+    With no RECIPE and no --model, validates the default recipe against this machine's GPUs (or, with none,
+    the built-in 2x GB10 profile). Exit 0 fits, 1 does not fit, 2 bad input, 3 internal error.
+    """
+    from dspark.commands.validate import run_validate  # noqa: PLC0415 - keep CLI start-up light
+
+    run_core(ctx, run_validate, _validate_request(ctx, recipe, params), as_json=as_json, explain=explain)
+
+
+@cli.command(epilog="Engine flags go after --, e.g.: dspark start --max-num-seqs 12 -- --enforce-eager")
+@_plan_options
+@click.option("--dry-run", is_flag=True, help="Print the plan (argv and environment, secrets redacted); do not start.")
+@click.option("--force", is_flag=True, help="Start even when the verdict is fail.")
+@click.option("--watch", is_flag=True, help="Supervise the engine as a child: stream its log, check its KV pool.")
+@click.option("--engine-python", metavar="PYTHON",
+              help="Interpreter of the engine's virtualenv (DSPARK_ENGINE_PYTHON).")
+@click.pass_context
+def start(ctx: click.Context, recipe: str | None, as_json: bool, explain: bool, dry_run: bool, force: bool,
+          watch: bool, engine_python: str | None, **params: Any) -> None:
+    """Validate, check the argv with the installed engine's own parser, print the plan, then exec the engine."""
+    from dspark.commands.validate import run_start  # noqa: PLC0415 - keep CLI start-up light
+    from dspark.start import StartRequest  # noqa: PLC0415
+
+    request = StartRequest(validate=_validate_request(ctx, recipe, params), force=force, engine_python=engine_python)
+    run_core(ctx, run_start, request, dry_run=dry_run, as_json=as_json, explain=explain, watch=watch)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; click usage errors exit 2."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first `--` is the engine's own flags, kept verbatim (click would drop the `--`).
+    engine_flags: list[str] = []
+    if "--" in args:
+        cut = args.index("--")
+        args, engine_flags = args[:cut], args[cut + 1:]
     try:
-        cli.main(args=argv, prog_name="dspark", standalone_mode=False)
+        cli.main(args=args, prog_name="dspark", standalone_mode=False, obj={"engine_flags": engine_flags})
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:

@@ -79,8 +79,8 @@ class Engine(Protocol):
     name: str
     module: str  # the importable package that proves the engine is installed
 
-    def build_plan(self, config: ServeConfig, python: str) -> LaunchPlan:
-        """The argv and environment that start this engine with `config`."""
+    def build_plan(self, config: ServeConfig, python: str | None) -> LaunchPlan:
+        """The argv and environment that start this engine with `config` (python None: a display form)."""
         ...
 
     def parser_argv(self, plan: LaunchPlan) -> list[str]:

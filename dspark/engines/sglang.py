@@ -43,9 +43,9 @@ class SglangEngine:
     name = "sglang"
     module = "sglang"
 
-    def build_plan(self, config: ServeConfig, python: str) -> LaunchPlan:
-        """`<python> -m sglang.launch_server --model-path MODEL <flags>`."""
-        args = [python, "-m", MODULE, "--model-path", config.model]
+    def build_plan(self, config: ServeConfig, python: str | None) -> LaunchPlan:
+        """`<python> -m sglang.launch_server --model-path MODEL <flags>` (python None: `python3`, for display)."""
+        args = [python or "python3", "-m", MODULE, "--model-path", config.model]
         args += self._flags(config) + list(strip_flags(config.extra_args, MANAGED_FLAGS))
         return LaunchPlan(
             engine=self.name,

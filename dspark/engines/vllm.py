@@ -56,8 +56,13 @@ class VllmEngine:
     def __init__(self, console: bool | None = None) -> None:
         self._console = console  # None: ask the engine's interpreter
 
-    def build_plan(self, config: ServeConfig, python: str) -> LaunchPlan:
-        """`<python> -m vllm.entrypoints.cli.main serve MODEL <flags>` (or the api_server module form)."""
+    def build_plan(self, config: ServeConfig, python: str | None) -> LaunchPlan:
+        """`<python> -m vllm.entrypoints.cli.main serve MODEL <flags>` (or the api_server module form).
+
+        With python None the plan is the canonical `vllm serve MODEL <flags>`, for display (validate).
+        """
+        if python is None:
+            return self._plan(config, ["vllm", "serve", config.model])
         console = console_usable(python) if self._console is None else self._console
         if config.nnodes > 1 and config.node_rank > 0 and not console:
             # --headless exists only on `vllm serve` (DESIGN.md §3).
@@ -70,6 +75,9 @@ class VllmEngine:
             )
         head = [python, "-m", CLI_MODULE, "serve", config.model] if console else [
             python, "-m", API_SERVER_MODULE, "--model", config.model]
+        return self._plan(config, head)
+
+    def _plan(self, config: ServeConfig, head: list[str]) -> LaunchPlan:
         args = head + self._flags(config) + list(strip_flags(config.extra_args, MANAGED_FLAGS))
         return LaunchPlan(
             engine=self.name,
@@ -82,7 +90,7 @@ class VllmEngine:
     def parser_argv(self, plan: LaunchPlan) -> list[str]:
         """What `vllm serve`'s parser sees: everything after `serve` (or after the api_server module)."""
         argv = list(plan.argv)
-        if "serve" in argv[:5]:
+        if "serve" in argv[:5] and API_SERVER_MODULE not in argv[:5]:
             return argv[argv.index("serve") + 1:]
         return argv[argv.index(API_SERVER_MODULE) + 1:]
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
 from dspark.errors import InputError
-from dspark.hardware import HardwareSnapshot, HardwareSource
+from dspark.hardware import GpuInfo, HardwareSnapshot, HardwareSource
 from dspark.hardware.nvml import NvmlSource, NvmlUnavailable
 from dspark.hardware.profiles import DEFAULT_PROFILE, get_profile, is_profile, profile_names
 from dspark.hardware.snapshot import load_snapshot
+from dspark.hardware.unified import HostMemory, read_host_memory
 
 
 def resolve_hardware(
@@ -50,4 +52,27 @@ def _fallback(profile: str, reason: str) -> HardwareSnapshot:
         snapshot,
         description=f"no NVIDIA GPU found here ({reason}); planning against built-in profile {profile}",
         notes=(snapshot.description, *snapshot.notes),
+    )
+
+
+def host_snapshot(read: Callable[[], HostMemory] = read_host_memory) -> HardwareSnapshot:
+    """This host's memory as the one device of a CPU engine (vLLM's CPU build keeps its KV cache there)."""
+    host = read()
+    device = GpuInfo(
+        index=0,
+        name="CPU (host memory)",
+        uuid="host",
+        total_bytes=host.usable_total_bytes,
+        free_bytes=host.usable_free_bytes,
+        used_bytes=host.usable_total_bytes - host.usable_free_bytes,
+        memory_source="unified",
+    )
+    return HardwareSnapshot(
+        hostname=socket.gethostname(),
+        gpus=(device,),
+        source="unified",
+        description="this host's memory (MemAvailable, less any cgroup limit): the CPU engine's KV cache lives there",
+        host_memory_total_bytes=host.total_bytes,
+        host_memory_available_bytes=host.available_bytes,
+        cgroup_limit_bytes=host.cgroup.limit_bytes if host.cgroup else None,
     )

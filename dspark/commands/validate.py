@@ -1,0 +1,135 @@
+"""The validate and start commands: run the core, then print a table (rich) or one JSON object."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import IO, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from dspark.errors import ExitCode
+from dspark.launch import LaunchPlan, exec_plan
+from dspark.start import StartRequest, StartResult, plan_start
+from dspark.validate import ValidateRequest, ValidationReport, validate
+
+_STYLE = {"info": "dim", "warn": "yellow", "fail": "bold red", "ok": "green"}
+
+
+def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out: IO[str] | None = None) -> int:
+    """Print the report; exit 0 when it fits (ok or warn), 1 when it does not."""
+    report = validate(request)
+    stream = out or sys.stdout
+    if as_json:
+        stream.write(json.dumps(report.to_json(), default=str) + "\n")
+    else:
+        _print_notices(report)
+        render_report(report, Console(file=stream, soft_wrap=True), explain=explain)
+    return int(ExitCode.REFUSED if report.verdict == "fail" else ExitCode.OK)
+
+
+def run_start(
+    request: StartRequest,
+    *,
+    dry_run: bool,
+    as_json: bool,
+    explain: bool,
+    watch: bool = False,
+    execute: Callable[[LaunchPlan], object] = exec_plan,
+    out: IO[str] | None = None,
+) -> int:
+    """Validate, check the argv with the engine's parser, print the plan, then exec (or stop at --dry-run)."""
+    result = plan_start(request)
+    stream = out or sys.stdout
+    if as_json:
+        stream.write(json.dumps(result.to_json(), default=str) + "\n")
+    else:
+        _print_notices(result.report)
+        console = Console(file=stream, soft_wrap=True)
+        render_report(result.report, console, explain=explain)
+        render_plan(result, console)
+    stream.flush()
+    if dry_run:
+        return int(ExitCode.OK)
+    if watch:
+        from dspark.bench.supervise import watch_plan  # noqa: PLC0415
+
+        return watch_plan(result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens)
+    execute(result.plan)
+    return int(ExitCode.OK)  # only reached when a test injects an execute that returns
+
+
+def _print_notices(report: ValidationReport) -> None:
+    # On stderr, like the deployment's scripts: "MAX_NUM_SEQS not set, using default: 6".
+    for line in report.settings.notices():
+        print(line, file=sys.stderr)
+
+
+def render_report(report: ValidationReport, console: Console, *, explain: bool) -> None:
+    """The capacity figures, the findings and the verdict as people read them."""
+    cap = report.capacity
+    console.print(
+        f"[bold]{report.serve.engine}[/] {cap.engine_version} · {report.architecture.source} · "
+        f"{report.hardware.description}"
+    )
+    table = Table(show_header=False, box=None, pad_edge=False)
+    rows: list[tuple[str, str]] = [
+        ("KV bytes per token (per GPU)", f"{cap.kv_bytes_per_token:,}"),
+        (
+            "KV budget (per GPU)",
+            f"{cap.kv_budget_bytes:,} B ({cap.kv_budget_bytes / (1 << 30):.2f} GiB, {cap.kv_budget_source})",
+        ),
+        ("KV cache size", f"{cap.kv_pool_tokens:,} tokens"),
+        ("Maximum concurrency", f"{cap.max_concurrency:.2f}x for {cap.max_model_len:,} tokens per request"),
+        ("seats (max_num_seqs)", f"{cap.max_num_seqs} ({report.settings.max_num_seqs.source})"),
+        ("safe seats (full windows)", str(cap.safe_max_num_seqs)),
+        (f"average context at {cap.max_num_seqs} seats", f"≤ {cap.avg_context_at_max_num_seqs:,} tokens"),
+        ("CUDA graph max capture size", str(cap.cudagraph_max_capture_size)),
+    ]
+    if cap.expert_coverage is not None:
+        rows.append(("experts touched per decode step", f"{cap.expert_coverage:.1%}"))
+    if report.weights is not None:
+        rows.append(
+            (
+                "weights per GPU",
+                f"{report.weights.per_gpu_bytes / (1 << 30):.2f} GiB "
+                f"({'exact' if report.weights.exact else 'estimate'})",
+            )
+        )
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    for note in cap.kv_budget_assumptions:
+        console.print(f"  [dim]assumes: {note}[/]")
+    for f in report.findings:
+        console.print(f"[{_STYLE[f.level]}]{f.level:>4}[/] {f.code}: {f.message}")
+    console.print(f"verdict: [{_STYLE[report.verdict]}]{report.verdict}[/]")
+    if explain:
+        console.print(report.settings.explain(), markup=False)
+
+
+def render_plan(result: StartResult, console: Console) -> None:
+    """The command about to run, secrets redacted, and what the engine's parser made of it."""
+    check = result.check
+    console.print(
+        f"engine parser ({check.engine_version}) accepted the argv: "
+        f"{', '.join(f'{k}={v}' for k, v in _shown(check.parsed).items())}"
+    )
+    console.print(f"exec: {result.plan.shell_line()}", markup=False, highlight=False)
+
+
+def _shown(parsed: Any) -> dict[str, Any]:
+    keys = (
+        "max_num_seqs",
+        "max_running_requests",
+        "kv_cache_memory_bytes",
+        "max_total_tokens",
+        "max_model_len",
+        "context_length",
+        "tensor_parallel_size",
+        "tp_size",
+        "node_rank",
+    )
+    return {k: parsed[k] for k in keys if k in parsed}

@@ -1,0 +1,508 @@
+"""validate: recipe + flags + environment + model + hardware -> capacity, findings and a launch plan.
+
+Data flows one way (DESIGN.md §5): settings (each with its source) and the model's architecture and the
+hardware snapshot feed the engine's capacity arithmetic; the verdict and the launch plan follow from those.
+This module reads files and hardware only through the edge modules it calls (modeldir, hardware.select).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from dspark import __version__
+from dspark.architecture import Drafter, ModelArchitecture, parse_config, parse_drafter
+from dspark.capacity import CapacitySummary
+from dspark.engines import get_engine
+from dspark.engines.base import ServeConfig
+from dspark.errors import InputError, SettingsError
+from dspark.findings import Finding, gib, idle_free_findings, verdict_of
+from dspark.hardware import GpuInfo, HardwareSnapshot
+from dspark.hardware.profiles import DEFAULT_PROFILE
+from dspark.hardware.select import host_snapshot, resolve_hardware
+from dspark.hardware.snapshot import snapshot_to_dict
+from dspark.launch import LaunchPlan
+from dspark.recipes import Recipe, find_recipe
+from dspark.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
+from dspark.weights import WeightBytes, weight_bytes
+
+HardwareResolver = Callable[[str | None, str], HardwareSnapshot]
+
+
+def _resolve_hw(spec: str | None, default_profile: str) -> HardwareSnapshot:
+    return resolve_hardware(spec, default_profile=default_profile)
+
+
+@dataclass(frozen=True)
+class ValidateRequest:
+    """What the user asked for: dspark's own flags (by knob name), engine flags after `--`, and the environment."""
+
+    flags: Mapping[str, object | None] = field(default_factory=dict)
+    recipe: str | None = None
+    engine_flags: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """Everything validate decided; `to_json()` is what `--json` prints."""
+
+    recipe: Recipe | None
+    settings: ResolvedSettings
+    architecture: ModelArchitecture
+    weights: WeightBytes | None
+    drafter: Drafter | None
+    hardware: HardwareSnapshot
+    capacity: CapacitySummary
+    findings: tuple[Finding, ...]
+    serve: ServeConfig
+    plan: LaunchPlan
+
+    @property
+    def verdict(self) -> str:
+        """ok / warn / fail."""
+        return verdict_of(self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        """One JSON object: capacity, settings (with sources), verdict, findings, argv, and what they rest on."""
+        cap = dataclasses.asdict(self.capacity)
+        return {
+            "dspark_version": __version__,
+            "recipe": self.recipe.name if self.recipe else None,
+            "engine": self.serve.engine,
+            "model": {
+                "source": self.architecture.source,
+                "model_type": self.architecture.model_type,
+                "architecture": self.architecture.architecture,
+                "layers": self.architecture.num_layers,
+                "hybrid": self.architecture.is_hybrid,
+                "mla": self.architecture.uses_mla,
+                "weights_per_gpu_bytes": self.weights.per_gpu_bytes if self.weights else None,
+                "weights_exact": self.weights.exact if self.weights else None,
+                "drafter": self.drafter.method if self.drafter else None,
+            },
+            "hardware": snapshot_to_dict(self.hardware),
+            "capacity": cap,
+            "settings": self.settings.to_json(),
+            "verdict": self.verdict,
+            "findings": [f.to_json() for f in self.findings],
+            "argv": self.plan.to_json()["argv"],
+            "env": self.plan.to_json()["env"],
+            "notices": list(self.settings.notices()),
+        }
+
+
+# Engine flags after `--` are command-line values too: map them onto dspark's knobs.
+_VLLM_FLAG_KNOBS = {
+    "max_num_seqs": "max_num_seqs",
+    "max_model_len": "max_model_len",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "enable_prefix_caching": "enable_prefix_caching",
+    "num_speculative_tokens": "num_speculative_tokens",
+}
+_SGLANG_FLAG_KNOBS = {
+    "max_running_requests": "max_num_seqs",
+    "context_length": "max_model_len",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "max_total_tokens": "max_total_tokens",
+    "mem_fraction_static": "mem_fraction_static",
+    "tp_size": "tensor_parallel_size",
+    "pp_size": "pipeline_parallel_size",
+    "chunked_prefill_size": "max_num_batched_tokens",
+}
+
+
+def _parse_engine_flags(engine: str, argv: tuple[str, ...]) -> Any:
+    if engine == "vllm":
+        from dspark.engines.vllm_options import parse_vllm_serve_flags  # noqa: PLC0415
+
+        return parse_vllm_serve_flags(argv)
+    from dspark.engines.sglang_options import parse_sglang_flags  # noqa: PLC0415
+
+    return parse_sglang_flags(argv)
+
+
+def _flag_values_from_engine_flags(engine: str, options: Any) -> dict[str, object]:
+    """Knob values the pasted engine flags set (only those dspark plans with)."""
+    table = _VLLM_FLAG_KNOBS if engine == "vllm" else _SGLANG_FLAG_KNOBS
+    out: dict[str, object] = {}
+    for attr, knob in table.items():
+        value = getattr(options, attr, None)
+        if value is None or (knob == "max_model_len" and not isinstance(value, int)):
+            continue
+        out[knob] = value
+    if engine == "sglang" and getattr(options, "disable_radix_cache", None):
+        out["enable_prefix_caching"] = False
+    return out
+
+
+def _merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object]) -> dict[str, object | None]:
+    """dspark's flags and the pasted engine flags together; the same knob given differently is an error."""
+    merged = dict(own)
+    for knob, value in pasted.items():
+        mine = merged.get(knob)
+        if mine is not None and mine != value:
+            raise SettingsError(
+                f"{knob} is given twice on the command line: {mine!r} (dspark flag) and {value!r} (engine flag)",
+                hint="give it once",
+            )
+        merged[knob] = value
+    return merged
+
+
+def _load_recipe(request: ValidateRequest) -> tuple[Recipe | None, Setting[str | None]]:
+    model_given = request.flags.get("model") is not None or bool(request.env.get("DSPARK_MODEL", "").strip())
+    choice = select_recipe(request.recipe, request.env, model_given=model_given)
+    return (find_recipe(choice.value) if choice.value else None), choice
+
+
+def _engine_name(request: ValidateRequest, recipe: Recipe | None) -> str:
+    flag = request.flags.get("engine")
+    if isinstance(flag, str) and flag:
+        return flag
+    env = request.env.get("DSPARK_ENGINE", "").strip()
+    if env:
+        return env
+    return recipe.engine if recipe else "vllm"
+
+
+def _architecture(settings: ResolvedSettings, recipe: Recipe | None) -> tuple[ModelArchitecture, Any]:
+    """The model's layers (and safetensors headers if any): from its directory, else the recipe's inline config."""
+    from dspark.modeldir import load_config, read_safetensors_headers, resolve_model  # noqa: PLC0415
+
+    ref = settings.model.value
+    if ref is None:
+        raise InputError("no model to plan for", hint="pass --model DIR (a directory holding config.json) or a recipe")
+    on_disk: dict[str, Any] | None = None
+    headers = None
+    source = ref
+    try:
+        location = resolve_model(ref)
+    except InputError:
+        if recipe is None or recipe.model.config is None:
+            raise
+        location = None
+    if location is not None:
+        on_disk = load_config(location)
+        headers = read_safetensors_headers(location)
+        source = str(location.config_path)
+    config = recipe.model.resolve_config(on_disk) if recipe is not None else on_disk
+    if config is None:  # pragma: no cover - resolve_model raised above
+        raise InputError(f"no config.json for model {ref!r}")
+    if location is None and recipe is not None:
+        source = f"{recipe.source}:model.config"
+    return parse_config(config, source), headers
+
+
+def _drafter(
+    settings: ResolvedSettings, recipe: Recipe | None, options: Any, arch: ModelArchitecture
+) -> Drafter | None:
+    """The speculative drafter: from the recipe, or the pasted engine flags (method + model)."""
+    method = getattr(options, "speculative_method", None) or getattr(options, "speculative_algorithm", None)
+    draft_ref = getattr(options, "speculative_model", None) or getattr(options, "speculative_draft_model_path", None)
+    draft_config = None
+    if recipe is not None and recipe.speculative is not None:
+        method = method or recipe.speculative.method
+        draft_ref = draft_ref or recipe.speculative.draft_model
+        draft_config = recipe.speculative.draft_config
+    if not method:
+        return None
+    method = str(method).lower()
+    if method in ("nextn", "qwen3_next_mtp", "deepseek_mtp", "qwen3_5_mtp"):
+        method = "mtp"
+    if method == "mtp":
+        return parse_drafter(None, "mtp", target=arch)
+    if draft_ref:
+        from dspark.modeldir import load_config, resolve_model  # noqa: PLC0415
+
+        try:
+            draft_config = load_config(resolve_model(draft_ref))
+        except InputError:
+            if draft_config is None:
+                raise
+    if draft_config is None:
+        return None  # e.g. ngram: no layers of its own
+    return parse_drafter(draft_config, method, draft_ref or "<recipe speculative.draft_config>", target=arch)
+
+
+def _gpus_per_node(settings: ResolvedSettings) -> int:
+    world = settings.tensor_parallel_size.value * settings.pipeline_parallel_size.value
+    return max(1, world // max(1, settings.nnodes.value))
+
+
+def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: HardwareResolver) -> HardwareSnapshot:
+    if settings.platform.value == "cpu":
+        return host_snapshot()
+    default_profile = (recipe.hardware if recipe and recipe.hardware else None) or DEFAULT_PROFILE
+    return resolver(settings.hardware.value, default_profile)
+
+
+def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver = _resolve_hw) -> ValidationReport:
+    """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
+    recipe, _ = _load_recipe(request)
+    engine_name = _engine_name(request, recipe)
+    get_engine(engine_name)  # unknown engine names fail here, naming the known ones
+    options = _parse_engine_flags(engine_name, request.engine_flags)
+    flags = _merge_flags(request.flags, _flag_values_from_engine_flags(engine_name, options))
+    flags.setdefault("engine", engine_name)
+    settings = resolve_settings(
+        {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
+    )
+    arch, headers = _architecture(settings, recipe)
+    tp, pp = settings.tensor_parallel_size.value, settings.pipeline_parallel_size.value
+    weights = weight_bytes(arch, headers, tp=tp, pp=pp)
+    if weights is None and recipe is not None and recipe.model.weights_bytes is not None:
+        weights = WeightBytes(
+            total_bytes=recipe.model.weights_bytes,
+            per_gpu_bytes=recipe.model.weights_bytes // (tp * pp),
+            exact=False,
+            source=f"{recipe.source}: model.weights_bytes",
+            notes=(),
+            tp=tp,
+            pp=pp,
+        )
+    drafter = _drafter(settings, recipe, options, arch)
+    hardware = _hardware(settings, recipe, hardware_resolver)
+    gpu = _first_gpu(hardware, settings)
+
+    from dspark.capacity.engine import compute_capacity  # noqa: PLC0415
+
+    result = compute_capacity(
+        engine_name, arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=request.env
+    )
+    findings = list(result.findings)
+    findings += _memory_findings(engine_name, result.footprint_bytes, hardware, settings)
+    findings += _seat_findings(result.summary, settings, arch)
+    findings += _observation_findings(result.summary, recipe, settings)
+    if weights is None:
+        findings.append(
+            Finding(
+                "warn",
+                "weights-unknown",
+                "no safetensors here and no parameter estimate: weights are not counted in the "
+                "memory check; give model.weights_bytes in the recipe or a directory with weights",
+            )
+        )
+    summary = _with_observed_safe_seats(result.summary, recipe, settings)
+    serve = serve_config(
+        engine_name, settings, recipe, request.engine_flags, summary, drafter_model=_draft_ref(options, recipe)
+    )
+    plan = get_engine(engine_name).build_plan(serve, None)
+    return ValidationReport(
+        recipe=recipe,
+        settings=settings,
+        architecture=arch,
+        weights=weights,
+        drafter=drafter,
+        hardware=hardware,
+        capacity=summary,
+        findings=tuple(findings),
+        serve=serve,
+        plan=plan,
+    )
+
+
+def _draft_ref(options: Any, recipe: Recipe | None) -> str | None:
+    ref = getattr(options, "speculative_model", None) or getattr(options, "speculative_draft_model_path", None)
+    if ref is None and recipe is not None and recipe.speculative is not None:
+        ref = recipe.speculative.draft_model
+    return ref if isinstance(ref, str) else None
+
+
+def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings) -> GpuInfo | None:
+    if not hardware.gpus:
+        return None
+    need = _gpus_per_node(settings)
+    if len(hardware.gpus) < need and settings.platform.value != "cpu":
+        raise InputError(
+            f"the plan needs {need} GPU(s) per node (TP {settings.tensor_parallel_size.value} × PP "
+            f"{settings.pipeline_parallel_size.value} over {settings.nnodes.value} node(s)) but "
+            f"{hardware.description} has {len(hardware.gpus)}",
+            hint="lower --tp, spread over more nodes, or plan against other hardware (--hardware)",
+        )
+    # The engines size every rank by the smallest free memory among them.
+    return min(hardware.gpus[:need], key=lambda g: g.free_bytes)
+
+
+def _memory_findings(
+    engine: str, footprint: int | None, hw: HardwareSnapshot, settings: ResolvedSettings
+) -> list[Finding]:
+    if footprint is None or not hw.gpus:
+        return []
+    need = _gpus_per_node(settings)
+    out: list[Finding] = []
+    if hw.unified:
+        # One pool per node: every GPU of the node draws on the host's memory.
+        free = min(g.free_bytes for g in hw.gpus[:need])
+        out += idle_free_findings(free, footprint * need, unified=True, where=f"{hw.gpus[0].name} (unified memory)")
+    else:
+        for g in hw.gpus[:need]:
+            out += idle_free_findings(g.free_bytes, footprint, unified=False, where=f"GPU {g.index} {g.name}")
+    if hw.nodes > 1 or settings.nnodes.value > 1:
+        out.append(
+            Finding(
+                "info",
+                "per-node",
+                f"checked one node of {max(hw.nodes, settings.nnodes.value)}; "
+                "the others must have the same free memory (validate each node, or pass its saved probe "
+                "with --hardware)",
+            )
+        )
+    return out
+
+
+def _seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelArchitecture) -> list[Finding]:
+    seats = cap.max_num_seqs
+    out: list[Finding] = []
+    if seats > cap.safe_max_num_seqs:
+        out.append(
+            Finding(
+                "warn",
+                "seats-above-safe",
+                f"{seats} seats but the pool holds {cap.max_concurrency:.2f} full contexts of {cap.max_model_len:,} "
+                f"tokens (safe default {cap.safe_max_num_seqs}): with every seat busy, requests must average "
+                f"≤ {cap.avg_context_at_max_num_seqs:,} tokens or the engine preempts (recomputes) some",
+            )
+        )
+    else:
+        out.append(
+            Finding(
+                "info",
+                "seats-safe",
+                f"{seats} seats ≤ {cap.safe_max_num_seqs} safe: every seat can hold a full "
+                f"{cap.max_model_len:,}-token context at once; nothing is ever preempted",
+            )
+        )
+    out.append(
+        Finding(
+            "info",
+            "cudagraph-capture",
+            f"largest CUDA graph captured: batch {cap.cudagraph_max_capture_size} "
+            f"({len(cap.cudagraph_capture_sizes)} sizes); raising seats spends graph memory, not KV",
+        )
+    )
+    if cap.expert_coverage is not None and arch.moe is not None:
+        out.append(
+            Finding(
+                "info",
+                "expert-coverage",
+                f"one decode step at {seats} seats touches ~{cap.expert_coverage:.0%} of the "
+                f"{arch.moe.num_experts} experts (top-{arch.moe.top_k}, uniform routing)",
+            )
+        )
+    return out
+
+
+def _observations(
+    recipe: Recipe | None, settings: ResolvedSettings, metric: str, seats: int | None = None
+) -> list[Any]:
+    if recipe is None:
+        return []
+    window = settings.max_model_len.value
+    return [
+        o
+        for o in recipe.observations
+        if o.metric == metric and (o.max_model_len in (None, window)) and (seats is None or o.seats in (None, seats))
+    ]
+
+
+def _observation_findings(cap: CapacitySummary, recipe: Recipe | None, settings: ResolvedSettings) -> list[Finding]:
+    out: list[Finding] = []
+    for obs in _observations(recipe, settings, "kv_pool_tokens", cap.max_num_seqs):
+        if int(obs.value) != cap.kv_pool_tokens:
+            out.append(
+                Finding(
+                    "warn",
+                    "observed-pool-differs",
+                    f"observed KV pool {int(obs.value):,} tokens ({obs.source}) vs predicted "
+                    f"{cap.kv_pool_tokens:,}: the safe default follows the lower",
+                )
+            )
+    for obs in _observations(recipe, settings, "full_contexts", cap.max_num_seqs):
+        if f"{obs.value:.2f}" != f"{cap.max_concurrency:.2f}":
+            out.append(
+                Finding(
+                    "warn",
+                    "observed-contexts-differ",
+                    f"observed {obs.value:.2f} full contexts ({obs.source}) vs predicted "
+                    f"{cap.max_concurrency:.2f}: the safe default follows the lower",
+                )
+            )
+    return out
+
+
+def _with_observed_safe_seats(
+    cap: CapacitySummary, recipe: Recipe | None, settings: ResolvedSettings
+) -> CapacitySummary:
+    """Where the engine's own log disagrees with the prediction, the safe default follows the lower."""
+    safe = cap.safe_max_num_seqs
+    for obs in _observations(recipe, settings, "full_contexts", cap.max_num_seqs):
+        safe = min(safe, max(1, math.floor(obs.value + 1e-9)))
+    for obs in _observations(recipe, settings, "kv_pool_tokens", cap.max_num_seqs):
+        safe = min(safe, max(1, int(obs.value) // max(1, cap.max_model_len)))
+    return cap if safe == cap.safe_max_num_seqs else replace(cap, safe_max_num_seqs=safe)
+
+
+def serve_config(
+    engine: str,
+    settings: ResolvedSettings,
+    recipe: Recipe | None,
+    engine_flags: tuple[str, ...],
+    cap: CapacitySummary,
+    *,
+    drafter_model: str | None,
+) -> ServeConfig:
+    """The resolved values the launch uses; the KV pool is pinned to the validated figure."""
+    s = settings
+    speculative: dict[str, Any] | None = None
+    if recipe is not None and recipe.speculative is not None:
+        speculative = {
+            "method": recipe.speculative.method,
+            "num_speculative_tokens": s.num_speculative_tokens.value or recipe.speculative.num_speculative_tokens,
+        }
+        if drafter_model:
+            speculative["model"] = drafter_model
+    pin_tokens = s.max_total_tokens.value
+    if engine == "sglang" and pin_tokens is None and s.kv_cache_memory_bytes.value is not None:
+        pin_tokens = cap.kv_pool_tokens  # SGLang pins in tokens: the validated pool
+    env = dict(recipe.env) if recipe else {}
+    return ServeConfig(
+        engine=engine,
+        model=s.model.value or "",
+        max_num_seqs=s.max_num_seqs.value,
+        platform="cpu" if s.platform.value == "cpu" else "cuda",
+        served_model_name=s.served_model_name.value,
+        max_model_len=s.max_model_len.value,
+        kv_cache_dtype=None if s.kv_cache_dtype.value == "auto" else s.kv_cache_dtype.value,
+        kv_cache_memory_bytes=s.kv_cache_memory_bytes.value if engine == "vllm" else None,
+        max_total_tokens=pin_tokens if engine == "sglang" else None,
+        gpu_memory_utilization=s.gpu_memory_utilization.value,
+        mem_fraction_static=s.mem_fraction_static.value,
+        max_num_batched_tokens=s.max_num_batched_tokens.value,
+        cudagraph_max_capture_size=cap.cudagraph_max_capture_size if cap.cudagraph_max_capture_size > 0 else None,
+        speculative=speculative,
+        enable_prefix_caching=s.enable_prefix_caching.value,
+        tensor_parallel_size=s.tensor_parallel_size.value,
+        pipeline_parallel_size=s.pipeline_parallel_size.value,
+        nnodes=s.nnodes.value,
+        node_rank=s.node_rank.value,
+        master_addr=s.master_addr.value,
+        master_port=s.master_port.value,
+        host=s.host.value,
+        port=s.port.value,
+        extra_args=tuple(recipe.engine_args if recipe else ()) + engine_flags,
+        env=env,
+    )
+
+
+def describe_memory(n: int) -> str:
+    """Bytes in GiB, for messages."""
+    return gib(n)
