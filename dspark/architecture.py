@@ -393,13 +393,20 @@ class _Fields:
         return int(value)
 
 
+def _architecture(f: _Fields) -> str:
+    """The first of "architectures" (the class the engine builds), or "" when the config names none."""
+    names = f.str_list("architectures") or ("",)
+    return names[0] if names else ""
+
+
 def _family(f: _Fields) -> str:
     """The normalised model_type, or a family recognised from the fields; fails closed."""
     outer_type = f.outer.get("model_type")
     inner_type = f.inner.get("model_type")
-    raw = outer_type if isinstance(outer_type, str) and outer_type else inner_type
-    if raw is not None and not isinstance(raw, str):
-        f.fail(f"'model_type' must be a string, got {raw!r}")
+    for value in (outer_type, inner_type):
+        if value is not None and not isinstance(value, str):
+            f.fail(f"'model_type' must be a string, got {value!r}")
+    raw = outer_type or inner_type
     model_type = _ALIASES.get(raw or "", raw or "")
     if model_type in _DENSE_FAMILIES | _MLA_FAMILIES | _GDN_FAMILIES | _MAMBA2_FAMILIES | {"deepseek_v4"}:
         return model_type
@@ -604,6 +611,8 @@ def _need(f: _Fields, key: str) -> int:
     value = f.opt_int(key)
     if value is None:
         raise _NoEstimate(f"the config has no '{f.where(key)}'")
+    if value <= 0:
+        f.fail(f"'{f.where(key)}' must be a positive integer, got {value}")
     return value
 
 
@@ -1091,10 +1100,9 @@ def parse_config(config: Mapping[str, Any], source: str = "") -> ModelArchitectu
             )
             if f.mapping("vision_config") and not vision:
                 notes.append("vision tower not counted in the parameter estimate")
-    architectures = f.outer.get("architectures") or f.inner.get("architectures") or [""]
     return ModelArchitecture(
         model_type=family,
-        architecture=str(architectures[0]) if isinstance(architectures, list) and architectures else "",
+        architecture=_architecture(f),
         dtype=dtype,
         hidden_size=hidden,
         vocab_size=vocab,
@@ -1210,7 +1218,7 @@ def _dflash_drafter(f: _Fields, source: str, dtype: str, notes: list[str]) -> Dr
         fc_in = (f.opt_int("target_hidden_size") or hidden) * (len(targets) or n)
         params = n * (attn + _mlp(hidden, inter) + 2 * hidden) + fc_in * hidden + 2 * hidden
         notes.append("DFlash parameters: draft layers + fc + norms; embedding and LM head are the target's")
-    if "DFlash2" in str((f.raw("architectures") or [""])[0]):
+    if "DFlash2" in _architecture(f):
         notes.append("DFlash2 extras (convolutions, candidate selector) not in the parameter estimate")
     return Drafter(
         method="dflash",
