@@ -1,0 +1,848 @@
+"""Recipes: one YAML file per deployment (model, engine, parallelism, KV, seats, measured observations).
+
+Entry points other layers use (keep these stable):
+  load_recipe(path) -> Recipe                 read and validate a file, or raise RecipeError
+  load_recipe_text(text, source) -> Recipe    the same for text already in memory
+  find_recipe(name_or_path) -> Recipe         a shipped recipe by name ("flash-next-vllm") or a file path
+  default_recipe() -> Recipe                  the recipe a bare `dspark validate` uses (DEFAULT_RECIPE)
+  list_recipes() -> list[Recipe]              every shipped recipe, sorted by name
+  recipe_json_schema() -> dict                the JSON Schema editors use (checked in as data/recipe.schema.json)
+
+Knob fields (seats, window, KV, parallelism, ...) are None when the file does not set them: the built-in
+defaults live in dspark.settings, which also applies the flag > environment > recipe > default precedence.
+Read knobs from dspark.settings.ResolvedSettings, and the rest (model, observations, env, engine_args) here.
+
+Shipped recipes: the canonical files are recipes/*.yaml at the top of the repository; dspark/data/recipes/
+holds a byte-identical copy that is installed as package data (a test fails when the two differ).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import date as Date
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from dspark.errors import RecipeError
+from dspark.launch import is_secret_name
+from dspark.units import SIZE_PATTERN, SIZE_UNITS_HELP, parse_count, parse_size
+
+DEFAULT_RECIPE = "flash-next-vllm"
+
+# No engine runs anywhere near this many sequences in one batch (vLLM's own default is 256 or 1024,
+# SGLang's CUDA-graph tables stop at 512); a larger number is a typo (an extra digit, tokens for seats),
+# and both engines preallocate per-seat state (SGLang's req_to_token rows, hybrid state slots), so a huge
+# value turns into an out-of-memory crash at start-up instead of an error here.
+MAX_NUM_SEQS_LIMIT = 65536
+
+Engine = Literal["vllm", "sglang"]
+WeightsFormat = Literal["bf16", "fp16", "fp8", "nvfp4", "mxfp4", "int4", "int8"]
+# The KV-cache dtypes dspark can account for; other engine spellings are refused here rather than
+# guessed at, because the pool size depends on the bytes per element.
+KvCacheDtype = Literal[
+    "auto",
+    "bfloat16",
+    "bf16",
+    "float16",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "fp8_inc",
+    "fp8_ds_mla",
+    "nvfp4_ds_mla",
+    "nvfp4",
+    "mxfp8",
+    "fp4_e2m1",
+    "fp4_mx_block16",
+]
+# The methods whose drafter dspark can size (dspark.architecture.DRAFTER_METHODS; a test keeps them equal).
+SpeculativeMethod = Literal["mtp", "eagle3", "eagle", "dflash", "draft_model"]
+Metric = Literal[
+    "kv_pool_tokens",
+    "full_contexts",
+    "cudagraph_max_capture_size",
+    "decode_tok_s",
+    "stream_decode_tok_s",
+    "ttft_s",
+    "wall_s",
+    "decode_step_ms",
+    "kv_usage_peak",
+    "prefix_hit_rate",
+]
+# Metrics whose value is a count, so a fraction means a typo.
+_WHOLE_METRICS = frozenset({"kv_pool_tokens", "cudagraph_max_capture_size"})
+_NEEDS_DRAFT_MODEL = frozenset({"eagle", "eagle3", "dflash", "draft_model"})
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _size(value: object) -> object:
+    """Let pydantic see bytes for a size written as "28GB"; other types fall through to its own error."""
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        return parse_size(value)
+    return value
+
+
+def _count(value: object) -> object:
+    """Let pydantic see an int for a token count written as "256K"; other types fall through."""
+    if isinstance(value, str):
+        return parse_count(value)
+    return value
+
+
+ByteSize = Annotated[
+    int,
+    BeforeValidator(_size),
+    Field(gt=0),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": SIZE_PATTERN},
+            ],
+            "description": f"A size: {SIZE_UNITS_HELP}.",
+        }
+    ),
+]
+TokenCount = Annotated[
+    int,
+    BeforeValidator(_count),
+    Field(gt=0),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?[kKmMgG]?\s*$"},
+            ],
+            "description": "Tokens: an int, or vLLM's suffixes (8k = 8,000, 8K = 8,192).",
+        }
+    ),
+]
+
+
+class _Strict(BaseModel):
+    """Base of every recipe section: unknown keys are errors (a typo never silently means 'unset')."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(_Strict):
+    """The model to serve and, when its directory is not on this machine, its config inline."""
+
+    path: str = Field(min_length=1, description="Model directory or Hugging Face repo id (may be absent here).")
+    revision: str | None = Field(default=None, description="Hugging Face revision (commit, tag or branch) to serve.")
+    served_name: str | None = Field(default=None, description="Name clients use (--served-model-name).")
+    quantization: WeightsFormat | None = Field(
+        default=None, description="Weights format, for weight-size estimates when no safetensors are at hand."
+    )
+    config: dict[str, Any] | None = Field(
+        default=None, description="The model's config.json, inline; used when the directory is not on this machine."
+    )
+    config_overrides: dict[str, Any] | None = Field(
+        default=None,
+        description="Keys merged over config.json (from the directory or `config`), nested mappings merged.",
+    )
+    weights_bytes: ByteSize | None = Field(
+        default=None, description="Total weight bytes (all ranks) when no safetensors are at hand."
+    )
+
+    def resolve_config(self, on_disk: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """config.json to plan with: the directory's if read, else the inline one, with overrides merged over it."""
+        base = dict(on_disk) if on_disk is not None else (dict(self.config) if self.config is not None else None)
+        if base is None:
+            return None
+        return _deep_merge(base, self.config_overrides or {})
+
+
+class Parallel(_Strict):
+    """How the model is split: tensor and pipeline parallelism, and the nodes it spans."""
+
+    tensor: int | None = Field(default=None, ge=1, description="Tensor-parallel size (GPUs per pipeline stage).")
+    pipeline: int | None = Field(default=None, ge=1, description="Pipeline-parallel size.")
+    nodes: int | None = Field(default=None, ge=1, description="Number of machines the engine spans.")
+    master_addr: str | None = Field(
+        default=None, min_length=1, description="Address of node 0 for a multi-node launch."
+    )
+    master_port: int | None = Field(default=None, ge=1, le=65535, description="Port of node 0 for a multi-node launch.")
+    runtime: Literal["native", "ray"] | None = Field(
+        default=None, description="Multi-node runtime: the engine's own (torch.distributed) or Ray."
+    )
+
+
+class Context(_Strict):
+    """The context window the engine is started with."""
+
+    max_model_len: TokenCount | None = Field(
+        default=None, description="Window in tokens (--max-model-len / --context-length); default: the model's own."
+    )
+
+
+class KvCache(_Strict):
+    """KV-cache dtype and how its size is fixed: a pin (exact) or a memory fraction (the engine estimates)."""
+
+    dtype: KvCacheDtype | None = Field(default=None, description="KV-cache dtype (--kv-cache-dtype); default auto.")
+    memory: ByteSize | None = Field(
+        default=None,
+        description="KV pin per GPU. vLLM: --kv-cache-memory-bytes; SGLang: converted to --max-total-tokens.",
+    )
+    tokens: TokenCount | None = Field(default=None, description="KV pool pin in tokens (SGLang --max-total-tokens).")
+    gpu_memory_utilization: float | None = Field(
+        default=None, gt=0, le=1, description="vLLM --gpu-memory-utilization (share of GPU memory vLLM may use)."
+    )
+    mem_fraction_static: float | None = Field(
+        default=None, gt=0, lt=1, description="SGLang --mem-fraction-static (share for weights plus KV pool)."
+    )
+
+
+class Batching(_Strict):
+    """Seats and the prefill budget."""
+
+    max_num_seqs: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_NUM_SEQS_LIMIT,
+        description="Seats: requests decoded together (vLLM --max-num-seqs, SGLang --max-running-requests).",
+    )
+    max_num_batched_tokens: TokenCount | None = Field(
+        default=None,
+        description="Prefill budget per step (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size).",
+    )
+
+
+class Speculative(_Strict):
+    """Speculative decoding: built-in MTP layers or a separate drafter that keeps KV of its own."""
+
+    method: SpeculativeMethod = Field(description="mtp uses the model's own layers; others need draft_model.")
+    num_speculative_tokens: int = Field(
+        ge=1,
+        le=64,
+        description="Tokens proposed per step (vLLM num_speculative_tokens; SGLang draft tokens = this + 1).",
+    )
+    draft_model: str | None = Field(default=None, min_length=1, description="Drafter directory or repo id.")
+    draft_config: dict[str, Any] | None = Field(
+        default=None, description="The drafter's config.json, inline; used when its directory is not on this machine."
+    )
+
+
+class Observation(_Strict):
+    """A figure measured on a real deployment of this recipe, with where it came from."""
+
+    metric: Metric = Field(
+        description=(
+            "kv_pool_tokens: the engine's KV pool (vLLM 'KV cache size', SGLang max_total_num_tokens); "
+            "full_contexts: the engine's 'Maximum concurrency' (pool / window); decode_tok_s, "
+            "stream_decode_tok_s: aggregate and per-request decode tokens/s; ttft_s, wall_s: seconds; "
+            "decode_step_ms: one decode step; kv_usage_peak, prefix_hit_rate: shares from 0 to 1."
+        )
+    )
+    value: float = Field(ge=0)
+    seats: int | None = Field(default=None, ge=1, le=MAX_NUM_SEQS_LIMIT, description="max_num_seqs in force.")
+    max_model_len: int | None = Field(
+        default=None, ge=1, description="Window the figure refers to; default the recipe's."
+    )
+    workload: str | None = Field(
+        default=None, description="The benchmark workload, for throughput and latency figures."
+    )
+    reps: int | None = Field(default=None, ge=1, description="Runs averaged.")
+    engine_version: str | None = None
+    hardware: str | None = Field(default=None, description="Where it was measured, in words.")
+    source: str = Field(min_length=1, description="Provenance: the log line, benchmark or document it comes from.")
+    date: Date | None = None
+
+
+class Recipe(_Strict):
+    """One deployment: a model on an engine with its settings, plus observations measured on it."""
+
+    name: str = Field(description="Short name, also the file name of a shipped recipe.")
+    description: str = ""
+    engine: Engine
+    engine_version: str | None = Field(default=None, description="The engine version the observations were taken with.")
+    model: ModelSpec
+    hardware: str | None = Field(
+        default=None, min_length=1, description="Hardware profile to plan against when no GPU is present (e.g. gb10x2)."
+    )
+    parallel: Parallel = Parallel()
+    context: Context = Context()
+    kv_cache: KvCache = KvCache()
+    batching: Batching = Batching()
+    speculative: Speculative | None = None
+    prefix_caching: bool | None = Field(default=None, description="Prefix (radix) caching; default: the engine's.")
+    engine_args: list[str] = Field(
+        default_factory=list, description="Extra engine flags, verbatim; checked by the engine's parser."
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Environment for the engine process.")
+    observations: list[Observation] = Field(default_factory=list)
+
+    _source: str = PrivateAttr(default="<recipe>")
+
+    @property
+    def source(self) -> str:
+        """The file this recipe was read from ("<recipe>" when built in code)."""
+        return self._source
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_slug(cls, value: str) -> str:
+        if not _NAME_RE.fullmatch(value):
+            raise ValueError("use lower-case letters, digits, '.', '_' and '-' (it is also a file name)")
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_scalars_as_text(cls, value: object) -> object:
+        # YAML reads `VLLM_X: 4` as an int; an environment only holds text, and "4" is what was meant.
+        # Booleans are not converted: "True" is rarely what a program expects for true.
+        if isinstance(value, dict):
+            return {
+                k: (str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v) for k, v in value.items()
+            }
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> Recipe:
+        problems = list(_cross_problems(self))
+        if problems:
+            sink = info.context.get("problems") if isinstance(info.context, dict) else None
+            if isinstance(sink, list):
+                sink.extend(problems)
+            else:
+                raise ValueError("; ".join(f"{_dotted(p.loc)}: {p.message}" for p in problems))
+        return self
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Checks that span fields. Each names the key to change, so the loader can point at its line.
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a recipe: where (key path), what, and the offending value when it helps."""
+
+    loc: tuple[str | int, ...]
+    message: str
+    value: object = field(default=None)
+    show_value: bool = False
+
+
+# Engine flags (underscored, no dashes) that a recipe models as fields: passing them in engine_args too
+# would give one setting two sources, and the precedence chain could not see the second one.
+_FLAG_FIELDS: dict[str, str] = {
+    "max_num_seqs": "batching.max_num_seqs",
+    "max_running_requests": "batching.max_num_seqs",
+    "max_num_batched_tokens": "batching.max_num_batched_tokens",
+    "chunked_prefill_size": "batching.max_num_batched_tokens",
+    "max_model_len": "context.max_model_len",
+    "context_length": "context.max_model_len",
+    "tensor_parallel_size": "parallel.tensor",
+    "tp": "parallel.tensor",
+    "tp_size": "parallel.tensor",
+    "pipeline_parallel_size": "parallel.pipeline",
+    "pp": "parallel.pipeline",
+    "pp_size": "parallel.pipeline",
+    "nnodes": "parallel.nodes",
+    "master_addr": "parallel.master_addr",
+    "master_port": "parallel.master_port",
+    "dist_init_addr": "parallel.master_addr",
+    "distributed_executor_backend": "parallel.runtime",
+    "kv_cache_dtype": "kv_cache.dtype",
+    "kv_cache_memory_bytes": "kv_cache.memory",
+    "kv_cache_memory": "kv_cache.memory",
+    "max_total_tokens": "kv_cache.tokens",
+    "gpu_memory_utilization": "kv_cache.gpu_memory_utilization",
+    "mem_fraction_static": "kv_cache.mem_fraction_static",
+    "speculative_config": "speculative",
+    "sc": "speculative",
+    "spec_method": "speculative.method",
+    "spec_model": "speculative.draft_model",
+    "spec_tokens": "speculative.num_speculative_tokens",
+    "speculative_algorithm": "speculative.method",
+    "speculative_num_draft_tokens": "speculative.num_speculative_tokens",
+    "speculative_draft_model_path": "speculative.draft_model",
+    "speculative_draft_model": "speculative.draft_model",
+    "num_speculative_tokens": "speculative.num_speculative_tokens",
+    "served_model_name": "model.served_name",
+    "model": "model.path",
+    "model_path": "model.path",
+    "revision": "model.revision",
+    "enable_prefix_caching": "prefix_caching",
+    "disable_radix_cache": "prefix_caching",
+}
+# Flags that belong to one machine or one run, not to a recipe.
+_RUN_FLAGS: dict[str, str] = {
+    "node_rank": "--node-rank / DSPARK_NODE_RANK",
+    "port": "--port / DSPARK_PORT",
+    "host": "--host / DSPARK_HOST",
+}
+
+
+def _flag_key(arg: str) -> str | None:
+    """'--no-enable-prefix-caching=x' -> 'enable_prefix_caching'; None for values (no leading dash)."""
+    if not arg.startswith("-") or arg == "-" or arg[1:2].isdigit():
+        return None
+    key = arg.lstrip("-").split("=", 1)[0].replace("-", "_").lower()
+    if key.startswith("no_") and key[3:] in _FLAG_FIELDS:
+        key = key[3:]
+    return key
+
+
+def _cross_problems(recipe: Recipe) -> Iterator[Problem]:
+    """Everything pydantic's per-field checks cannot see."""
+    yield from _kv_problems(recipe)
+    yield from _parallel_problems(recipe.parallel)
+    if recipe.speculative is not None:
+        yield from _speculative_problems(recipe.speculative)
+    yield from _passthrough_problems(recipe)
+    for i, obs in enumerate(recipe.observations):
+        if obs.metric in _WHOLE_METRICS and obs.value != int(obs.value):
+            yield Problem(
+                ("observations", i, "value"), f"{obs.metric} is a count; expected a whole number", obs.value, True
+            )
+
+
+def _kv_problems(recipe: Recipe) -> Iterator[Problem]:
+    kv = recipe.kv_cache
+    if kv.memory is not None and kv.tokens is not None:
+        yield Problem(("kv_cache", "tokens"), "set kv_cache.memory or kv_cache.tokens, not both: each pins the pool")
+    if recipe.engine == "vllm":
+        if kv.tokens is not None:
+            yield Problem(("kv_cache", "tokens"), "vLLM has no token pin; pin bytes with kv_cache.memory")
+        if kv.mem_fraction_static is not None:
+            yield Problem(
+                ("kv_cache", "mem_fraction_static"), "is SGLang's; for vLLM use kv_cache.gpu_memory_utilization"
+            )
+    elif kv.gpu_memory_utilization is not None:
+        yield Problem(("kv_cache", "gpu_memory_utilization"), "is vLLM's; for SGLang use kv_cache.mem_fraction_static")
+
+
+def _parallel_problems(par: Parallel) -> Iterator[Problem]:
+    nodes = par.nodes or 1
+    gpus = (par.tensor or 1) * (par.pipeline or 1)
+    if nodes > 1 and gpus % nodes:
+        yield Problem(
+            ("parallel", "nodes"), f"tensor x pipeline = {gpus} GPUs cannot be split evenly over {nodes} nodes"
+        )
+
+
+def _speculative_problems(spec: Speculative) -> Iterator[Problem]:
+    if spec.method in _NEEDS_DRAFT_MODEL and spec.draft_model is None:
+        yield Problem(("speculative", "draft_model"), f"is required for method {spec.method}")
+    if spec.method not in _NEEDS_DRAFT_MODEL and spec.draft_model is not None:
+        yield Problem(
+            ("speculative", "draft_model"), f"is not used by method {spec.method} (it drafts with the model itself)"
+        )
+    if spec.draft_config is not None and spec.draft_model is None:
+        yield Problem(("speculative", "draft_config"), "describes a drafter, but speculative.draft_model is not set")
+
+
+def _passthrough_problems(recipe: Recipe) -> Iterator[Problem]:
+    """engine_args and env must not carry what the recipe's own fields (or dspark's settings) own."""
+    for i, arg in enumerate(recipe.engine_args):
+        key = _flag_key(arg)
+        flag = arg.split("=", 1)[0]
+        if key in _FLAG_FIELDS:
+            yield Problem(
+                ("engine_args", i),
+                f"{flag} is a recipe field: set {_FLAG_FIELDS[key]} instead "
+                "(one place per setting, so the precedence chain sees it)",
+            )
+        elif key in _RUN_FLAGS:
+            yield Problem(
+                ("engine_args", i), f"{flag} belongs to one machine or run, not a recipe: use {_RUN_FLAGS[key]}"
+            )
+    for name in recipe.env:
+        if not _ENV_NAME_RE.fullmatch(name):
+            yield Problem(("env", name), "is not a valid environment variable name")
+        elif name == "MAX_NUM_SEQS" or name.startswith("DSPARK_"):
+            yield Problem(
+                ("env", name),
+                "is read by dspark itself, not by the engine: set the recipe's own field, "
+                "or export it when you run dspark",
+            )
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """base with over's keys laid on top; mappings present in both are merged key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _deep_merge(dict(out[key]), value)
+        else:
+            out[key] = value
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Loading: YAML with line numbers, then pydantic, then errors that name file, line, key and value.
+
+
+def load_recipe(path: str | os.PathLike[str]) -> Recipe:
+    """Read and validate a recipe file, or raise RecipeError naming the file, line and key."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError(f"{p}: recipe file not found") from None
+    except IsADirectoryError:
+        raise RecipeError(f"{p}: is a directory, not a recipe file") from None
+    except UnicodeDecodeError:
+        raise RecipeError(f"{p}: is not UTF-8 text") from None
+    except OSError as exc:
+        raise RecipeError(f"{p}: cannot read the recipe ({exc.strerror})") from None
+    return load_recipe_text(text, str(p))
+
+
+def load_recipe_text(text: str, source: str = "<recipe>") -> Recipe:
+    """Validate recipe YAML held in memory; `source` names it in messages; raise RecipeError."""
+    root, data = _parse_yaml(text, source)
+    if root is None or data is None:
+        raise RecipeError(f"{source}: the recipe is empty; it needs at least name, engine and model.path")
+    duplicates = list(_duplicate_keys(root, ()))
+    if duplicates:
+        raise RecipeError(_render(source, root, duplicates))
+    if not isinstance(data, dict):
+        raise RecipeError(
+            f"{source}:{root.start_mark.line + 1}: a recipe is a mapping of keys (name:, engine:, model:, ...), "
+            f"not {_kind(data)}"
+        )
+    collected: list[Problem] = []
+    try:
+        recipe = Recipe.model_validate(data, context={"problems": collected})
+    except ValidationError as exc:
+        raise RecipeError(_render(source, root, [_from_pydantic(err) for err in exc.errors()])) from None
+    if collected:
+        raise RecipeError(_render(source, root, collected))
+    recipe._source = source
+    return recipe
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that keeps timestamps as text: pydantic parses dates and reports a bad one like any value."""
+
+
+def _timestamp_as_text(loader: _Loader, node: Node) -> str:
+    return str(node.value)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
+
+
+def _parse_yaml(text: str, source: str) -> tuple[Node | None, object]:
+    """The node tree (for line numbers) and the data built from it; RecipeError for broken YAML."""
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
+    except yaml.MarkedYAMLError as exc:
+        # Built from the parts, never str(exc): that quotes the offending line, which may hold a secret.
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
+        what = "; ".join(part for part in (exc.context, exc.problem) if part)
+        raise RecipeError(f"{where}: not valid YAML: {what}") from None
+    except (yaml.YAMLError, ValueError) as exc:
+        # No message text: a constructor's message may quote the value.
+        raise RecipeError(f"{source}: not valid YAML ({type(exc).__name__})") from None
+    finally:
+        loader.dispose()
+    return root, data
+
+
+def _duplicate_keys(node: Node, loc: tuple[str | int, ...]) -> Iterator[Problem]:
+    """Keys given twice in one mapping (YAML would silently keep the last one)."""
+    if isinstance(node, MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, ScalarNode) else None
+            if key is None:
+                continue
+            if key in seen:
+                yield Problem((*loc, key), f"duplicate key (first given on line {seen[key]})")
+            else:
+                seen[key] = key_node.start_mark.line + 1
+            yield from _duplicate_keys(value_node, (*loc, key))
+    elif isinstance(node, SequenceNode):
+        for i, item in enumerate(node.value):
+            yield from _duplicate_keys(item, (*loc, i))
+
+
+def _line_of(root: Node, loc: tuple[str | int, ...]) -> int:
+    """1-based line of the deepest node on `loc` that exists (a missing key points at its parent)."""
+    node: Node = root
+    line = root.start_mark.line + 1
+    for part in loc:
+        if isinstance(node, MappingNode) and isinstance(part, str):
+            # The last one: that is the value YAML keeps when a key repeats.
+            found = [(k, v) for k, v in node.value if isinstance(k, ScalarNode) and k.value == part]
+            if not found:
+                break
+            key_node, node = found[-1]
+            line = key_node.start_mark.line + 1
+        elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _render(source: str, root: Node, problems: list[Problem]) -> str:
+    """One line per problem, `file:line: key.path: message (got value)`, in file order."""
+    lines = sorted(
+        ((_line_of(root, p.loc), _dotted(p.loc), _message(p)) for p in problems),
+        key=lambda item: item[0],
+    )
+    count = f"{len(lines)} problem" + ("s" if len(lines) != 1 else "")
+    body = "\n".join(f"  {source}:{line}: {path}: {message}" for line, path, message in lines)
+    return f"{source}: invalid recipe ({count}):\n{body}"
+
+
+def _message(p: Problem) -> str:
+    if not p.show_value:
+        return p.message
+    return f"{p.message} (got {_show(p.value, p.loc)})"
+
+
+def _dotted(loc: tuple[str | int, ...]) -> str:
+    """('observations', 0, 'value') -> 'observations[0].value'."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out or "(top level)"
+
+
+def _is_secret_loc(loc: tuple[str | int, ...]) -> bool:
+    """True where a value may be a credential: env values, engine flags, any secret-looking key on the path."""
+    return (bool(loc) and loc[0] in ("env", "engine_args")) or any(
+        isinstance(p, str) and is_secret_name(p) for p in loc
+    )
+
+
+def _show(value: object, loc: tuple[str | int, ...]) -> str:
+    """A value as the user wrote it in YAML, shortened; never a secret."""
+    if _is_secret_loc(loc):
+        shown = "***" if isinstance(value, str) else _kind(value)
+    elif isinstance(value, bool) or value is None:
+        shown = {True: "true", False: "false", None: "null"}[value]
+    elif isinstance(value, int | float):
+        shown = repr(value)
+    elif isinstance(value, str):
+        shown = repr(value if len(value) <= 60 else value[:57] + "...")
+    elif isinstance(value, Date):
+        shown = value.isoformat()
+    else:
+        shown = _kind(value)
+    return shown
+
+
+# Most specific first: bool is an int, and datetime a date.
+_KINDS: tuple[tuple[type, str], ...] = (
+    (bool, "a boolean"),
+    (int, "a whole number"),
+    (float, "a number"),
+    (str, "a string"),
+    (dict, "a mapping"),
+    (list, "a list"),
+    (Date, "a date"),
+    (type(None), "null"),
+)
+
+
+def _kind(value: object) -> str:
+    """Plain words for a YAML value's type."""
+    return next((words for kind, words in _KINDS if isinstance(value, kind)), type(value).__name__)
+
+
+# pydantic error type -> our wording; the keys are pydantic's stable error codes.
+_EXPECTED: dict[str, str] = {
+    "int_type": "expected a whole number",
+    "int_parsing": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "float_type": "expected a number",
+    "float_parsing": "expected a number",
+    "string_type": "expected a string",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+    "dict_type": "expected a mapping",
+    "model_type": "expected a mapping of keys",
+    "model_attributes_type": "expected a mapping of keys",
+    "list_type": "expected a list",
+    "date_type": "expected a date (YYYY-MM-DD)",
+    "date_parsing": "expected a date (YYYY-MM-DD)",
+    "date_from_datetime_parsing": "expected a date (YYYY-MM-DD)",
+    "missing": "missing required key",
+}
+
+
+def _from_pydantic(err: ErrorDetails) -> Problem:
+    """Turn one pydantic error into a Problem with our wording and a suggestion where one is possible."""
+    loc = tuple(part for part in err["loc"] if part != "[key]")
+    kind = err["type"]
+    value = err.get("input")
+    if kind == "extra_forbidden":
+        return Problem(loc, _unknown_key(loc))
+    if kind == "missing":
+        return Problem(loc, _EXPECTED[kind])
+    if kind == "literal_error":
+        expected = _literal_choices(err)
+        message = f"expected one of: {', '.join(expected)}"
+        if isinstance(value, str):
+            close = difflib.get_close_matches(value, expected, n=1)
+            if close:
+                message += f"; did you mean {close[0]!r}?"
+        return Problem(loc, message, value, True)
+    if kind == "value_error":
+        return Problem(loc, str(err["msg"]).removeprefix("Value error, "), value, True)
+    if kind in _EXPECTED:
+        message = _EXPECTED[kind]
+        if (
+            kind == "string_type"
+            and isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and not _is_secret_loc(loc)
+        ):
+            message += f' (quote it: "{value}")'
+        return Problem(loc, message, value, True)
+    # Constraint errors read well once pydantic's "Input should be" is turned into "must be".
+    msg = str(err["msg"]).replace("Input should be", "must be").replace("String should have", "must have")
+    return Problem(loc, msg, value, True)
+
+
+def _literal_choices(err: ErrorDetails) -> list[str]:
+    ctx = err.get("ctx") or {}
+    raw = str(ctx.get("expected", ""))
+    return [part.strip().strip("'") for part in re.split(r",| or ", raw) if part.strip()]
+
+
+def _model_of(annotation: object) -> type[BaseModel] | None:
+    """The recipe section class inside an annotation (Optional, list[...] and Annotated unwrapped)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) is not None:
+        for arg in get_args(annotation):
+            found = _model_of(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _section(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model class describing the mapping at `loc` (list indices skipped)."""
+    model: type[BaseModel] = Recipe
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        info = model.model_fields.get(part)
+        inner = _model_of(info.annotation) if info is not None else None
+        if inner is None:
+            return None
+        model = inner
+    return model
+
+
+def _all_paths(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, str]]:
+    """(leaf name, dotted path) for every key of the recipe tree."""
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        yield name, path
+        inner = _model_of(info.annotation)
+        if inner is not None:
+            yield from _all_paths(inner, f"{path}.")
+
+
+def _unknown_key(loc: tuple[str | int, ...]) -> str:
+    """'unknown key' plus the most useful suggestion: a near spelling here, or the key's real home."""
+    key = str(loc[-1])
+    here = _section(loc[:-1])
+    local = list(here.model_fields) if here is not None else []
+    close = difflib.get_close_matches(key, local, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean {close[0]!r}?"
+    prefix = ".".join(str(p) for p in loc[:-1] if isinstance(p, str))
+    norm = key.lstrip("-").replace("-", "_").lower()
+    target = _FLAG_FIELDS.get(norm)
+    if target is None:
+        paths: dict[str, str] = {}
+        for leaf, path in _all_paths(Recipe):
+            paths.setdefault(leaf, path)  # the shallowest home of a name wins
+        if norm in paths:
+            target = paths[norm]
+        else:
+            near = difflib.get_close_matches(norm, list(paths), n=1, cutoff=0.8)
+            target = paths[near[0]] if near else None
+    if target is not None and target != f"{prefix}.{key}".lstrip("."):
+        return f"unknown key here; did you mean {target!r}?"
+    if norm in _RUN_FLAGS:
+        return f"unknown key: {key} belongs to one machine or run, not a recipe ({_RUN_FLAGS[norm]})"
+    return f"unknown key; valid keys here: {', '.join(local)}" if local else "unknown key"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Shipped recipes and the JSON Schema.
+
+
+def shipped_recipes_dir() -> Path:
+    """Where the installed package keeps its recipes (a copy of the repository's recipes/)."""
+    return Path(__file__).parent / "data" / "recipes"
+
+
+def shipped_recipe_names() -> list[str]:
+    """Names of the shipped recipes, sorted."""
+    return sorted(p.stem for p in shipped_recipes_dir().glob("*.yaml"))
+
+
+def find_recipe(name_or_path: str) -> Recipe:
+    """A shipped recipe by name, or a recipe file by path; RecipeError (with a suggestion) when neither."""
+    looks_like_path = os.sep in name_or_path or "/" in name_or_path or name_or_path.endswith((".yaml", ".yml"))
+    if looks_like_path:
+        return load_recipe(Path(name_or_path).expanduser())
+    shipped = shipped_recipes_dir() / f"{name_or_path}.yaml"
+    if shipped.is_file():
+        return load_recipe(shipped)
+    if Path(name_or_path).is_file():
+        return load_recipe(name_or_path)
+    names = shipped_recipe_names()
+    close = difflib.get_close_matches(name_or_path, names, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else "give a path to a recipe file, e.g. ./my-recipe.yaml"
+    raise RecipeError(f"no recipe named {name_or_path!r}; shipped recipes: {', '.join(names)}", hint=hint)
+
+
+def default_recipe() -> Recipe:
+    """The recipe a bare `dspark validate` plans with: Flash-Next on vLLM, the deployment's main system."""
+    return find_recipe(DEFAULT_RECIPE)
+
+
+def list_recipes() -> list[Recipe]:
+    """Every shipped recipe, loaded and validated, sorted by name."""
+    return [load_recipe(shipped_recipes_dir() / f"{name}.yaml") for name in shipped_recipe_names()]
+
+
+def recipe_json_schema() -> dict[str, Any]:
+    """The recipe JSON Schema (draft 2020-12), for editors' YAML support."""
+    schema = Recipe.model_json_schema()
+    schema["title"] = "dspark recipe"
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def render_json_schema() -> str:
+    """The schema exactly as checked in at dspark/data/recipe.schema.json."""
+    return json.dumps(recipe_json_schema(), indent=2, sort_keys=True) + "\n"

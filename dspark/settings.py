@@ -1,0 +1,606 @@
+"""Settings: each knob's value and where it came from; command-line flag > environment > recipe > default.
+
+Pure: the environment comes in as a Mapping argument; nothing here reads os.environ.
+
+Environment variables, the full list (one setting each; empty or blank counts as not set, with a note):
+  DSPARK_RECIPE                    recipe                   shipped recipe name or recipe file path
+  DSPARK_ENGINE                    engine                   vllm | sglang
+  DSPARK_MODEL                     model                    model directory or Hugging Face repo id
+  DSPARK_SERVED_MODEL_NAME         served_model_name        name clients use
+  DSPARK_PLATFORM                  platform                 cuda | cpu (default: detected)
+  DSPARK_HARDWARE                  hardware                 profile name or saved probe file (default: detected)
+  DSPARK_TP                        tensor_parallel_size     1..1024
+  DSPARK_PP                        pipeline_parallel_size   1..1024
+  DSPARK_NNODES                    nnodes                   1..1024
+  DSPARK_NODE_RANK                 node_rank                0..nnodes-1
+  DSPARK_MASTER_ADDR               master_addr              address of node 0
+  DSPARK_MASTER_PORT               master_port              1..65535
+  DSPARK_DISTRIBUTED_RUNTIME       distributed_runtime      native | ray
+  DSPARK_MAX_MODEL_LEN             max_model_len            tokens (256K = 262,144; default: the model's)
+  DSPARK_KV_CACHE_DTYPE            kv_cache_dtype           auto, fp8, bfloat16, ...
+  DSPARK_KV_CACHE_MEMORY           kv_cache_memory_bytes    KV pin per GPU: 28GB, 28GiB, 28G, bytes
+  DSPARK_KV_CACHE_TOKENS           max_total_tokens         KV pool pin in tokens (SGLang)
+  DSPARK_GPU_MEMORY_UTILIZATION    gpu_memory_utilization   (0, 1] (vLLM)
+  DSPARK_MEM_FRACTION_STATIC       mem_fraction_static      (0, 1) (SGLang)
+  MAX_NUM_SEQS                     max_num_seqs             seats, 1..65536 (default 6)
+  DSPARK_MAX_NUM_BATCHED_TOKENS    max_num_batched_tokens   prefill budget in tokens
+  DSPARK_NUM_SPECULATIVE_TOKENS    num_speculative_tokens   1..64, with the recipe's speculative method
+  DSPARK_PREFIX_CACHING            enable_prefix_caching    1/0, true/false, yes/no, on/off
+  DSPARK_HOST                      host                     address the server listens on
+  DSPARK_PORT                      port                     1..65535
+MAX_NUM_SEQS keeps the name the deployment's container scripts used; everything else is DSPARK_*.
+
+Sources, as --explain and --json print them:
+  flag                       a command-line flag
+  env:NAME                   environment variable NAME
+  recipe:<file>:<key.path>   that key of the recipe file
+  default                    dspark's built-in default (a None value: the engine's own default applies)
+  computed                   derived by a later layer (hardware probe, capacity); filled in with with_computed()
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Generic, TypeVar, get_args
+
+from dspark.errors import SettingsError
+from dspark.recipes import DEFAULT_RECIPE, MAX_NUM_SEQS_LIMIT, KvCacheDtype, Recipe
+from dspark.units import SIZE_UNITS_HELP, format_size, parse_count, parse_size
+
+T = TypeVar("T")
+
+DEFAULT_MAX_NUM_SEQS = 6  # DESIGN.md §2: the documented fallback when nothing sets seats
+FALLBACK_NOTICE = "MAX_NUM_SEQS not set, using default: {value}"
+
+# DSPARK_* names other parts of dspark read, so their presence is not reported as a typo.
+OTHER_DSPARK_ENV = frozenset({"DSPARK_ENGINE_PYTHON", "DSPARK_ENGINES_DIR", "DSPARK_IMAGE"})
+
+_SOURCE_RANK = {"flag": 0, "env": 1, "recipe": 2, "default": 3, "computed": 3}
+
+
+@dataclass(frozen=True)
+class Setting(Generic[T]):
+    """A value and the place it came from ("flag", "env:NAME", "recipe:<file>:<key>", "default", "computed")."""
+
+    value: T
+    source: str
+
+    @property
+    def layer(self) -> str:
+        """The source without its detail: flag, env, recipe, default or computed."""
+        return self.source.split(":", 1)[0]
+
+    def to_json(self) -> dict[str, object]:
+        """{"value": ..., "source": ...}."""
+        return {"value": self.value, "source": self.source}
+
+
+class _Invalid(Exception):
+    """A raw value a knob rejects; the resolver adds where it came from and what is valid."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+Convert = Callable[[object], Any]
+
+
+@dataclass(frozen=True)
+class _Knob:
+    name: str
+    env: str
+    flag: str
+    recipe_path: str | None
+    convert: Convert
+    expected: str  # what is valid, in words, for messages
+    default: object = None
+    computed: bool = False  # when nothing sets it, a later layer derives it
+
+
+def _blank(raw: object) -> bool:
+    return isinstance(raw, str) and not raw.strip()
+
+
+def _whole(lo: int, hi: int | None = None) -> Convert:
+    def convert(raw: object) -> int:
+        if isinstance(raw, bool):
+            raise _Invalid("not a whole number")
+        if isinstance(raw, int):
+            value = raw
+        elif isinstance(raw, str) and re.fullmatch(r"\s*[+-]?\d+\s*", raw):
+            value = int(raw)
+        else:
+            raise _Invalid("not a whole number")
+        if value < lo or (hi is not None and value > hi):
+            raise _Invalid("out of range")
+        return value
+
+    return convert
+
+
+def _tokens(raw: object) -> int:
+    try:
+        value = parse_count(raw) if isinstance(raw, str | int) else None
+    except (ValueError, TypeError) as exc:
+        raise _Invalid(str(exc)) from None
+    if value is None:
+        raise _Invalid("not a whole number of tokens")
+    if value < 1:
+        raise _Invalid("out of range")
+    return value
+
+
+def _bytes(raw: object) -> int:
+    try:
+        value = parse_size(raw) if isinstance(raw, str | int) else None
+    except (ValueError, TypeError) as exc:
+        raise _Invalid(str(exc)) from None
+    if value is None:
+        raise _Invalid("not a size")
+    if value < 1:
+        raise _Invalid("out of range")
+    return value
+
+
+def _fraction(*, upper_inclusive: bool) -> Convert:
+    def convert(raw: object) -> float:
+        if isinstance(raw, bool):
+            raise _Invalid("not a number")
+        if isinstance(raw, str):
+            if not re.fullmatch(r"\s*(\d+(\.\d*)?|\.\d+)\s*", raw):
+                raise _Invalid("not a number")
+            raw = float(raw)
+        if not isinstance(raw, int | float):
+            raise _Invalid("not a number")
+        value = float(raw)
+        if not (0 < value < 1 or (upper_inclusive and value == 1)):
+            raise _Invalid("out of range")
+        return value
+
+    return convert
+
+
+def _choice(*options: str) -> Convert:
+    def convert(raw: object) -> str:
+        value = str(raw).strip().lower() if isinstance(raw, str) else None
+        if value not in options:
+            close = difflib.get_close_matches(str(raw), options, n=1)
+            raise _Invalid(f"not one of the choices; did you mean {close[0]!r}?" if close else "not one of the choices")
+        return value
+
+    return convert
+
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def _boolean(raw: object) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = raw.strip().lower() if isinstance(raw, str) else ""
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise _Invalid("not a yes/no value")
+
+
+def _text(raw: object) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise _Invalid("not a non-empty string")
+    return raw.strip()
+
+
+_KV_DTYPES: tuple[str, ...] = get_args(KvCacheDtype)
+
+KNOBS: tuple[_Knob, ...] = (
+    _Knob("engine", "DSPARK_ENGINE", "--engine", "engine", _choice("vllm", "sglang"), "vllm or sglang", "vllm"),
+    _Knob("model", "DSPARK_MODEL", "--model", "model.path", _text, "a model directory or repo id"),
+    _Knob("served_model_name", "DSPARK_SERVED_MODEL_NAME", "--served-model-name", "model.served_name", _text, "a name"),
+    _Knob("platform", "DSPARK_PLATFORM", "--platform", None, _choice("cuda", "cpu"), "cuda or cpu", computed=True),
+    _Knob(
+        "hardware",
+        "DSPARK_HARDWARE",
+        "--hardware",
+        "hardware",
+        _text,
+        "a hardware profile name or a file saved by `dspark probe --json`",
+        computed=True,
+    ),
+    _Knob(
+        "tensor_parallel_size",
+        "DSPARK_TP",
+        "--tensor-parallel-size",
+        "parallel.tensor",
+        _whole(1, 1024),
+        "1 to 1024",
+        1,
+    ),
+    _Knob(
+        "pipeline_parallel_size",
+        "DSPARK_PP",
+        "--pipeline-parallel-size",
+        "parallel.pipeline",
+        _whole(1, 1024),
+        "1 to 1024",
+        1,
+    ),
+    _Knob("nnodes", "DSPARK_NNODES", "--nnodes", "parallel.nodes", _whole(1, 1024), "1 to 1024 nodes", 1),
+    _Knob("node_rank", "DSPARK_NODE_RANK", "--node-rank", None, _whole(0, 1023), "0 to nnodes - 1", 0),
+    _Knob("master_addr", "DSPARK_MASTER_ADDR", "--master-addr", "parallel.master_addr", _text, "an address"),
+    _Knob("master_port", "DSPARK_MASTER_PORT", "--master-port", "parallel.master_port", _whole(1, 65535), "1 to 65535"),
+    _Knob(
+        "distributed_runtime",
+        "DSPARK_DISTRIBUTED_RUNTIME",
+        "--distributed-runtime",
+        "parallel.runtime",
+        _choice("native", "ray"),
+        "native or ray",
+        "native",
+    ),
+    _Knob(
+        "max_model_len",
+        "DSPARK_MAX_MODEL_LEN",
+        "--max-model-len",
+        "context.max_model_len",
+        _tokens,
+        "a positive number of tokens (e.g. 262144 or 256K)",
+        computed=True,
+    ),
+    _Knob(
+        "kv_cache_dtype",
+        "DSPARK_KV_CACHE_DTYPE",
+        "--kv-cache-dtype",
+        "kv_cache.dtype",
+        _choice(*_KV_DTYPES),
+        "one of " + ", ".join(_KV_DTYPES),
+        "auto",
+    ),
+    _Knob(
+        "kv_cache_memory_bytes",
+        "DSPARK_KV_CACHE_MEMORY",
+        "--kv-cache-memory",
+        "kv_cache.memory",
+        _bytes,
+        f"a positive size: {SIZE_UNITS_HELP}",
+        computed=True,
+    ),
+    _Knob(
+        "max_total_tokens",
+        "DSPARK_KV_CACHE_TOKENS",
+        "--max-total-tokens",
+        "kv_cache.tokens",
+        _tokens,
+        "a positive number of tokens",
+    ),
+    _Knob(
+        "gpu_memory_utilization",
+        "DSPARK_GPU_MEMORY_UTILIZATION",
+        "--gpu-memory-utilization",
+        "kv_cache.gpu_memory_utilization",
+        _fraction(upper_inclusive=True),
+        "a fraction above 0 and at most 1 (e.g. 0.85)",
+    ),
+    _Knob(
+        "mem_fraction_static",
+        "DSPARK_MEM_FRACTION_STATIC",
+        "--mem-fraction-static",
+        "kv_cache.mem_fraction_static",
+        _fraction(upper_inclusive=False),
+        "a fraction between 0 and 1 (e.g. 0.85)",
+    ),
+    _Knob(
+        "max_num_seqs",
+        "MAX_NUM_SEQS",
+        "--max-num-seqs",
+        "batching.max_num_seqs",
+        _whole(1, MAX_NUM_SEQS_LIMIT),
+        f"a whole number of seats from 1 to {MAX_NUM_SEQS_LIMIT}",
+        DEFAULT_MAX_NUM_SEQS,
+    ),
+    _Knob(
+        "max_num_batched_tokens",
+        "DSPARK_MAX_NUM_BATCHED_TOKENS",
+        "--max-num-batched-tokens",
+        "batching.max_num_batched_tokens",
+        _tokens,
+        "a positive number of tokens (e.g. 8192 or 8K)",
+    ),
+    _Knob(
+        "num_speculative_tokens",
+        "DSPARK_NUM_SPECULATIVE_TOKENS",
+        "--num-speculative-tokens",
+        "speculative.num_speculative_tokens",
+        _whole(1, 64),
+        "1 to 64",
+    ),
+    _Knob(
+        "enable_prefix_caching",
+        "DSPARK_PREFIX_CACHING",
+        "--enable-prefix-caching",
+        "prefix_caching",
+        _boolean,
+        "1/0, true/false, yes/no or on/off",
+    ),
+    _Knob("host", "DSPARK_HOST", "--host", None, _text, "an address"),
+    _Knob("port", "DSPARK_PORT", "--port", None, _whole(1, 65535), "1 to 65535"),
+)
+KNOB_NAMES = tuple(k.name for k in KNOBS)
+ENV_NAMES = ("DSPARK_RECIPE", *(k.env for k in KNOBS))
+_BY_NAME = {k.name: k for k in KNOBS}
+
+
+@dataclass(frozen=True)
+class ResolvedSettings:
+    """Every knob as a Setting; printable as JSON (to_json) and as a table (explain)."""
+
+    recipe: Setting[str | None]
+    engine: Setting[str]
+    model: Setting[str | None]
+    served_model_name: Setting[str | None]
+    platform: Setting[str | None]
+    hardware: Setting[str | None]
+    tensor_parallel_size: Setting[int]
+    pipeline_parallel_size: Setting[int]
+    nnodes: Setting[int]
+    node_rank: Setting[int]
+    master_addr: Setting[str | None]
+    master_port: Setting[int | None]
+    distributed_runtime: Setting[str]
+    max_model_len: Setting[int | None]
+    kv_cache_dtype: Setting[str]
+    kv_cache_memory_bytes: Setting[int | None]
+    max_total_tokens: Setting[int | None]
+    gpu_memory_utilization: Setting[float | None]
+    mem_fraction_static: Setting[float | None]
+    max_num_seqs: Setting[int]
+    max_num_batched_tokens: Setting[int | None]
+    num_speculative_tokens: Setting[int | None]
+    enable_prefix_caching: Setting[bool | None]
+    host: Setting[str | None]
+    port: Setting[int | None]
+    notes: tuple[str, ...] = ()  # what resolution decided that a user should see (ignored values, blanks)
+
+    def settings(self) -> dict[str, Setting[Any]]:
+        """Name -> Setting, in declaration order."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "notes"}
+
+    @property
+    def max_num_seqs_is_fallback(self) -> bool:
+        """True when nothing set the seats and the built-in default applies."""
+        return self.max_num_seqs.source == "default"
+
+    def notices(self) -> tuple[str, ...]:
+        """Lines to print before launching: the seats fallback (as the deployment's scripts said it), then notes."""
+        fallback = (FALLBACK_NOTICE.format(value=self.max_num_seqs.value),) if self.max_num_seqs_is_fallback else ()
+        return fallback + self.notes
+
+    def to_json(self) -> dict[str, dict[str, object]]:
+        """{"max_num_seqs": {"value": 12, "source": "env:MAX_NUM_SEQS"}, ...}."""
+        return {name: setting.to_json() for name, setting in self.settings().items()}
+
+    def explain(self) -> str:
+        """A table of each value and where it came from, for --explain."""
+        rows = [(name, _shown(name, s.value, s.source), s.source) for name, s in self.settings().items()]
+        width = max(len(r[0]) for r in rows)
+        vwidth = max(len(r[1]) for r in rows)
+        lines = [f"{name:<{width}}  {value:<{vwidth}}  {source}" for name, value, source in rows]
+        lines += [f"note: {line}" for line in self.notices()]
+        return "\n".join(lines)
+
+    def with_computed(self, **values: object) -> ResolvedSettings:
+        """Fill in values another layer derived; only knobs that nothing else set (source default or computed)."""
+        changes: dict[str, Any] = {}
+        for name, value in values.items():
+            current = getattr(self, name, None)
+            if not isinstance(current, Setting):
+                raise KeyError(name)
+            if current.layer not in ("default", "computed"):
+                raise ValueError(f"{name} was set by {current.source}; a computed value must not replace it")
+            changes[name] = Setting(value, "computed")
+        return replace(self, **changes)
+
+    def missing_for_launch(self) -> tuple[str, ...]:
+        """What `start` still needs that planning does not (the address of node 0 for a multi-node launch)."""
+        missing: list[str] = []
+        if self.nnodes.value > 1 and self.distributed_runtime.value == "native" and self.master_addr.value is None:
+            missing.append(
+                f"a launch across {self.nnodes.value} nodes needs the address of node 0: "
+                "set --master-addr or DSPARK_MASTER_ADDR (or parallel.master_addr in the recipe)"
+            )
+        if self.model.value is None:
+            missing.append("no model: give a recipe or --model DIR")
+        return tuple(missing)
+
+
+def _shown(name: str, value: object, source: str) -> str:
+    if value is None:
+        return "(computed later)" if source == "computed" else "(engine default)"
+    if name == "kv_cache_memory_bytes" and isinstance(value, int):
+        return f"{value} = {format_size(value)}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def select_recipe(cli_recipe: str | None, env: Mapping[str, str], *, model_given: bool = False) -> Setting[str | None]:
+    """Which recipe to load: --recipe > DSPARK_RECIPE > the default recipe (none when --model is given)."""
+    if cli_recipe is not None and cli_recipe.strip():
+        return Setting(cli_recipe.strip(), "flag")
+    raw = env.get("DSPARK_RECIPE")
+    if raw is not None and raw.strip():
+        return Setting(raw.strip(), "env:DSPARK_RECIPE")
+    return Setting(None if model_given else DEFAULT_RECIPE, "default")
+
+
+def resolve_settings(
+    cli: Mapping[str, object | None],
+    env: Mapping[str, str],
+    recipe: Recipe | None,
+    defaults: Mapping[str, object] | None = None,
+) -> ResolvedSettings:
+    """Apply flag > environment > recipe > default to every knob; SettingsError for malformed or clashing values.
+
+    `cli` maps knob names (KNOB_NAMES, plus "recipe") to flag values, None where a flag was not given;
+    `defaults` overrides built-in defaults by knob name.
+    """
+    unknown = set(cli) - set(KNOB_NAMES) - {"recipe"}
+    if unknown:
+        raise KeyError(f"not a setting: {', '.join(sorted(unknown))}")
+    overrides = dict(defaults or {})
+    if set(overrides) - set(KNOB_NAMES):
+        raise KeyError(f"not a setting: {', '.join(sorted(set(overrides) - set(KNOB_NAMES)))}")
+    notes: list[str] = []
+    values: dict[str, Setting[Any]] = {}
+    for knob in KNOBS:
+        values[knob.name] = _resolve_one(
+            knob, cli.get(knob.name), env=env, recipe=recipe, overrides=overrides, notes=notes
+        )
+
+    _one_pool_pin(values, notes)
+    _check_against_recipe(values, recipe)
+    _check_combinations(values)
+    notes.extend(_stray_env(env))
+
+    cli_recipe = cli.get("recipe")
+    choice = select_recipe(cli_recipe if isinstance(cli_recipe, str) else None, env, model_given=recipe is None)
+    if recipe is not None and choice.layer == "default":
+        choice = Setting(recipe.name, "default")
+    return ResolvedSettings(recipe=choice, notes=tuple(notes), **values)
+
+
+def _resolve_one(
+    knob: _Knob,
+    flag_value: object | None,
+    *,
+    env: Mapping[str, str],
+    recipe: Recipe | None,
+    overrides: Mapping[str, object],
+    notes: list[str],
+) -> Setting[Any]:
+    if flag_value is not None:
+        return Setting(_convert(knob, flag_value, f"{knob.flag}"), "flag")
+    raw = env.get(knob.env)
+    if raw is not None:
+        if not raw.strip():
+            notes.append(f"{knob.env} is set but empty; treated as not set")
+        else:
+            return Setting(_convert(knob, raw, knob.env), f"env:{knob.env}")
+    if recipe is not None and knob.recipe_path is not None:
+        value = _recipe_value(recipe, knob.recipe_path)
+        if value is not None:
+            return Setting(value, f"recipe:{recipe.source}:{knob.recipe_path}")
+    if knob.name in overrides:
+        return Setting(overrides[knob.name], "default")
+    return Setting(knob.default, "computed" if knob.computed and knob.default is None else "default")
+
+
+def _convert(knob: _Knob, raw: object, where: str) -> object:
+    try:
+        return knob.convert(raw)
+    except _Invalid as exc:
+        shown = f"{where} {raw!r}" if where.startswith("--") else f"{where}={raw!r}"
+        hint = None
+        if not where.startswith("--"):
+            fallback = "the recipe's value" + (f" or the default ({knob.default})" if knob.default is not None else "")
+            hint = f"unset {where} to use {fallback}"
+        raise SettingsError(f"{shown}: {exc.reason}; expected {knob.expected}", hint=hint) from None
+
+
+def _recipe_value(recipe: Recipe, path: str) -> object:
+    node: object = recipe
+    for part in path.split("."):
+        node = getattr(node, part, None)
+        if node is None:
+            return None
+    return node
+
+
+def _one_pool_pin(values: dict[str, Setting[Any]], notes: list[str]) -> None:
+    """kv_cache_memory_bytes and max_total_tokens are two spellings of one pin: the higher layer wins whole."""
+    mem, tok = values["kv_cache_memory_bytes"], values["max_total_tokens"]
+    if mem.value is None or tok.value is None:
+        return
+    if _SOURCE_RANK[mem.layer] == _SOURCE_RANK[tok.layer]:
+        raise SettingsError(
+            f"both a KV pin in bytes ({mem.source}) and one in tokens ({tok.source}) are set",
+            hint="keep one: each fixes the size of the KV pool",
+        )
+    if _SOURCE_RANK[mem.layer] < _SOURCE_RANK[tok.layer]:
+        notes.append(f"max_total_tokens from {tok.source} is ignored: {mem.source} pins the KV pool in bytes")
+        values["max_total_tokens"] = Setting(None, "default")
+    else:
+        notes.append(f"kv_cache_memory_bytes from {mem.source} is ignored: {tok.source} pins the KV pool in tokens")
+        values["kv_cache_memory_bytes"] = Setting(None, "default")
+
+
+def _where(setting: Setting[Any]) -> str:
+    """How a user would name the place a value came from."""
+    if setting.layer == "env":
+        return setting.source.split(":", 1)[1]
+    if setting.layer == "flag":
+        return "the command line"
+    return setting.source
+
+
+def _check_against_recipe(values: dict[str, Setting[Any]], recipe: Recipe | None) -> None:
+    engine = values["engine"]
+    if recipe is not None and engine.value != recipe.engine:
+        raise SettingsError(
+            f"recipe {recipe.name} is for {recipe.engine}, but {_where(engine)} asks for {engine.value}",
+            hint=f"pick a {engine.value} recipe (dspark recipes list) or unset {_BY_NAME['engine'].env}",
+        )
+    spec = values["num_speculative_tokens"]
+    if spec.value is not None and (recipe is None or recipe.speculative is None):
+        raise SettingsError(
+            f"{_where(spec)} sets num_speculative_tokens, but no speculative method is configured",
+            hint="speculative decoding is set up in the recipe (speculative.method)",
+        )
+
+
+def _check_combinations(values: dict[str, Setting[Any]]) -> None:
+    engine = values["engine"].value
+    wrong_engine = {
+        "vllm": (("max_total_tokens", "kv_cache_memory_bytes"), ("mem_fraction_static", "gpu_memory_utilization")),
+        "sglang": (("gpu_memory_utilization", "mem_fraction_static"),),
+    }[engine]
+    for name, instead in wrong_engine:
+        setting = values[name]
+        if setting.value is not None:
+            raise SettingsError(
+                f"{name} from {_where(setting)} does not apply to {engine}",
+                hint=f"use {instead} ({_BY_NAME[instead].flag} / {_BY_NAME[instead].env}) for {engine}",
+            )
+    nodes, rank = values["nnodes"], values["node_rank"]
+    if rank.value >= nodes.value:
+        raise SettingsError(
+            f"node_rank {rank.value} from {_where(rank)} is out of range for {nodes.value} node(s) "
+            f"(ranks 0 to {nodes.value - 1})",
+            hint=f"nnodes comes from {_where(nodes)}",
+        )
+    gpus = values["tensor_parallel_size"].value * values["pipeline_parallel_size"].value
+    if gpus % nodes.value:
+        raise SettingsError(
+            f"tensor x pipeline parallel = {gpus} GPUs cannot be split evenly over {nodes.value} nodes",
+            hint=(f"tensor_parallel_size from {_where(values['tensor_parallel_size'])}, nnodes from {_where(nodes)}"),
+        )
+
+
+def _stray_env(env: Mapping[str, str]) -> list[str]:
+    """DSPARK_* variables dspark does not read: most likely a misspelt setting, which would be silently ignored."""
+    known = set(ENV_NAMES) | OTHER_DSPARK_ENV
+    # Compare without the prefix, and by setting name too: DSPARK_MAX_NUM_SEQS -> MAX_NUM_SEQS,
+    # DSPARK_TENSOR_PARALLEL_SIZE -> DSPARK_TP.
+    by_stem = {k.env.removeprefix("DSPARK_"): k.env for k in KNOBS} | {k.name.upper(): k.env for k in KNOBS}
+    out = []
+    for name in sorted(env):
+        if name.startswith("DSPARK_") and name not in known:
+            close = difflib.get_close_matches(name.removeprefix("DSPARK_"), list(by_stem), n=1)
+            guess = f"; did you mean {by_stem[close[0]]}?" if close else ""
+            out.append(f"{name} is not a dspark setting and is ignored{guess}")
+    return out
