@@ -81,9 +81,10 @@ class Setting(Generic[T]):
 class _Invalid(Exception):
     """A raw value a knob rejects; the resolver adds where it came from and what is valid."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, suggestion: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.suggestion = suggestion
 
 
 Convert = Callable[[object], Any]
@@ -138,7 +139,8 @@ def _bytes(raw: object) -> int:
     try:
         value = parse_size(raw) if isinstance(raw, str | int) else None
     except (ValueError, TypeError) as exc:
-        raise _Invalid(str(exc)) from None
+        # The parser's message ends with the accepted units, which `expected` already lists.
+        raise _Invalid(str(exc).split("; use ", 1)[0]) from None
     if value is None:
         raise _Invalid("not a size")
     if value < 1:
@@ -169,7 +171,7 @@ def _choice(*options: str) -> Convert:
         value = str(raw).strip().lower() if isinstance(raw, str) else None
         if value not in options:
             close = difflib.get_close_matches(str(raw), options, n=1)
-            raise _Invalid(f"not one of the choices; did you mean {close[0]!r}?" if close else "not one of the choices")
+            raise _Invalid("not one of the choices", close[0] if close else None)
         return value
 
     return convert
@@ -267,7 +269,7 @@ KNOBS: tuple[_Knob, ...] = (
         "--kv-cache-memory",
         "kv_cache.memory",
         _bytes,
-        f"a positive size: {SIZE_UNITS_HELP}",
+        f"a positive size: {SIZE_UNITS_HELP.removeprefix('use ')}",
         computed=True,
     ),
     _Knob(
@@ -509,7 +511,8 @@ def _convert(knob: _Knob, raw: object, where: str) -> object:
         if not where.startswith("--"):
             fallback = "the recipe's value" + (f" or the default ({knob.default})" if knob.default is not None else "")
             hint = f"unset {where} to use {fallback}"
-        raise SettingsError(f"{shown}: {exc.reason}; expected {knob.expected}", hint=hint) from None
+        suggestion = f"; did you mean {exc.suggestion!r}?" if exc.suggestion else ""
+        raise SettingsError(f"{shown}: {exc.reason}; expected {knob.expected}{suggestion}", hint=hint) from None
 
 
 def _recipe_value(recipe: Recipe, path: str) -> object:
