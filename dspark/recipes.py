@@ -121,7 +121,7 @@ ByteSize = Annotated[
                 {"type": "integer", "exclusiveMinimum": 0},
                 {"type": "string", "pattern": SIZE_PATTERN},
             ],
-            "description": f"A size: {SIZE_UNITS_HELP}.",
+            "description": f"A size: {SIZE_UNITS_HELP.removeprefix('use ')}.",
         }
     ),
 ]

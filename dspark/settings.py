@@ -446,11 +446,9 @@ def resolve_settings(
     recipe: Recipe | None,
     defaults: Mapping[str, object] | None = None,
 ) -> ResolvedSettings:
-    """Apply flag > environment > recipe > default to every knob; SettingsError for malformed or clashing values.
-
-    `cli` maps knob names (KNOB_NAMES, plus "recipe") to flag values, None where a flag was not given;
-    `defaults` overrides built-in defaults by knob name.
-    """
+    """Apply flag > environment > recipe > default to every knob; SettingsError for malformed or clashing values."""
+    # cli: knob name (KNOB_NAMES, plus "recipe") -> flag value, None where the flag was not given.
+    # defaults: knob name -> a default that replaces the built-in one.
     unknown = set(cli) - set(KNOB_NAMES) - {"recipe"}
     if unknown:
         raise KeyError(f"not a setting: {', '.join(sorted(unknown))}")
