@@ -831,22 +831,27 @@ def _v4_params(f: _Fields, ratios: Sequence[int], moe: MoE) -> tuple[list[LayerP
     n = len(ratios)
     layers = [layer(i, r) for i, r in enumerate(ratios)]
     head = hc * hc * hidden + hc + 1
-    mtp_ratio = _v4_ratios(f, n)[n] if len(f.int_list("compress_ratios") or ()) > n else 0
+    all_ratios = _v4_ratios(f, n)
+    mtp_ratio = all_ratios[n] if len(all_ratios) > n else 0
     mtp = layer(n, mtp_ratio).total + 2 * hidden * hidden + 3 * hidden + head
     return layers, head, mtp
 
 
 def _v4_ratios(f: _Fields, n: int) -> tuple[int, ...]:
-    """compress_ratios, one per layer (plus trailing MTP entries); each 0, 1, 4 or 128."""
+    """compress_ratios, one per layer (plus trailing MTP entries), with 1 read as 0: window only.
+
+    vLLM's DeepSeek-V4 attention keeps only the sliding window when compress_ratio <= 1, and its
+    compressor knows ratios 4 and 128 alone; anything else is refused rather than guessed.
+    """
     ratios = f.int_list("compress_ratios")
     if ratios is None:
         f.missing("compress_ratios")
     if len(ratios) < n:
         f.fail(f"'compress_ratios' lists {len(ratios)} layers but num_hidden_layers is {n}")
-    bad = sorted({r for r in ratios if r < 0})
+    bad = sorted(set(ratios) - {0, 1, 4, 128})
     if bad:
-        f.fail(f"'compress_ratios' has negative ratios {bad}")
-    return ratios
+        f.fail(f"'compress_ratios' has ratios dspark does not size: {bad} (DeepSeek-V4 uses 0, 1, 4, 128)")
+    return tuple(0 if r <= 1 else r for r in ratios)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -986,12 +991,11 @@ def _parse_v4(f: _Fields, n: int, moe: MoE | None) -> _Parsed:
     )
     if mtp and len(ratios) < n + mtp:
         parsed.notes.append("compress_ratios has no MTP entry: MTP layer assumed window-only (ratio 0)")
-    if moe is None:
-        f.missing("n_routed_experts")
-    experts = moe
 
     def count() -> tuple[list[LayerParams], int, int, int]:
-        per_layer, head, mtp_one = _v4_params(f, ratios[:n], experts)
+        if moe is None:
+            raise _NoEstimate(f"the config has no '{f.where('n_routed_experts')}'")
+        per_layer, head, mtp_one = _v4_params(f, ratios[:n], moe)
         return per_layer, f.positive("hidden_size") + head, 0, mtp * mtp_one
 
     parsed.per_layer = count

@@ -178,6 +178,37 @@ def test_deepseek_v4_mtp_without_ratio_entry_is_window_only() -> None:
     assert any("no MTP entry" in note for note in arch.notes)
 
 
+def v4_minimal(ratios: list[int]) -> dict[str, Any]:
+    return {
+        "model_type": "deepseek_v4",
+        "num_hidden_layers": len(ratios),
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 128,
+        "qk_rope_head_dim": 32,
+        "sliding_window": 64,
+        "index_head_dim": 32,
+        "compress_ratios": ratios,
+        "vocab_size": 1000,
+        "max_position_embeddings": 4096,
+    }
+
+
+def test_deepseek_v4_ratio_one_is_window_only() -> None:
+    # vLLM's V4 attention keeps only the window when compress_ratio <= 1.
+    arch = parse_config(v4_minimal([1, 4, 128]))
+    assert arch.layers == (
+        MLALayer(96, 32, compress_ratio=0, sliding_window=64),
+        MLALayer(96, 32, index_head_dim=32, compress_ratio=4, sliding_window=64),
+        MLALayer(96, 32, compress_ratio=128, sliding_window=64),
+    )
+
+
+def test_deepseek_v4_unknown_ratio_is_refused() -> None:
+    assert_fails(v4_minimal([0, 2]), "'compress_ratios' has ratios dspark does not size: [2]")
+
+
 def test_dflash_drafter() -> None:
     drafter = parse_drafter(load("dflash2-drafter.json"), "dflash", "dflash2-drafter.json")
     assert drafter.layers == (AttentionLayer(num_kv_heads=8, head_dim=128, sliding_window=2048),) * 5
