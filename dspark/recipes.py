@@ -45,7 +45,7 @@ from pydantic_core import ErrorDetails
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from dspark.errors import RecipeError
-from dspark.launch import is_secret_name
+from dspark.redact import is_secret_name
 from dspark.units import SIZE_PATTERN, SIZE_UNITS_HELP, parse_count, parse_size
 
 DEFAULT_RECIPE = "flash-next-vllm"

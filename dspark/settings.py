@@ -2,7 +2,8 @@
 
 Pure: the environment comes in as a Mapping argument; nothing here reads os.environ.
 
-Environment variables, the full list (one setting each; empty or blank counts as not set, with a note):
+Environment variables, the full list (one setting each; a set-but-empty value is an error, as issue #3 asks:
+"unset" and "empty" are different, and an empty MAX_NUM_SEQS usually means a broken compose file or script):
   DSPARK_RECIPE                    recipe                   shipped recipe name or recipe file path
   DSPARK_ENGINE                    engine                   vllm | sglang
   DSPARK_MODEL                     model                    model directory or Hugging Face repo id
@@ -488,9 +489,12 @@ def _resolve_one(
     raw = env.get(knob.env)
     if raw is not None:
         if not raw.strip():
-            notes.append(f"{knob.env} is set but empty; treated as not set")
-        else:
-            return Setting(_convert(knob, raw, knob.env), f"env:{knob.env}")
+            raise SettingsError(
+                f"{knob.env}={raw!r}: empty; expected {knob.expected}",
+                hint=f"unset {knob.env} to use the recipe's value or the default (in compose files, leave the "
+                f"variable out rather than writing ${{{knob.env}:-}})",
+            )
+        return Setting(_convert(knob, raw, knob.env), f"env:{knob.env}")
     if recipe is not None and knob.recipe_path is not None:
         value = _recipe_value(recipe, knob.recipe_path)
         if value is not None:

@@ -252,7 +252,6 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver = 
     get_engine(engine_name)  # unknown engine names fail here, naming the known ones
     options = _parse_engine_flags(engine_name, request.engine_flags)
     flags = _merge_flags(request.flags, _flag_values_from_engine_flags(engine_name, options))
-    flags.setdefault("engine", engine_name)
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )

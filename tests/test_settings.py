@@ -141,14 +141,11 @@ def test_malformed_max_num_seqs_names_variable_value_and_range(raw: str, reason:
 
 
 @pytest.mark.parametrize("raw", ["", "   "])
-def test_an_empty_variable_counts_as_not_set_and_says_so(raw: str) -> None:
-    # Compose files write `MAX_NUM_SEQS: ${MAX_NUM_SEQS:-}`; like bash's ${X:-6}, empty means "not set".
-    s = resolve_settings({}, {"MAX_NUM_SEQS": raw}, None)
-    assert s.max_num_seqs == Setting(6, "default")
-    assert s.notices() == (
-        "MAX_NUM_SEQS not set, using default: 6",
-        "MAX_NUM_SEQS is set but empty; treated as not set",
-    )
+def test_an_empty_variable_is_an_error_naming_it(raw: str) -> None:
+    # Issue #3: empty is malformed, not "unset" (unset MAX_NUM_SEQS prints the fallback notice instead).
+    error = _raises({}, {"MAX_NUM_SEQS": raw})
+    assert error.message == f"MAX_NUM_SEQS={raw!r}: empty; expected {SEATS}"
+    assert error.hint is not None and error.hint.startswith("unset MAX_NUM_SEQS")
 
 
 def test_whitespace_around_a_number_is_fine() -> None:
@@ -346,7 +343,7 @@ def test_to_json_gives_value_and_source_for_every_setting() -> None:
 
 
 def test_explain_lists_each_value_with_its_source() -> None:
-    text = resolve_settings({"port": 8001}, {"MAX_NUM_SEQS": "12", "DSPARK_TP": ""}, _recipe()).explain()
+    text = resolve_settings({"port": 8001}, {"MAX_NUM_SEQS": "12"}, _recipe()).explain()
     lines = {line.split()[0]: re.split(r"\s{2,}", line) for line in text.splitlines() if not line.startswith("note")}
     assert lines["max_num_seqs"] == ["max_num_seqs", "12", "env:MAX_NUM_SEQS"]
     assert lines["kv_cache_memory_bytes"] == [
@@ -358,7 +355,6 @@ def test_explain_lists_each_value_with_its_source() -> None:
     assert lines["platform"] == ["platform", "(computed later)", "computed"]
     assert lines["host"] == ["host", "(engine default)", "default"]
     assert lines["enable_prefix_caching"] == ["enable_prefix_caching", "true", "recipe:recipes/r.yaml:prefix_caching"]
-    assert text.splitlines()[-1] == "note: DSPARK_TP is set but empty; treated as not set"
 
 
 def test_with_computed_fills_only_what_nothing_else_set() -> None:

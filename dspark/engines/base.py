@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from dspark.errors import EngineArgError, EngineNotInstalledError
-from dspark.launch import LaunchPlan, redact_argv
+from dspark.launch import LaunchPlan
+from dspark.redact import redact_argv
 
 ARGV_CHECK_SCRIPT = Path(__file__).with_name("_argv_check.py")
 _MARKER = "DSPARK_ARGV_CHECK "
