@@ -395,7 +395,9 @@ class _Fields:
 
 def _architecture(f: _Fields) -> str:
     """The first of "architectures" (the class the engine builds), or "" when the config names none."""
-    names = f.str_list("architectures") or ("",)
+    # The outer config names the class the engine builds (a VLM's text_config may name its own).
+    outer = _Fields({"architectures": f.outer.get("architectures")}, f.source)
+    names = outer.str_list("architectures") or f.str_list("architectures") or ("",)
     return names[0] if names else ""
 
 

@@ -707,3 +707,22 @@ def test_parameter_estimate_matches_transformers(vllm_python: str) -> None:
     oracle = json.loads(result.stdout.strip().splitlines()[-1])
     mine = {name: parse_config(config, name).parameter_count for name, config in configs.items()}
     assert mine == oracle
+
+
+def test_outer_architecture_and_nested_text_config() -> None:
+    config = {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "model_type": "gemma3",
+        "text_config": {
+            "architectures": ["Gemma3ForCausalLM"],
+            "model_type": "gemma3_text",
+            **BASE,
+            "head_dim": 32,
+            "sliding_window": 512,
+        },
+    }
+    arch = parse_config(config)
+    assert arch.architecture == "Gemma3ForConditionalGeneration"  # the class the engine builds
+    assert arch.model_type == "gemma3"
+    assert arch.tie_word_embeddings  # gemma ties by default
+    assert list(arch.layers) == [AttentionLayer(4, 32, sliding_window=512)] * 4  # pattern 6: layers 0-4 slide
