@@ -1,4 +1,4 @@
-"""The README's table of bad inputs: each gives a clear message naming what is wrong, the right exit code, no traceback."""
+"""The README's table of bad inputs: a clear message naming what is wrong, the right exit code, no traceback."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_dspark(args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_dspark(
+    args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """The installed console entry point in a fresh process (as users run it)."""
     full_env = {k: v for k, v in os.environ.items() if k != "MAX_NUM_SEQS" and not k.startswith("DSPARK_")}
     full_env.update(env or {})
