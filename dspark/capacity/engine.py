@@ -1,0 +1,173 @@
+"""From resolved settings to one engine's capacity: overlay the settings on the engine options, call its model.
+
+Pure: the GPU figures, weights and environment come in as arguments. Also says how much memory the engine
+will hold per GPU (its footprint), which the memory checks compare with free memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from dspark.architecture import Drafter, ModelArchitecture
+from dspark.capacity import CapacitySummary
+from dspark.findings import Finding, gib
+from dspark.hardware import GpuInfo
+from dspark.recipes import Recipe
+from dspark.settings import ResolvedSettings
+from dspark.weights import WeightBytes
+
+GIB = 1 << 30
+# vLLM's CPU build: the runtime (torch, the engine process, its API server) beside the KV cache and weights.
+CPU_RUNTIME_BYTES = 2 * GIB
+
+
+@dataclass(frozen=True)
+class CapacityResult:
+    """An engine's figures, what it would refuse, and its memory footprint per GPU (None when unknown)."""
+
+    summary: CapacitySummary
+    findings: tuple[Finding, ...]
+    footprint_bytes: int | None
+    detail: Any  # VllmCapacity or SglangCapacity
+
+
+def compute_capacity(
+    engine: str,
+    arch: ModelArchitecture,
+    options: Any,
+    settings: ResolvedSettings,
+    recipe: Recipe | None,
+    *,
+    gpu: GpuInfo | None,
+    weights: WeightBytes | None,
+    drafter: Drafter | None,
+    env: Mapping[str, str],
+) -> CapacityResult:
+    """Dispatch to the engine's accounting with the resolved settings laid over the pasted engine flags."""
+    if engine == "vllm":
+        return _vllm(arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=env)
+    return _sglang(arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter)
+
+
+def _vllm_options(options: Any, s: ResolvedSettings, recipe: Recipe | None) -> Any:
+    """The vLLM options the launch will pass: resolved settings win over the pasted flags."""
+    spec = recipe.speculative if recipe is not None else None
+    overlay: dict[str, Any] = {
+        "max_num_seqs": s.max_num_seqs.value,
+        "kv_cache_memory_bytes": s.kv_cache_memory_bytes.value,
+        "max_model_len": s.max_model_len.value,
+        "tensor_parallel_size": s.tensor_parallel_size.value,
+        "pipeline_parallel_size": s.pipeline_parallel_size.value,
+        "gpu_memory_utilization": s.gpu_memory_utilization.value,
+        "max_num_batched_tokens": s.max_num_batched_tokens.value,
+        "enable_prefix_caching": s.enable_prefix_caching.value,
+        "kv_cache_dtype": None if s.kv_cache_dtype.value == "auto" else s.kv_cache_dtype.value,
+    }
+    if spec is not None:
+        overlay["speculative_method"] = options.speculative_method or spec.method
+        overlay["speculative_model"] = options.speculative_model or spec.draft_model
+    if s.num_speculative_tokens.value is not None:
+        overlay["num_speculative_tokens"] = s.num_speculative_tokens.value
+    elif spec is not None and options.num_speculative_tokens is None:
+        overlay["num_speculative_tokens"] = spec.num_speculative_tokens
+    return replace(options, **{k: v for k, v in overlay.items() if v is not None})
+
+
+def _vllm(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Recipe | None, *, gpu: GpuInfo | None,
+          weights: WeightBytes | None, drafter: Drafter | None, env: Mapping[str, str]) -> CapacityResult:
+    from dspark.capacity.vllm import compute_vllm_capacity  # noqa: PLC0415 - only the engine in use is imported
+
+    platform = "cpu" if s.platform.value == "cpu" else "cuda"
+    opts = _vllm_options(options, s, recipe)
+    weights_per_gpu = weights.per_gpu_bytes if weights else None
+    engine_env = {**(recipe.env if recipe else {}), **{k: v for k, v in env.items() if k.startswith("VLLM_")}}
+
+    def run(o: Any) -> Any:
+        return compute_vllm_capacity(
+            arch, o, platform=platform,
+            device_total_bytes=gpu.total_bytes if gpu else None,
+            device_free_bytes=gpu.free_bytes if gpu else None,
+            compute_capability=gpu.compute_capability if gpu else None,
+            weights_per_gpu_bytes=weights_per_gpu, drafter=drafter, environ=engine_env,
+            device_name=gpu.name if gpu else None,
+        )
+
+    cap = run(opts)
+    findings = [Finding("fail", r.code, r.message + _suggestion(r)) for r in (*cap.refusals, *cap.checks)]
+    if cap.budget.source == "estimate":
+        findings.append(Finding("info", "kv-budget-estimate",
+                                "KV budget is an estimate (no pin): " + "; ".join(cap.budget.assumptions)))
+    for note in cap.notes:
+        findings.append(Finding("info", "engine-note", note))
+    footprint = _vllm_footprint(cap, platform, weights_per_gpu, run, opts)
+    return CapacityResult(cap.summary(), tuple(findings), footprint, cap)
+
+
+def _suggestion(refusal: Any) -> str:
+    extra = []
+    if getattr(refusal, "suggested_max_model_len", None):
+        extra.append(f"max_model_len ≤ {refusal.suggested_max_model_len:,} would fit")
+    if getattr(refusal, "suggested_max_num_seqs", None):
+        extra.append(f"max_num_seqs ≤ {refusal.suggested_max_num_seqs} would fit")
+    return f" ({'; '.join(extra)})" if extra else ""
+
+
+def _vllm_footprint(cap: Any, platform: str, weights: int | None, run: Any, opts: Any) -> int | None:
+    """Memory the engine holds per GPU once started: what its budget rests on, plus the KV pool."""
+    if platform == "cpu":
+        return (weights or 0) + cap.budget.bytes + CPU_RUNTIME_BYTES
+    terms = dict(cap.budget.terms)
+    if cap.budget.source == "estimate":
+        return int(terms["requested"])  # the engine sizes itself to utilization x total
+    # Pinned: weights + pin + the same activation / non-torch / graph terms the estimate would use.
+    try:
+        shadow = dict(run(replace(opts, kv_cache_memory_bytes=None)).budget.terms)
+    except Exception:  # noqa: BLE001 - no device total to estimate against: fall back to weights + pin
+        shadow = {}
+    overhead = sum(int(shadow.get(k, 0)) for k in ("activation_peak", "non_torch", "cudagraphs"))
+    return (weights or 0) + cap.budget.bytes + overhead
+
+
+def _sglang(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Recipe | None, *,
+            gpu: GpuInfo | None, weights: WeightBytes | None, drafter: Drafter | None) -> CapacityResult:
+    from dspark.capacity.sglang import compute_sglang_capacity  # noqa: PLC0415
+
+    spec = recipe.speculative if recipe is not None else None
+    overlay: dict[str, Any] = {
+        "max_running_requests": s.max_num_seqs.value,
+        "max_total_tokens": s.max_total_tokens.value,
+        "context_length": s.max_model_len.value,
+        "tp_size": s.tensor_parallel_size.value,
+        "mem_fraction_static": s.mem_fraction_static.value,
+        "chunked_prefill_size": s.max_num_batched_tokens.value,
+        "kv_cache_dtype": None if s.kv_cache_dtype.value == "auto" else s.kv_cache_dtype.value,
+    }
+    if s.enable_prefix_caching.value is False:
+        overlay["disable_radix_cache"] = True
+    if spec is not None and getattr(options, "speculative_algorithm", None) is None:
+        overlay["speculative_algorithm"] = {"mtp": "NEXTN"}.get(spec.method, spec.method.upper())
+        tokens = s.num_speculative_tokens.value or spec.num_speculative_tokens
+        overlay["speculative_num_draft_tokens"] = tokens + 1
+    fields = {f.name for f in dataclasses.fields(options)}
+    opts = replace(options, **{k: v for k, v in overlay.items() if v is not None and k in fields})
+    weights_per_gpu = weights.per_gpu_bytes if weights else None
+    cap = compute_sglang_capacity(
+        arch, opts,
+        gpu_capacity_bytes=gpu.total_bytes if gpu else None,
+        free_before_load_bytes=gpu.free_bytes if gpu else None,
+        weights_per_gpu_bytes=weights_per_gpu, drafter=drafter,
+    )
+    findings = [Finding("fail", r.code, r.message) for r in getattr(cap, "refusals", ())]
+    for note in getattr(cap, "notes", ()):
+        findings.append(Finding("info", "engine-note", note))
+    summary = cap.summary()
+    footprint = getattr(cap, "footprint_bytes", None)
+    if footprint is None and gpu is not None and getattr(cap, "mem_fraction_static", None) is not None:
+        # SGLang holds mem_fraction_static of the free memory it saw at start (weights + pools), plus activations.
+        footprint = int(gpu.free_bytes * cap.mem_fraction_static)
+    if footprint is not None:
+        findings.append(Finding("info", "footprint", f"engine footprint per GPU ≈ {gib(footprint)}"))
+    return CapacityResult(summary, tuple(findings), footprint, cap)
