@@ -1,0 +1,1 @@
+"""Measure seats against a live engine: streaming bench client, /metrics sampler, sweep, supervision."""

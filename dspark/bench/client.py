@@ -1,0 +1,202 @@
+"""Asyncio streaming client for OpenAI-compatible /v1/completions and /v1/chat/completions (HTTP edge)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+
+from dspark.bench.prompts import Prompt
+from dspark.bench.stats import RequestRecord
+from dspark.errors import InputError
+
+Endpoint = Literal["completions", "chat"]
+_PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """How to talk to the server: one closed-loop stream per client, `concurrency` clients at once."""
+
+    base_url: str  # scheme://host:port, without /v1
+    model: str
+    endpoint: Endpoint = "completions"
+    max_tokens: int = 128
+    ignore_eos: bool = True
+    concurrency: int = 8
+    timeout_s: float = 600.0
+    api_key: str | None = None
+
+
+def request_body(cfg: ClientConfig, prompt: Prompt) -> dict[str, Any]:
+    """The JSON body for one streaming request; usage is asked for so token counts come from the server."""
+    body: dict[str, Any] = {
+        "model": cfg.model,
+        "max_tokens": cfg.max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if cfg.ignore_eos:
+        body["ignore_eos"] = True  # a vLLM/SGLang extension: every request decodes exactly max_tokens
+    if cfg.endpoint == "chat":
+        if isinstance(prompt, str):
+            body["messages"] = [{"role": "user", "content": prompt}]
+        elif prompt and isinstance(prompt[0], dict):
+            body["messages"] = prompt
+        else:
+            raise InputError("token-id prompts need the completions endpoint (chat takes text or messages)")
+    else:
+        if prompt and isinstance(prompt[0], dict):
+            raise InputError("chat messages need --endpoint chat")
+        body["prompt"] = prompt
+    return body
+
+
+def _carries_output(choice: dict[str, Any], chat: bool) -> bool:
+    """Whether a streamed choice holds generated output (a token or more)."""
+    if not chat:
+        # With --skip-tokenizer-init every chunk has text "", yet each one is a token (as vLLM's bench counts).
+        return True
+    delta = choice.get("delta") or {}
+    return bool(
+        delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or choice.get("token_ids")
+    )
+
+
+class _Stream:
+    """Accumulates one response's SSE events: output chunk times, usage and any error."""
+
+    __slots__ = ("chat", "chunks", "completion_tokens", "error", "first", "last", "prompt_tokens")
+
+    def __init__(self, chat: bool) -> None:
+        self.chat = chat
+        self.first: float | None = None
+        self.last: float | None = None
+        self.chunks = 0
+        self.completion_tokens: int | None = None
+        self.prompt_tokens: int | None = None
+        self.error: str | None = None
+
+    def event(self, data: bytes, now: float) -> bool:
+        """Handle one `data:` payload; False once the stream is done."""
+        if data == b"[DONE]":
+            return False
+        obj = json.loads(data)
+        if "error" in obj:
+            err = obj["error"]
+            self.error = str(err.get("message") or err) if isinstance(err, dict) else str(err)
+            return False
+        choices = obj.get("choices")
+        if choices and _carries_output(choices[0], self.chat):
+            if self.first is None:
+                self.first = now
+            self.last = now
+            self.chunks += 1
+        usage = obj.get("usage")
+        if usage:
+            self.completion_tokens = usage.get("completion_tokens")
+            self.prompt_tokens = usage.get("prompt_tokens")
+        return True
+
+
+async def _consume(resp: httpx.Response, stream: _Stream) -> None:
+    """Split the byte stream into SSE events ourselves: cheaper than decoding text line by line."""
+    buf = b""
+    async for piece in resp.aiter_raw():
+        now = time.perf_counter()
+        buf += piece
+        if b"\r" in buf:  # SSE allows CRLF line ends; a CR may end one piece and its LF start the next
+            buf = buf.replace(b"\r\n", b"\n")
+        while True:
+            cut = buf.find(b"\n\n")
+            if cut < 0:
+                break
+            event, buf = buf[:cut], buf[cut + 2 :]
+            for line in event.split(b"\n"):
+                if line.startswith(b"data:") and not stream.event(line[5:].strip(), now):
+                    return
+
+
+async def send_one(client: httpx.AsyncClient, cfg: ClientConfig, index: int, prompt: Prompt) -> RequestRecord:
+    """Send one streaming request and time it; failures become a record with an error, never an exception."""
+    stream = _Stream(chat=cfg.endpoint == "chat")
+    start = time.perf_counter()
+    try:
+        async with client.stream("POST", cfg.base_url + _PATHS[cfg.endpoint], json=request_body(cfg, prompt)) as resp:
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode("utf-8", "replace")
+                stream.error = f"HTTP {resp.status_code}: {text[:200]}"
+            else:
+                await _consume(resp, stream)
+    except (httpx.HTTPError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        stream.error = f"{type(exc).__name__}: {exc}"[:300]
+    end = time.perf_counter()
+    if stream.error is None and stream.first is None:
+        stream.error = "the stream ended without output"
+    tokens = stream.completion_tokens if stream.completion_tokens is not None else stream.chunks
+    return RequestRecord(
+        index=index,
+        start=start,
+        end=end,
+        first_token=stream.first,
+        last_token=stream.last,
+        output_tokens=tokens,
+        prompt_tokens=stream.prompt_tokens,
+        error=stream.error,
+    )
+
+
+def make_client(cfg: ClientConfig) -> httpx.AsyncClient:
+    """An httpx client sized for `concurrency` long-lived streams."""
+    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(cfg.timeout_s, connect=30.0),
+        limits=httpx.Limits(max_connections=cfg.concurrency + 4, max_keepalive_connections=cfg.concurrency + 4),
+        headers=headers,
+    )
+
+
+async def run_pass(
+    client: httpx.AsyncClient,
+    cfg: ClientConfig,
+    prompts: Sequence[Prompt],
+    *,
+    t0: float | None = None,
+    on_record: Callable[[RequestRecord], None] | None = None,
+) -> tuple[list[RequestRecord], float]:
+    """Send every prompt through `concurrency` closed-loop clients; returns records in prompt order and wall time."""
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(len(prompts)):
+        queue.put_nowait(i)
+    records: list[RequestRecord | None] = [None] * len(prompts)
+
+    async def worker() -> None:
+        while True:
+            try:
+                i = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            rec = await send_one(client, cfg, i, prompts[i])
+            records[i] = rec
+            if on_record is not None:
+                on_record(rec)
+
+    start = time.perf_counter() if t0 is None else t0
+    await asyncio.gather(*(worker() for _ in range(max(1, min(cfg.concurrency, len(prompts))))))
+    wall = time.perf_counter() - start
+    return [r for r in records if r is not None], wall
+
+
+async def first_model(client: httpx.AsyncClient, base_url: str) -> str:
+    """The id of the first model the server lists at /v1/models."""
+    resp = await client.get(base_url + "/v1/models")
+    resp.raise_for_status()
+    data = resp.json().get("data") or []
+    if not data:
+        raise InputError(f"{base_url}/v1/models lists no model; pass --model")
+    return str(data[0]["id"])

@@ -1,0 +1,192 @@
+"""The engine's /metrics: parse one scrape into a snapshot (pure), diff two, and sample over time (HTTP edge)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+# Sample names per concept, vLLM V1 first (reference/vllm.md §7), then SGLang's equivalents.
+# Counters are matched by their exposed sample name (with _total); label sets are summed (one per engine/DP rank).
+_COUNTERS: dict[str, tuple[str, ...]] = {
+    "prefix_queries": ("vllm:prefix_cache_queries_total", "sglang:prompt_tokens_total"),
+    "prefix_hits": ("vllm:prefix_cache_hits_total", "sglang:cached_tokens_total"),
+    "preemptions": ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total"),
+    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
+    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
+}
+_GAUGES: dict[str, tuple[str, ...]] = {
+    "kv_usage": ("vllm:kv_cache_usage_perc", "sglang:token_usage"),
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+}
+# Gauges that are fractions per rank are averaged rather than summed across label sets.
+_AVERAGED = frozenset({"kv_usage"})
+_QUEUE_HISTOGRAMS = ("vllm:request_queue_time_seconds", "sglang:queue_time_seconds")
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """A Prometheus histogram's running sum and count at one instant."""
+
+    sum: float
+    count: float
+
+    def minus(self, earlier: Histogram) -> Histogram:
+        """The observations made between `earlier` and this one."""
+        return Histogram(sum=self.sum - earlier.sum, count=self.count - earlier.count)
+
+
+@dataclass(frozen=True)
+class EngineSnapshot:
+    """The figures dspark reads from one scrape; None where the engine does not export that figure."""
+
+    prefix_queries: float | None = None
+    prefix_hits: float | None = None
+    preemptions: float | None = None
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    kv_usage: float | None = None  # fraction of the KV pool in use, 0..1
+    running: float | None = None
+    waiting: float | None = None
+    queue_time: Histogram | None = None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One point of the timeline: seconds since the pass started, and the gauges then."""
+
+    t: float
+    running: float | None
+    waiting: float | None
+    kv_usage: float | None
+
+
+@dataclass(frozen=True)
+class EngineDelta:
+    """What the engine reported about one pass: counter differences and gauge peaks."""
+
+    prefix_queries: float | None
+    prefix_hits: float | None
+    prefix_hit_rate: float | None  # hits / queries over the pass, None when nothing was queried
+    preemptions: float | None
+    generation_tokens: float | None
+    kv_usage_peak: float | None
+    running_peak: float | None
+    running_mean: float | None
+    queue_time_mean_s: float | None  # exact: histogram sum / count (its buckets are too coarse for quantiles)
+    samples: tuple[Sample, ...] = field(default_factory=tuple)
+
+
+def _sum_or_none(values: list[float]) -> float | None:
+    return math.fsum(values) if values else None
+
+
+def parse_metrics(text: str) -> EngineSnapshot:
+    """Parse Prometheus text exposition (vLLM or SGLang /metrics) into an EngineSnapshot."""
+    by_name: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            by_name.setdefault(s.name, []).append(float(s.value))
+
+    values: dict[str, float | None] = {}
+    for concept, names in (_COUNTERS | _GAUGES).items():
+        found = next((by_name[n] for n in names if n in by_name), None)
+        if found is None:
+            values[concept] = None
+        elif concept in _AVERAGED:
+            values[concept] = math.fsum(found) / len(found)
+        else:
+            values[concept] = _sum_or_none(found)
+
+    queue: Histogram | None = None
+    for base in _QUEUE_HISTOGRAMS:
+        if base + "_count" in by_name:
+            queue = Histogram(sum=math.fsum(by_name.get(base + "_sum", [])), count=math.fsum(by_name[base + "_count"]))
+            break
+    return EngineSnapshot(queue_time=queue, **values)
+
+
+def _diff(after: float | None, before: float | None) -> float | None:
+    return None if after is None or before is None else after - before
+
+
+def _peak(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def engine_delta(before: EngineSnapshot, after: EngineSnapshot, samples: Sequence[Sample] = ()) -> EngineDelta:
+    """The pass as the engine saw it: counters after minus before, peaks over the samples and the last scrape."""
+    queries = _diff(after.prefix_queries, before.prefix_queries)
+    hits = _diff(after.prefix_hits, before.prefix_hits)
+    hit_rate = hits / queries if hits is not None and queries else None
+    q_mean = None
+    if after.queue_time is not None and before.queue_time is not None:
+        q = after.queue_time.minus(before.queue_time)
+        if q.count > 0:
+            q_mean = q.sum / q.count
+    running = [s.running for s in samples if s.running is not None]
+    return EngineDelta(
+        prefix_queries=queries,
+        prefix_hits=hits,
+        prefix_hit_rate=hit_rate,
+        preemptions=_diff(after.preemptions, before.preemptions),
+        generation_tokens=_diff(after.generation_tokens, before.generation_tokens),
+        kv_usage_peak=_peak([*(s.kv_usage for s in samples), after.kv_usage]),
+        running_peak=_peak([*running, after.running]),
+        running_mean=math.fsum(running) / len(running) if running else None,
+        queue_time_mean_s=q_mean,
+        samples=tuple(samples),
+    )
+
+
+async def scrape(client: httpx.AsyncClient, url: str) -> EngineSnapshot:
+    """GET the metrics URL and parse it; raises httpx errors to the caller."""
+    resp = await client.get(url)
+    resp.raise_for_status()
+    return parse_metrics(resp.text)
+
+
+class MetricsSampler:
+    """Scrapes /metrics every `interval` seconds while a pass runs; failed scrapes are counted, not fatal."""
+
+    def __init__(self, client: httpx.AsyncClient, url: str, interval: float = 1.0) -> None:
+        self._client = client
+        self._url = url
+        self._interval = interval
+        self._t0 = 0.0
+        self._task: asyncio.Task[None] | None = None
+        self.samples: list[Sample] = []
+        self.failures = 0
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                snap = await scrape(self._client, self._url)
+            except (httpx.HTTPError, ValueError):
+                self.failures += 1
+            else:
+                t = time.perf_counter() - self._t0
+                self.samples.append(Sample(t=t, running=snap.running, waiting=snap.waiting, kv_usage=snap.kv_usage))
+            await asyncio.sleep(self._interval)
+
+    def start(self, t0: float) -> None:
+        """Begin sampling; sample times are relative to t0 (time.perf_counter())."""
+        self._t0 = t0
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> list[Sample]:
+        """Stop sampling and return the samples taken."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        return self.samples

@@ -1,0 +1,90 @@
+"""Prompts for a pass: real prompts from JSONL, or synthetic ones of a given token length (pure)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Union
+
+from dspark.errors import InputError
+
+Message = dict[str, str]
+# Text, token ids (completions only; works with --skip-tokenizer-init) or chat messages.
+Prompt = Union[str, list[int], list[Message]]  # noqa: UP007 - a runtime alias, kept readable on 3.10
+
+# Real words that are one token each in common BPE vocabularies, so a synthetic text prompt of N words is ~N tokens.
+_WORD_TEXT = (
+    "the of and to in is was for on that with as by at from his her are an this had not but be have one all were "
+    "they which she or there been can more if will would who so no when their what out up about time into only "
+    "other new some could them these two may first then do any like my now over such our man me even most made "
+    "after also did many before must through back years where much your way well down should because each just"
+)
+_WORDS = tuple(_WORD_TEXT.split())
+
+
+def synthetic_token_prompts(count: int, length: int, *, vocab_size: int, seed: int) -> list[Prompt]:
+    """`count` prompts of `length` random token ids in [10, vocab_size): distinct, so a cold pass has no prefix hits."""
+    if length < 1 or count < 1:
+        raise InputError("synthetic prompts need a positive count and length")
+    if vocab_size <= 10:
+        raise InputError(f"vocab size {vocab_size} is too small for synthetic token prompts (need > 10)")
+    rng = random.Random(seed)  # noqa: S311 - reproducible prompts, not secrets
+    # Ids below 10 are skipped: small ids are often special tokens (BOS/EOS/PAD) in real vocabularies.
+    return [[rng.randrange(10, vocab_size) for _ in range(length)] for _ in range(count)]
+
+
+def synthetic_text_prompts(count: int, length: int, *, seed: int) -> list[Prompt]:
+    """`count` prompts of `length` common words (about one token each), distinct from each other."""
+    if length < 1 or count < 1:
+        raise InputError("synthetic prompts need a positive count and length")
+    rng = random.Random(seed)  # noqa: S311 - reproducible prompts, not secrets
+    return [" ".join(rng.choice(_WORDS) for _ in range(length)) for _ in range(count)]
+
+
+def _prompt_of(obj: object, where: str) -> Prompt:
+    if isinstance(obj, str):
+        return obj
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected a JSON object or string, got {type(obj).__name__}")
+    if "messages" in obj:
+        msgs = obj["messages"]
+        if not isinstance(msgs, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in msgs
+        ):
+            raise InputError(f"{where}: 'messages' must be a list of {{role, content}} objects with string values")
+        return [{"role": m["role"], "content": m["content"]} for m in msgs]
+    for key in ("prompt", "text"):
+        if key in obj:
+            val = obj[key]
+            if isinstance(val, str):
+                return val
+            if isinstance(val, list) and val and all(isinstance(t, int) and not isinstance(t, bool) for t in val):
+                return [int(t) for t in val]
+            raise InputError(f"{where}: '{key}' must be a string or a non-empty list of token ids")
+    raise InputError(f"{where}: no 'prompt', 'text' or 'messages' key")
+
+
+def load_jsonl(path: Path) -> list[Prompt]:
+    """Prompts from a JSONL file: one object per line with 'prompt' (text or token ids), 'text' or 'messages'."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"cannot read prompts file {path}: {exc.strerror}") from exc
+    prompts: list[Prompt] = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{n}: not JSON: {exc.msg}") from exc
+        prompts.append(_prompt_of(obj, f"{path}:{n}"))
+    if not prompts:
+        raise InputError(f"{path}: no prompts")
+    return prompts
+
+
+def take(prompts: list[Prompt], count: int) -> list[Prompt]:
+    """`count` prompts, cycling through the list when it is shorter."""
+    return [prompts[i % len(prompts)] for i in range(count)]

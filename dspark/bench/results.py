@@ -1,0 +1,150 @@
+"""Result values of a bench (passes, repetitions, warm re-run) and the metric registry; pure, JSON-ready."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dspark.bench.metrics import EngineDelta
+from dspark.bench.stats import PassStats, mean
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """How a summary metric is named, shown and judged."""
+
+    label: str
+    better: Literal["higher", "lower"] | None  # None: reported, never judged
+    kind: Literal["rate", "seconds", "fraction", "count"]
+
+
+# The summary of a setting: means over repetitions, plus the warm re-run. Order is the table's row order.
+METRICS: dict[str, MetricInfo] = {
+    "aggregate_decode_tps": MetricInfo("Aggregate decode, tok/s", "higher", "rate"),
+    "per_stream_decode_tps": MetricInfo("Per-stream decode, tok/s", "higher", "rate"),
+    "ttft_mean_s": MetricInfo("Time to first token, mean, s", "lower", "seconds"),
+    "ttft_p50_s": MetricInfo("Time to first token, p50, s", "lower", "seconds"),
+    "ttft_p99_s": MetricInfo("Time to first token, p99, s", "lower", "seconds"),
+    "queue_time_mean_s": MetricInfo("Queueing time (engine), mean, s", "lower", "seconds"),
+    "wall_time_s": MetricInfo("Wall time, s", "lower", "seconds"),
+    "kv_usage_peak": MetricInfo("KV pool used, peak", None, "fraction"),
+    "running_peak": MetricInfo("Running requests, peak", None, "count"),
+    "prefix_hit_rate": MetricInfo("Prefix-cache hit rate", None, "fraction"),
+    "warm_prefix_hit_rate": MetricInfo("Warm re-run: prefix hits", None, "fraction"),
+    "warm_wall_time_s": MetricInfo("Warm re-run: wall time, s", "lower", "seconds"),
+    "errors": MetricInfo("Errors (sum over reps)", None, "count"),
+    "preemptions": MetricInfo("Preemptions (sum over reps)", None, "count"),
+}
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """One pass over the prompts: client statistics and what the engine's /metrics said about it."""
+
+    label: str
+    stats: PassStats
+    engine: EngineDelta | None  # None when /metrics could not be read
+    metrics_error: str | None = None
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """A bench run: its inputs, each repetition, the optional warm re-run, and the summary means."""
+
+    url: str
+    model: str
+    endpoint: str
+    concurrency: int
+    requests: int
+    max_tokens: int
+    ignore_eos: bool
+    prompt_source: str
+    reps: tuple[PassResult, ...]
+    warm: PassResult | None
+    summary: dict[str, float | None]
+
+    @property
+    def passes(self) -> tuple[PassResult, ...]:
+        """Every pass: the repetitions, then the warm re-run."""
+        return (*self.reps, *((self.warm,) if self.warm else ()))
+
+    @property
+    def clean(self) -> bool:
+        """0 errors and 0 preemptions in every pass (an unknown preemption count is not clean)."""
+        return self.summary.get("errors") == 0 and self.summary.get("preemptions") == 0
+
+
+PASS_METRICS = (
+    "aggregate_decode_tps",
+    "per_stream_decode_tps",
+    "ttft_mean_s",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "queue_time_mean_s",
+    "wall_time_s",
+    "kv_usage_peak",
+    "running_peak",
+    "prefix_hit_rate",
+)
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def pass_values(p: PassResult) -> dict[str, float | None]:
+    """One pass's values of PASS_METRICS, errors and preemptions; None where not measured."""
+    e = p.engine
+    s = p.stats
+    return {
+        "aggregate_decode_tps": _finite(s.aggregate_decode_tps),
+        "per_stream_decode_tps": _finite(s.per_stream_decode_tps),
+        "ttft_mean_s": _finite(s.ttft_mean_s),
+        "ttft_p50_s": _finite(s.ttft_p50_s),
+        "ttft_p99_s": _finite(s.ttft_p99_s),
+        "queue_time_mean_s": e.queue_time_mean_s if e else None,
+        "wall_time_s": _finite(s.wall_time_s),
+        "kv_usage_peak": e.kv_usage_peak if e else None,
+        "running_peak": e.running_peak if e else None,
+        "prefix_hit_rate": e.prefix_hit_rate if e else None,
+        "errors": float(s.errors),
+        "preemptions": e.preemptions if e else None,
+    }
+
+
+def _mean_present(values: Sequence[float | None]) -> float | None:
+    """Mean of the values when every pass has one; None when any pass lacks it (never a partial mean)."""
+    if not values or any(v is None for v in values):
+        return None
+    return mean([v for v in values if v is not None])
+
+
+def summarize_reps(reps: Sequence[PassResult], warm: PassResult | None) -> dict[str, float | None]:
+    """Means over repetitions of PASS_METRICS, the warm re-run's hit rate and wall time, and sums of errors and
+    preemptions over every pass (the warm one included; an unknown preemption count makes the sum unknown)."""
+    per = [pass_values(p) for p in reps]
+    out: dict[str, float | None] = {name: _mean_present([v[name] for v in per]) for name in PASS_METRICS}
+    wv = pass_values(warm) if warm else None
+    out["warm_prefix_hit_rate"] = wv["prefix_hit_rate"] if wv else None
+    out["warm_wall_time_s"] = wv["wall_time_s"] if wv else None
+    every = [*per, *([wv] if wv else [])]
+    out["errors"] = math.fsum(v["errors"] or 0.0 for v in every)
+    pre = [v["preemptions"] for v in every]
+    out["preemptions"] = None if any(x is None for x in pre) else math.fsum(x for x in pre if x is not None)
+    return out
+
+
+def jsonable(value: Any) -> Any:
+    """Dataclasses, tuples and dicts as plain JSON values; nan and infinities become null."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,140 @@
+"""One bench run against a live server: repetitions, an optional warm re-run, /metrics before, during and after."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import httpx
+
+from dspark.bench.client import ClientConfig, first_model, make_client, run_pass
+from dspark.bench.metrics import EngineSnapshot, MetricsSampler, engine_delta, scrape
+from dspark.bench.prompts import Prompt
+from dspark.bench.results import BenchResult, PassResult, summarize_reps
+from dspark.bench.stats import RequestRecord, summarize
+
+# After the last response the engine may not have logged its final step yet: poll briefly until it settles.
+_SETTLE_POLLS = 12
+_SETTLE_INTERVAL_S = 0.25
+
+
+class PassObserver(Protocol):
+    """Receives progress: a pass begins, each request ends, the pass ends."""
+
+    def begin(self, label: str, total: int) -> None:
+        """A pass of `total` requests starts."""
+
+    def record(self, rec: RequestRecord) -> None:
+        """One request finished (or failed)."""
+
+    def end(self) -> None:
+        """The pass finished."""
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """What to run: the client settings, prompts for each repetition, and how to read /metrics."""
+
+    client: ClientConfig
+    prompts_for_rep: Callable[[int], Sequence[Prompt]]  # rep index from 0 -> that rep's prompts
+    prompt_source: str
+    reps: int = 1
+    warm_rerun: bool = False
+    metrics_url: str | None = None  # default: base_url + "/metrics"
+    sample_interval_s: float = 1.0
+    read_metrics: bool = True
+
+
+async def _scrape_or_error(client: httpx.AsyncClient, url: str) -> tuple[EngineSnapshot | None, str | None]:
+    try:
+        return await scrape(client, url), None
+    except (httpx.HTTPError, ValueError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"[:300]
+
+
+async def _settled(client: httpx.AsyncClient, url: str, before: EngineSnapshot, tokens: int) -> EngineSnapshot | None:
+    """The first scrape after which no request runs and the engine counted at least the tokens the client got."""
+    snap: EngineSnapshot | None = None
+    for _ in range(_SETTLE_POLLS):
+        snap, _err = await _scrape_or_error(client, url)
+        if snap is not None:
+            gen = None
+            if snap.generation_tokens is not None and before.generation_tokens is not None:
+                gen = snap.generation_tokens - before.generation_tokens
+            if (snap.running in (None, 0)) and (gen is None or gen >= tokens):
+                return snap
+        await asyncio.sleep(_SETTLE_INTERVAL_S)
+    return snap
+
+
+async def _one_pass(
+    http: httpx.AsyncClient,
+    mhttp: httpx.AsyncClient,
+    spec: BenchSpec,
+    cfg: ClientConfig,
+    *,
+    label: str,
+    prompts: Sequence[Prompt],
+    observer: PassObserver | None,
+) -> PassResult:
+    murl = spec.metrics_url or cfg.base_url + "/metrics"
+    before, err = (await _scrape_or_error(mhttp, murl)) if spec.read_metrics else (None, "not read")
+    sampler = MetricsSampler(mhttp, murl, spec.sample_interval_s) if before is not None else None
+    if observer is not None:
+        observer.begin(label, len(prompts))
+    t0 = time.perf_counter()
+    if sampler is not None:
+        sampler.start(t0)
+    try:
+        records, wall = await run_pass(
+            http, cfg, prompts, t0=t0, on_record=observer.record if observer is not None else None
+        )
+    finally:
+        samples = await sampler.stop() if sampler is not None else []
+        if observer is not None:
+            observer.end()
+    stats = summarize(records, wall)
+    engine = None
+    if before is not None:
+        after = await _settled(mhttp, murl, before, stats.output_tokens)
+        if after is None:
+            err = "the engine's /metrics stopped answering during the pass"
+        else:
+            engine = engine_delta(before, after, samples)
+    return PassResult(label=label, stats=stats, engine=engine, metrics_error=None if engine else err)
+
+
+async def run_bench(spec: BenchSpec, observer: PassObserver | None = None) -> BenchResult:
+    """Run spec.reps passes (and the warm re-run of the last rep's prompts); failures are recorded, not raised."""
+    cfg = spec.client
+    async with make_client(cfg) as http, httpx.AsyncClient(timeout=10.0) as mhttp:
+        if not cfg.model:
+            cfg = dataclasses.replace(cfg, model=await first_model(http, cfg.base_url))
+        reps: list[PassResult] = []
+        last: Sequence[Prompt] = ()
+        for rep in range(spec.reps):
+            last = spec.prompts_for_rep(rep)
+            label = f"rep {rep + 1}"
+            reps.append(await _one_pass(http, mhttp, spec, cfg, label=label, prompts=last, observer=observer))
+        warm = (
+            await _one_pass(http, mhttp, spec, cfg, label="warm re-run", prompts=last, observer=observer)
+            if spec.warm_rerun
+            else None
+        )
+    return BenchResult(
+        url=cfg.base_url,
+        model=cfg.model,
+        endpoint=cfg.endpoint,
+        concurrency=cfg.concurrency,
+        requests=len(last),
+        max_tokens=cfg.max_tokens,
+        ignore_eos=cfg.ignore_eos,
+        prompt_source=spec.prompt_source,
+        reps=tuple(reps),
+        warm=warm,
+        summary=summarize_reps(reps, warm),
+    )

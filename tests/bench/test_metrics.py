@@ -1,0 +1,88 @@
+"""/metrics parsing on real text captured from vLLM 0.32.0 (CPU build), and the pass delta.
+
+Fixtures (tests/bench/fixtures/vllm_metrics_*.txt), all from a 2-layer Qwen3 served with --skip-tokenizer-init:
+  idle       a fresh engine, nothing served yet
+  running    mid-pass on a 2,048-token pool with 8 seats: 3 running, 5 waiting, KV 80% used
+  preempted  the end of that pass: 8 requests x (200 prompt + 500 output) tokens, 9 preemptions
+  warm       another engine after two cold passes and a warm re-run of 8 x 300-token prompts (2,048 hit tokens)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dspark.bench.metrics import EngineSnapshot, Histogram, Sample, engine_delta, parse_metrics
+
+
+def test_idle_engine_reads_zero_not_missing(metrics_text: dict[str, str]) -> None:
+    snap = parse_metrics(metrics_text["idle"])
+    assert snap == EngineSnapshot(
+        prefix_queries=0.0, prefix_hits=0.0, preemptions=0.0, prompt_tokens=0.0, generation_tokens=0.0,
+        kv_usage=0.0, running=0.0, waiting=0.0, queue_time=Histogram(sum=0.0, count=0.0),
+    )
+
+
+def test_running_gauges(metrics_text: dict[str, str]) -> None:
+    snap = parse_metrics(metrics_text["running"])
+    assert (snap.running, snap.waiting, snap.kv_usage) == (3.0, 5.0, 0.8)
+    assert snap.prefix_queries == 1400.0
+    assert snap.generation_tokens == 1105.0
+
+
+def test_preempted_pass_delta(metrics_text: dict[str, str]) -> None:
+    before = parse_metrics(metrics_text["idle"])
+    after = parse_metrics(metrics_text["preempted"])
+    samples = [Sample(t=0.4, running=7.0, waiting=1.0, kv_usage=0.93), Sample(t=0.8, running=5.0, waiting=3.0,
+                                                                               kv_usage=1.0)]
+    d = engine_delta(before, after, samples)
+    assert d.preemptions == 9.0
+    assert d.generation_tokens == 4000.0
+    assert d.prefix_queries == 1600.0
+    assert d.prefix_hits == 0.0
+    assert d.prefix_hit_rate == 0.0
+    assert d.kv_usage_peak == 1.0
+    assert d.running_peak == 7.0
+    assert d.running_mean == 6.0
+    assert d.queue_time_mean_s == pytest.approx(2.3824128770000925 / 8)
+
+
+def test_warm_hit_rate(metrics_text: dict[str, str]) -> None:
+    snap = parse_metrics(metrics_text["warm"])
+    assert (snap.prefix_queries, snap.prefix_hits) == (7200.0, 2048.0)
+    # The warm pass alone: 8 prompts of 300 tokens, 2 full 128-token blocks of each hit.
+    before = EngineSnapshot(prefix_queries=4800.0, prefix_hits=0.0)
+    d = engine_delta(before, snap)
+    assert d.prefix_hit_rate == pytest.approx(2048 / 2400)
+
+
+def test_nothing_queried_means_no_hit_rate() -> None:
+    snap = EngineSnapshot(prefix_queries=10.0, prefix_hits=0.0)
+    assert engine_delta(snap, snap).prefix_hit_rate is None
+
+
+def test_label_sets_are_summed_and_fractions_averaged() -> None:
+    text = (
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{engine="0"} 3.0\n'
+        'vllm:num_requests_running{engine="1"} 4.0\n'
+        "# TYPE vllm:kv_cache_usage_perc gauge\n"
+        'vllm:kv_cache_usage_perc{engine="0"} 0.2\n'
+        'vllm:kv_cache_usage_perc{engine="1"} 0.4\n'
+    )
+    snap = parse_metrics(text)
+    assert snap.running == 7.0
+    assert snap.kv_usage == pytest.approx(0.3)
+    assert snap.prefix_hits is None  # not exported: unknown, not zero
+
+
+def test_sglang_names() -> None:
+    text = (
+        "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 2.0\n"
+        "# TYPE sglang:token_usage gauge\nsglang:token_usage 0.5\n"
+        "# TYPE sglang:cached_tokens counter\nsglang:cached_tokens_total 30.0\n"
+        "# TYPE sglang:prompt_tokens counter\nsglang:prompt_tokens_total 120.0\n"
+        "# TYPE sglang:num_retracted_requests counter\nsglang:num_retracted_requests_total 1.0\n"
+    )
+    snap = parse_metrics(text)
+    assert (snap.running, snap.kv_usage, snap.prefix_hits, snap.prefix_queries, snap.preemptions) == (
+        2.0, 0.5, 30.0, 120.0, 1.0)
