@@ -1,0 +1,168 @@
+"""Render bench and sweep results: tables (rich, markdown-style), JSON, and atomic file writes."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from dspark.bench.results import METRICS, BenchResult, MetricInfo, jsonable, pass_values
+from dspark.bench.sweep import SweepResult
+
+MINUS = "−"  # typographic minus, as in DESIGN.md's tables
+
+
+def fmt_value(info: MetricInfo, value: float | None) -> str:
+    """A metric value for a table cell; '–' when not measured."""
+    if value is None or math.isnan(value):
+        return "–"
+    if info.kind == "fraction":
+        return "<1%" if 0 < value < 0.005 else f"{value:.0%}"
+    if info.kind == "count":
+        return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    if abs(value) >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}" if abs(value) >= 0.001 or value == 0 else f"{value:.1e}"
+
+
+def fmt_change(info: MetricInfo, base: float | None, new: float | None) -> str:
+    """The change from base to new: relative % for rates and times, × for KV use, points for hit rates."""
+    if base is None or new is None or math.isnan(base) or math.isnan(new):
+        return ""
+    if info.kind == "count":
+        diff = new - base
+        return "" if diff == 0 else f"{diff:+.0f}".replace("-", MINUS)
+    if info.kind == "fraction":
+        if "hit" in info.label.lower():
+            return "" if new == base else f"{(new - base) * 100:+.0f} pp".replace("-", MINUS)
+        return f"×{new / base:.2f}" if base > 0 else ""
+    if base == 0:
+        return ""
+    return f"{(new - base) / base:+.0%}".replace("-", MINUS)
+
+
+def _table(headers: Sequence[str]) -> Table:
+    table = Table(box=box.MARKDOWN, show_edge=True)
+    for i, h in enumerate(headers):
+        table.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+    return table
+
+
+def to_text(*renderables: object, width: int = 160) -> str:
+    """Render rich objects to plain text (no colour), the same on a terminal, in a file and in a test."""
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, color_system=None, force_terminal=False, soft_wrap=False)
+    for r in renderables:
+        console.print(r)
+    # The markdown box draws its empty top and bottom edges as lines of spaces: drop them.
+    return "".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines() if line.strip())
+
+
+def bench_table(result: BenchResult) -> Table:
+    """One column per repetition, their mean, and the warm re-run when there was one."""
+    headers = ["", *(p.label for p in result.reps), "mean"] + (["warm re-run"] if result.warm else [])
+    table = _table(headers)
+    per = [pass_values(p) for p in result.reps]
+    warm = pass_values(result.warm) if result.warm else None
+    for name, info in METRICS.items():
+        if name.startswith("warm_"):
+            continue
+        mean = result.summary.get(name)
+        row = [info.label, *(fmt_value(info, v.get(name)) for v in per), fmt_value(info, mean)]
+        if warm is not None:
+            row.append(fmt_value(info, warm.get(name)))
+        table.add_row(*row)
+    return table
+
+
+def sweep_table(result: SweepResult) -> Table:
+    """One column per seat count (means over reps) and a change column per candidate against the baseline."""
+    settings = result.settings
+    heads = [s.label for s in settings]
+    deltas = ["Δ" if len(settings) == 2 else f"Δ {s.label}" for s in settings[1:]]
+    table = _table(["", *heads, *deltas])
+    summaries = [s.bench.summary if s.bench else {} for s in settings]
+    for name, info in METRICS.items():
+        vals = [summ.get(name) for summ in summaries]
+        changes = [fmt_change(info, vals[0], v) for v in vals[1:]]
+        table.add_row(info.label, *(fmt_value(info, v) for v in vals), *changes)
+    pools = [s.launch.kv_pool_tokens if s.launch else None for s in settings]
+    table.add_row("KV pool, tokens (engine log)", *(f"{p:,}" if p is not None else "–" for p in pools),
+                  *([""] * len(deltas)))
+    table.add_row("Launch as planned", *("yes" if s.launch and not s.launch.problems else "no" for s in settings),
+                  *([""] * len(deltas)))
+    table.add_row("Clean (0 errors, 0 preemptions)", *("yes" if s.clean else "no" for s in settings),
+                  *([""] * len(deltas)))
+    return table
+
+
+def sweep_text(result: SweepResult) -> str:
+    """The sweep table, then the rule, each verdict with its reasons, and every setting's problems."""
+    base = result.settings[0].label
+    lines = [f"Seat sweep: {result.reps}-rep mean per setting; Δ against {base}", "",
+             to_text(sweep_table(result)).rstrip(), "", f"Decision rule (fixed before the runs): {result.rule_text}"]
+    for v in result.decision.verdicts:
+        why = "; ".join(v.reasons) if v.reasons else "meets the rule"
+        lines.append(f"  {v.label}: {'adopt' if v.adopt else 'do not adopt'} ({why})")
+    lines.append(f"Decision: {result.decision.summary}")
+    for s in result.settings:
+        for p in s.problems:
+            lines.append(f"  problem, {s.label}: {p}")
+    return "\n".join(lines) + "\n"
+
+
+def bench_text(result: BenchResult) -> str:
+    """The bench table and any errors or preemptions, never hidden."""
+    lines = [
+        f"{result.model} at {result.url} ({result.endpoint}): {result.requests} requests × {result.max_tokens} "
+        f"max tokens, {result.concurrency} clients; prompts: {result.prompt_source}",
+        "",
+        to_text(bench_table(result)).rstrip(),
+    ]
+    errors = int(result.summary.get("errors") or 0)
+    if errors:
+        msgs = sorted({m for p in result.passes for m in p.stats.error_messages})
+        lines.append(f"{errors} request(s) failed: " + " | ".join(msgs[:5]))
+    pre = result.summary.get("preemptions")
+    if pre:
+        lines.append(f"the engine preempted {int(pre)} time(s) during the bench")
+    for p in result.passes:
+        if p.metrics_error:
+            lines.append(f"{p.label}: engine metrics unavailable ({p.metrics_error})")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(result: Any) -> str:
+    """The result as one JSON object (nan as null), with its `clean` flag."""
+    data = jsonable(result)
+    data["clean"] = bool(result.clean)
+    return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write the file whole or not at all: a temporary file beside it, fsync, then rename over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        Path(tmp).replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            Path(tmp).unlink()
+        raise
