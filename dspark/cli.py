@@ -7,6 +7,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import click
@@ -155,7 +156,7 @@ def _validate_request(ctx: click.Context, recipe: str | None, params: dict[str, 
 @cli.command(epilog="Engine flags go after --: dspark validate --model DIR -- --max-model-len 4096")
 @_plan_options
 @click.pass_context
-def validate(ctx: click.Context, recipe: str | None, as_json: bool, explain: bool, **params: Any) -> None:
+def validate(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, **params: Any) -> None:
     """Predict the engine's KV pool, full contexts, graph capture size and safe seats, and judge the fit.
 
     With no RECIPE and no --model, validates the default recipe against this machine's GPUs (or, with none,
@@ -174,7 +175,7 @@ def validate(ctx: click.Context, recipe: str | None, as_json: bool, explain: boo
 @click.option("--engine-python", metavar="PYTHON",
               help="Interpreter of the engine's virtualenv (DSPARK_ENGINE_PYTHON).")
 @click.pass_context
-def start(ctx: click.Context, recipe: str | None, as_json: bool, explain: bool, dry_run: bool, force: bool,
+def start(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, dry_run: bool, force: bool,
           watch: bool, engine_python: str | None, **params: Any) -> None:
     """Validate, check the argv with the installed engine's own parser, print the plan, then exec the engine."""
     from dspark.commands.validate import run_start  # noqa: PLC0415 - keep CLI start-up light
@@ -182,6 +183,115 @@ def start(ctx: click.Context, recipe: str | None, as_json: bool, explain: bool, 
 
     request = StartRequest(validate=_validate_request(ctx, recipe, params), force=force, engine_python=engine_python)
     run_core(ctx, run_start, request, dry_run=dry_run, as_json=as_json, explain=explain, watch=watch)
+
+
+def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The load options bench and sweep share (dspark.commands.bench.LoadOptions)."""
+    options = [
+        click.option("--endpoint", type=click.Choice(["completions", "chat"]), default="completions",
+                     show_default=True, help="/v1/completions or /v1/chat/completions."),
+        click.option("--served-model", "model", metavar="NAME", help="Model name to request (default: the first "
+                     "one /v1/models lists)."),
+        click.option("--prompts", "prompts_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="JSONL of real prompts: {\"prompt\": text or token ids} or {\"messages\": [...]}."),
+        click.option("--input-len", type=int, default=256, show_default=True,
+                     help="Synthetic prompt length in tokens (without --prompts)."),
+        click.option("--prompt-kind", type=click.Choice(["auto", "ids", "text"]), default="auto", show_default=True,
+                     help="Synthetic prompts as token ids (servers without a tokenizer) or text; auto: ids for "
+                     "completions, text for chat."),
+        click.option("--vocab-size", type=int, default=500, show_default=True,
+                     help="Synthetic token ids are drawn from [10, N)."),
+        click.option("--requests", "-n", type=int, default=64, show_default=True, help="Requests per repetition."),
+        click.option("--concurrency", "-c", type=int, default=8, show_default=True,
+                     help="Concurrent clients, each streaming one request at a time."),
+        click.option("--max-tokens", type=int, default=128, show_default=True, help="Output tokens per request."),
+        click.option("--ignore-eos/--no-ignore-eos", default=True, show_default=True,
+                     help="Decode exactly --max-tokens per request (vLLM/SGLang extension)."),
+        click.option("--reps", type=int, default=1, show_default=True, help="Repetitions."),
+        click.option("--warm-rerun", is_flag=True, help="Send the last repetition's prompts again; report that "
+                     "pass's prefix-cache hit rate and wall time."),
+        click.option("--no-metrics", is_flag=True, help="Do not read the engine's /metrics."),
+        click.option("--metrics-url", metavar="URL", help="Where /metrics is (default: the server's /metrics)."),
+        click.option("--sample-interval", "sample_interval_s", type=float, default=1.0, show_default=True,
+                     help="Seconds between /metrics samples during a pass."),
+        click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
+                     help="Seconds one request may take."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic prompts."),
+        click.option("--no-progress", is_flag=True, help="No progress bar."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _load(params: dict[str, Any]) -> Any:
+    from dspark.commands.bench import LoadOptions  # noqa: PLC0415 - keep CLI start-up light
+
+    return LoadOptions(
+        endpoint=params.pop("endpoint"), model=params.pop("model"), prompts_file=params.pop("prompts_file"),
+        input_len=params.pop("input_len"), prompt_kind=params.pop("prompt_kind"), vocab_size=params.pop("vocab_size"),
+        requests=params.pop("requests"), concurrency=params.pop("concurrency"), max_tokens=params.pop("max_tokens"),
+        ignore_eos=params.pop("ignore_eos"), reps=params.pop("reps"), warm_rerun=params.pop("warm_rerun"),
+        read_metrics=not params.pop("no_metrics"), metrics_url=params.pop("metrics_url"),
+        sample_interval_s=params.pop("sample_interval_s"), timeout_s=params.pop("timeout_s"), seed=params.pop("seed"),
+    )
+
+
+@cli.command()
+@click.option("--url", required=True, metavar="URL", help="The server, http://HOST:PORT (OpenAI-compatible).")
+@_load_options
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the JSON here (atomically).")
+@click.pass_context
+def bench(ctx: click.Context, /, url: str, as_json: bool, out_file: Path | None, no_progress: bool,
+          **params: Any) -> None:
+    """Stream requests at a running server: decode tok/s, TTFT, queueing, and the engine's /metrics.
+
+    Exit 0 when every request succeeded, 1 when any failed (the results still print), 2 for bad input.
+    """
+    from dspark.commands.bench import bench as bench_core  # noqa: PLC0415 - keep CLI start-up light
+
+    run_core(ctx, bench_core, _load(params), url=url, as_json=as_json, out_file=out_file, progress=not no_progress)
+
+
+@cli.command(epilog="Example: dspark sweep RECIPE --seats 8,16 --reps 3 --primary wall_time --adopt-at 10% "
+             "--max-regression 10% --warm-rerun")
+@_plan_options
+@click.option("--seats", required=True, metavar="N,N,...", help="Seat counts to run, baseline first.")
+@_load_options
+@click.option("--primary", default="wall_time", show_default=True, help="The metric the decision rule judges.")
+@click.option("--adopt-at", default="10%", show_default=True, help="Adopt only at this improvement of --primary.")
+@click.option("--max-regression", default="10%", show_default=True,
+              help="No secondary metric may worsen by more than this.")
+@click.option("--secondary", "secondaries", metavar="M,M,...",
+              help="Secondary metrics (default: aggregate, per-stream decode, TTFT, wall, warm wall; 'none').")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("sweep-results"),
+              show_default=True, help="Where sweep.json, sweep.md, sweep.png and the engine logs go.")
+@click.option("--health-timeout", type=float, default=900.0, show_default=True,
+              help="Seconds an engine may take to answer /health.")
+@click.option("--stop-timeout", type=float, default=30.0, show_default=True,
+              help="Seconds after SIGTERM before SIGKILL.")
+@click.option("--engine-python", metavar="PYTHON", help="Interpreter of the engine's virtualenv.")
+@click.pass_context
+def sweep(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, seats: str, primary: str,
+          adopt_at: str, max_regression: str, secondaries: str | None, out_dir: Path, health_timeout: float,
+          stop_timeout: float, engine_python: str | None, no_progress: bool, **params: Any) -> None:
+    """Start the engine at each seat count, verify its launch, bench it, stop it; decide by a rule fixed first.
+
+    Exit 0 when every setting ran clean (launch as planned, 0 errors, 0 preemptions), 1 otherwise.
+    """
+    from dspark.commands.sweep import sweep_command  # noqa: PLC0415 - keep CLI start-up light
+    from dspark.start import StartRequest  # noqa: PLC0415
+
+    del explain  # each setting's plan is recorded in sweep.json
+    if params.get("max_num_seqs") is not None:
+        raise click.UsageError("sweep sets the seats itself: use --seats, not --max-num-seqs")
+    load = _load(params)
+    request = StartRequest(validate=_validate_request(ctx, recipe, params), engine_python=engine_python)
+    run_core(ctx, sweep_command, request, seats=seats, load=load, primary=primary, adopt_at=adopt_at,
+             max_regression=max_regression, secondaries=secondaries, out_dir=out_dir, as_json=as_json,
+             progress=not no_progress, health_timeout_s=health_timeout, stop_timeout_s=stop_timeout)
 
 
 def main(argv: list[str] | None = None) -> int:

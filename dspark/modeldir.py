@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import snapshot_download
-
 from dspark.architecture import ModelArchitecture, parse_config
 from dspark.errors import InputError
 from dspark.weights import TensorInfo, WeightsInfo
@@ -51,6 +49,8 @@ def resolve_model(ref: str, *, cache_dir: Path | str | None = None) -> ModelLoca
     looks_like_repo = ref.count("/") == 1 and not ref.startswith((".", "/", "~"))
     if not looks_like_repo:
         raise InputError(f"model directory '{ref}' does not exist; pass a directory holding config.json")
+    from huggingface_hub import snapshot_download  # noqa: PLC0415 - 0.25 s to import; only repo ids need it
+
     try:
         snapshot = snapshot_download(ref, cache_dir=cache_dir, local_files_only=True)
     # LocalEntryNotFoundError is a FileNotFoundError and HFValidationError a ValueError in every release.

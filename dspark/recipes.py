@@ -44,38 +44,13 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from dspark.constants import DEFAULT_RECIPE, MAX_NUM_SEQS_LIMIT, KvCacheDtype
 from dspark.errors import RecipeError
 from dspark.redact import is_secret_name
 from dspark.units import SIZE_PATTERN, SIZE_UNITS_HELP, parse_count, parse_size
 
-DEFAULT_RECIPE = "flash-next-vllm"
-
-# No engine runs anywhere near this many sequences in one batch (vLLM's own default is 256 or 1024,
-# SGLang's CUDA-graph tables stop at 512); a larger number is a typo (an extra digit, tokens for seats),
-# and both engines preallocate per-seat state (SGLang's req_to_token rows, hybrid state slots), so a huge
-# value turns into an out-of-memory crash at start-up instead of an error here.
-MAX_NUM_SEQS_LIMIT = 65536
-
 Engine = Literal["vllm", "sglang"]
 WeightsFormat = Literal["bf16", "fp16", "fp8", "nvfp4", "mxfp4", "int4", "int8"]
-# The KV-cache dtypes dspark can account for; other engine spellings are refused here rather than
-# guessed at, because the pool size depends on the bytes per element.
-KvCacheDtype = Literal[
-    "auto",
-    "bfloat16",
-    "bf16",
-    "float16",
-    "fp8",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "fp8_inc",
-    "fp8_ds_mla",
-    "nvfp4_ds_mla",
-    "nvfp4",
-    "mxfp8",
-    "fp4_e2m1",
-    "fp4_mx_block16",
-]
 # The methods whose drafter dspark can size (dspark.architecture.DRAFTER_METHODS; a test keeps them equal).
 SpeculativeMethod = Literal["mtp", "eagle3", "eagle", "dflash", "draft_model"]
 Metric = Literal[

@@ -45,10 +45,13 @@ import difflib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Generic, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
+from dspark.constants import DEFAULT_RECIPE, MAX_NUM_SEQS_LIMIT, KvCacheDtype
 from dspark.errors import SettingsError
-from dspark.recipes import DEFAULT_RECIPE, MAX_NUM_SEQS_LIMIT, KvCacheDtype, Recipe
+
+if TYPE_CHECKING:  # pydantic models cost start-up time; settings only reads recipe attributes
+    from dspark.recipes import Recipe
 from dspark.units import SIZE_UNITS_HELP, format_size, parse_count, parse_size
 
 T = TypeVar("T")

@@ -11,7 +11,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dspark import __version__
 from dspark.architecture import Drafter, ModelArchitecture, parse_config, parse_drafter
@@ -25,9 +25,11 @@ from dspark.hardware.profiles import DEFAULT_PROFILE
 from dspark.hardware.select import host_snapshot, resolve_hardware
 from dspark.hardware.snapshot import snapshot_to_dict
 from dspark.launch import LaunchPlan
-from dspark.recipes import Recipe, find_recipe
 from dspark.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
 from dspark.weights import WeightBytes, weight_bytes
+
+if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
+    from dspark.recipes import Recipe
 
 HardwareResolver = Callable[[str | None, str], HardwareSnapshot]
 
@@ -161,7 +163,11 @@ def _merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object])
 def _load_recipe(request: ValidateRequest) -> tuple[Recipe | None, Setting[str | None]]:
     model_given = request.flags.get("model") is not None or bool(request.env.get("DSPARK_MODEL", "").strip())
     choice = select_recipe(request.recipe, request.env, model_given=model_given)
-    return (find_recipe(choice.value) if choice.value else None), choice
+    if not choice.value:
+        return None, choice
+    from dspark.recipes import find_recipe  # noqa: PLC0415
+
+    return find_recipe(choice.value), choice
 
 
 def _engine_name(request: ValidateRequest, recipe: Recipe | None) -> str:

@@ -9,15 +9,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from dspark.architecture import Drafter, ModelArchitecture
 from dspark.capacity import CapacitySummary
 from dspark.findings import Finding, gib
 from dspark.hardware import GpuInfo
-from dspark.recipes import Recipe
 from dspark.settings import ResolvedSettings
 from dspark.weights import WeightBytes
+
+if TYPE_CHECKING:
+    from dspark.recipes import Recipe
 
 GIB = 1 << 30
 # vLLM's CPU build: the runtime (torch, the engine process, its API server) beside the KV cache and weights.
@@ -80,7 +82,7 @@ def _vllm(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Re
           weights: WeightBytes | None, drafter: Drafter | None, env: Mapping[str, str]) -> CapacityResult:
     from dspark.capacity.vllm import compute_vllm_capacity  # noqa: PLC0415 - only the engine in use is imported
 
-    platform = "cpu" if s.platform.value == "cpu" else "cuda"
+    platform: Literal["cpu", "cuda"] = "cpu" if s.platform.value == "cpu" else "cuda"
     opts = _vllm_options(options, s, recipe)
     weights_per_gpu = weights.per_gpu_bytes if weights else None
     engine_env = {**(recipe.env if recipe else {}), **{k: v for k, v in env.items() if k.startswith("VLLM_")}}
@@ -118,7 +120,7 @@ def _suggestion(refusal: Any) -> str:
 def _vllm_footprint(cap: Any, platform: str, weights: int | None, run: Any, opts: Any) -> int | None:
     """Memory the engine holds per GPU once started: what its budget rests on, plus the KV pool."""
     if platform == "cpu":
-        return (weights or 0) + cap.budget.bytes + CPU_RUNTIME_BYTES
+        return int((weights or 0) + cap.budget.bytes + CPU_RUNTIME_BYTES)
     terms = dict(cap.budget.terms)
     if cap.budget.source == "estimate":
         return int(terms["requested"])  # the engine sizes itself to utilization x total
@@ -128,7 +130,7 @@ def _vllm_footprint(cap: Any, platform: str, weights: int | None, run: Any, opts
     except Exception:  # noqa: BLE001 - no device total to estimate against: fall back to weights + pin
         shadow = {}
     overhead = sum(int(shadow.get(k, 0)) for k in ("activation_peak", "non_torch", "cudagraphs"))
-    return (weights or 0) + cap.budget.bytes + overhead
+    return int((weights or 0) + cap.budget.bytes + overhead)
 
 
 def _sglang(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Recipe | None, *,

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import IO, Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import IO, TYPE_CHECKING, Any
 
 from dspark.errors import ExitCode
 from dspark.launch import LaunchPlan, exec_plan
-from dspark.start import StartRequest, StartResult, plan_start
 from dspark.validate import ValidateRequest, ValidationReport, validate
+
+if TYPE_CHECKING:  # rich loads only for the table, not for --json
+    from rich.console import Console
+
+    from dspark.start import StartRequest, StartResult
 
 _STYLE = {"info": "dim", "warn": "yellow", "fail": "bold red", "ok": "green"}
 
@@ -25,6 +26,8 @@ def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out:
     if as_json:
         stream.write(json.dumps(report.to_json(), default=str) + "\n")
     else:
+        from rich.console import Console  # noqa: PLC0415
+
         _print_notices(report)
         render_report(report, Console(file=stream, soft_wrap=True), explain=explain)
     return int(ExitCode.REFUSED if report.verdict == "fail" else ExitCode.OK)
@@ -41,11 +44,15 @@ def run_start(
     out: IO[str] | None = None,
 ) -> int:
     """Validate, check the argv with the engine's parser, print the plan, then exec (or stop at --dry-run)."""
+    from dspark.start import plan_start  # noqa: PLC0415 - validate alone does not need the launch path
+
     result = plan_start(request)
     stream = out or sys.stdout
     if as_json:
         stream.write(json.dumps(result.to_json(), default=str) + "\n")
     else:
+        from rich.console import Console  # noqa: PLC0415
+
         _print_notices(result.report)
         console = Console(file=stream, soft_wrap=True)
         render_report(result.report, console, explain=explain)
@@ -69,6 +76,8 @@ def _print_notices(report: ValidationReport) -> None:
 
 def render_report(report: ValidationReport, console: Console, *, explain: bool) -> None:
     """The capacity figures, the findings and the verdict as people read them."""
+    from rich.table import Table  # noqa: PLC0415
+
     cap = report.capacity
     console.print(
         f"[bold]{report.serve.engine}[/] {cap.engine_version} · {report.architecture.source} · "

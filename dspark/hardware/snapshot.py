@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
-from typing import Any
-
-from pydantic import TypeAdapter, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from dspark.errors import InputError
 from dspark.hardware import GpuInfo, GpuProcess, HardwareSnapshot
 
 FORMAT = "dspark.hardware-snapshot/1"  # written into every file; a file without it is still read
 
-_ADAPTER = TypeAdapter(HardwareSnapshot)
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter, ValidationError
+
+
+@functools.cache
+def _adapter() -> TypeAdapter[HardwareSnapshot]:
+    from pydantic import TypeAdapter  # noqa: PLC0415
+    # Built on first use: validating a saved probe is rare, and building it costs start-up time.
+    return TypeAdapter(HardwareSnapshot)
 # Keys each level accepts: a typo in a hand-edited file must not be silently ignored.
 _KEYS: dict[str, frozenset[str]] = {
     "snapshot": frozenset(f.name for f in dataclasses.fields(HardwareSnapshot)) | {"format"},
@@ -26,8 +33,17 @@ _KEYS: dict[str, frozenset[str]] = {
 def snapshot_to_dict(snapshot: HardwareSnapshot) -> dict[str, Any]:
     """The snapshot as a JSON-ready dict: the dataclass fields, tuples as lists, plus "format"."""
     data: dict[str, Any] = {"format": FORMAT}
-    data.update(_ADAPTER.dump_python(snapshot, mode="json"))
+    data.update(_jsonable(dataclasses.asdict(snapshot)))
     return data
+
+
+def _jsonable(value: Any) -> Any:
+    # asdict keeps tuples; JSON (and the saved-file format) has lists. No pydantic here: it is start-up time.
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
 
 
 def snapshot_from_dict(data: object) -> HardwareSnapshot:
@@ -39,8 +55,10 @@ def snapshot_from_dict(data: object) -> HardwareSnapshot:
         raise ValueError(f"format is {fmt!r}, this dspark reads {FORMAT!r}")
     _check_keys(data)
     payload = {k: v for k, v in data.items() if k != "format"}
+    from pydantic import ValidationError  # noqa: PLC0415 - pydantic loads only when a probe file is read
+
     try:
-        snapshot = _ADAPTER.validate_python(payload)
+        snapshot = _adapter().validate_python(payload)
     except ValidationError as exc:
         raise ValueError(_describe(exc)) from None
     _check_figures(snapshot)
