@@ -245,10 +245,12 @@ def _gpus_per_node(settings: ResolvedSettings) -> int:
 
 
 def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: HardwareResolver) -> HardwareSnapshot:
+    """This machine's GPUs; a recipe's `hardware` is only the profile to use when there are none here."""
     if settings.platform.value == "cpu":
         return host_snapshot()
     default_profile = (recipe.hardware if recipe and recipe.hardware else None) or DEFAULT_PROFILE
-    return resolver(settings.hardware.value, default_profile)
+    spec = settings.hardware.value if settings.hardware.layer in ("flag", "env") else None
+    return resolver(spec, default_profile)
 
 
 def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver = _resolve_hw) -> ValidationReport:

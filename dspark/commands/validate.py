@@ -26,10 +26,8 @@ def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out:
     if as_json:
         stream.write(json.dumps(report.to_json(), default=str) + "\n")
     else:
-        from rich.console import Console  # noqa: PLC0415
-
         _print_notices(report)
-        render_report(report, Console(file=stream, soft_wrap=True), explain=explain)
+        render_report(report, make_console(stream), explain=explain)
     return int(ExitCode.REFUSED if report.verdict == "fail" else ExitCode.OK)
 
 
@@ -51,10 +49,8 @@ def run_start(
     if as_json:
         stream.write(json.dumps(result.to_json(), default=str) + "\n")
     else:
-        from rich.console import Console  # noqa: PLC0415
-
         _print_notices(result.report)
-        console = Console(file=stream, soft_wrap=True)
+        console = make_console(stream)
         render_report(result.report, console, explain=explain)
         render_plan(result, console)
     stream.flush()
@@ -66,6 +62,14 @@ def run_start(
         return watch_plan(result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens)
     execute(result.plan)
     return int(ExitCode.OK)  # only reached when a test injects an execute that returns
+
+
+def make_console(stream: IO[str]) -> Console:
+    """A rich console on `stream`; off a terminal, wide enough that provenance paths are never cut."""
+    from rich.console import Console  # noqa: PLC0415
+
+    width = None if stream.isatty() else 200
+    return Console(file=stream, soft_wrap=True, width=width)
 
 
 def _print_notices(report: ValidationReport) -> None:
