@@ -1,0 +1,166 @@
+"""`dspark bench`: stream requests at a running server, read its /metrics, print a table or one JSON object."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+import httpx
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from dspark.bench.client import ClientConfig, Endpoint
+from dspark.bench.prompts import Prompt, load_jsonl, synthetic_text_prompts, synthetic_token_prompts, take
+from dspark.bench.report import bench_text, to_json, write_atomic
+from dspark.bench.runner import BenchSpec, run_bench
+from dspark.bench.stats import RequestRecord
+from dspark.errors import ExitCode, InputError
+
+# Token ids are drawn from [10, vocab_size): 500 fits every real vocabulary and the tests' tiny models (512).
+DEFAULT_VOCAB = 500
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """What load to send: prompts, concurrency, lengths, repetitions; shared by bench and sweep."""
+
+    endpoint: Endpoint = "completions"
+    model: str | None = None
+    prompts_file: Path | None = None
+    input_len: int = 256
+    prompt_kind: Literal["auto", "ids", "text"] = "auto"  # auto: token ids for completions, text for chat
+    vocab_size: int = DEFAULT_VOCAB
+    requests: int = 64
+    concurrency: int = 8
+    max_tokens: int = 128
+    ignore_eos: bool = True
+    reps: int = 1
+    warm_rerun: bool = False
+    read_metrics: bool = True
+    metrics_url: str | None = None
+    sample_interval_s: float = 1.0
+    timeout_s: float = 600.0
+    seed: int = 0
+
+
+def _positive(name: str, value: float) -> None:
+    if value <= 0:
+        raise InputError(f"{name} must be positive, got {value}")
+
+
+def bench_spec(load: LoadOptions, base_url: str) -> BenchSpec:
+    """The runner's spec: synthetic prompts differ per rep (no cross-rep cache hits); a file's are reused."""
+    for name, value in (("--requests", load.requests), ("--concurrency", load.concurrency),
+                        ("--max-tokens", load.max_tokens), ("--reps", load.reps), ("--input-len", load.input_len),
+                        ("--sample-interval", load.sample_interval_s), ("--timeout", load.timeout_s)):
+        _positive(name, value)
+    kind = load.prompt_kind
+    if kind == "auto":
+        kind = "text" if load.endpoint == "chat" else "ids"
+    if kind == "ids" and load.endpoint == "chat" and load.prompts_file is None:
+        raise InputError("token-id prompts need --endpoint completions (chat takes text)")
+    file_prompts = take(load_jsonl(load.prompts_file), load.requests) if load.prompts_file is not None else None
+    if file_prompts is not None:
+        source = f"{load.prompts_file} ({load.requests} requests)"
+    else:
+        source = f"synthetic {kind}, {load.input_len} tokens, seed {load.seed}"
+
+    def prompts_for_rep(rep: int) -> Sequence[Prompt]:
+        if file_prompts is not None:
+            return file_prompts
+        seed = load.seed + 1_000_003 * rep
+        if kind == "ids":
+            return synthetic_token_prompts(load.requests, load.input_len, vocab_size=load.vocab_size, seed=seed)
+        return synthetic_text_prompts(load.requests, load.input_len, seed=seed)
+
+    client = ClientConfig(
+        base_url=base_url.rstrip("/").removesuffix("/v1"),
+        model=load.model or "",
+        endpoint=load.endpoint,
+        max_tokens=load.max_tokens,
+        ignore_eos=load.ignore_eos,
+        concurrency=load.concurrency,
+        timeout_s=load.timeout_s,
+        api_key=os.environ.get("OPENAI_API_KEY") or None,
+    )
+    return BenchSpec(
+        client=client,
+        prompts_for_rep=prompts_for_rep,
+        prompt_source=source,
+        reps=load.reps,
+        warm_rerun=load.warm_rerun,
+        metrics_url=load.metrics_url,
+        sample_interval_s=load.sample_interval_s,
+        read_metrics=load.read_metrics,
+    )
+
+
+class RichProgress:
+    """A progress bar per pass on stderr: requests done, output tokens per second so far."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[tps]} tok/s · {task.fields[errors]} errors"),
+            TimeElapsedColumn(),
+            console=console or Console(file=sys.stderr),
+            transient=False,
+        )
+        self._task: TaskID | None = None
+        self._tokens = 0
+        self._errors = 0
+        self._t0 = 0.0
+
+    def begin(self, label: str, total: int) -> None:
+        """Show a new bar."""
+        self._tokens = self._errors = 0
+        self._t0 = time.perf_counter()
+        if self._task is None:
+            self._progress.start()
+        self._task = self._progress.add_task(label, total=total, tps="0", errors=0)
+
+    def record(self, rec: RequestRecord) -> None:
+        """Advance the bar by one request."""
+        if rec.ok:
+            self._tokens += rec.output_tokens
+        else:
+            self._errors += 1
+        elapsed = max(time.perf_counter() - self._t0, 1e-9)
+        if self._task is not None:
+            self._progress.update(self._task, advance=1, tps=f"{self._tokens / elapsed:,.0f}", errors=self._errors)
+
+    def end(self) -> None:
+        """Leave the finished bar on screen."""
+
+    def close(self) -> None:
+        """Stop drawing."""
+        self._progress.stop()
+
+
+def bench(load: LoadOptions, *, url: str, as_json: bool = False, out_file: Path | None = None,
+          progress: bool = True, out: IO[str] | None = None) -> int:
+    """Run the bench at `url`; print the table (or JSON), write JSON to out_file; exit 1 when a request failed."""
+    spec = bench_spec(load, url)
+    observer = RichProgress() if progress else None
+    try:
+        result = asyncio.run(run_bench(spec, observer))
+    except httpx.HTTPError as exc:
+        raise InputError(f"cannot reach {spec.client.base_url}: {type(exc).__name__}: {exc}",
+                         hint="is the server running? --url takes http://HOST:PORT") from exc
+    finally:
+        if observer is not None:
+            observer.close()
+    stream = out or sys.stdout
+    text = to_json(result)
+    if out_file is not None:
+        write_atomic(out_file, text)
+    stream.write(text if as_json else bench_text(result))
+    return int(ExitCode.REFUSED if result.summary.get("errors") else ExitCode.OK)

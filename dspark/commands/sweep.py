@@ -1,0 +1,111 @@
+"""`dspark sweep`: start the engine at each seat count, verify, bench, stop; table, JSON, PNG and a decision."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+from rich.console import Console
+
+from dspark.bench.decision import DecisionRule, make_rule
+from dspark.bench.plot import sweep_png
+from dspark.bench.report import sweep_text, to_json, write_atomic
+from dspark.bench.sweep import PlanBuilder, PlannedLaunch, SweepResult, run_sweep
+from dspark.commands.bench import LoadOptions, RichProgress, bench_spec
+from dspark.errors import ExitCode, InputError
+from dspark.start import StartRequest, plan_start
+
+
+def parse_seats(text: str) -> tuple[int, ...]:
+    """'8,16' -> (8, 16): distinct positive seat counts, in the order given (the first is the baseline)."""
+    try:
+        seats = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise InputError(f"--seats takes comma-separated whole numbers, got {text!r}") from None
+    if len(seats) < 1 or any(n < 1 for n in seats) or len(set(seats)) != len(seats):
+        raise InputError(f"--seats needs distinct positive seat counts, got {text!r}")
+    return seats
+
+
+def start_plan_builder(request: StartRequest) -> PlanBuilder:
+    """Seats -> the plan `dspark start` would exec with --max-num-seqs SEATS, and its predicted KV pool."""
+
+    def build(seats: int) -> PlannedLaunch:
+        flags = {**request.validate.flags, "max_num_seqs": seats}
+        req = dataclasses.replace(request, validate=dataclasses.replace(request.validate, flags=flags))
+        result = plan_start(req)
+        return PlannedLaunch(plan=result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens)
+
+    return build
+
+
+def write_outputs(result: SweepResult, out_dir: Path) -> dict[str, Path]:
+    """sweep.json, sweep.md (the table and decision) and sweep.png in out_dir, each written atomically."""
+    paths = {"json": out_dir / "sweep.json", "table": out_dir / "sweep.md", "plot": out_dir / "sweep.png"}
+    write_atomic(paths["json"], to_json(result))
+    write_atomic(paths["table"], sweep_text(result))
+    write_atomic(paths["plot"], sweep_png(result))
+    return paths
+
+
+def sweep(
+    seats: Sequence[int],
+    load: LoadOptions,
+    rule: DecisionRule,
+    build: PlanBuilder,
+    *,
+    out_dir: Path,
+    as_json: bool = False,
+    progress: bool = True,
+    health_timeout_s: float = 600.0,
+    stop_timeout_s: float = 30.0,
+    out: IO[str] | None = None,
+) -> int:
+    """Run the sweep and write its outputs; exit 0 when every setting was clean, 1 otherwise (results kept)."""
+    # Plans are built (validated, argv checked) for every seat count before any engine starts: a bad flag
+    # fails in seconds, not after the first engine's bench.
+    plans = {n: build(n) for n in seats}
+    spec = bench_spec(load, "http://127.0.0.1")  # each setting's own URL replaces this
+    err = Console(file=sys.stderr, highlight=False)
+    observer = RichProgress(err) if progress else None
+    try:
+        result = run_sweep(
+            seats, plans.__getitem__, spec, rule, log_dir=out_dir, health_timeout_s=health_timeout_s,
+            stop_timeout_s=stop_timeout_s, observer=observer, say=lambda m: err.print(f"dspark: {m}", markup=False),
+        )
+    finally:
+        if observer is not None:
+            observer.close()
+    paths = write_outputs(result, out_dir)
+    stream = out or sys.stdout
+    if as_json:
+        stream.write(to_json(result))
+    else:
+        stream.write(sweep_text(result))
+        stream.write(f"wrote {paths['json']}, {paths['table']}, {paths['plot']}\n")
+    return int(ExitCode.OK if result.clean else ExitCode.REFUSED)
+
+
+def sweep_command(
+    request: StartRequest,
+    *,
+    seats: str,
+    load: LoadOptions,
+    primary: str,
+    adopt_at: str,
+    max_regression: str,
+    secondaries: str | None,
+    out_dir: Path,
+    as_json: bool = False,
+    progress: bool = True,
+    health_timeout_s: float = 900.0,
+    stop_timeout_s: float = 30.0,
+) -> int:
+    """`dspark sweep` from its command-line spellings: seats '8,16', the rule's metric names and percentages."""
+    seat_list = parse_seats(seats)
+    rule = make_rule(primary, adopt_at, max_regression, secondaries)
+    return sweep(seat_list, load, rule, start_plan_builder(request), out_dir=out_dir, as_json=as_json,
+                 progress=progress, health_timeout_s=health_timeout_s, stop_timeout_s=stop_timeout_s)

@@ -1,0 +1,91 @@
+"""`dspark bench` through the real CLI against the fake engine: one JSON object, --out, exit codes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dspark.bench.supervise import EngineProcess
+from dspark.cli import main
+from dspark.launch import LaunchPlan
+from tests.bench.helpers import fake_engine_argv, free_port
+
+
+def _serve(*extra: str) -> Iterator[str]:
+    port = free_port()
+    eng = EngineProcess(LaunchPlan(engine="vllm", argv=fake_engine_argv(port, *extra)))
+    eng.start()
+    url = f"http://127.0.0.1:{port}"
+    eng.wait_healthy(url + "/health", 30)
+    yield url
+    eng.stop(10)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    yield from _serve()
+
+
+@pytest.fixture
+def failing_server() -> Iterator[str]:
+    yield from _serve("--fail-every", "2")
+
+
+ARGS = ["--requests", "4", "--concurrency", "2", "--max-tokens", "3", "--input-len", "8", "--no-progress",
+        "--sample-interval", "0.05"]
+
+
+def test_json_is_one_object_and_out_file_matches(server: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r" / "bench.json"
+    rc = main(["bench", "--url", server, *ARGS, "--reps", "2", "--warm-rerun", "--json", "--out", str(out)])
+    stdout = capsys.readouterr().out
+    assert rc == 0
+    data = json.loads(stdout)
+    assert out.read_text() == stdout
+    assert data["clean"] is True
+    assert data["model"] == "fake-model"
+    assert [p["label"] for p in data["reps"]] + [data["warm"]["label"]] == ["rep 1", "rep 2", "warm re-run"]
+    assert data["summary"]["warm_prefix_hit_rate"] == 1.0
+    assert data["reps"][0]["stats"]["output_tokens"] == 12
+    assert data["prompt_source"] == "synthetic ids, 8 tokens, seed 0"
+
+
+def test_table_and_jsonl_prompts(server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": [11, 12, 13]}\n\n{"prompt": "hello world"}\n')
+    rc = main(["bench", "--url", server + "/v1", *ARGS, "--prompts", str(prompts)])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert text.splitlines()[0] == (f"fake-model at {server} (completions): 4 requests × 3 max tokens, 2 clients; "
+                                    f"prompts: {prompts} (4 requests)")
+    assert "| Aggregate decode, tok/s " in text
+
+
+def test_chat_endpoint(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--url", server, *ARGS, "--endpoint", "chat", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["endpoint"] == "chat"
+
+
+def test_failed_requests_exit_1_and_are_shown(failing_server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["bench", "--url", failing_server, *ARGS])
+    text = capsys.readouterr().out
+    assert rc == 1
+    assert '2 request(s) failed: HTTP 500: {"error": {"message": "injected failure"}}' in text
+
+
+def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    assert main(["bench", "--url", dead, *ARGS]) == 2
+    assert capsys.readouterr().err.startswith(f"error: cannot reach {dead}: ConnectError")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    assert main(["bench", "--url", dead, "--prompts", str(bad)]) == 2
+    assert f"error: {bad}:1: not JSON" in capsys.readouterr().err
+    assert main(["bench", "--url", dead, "--endpoint", "chat", "--prompt-kind", "ids"]) == 2
+    assert "token-id prompts need --endpoint completions" in capsys.readouterr().err
+    assert main(["bench", "--url", dead, "--requests", "0"]) == 2
+    assert "--requests must be positive" in capsys.readouterr().err

@@ -1,0 +1,168 @@
+"""The sweep end to end against a fake engine (a vLLM look-alike script): launch checks, failures, outputs."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dspark.bench.client import ClientConfig
+from dspark.bench.decision import DecisionRule
+from dspark.bench.prompts import synthetic_token_prompts
+from dspark.bench.runner import BenchSpec
+from dspark.bench.supervise import KvPoolLine
+from dspark.bench.sweep import PlannedLaunch, base_url_of, check_launch, planned_flags, run_setting, run_sweep
+from dspark.commands.bench import LoadOptions
+from dspark.commands.sweep import parse_seats, sweep
+from dspark.errors import InputError
+from dspark.launch import LaunchPlan
+from tests.bench.helpers import fake_engine_argv, free_port
+
+POOL = 4096
+
+
+def fake_plan(seats: int, *extra: str) -> PlannedLaunch:
+    argv = fake_engine_argv(free_port(), "--max-num-seqs", str(seats), "--kv-pool-tokens", str(POOL), *extra)
+    return PlannedLaunch(plan=LaunchPlan(engine="vllm", argv=argv), expected_pool_tokens=POOL)
+
+
+def spec(reps: int = 1, warm: bool = False, max_tokens: int = 4) -> BenchSpec:
+    return BenchSpec(
+        client=ClientConfig(base_url="", model="", max_tokens=max_tokens, concurrency=2),
+        prompts_for_rep=lambda rep: synthetic_token_prompts(4, 8, vocab_size=500, seed=rep),
+        prompt_source="synthetic", reps=reps, warm_rerun=warm, sample_interval_s=0.05,
+    )
+
+
+def setting(launch: PlannedLaunch, bench: BenchSpec, seats: int = 2, stop_timeout: float = 10.0):  # type: ignore[no-untyped-def]
+    return run_setting(seats, launch, bench, log_path=None, health_timeout_s=60, stop_timeout_s=stop_timeout)
+
+
+def test_planned_flags_and_url() -> None:
+    argv = ("py", "-m", "vllm.entrypoints.cli.main", "serve", "/m", "--max-num-seqs", "8", "--enforce-eager",
+            "--no-enable-prefix-caching", "--port=9001", "--speculative-config", '{"method":"mtp"}')
+    assert planned_flags(argv) == {"max_num_seqs": "8", "enforce_eager": True, "enable_prefix_caching": False,
+                                   "port": "9001", "speculative_config": '{"method":"mtp"}'}
+    assert base_url_of(LaunchPlan(engine="vllm", argv=argv)) == "http://127.0.0.1:9001"
+    assert base_url_of(LaunchPlan(engine="sglang", argv=("x", "--host", "0.0.0.0"))) == "http://127.0.0.1:30000"
+
+
+def test_check_launch_against_the_engines_own_words() -> None:
+    argv = ("vllm", "serve", "/m", "--max-num-seqs", "8", "--enforce-eager", "--max-model-len", "4096",
+            "--speculative-config", '{"method":"mtp","num_speculative_tokens":2}', "--gpu-memory-utilization", "0.9")
+    seen = {"max_num_seqs": 8, "enforce_eager": True, "max_model_len": 2048,
+            "speculative_config": {"method": "mtp", "num_speculative_tokens": 2}}
+    c = check_launch(argv, 8, seen, KvPoolLine(1000), 1000)
+    assert c.confirmed == ("max_num_seqs", "enforce_eager", "speculative_config")
+    assert c.mismatched == ("max_model_len: planned '4096', engine 2048",)
+    assert c.unconfirmed == ("gpu_memory_utilization",)  # vLLM omits values at their default
+    assert c.seats_confirmed
+    assert c.problems == ("argv mismatch: max_model_len: planned '4096', engine 2048",)
+    c = check_launch(argv[:5], 8, {}, None, 1000)
+    assert c.problems == ("the engine's log does not confirm 8 seats", "the engine printed no KV pool line")
+    c = check_launch(argv[:5], 8, None, KvPoolLine(999), 1000)
+    assert c.problems == ("the engine printed no argument line (vLLM `non-default args:`), so its argv is unconfirmed",
+                          "KV pool is 999 tokens, the plan predicted 1,000")
+
+
+def test_sweep_runs_each_setting_and_stops_it(tmp_path: Path) -> None:
+    launches: dict[int, PlannedLaunch] = {}
+
+    def build(n: int) -> PlannedLaunch:
+        launches[n] = fake_plan(n, "--token-delay", "0.002")
+        return launches[n]
+
+    said: list[str] = []
+    result = run_sweep((2, 4), build, spec(reps=2, warm=True), DecisionRule(secondaries=()), log_dir=tmp_path,
+                       say=said.append)
+    assert result.clean, [s.problems for s in result.settings]
+    assert [s.label for s in result.settings] == ["2 seats", "4 seats"]
+    for s in result.settings:
+        assert s.launch is not None and s.launch.seats_confirmed and s.launch.kv_pool_tokens == POOL
+        assert s.bench is not None and [p.label for p in s.bench.passes] == ["rep 1", "rep 2", "warm re-run"]
+        assert s.bench.summary["warm_prefix_hit_rate"] == 1.0
+        assert s.stop is not None and not s.stop.killed and s.stop.returncode == 0
+        assert "serving on" in Path(s.log_path or "").read_text()
+    assert said[0].startswith("decision rule (fixed before the runs): adopt only at >= +10% on wall_time_s")
+    assert result.decision.baseline == "2 seats"
+    assert (tmp_path / "engine-4-seats.log").exists()
+
+
+def test_an_engine_that_reports_other_seats_is_not_benched() -> None:
+    s = setting(fake_plan(2, "--report-seats", "99"), spec())
+    assert s.bench is None
+    assert s.problems == ("the engine's log does not confirm 2 seats",
+                          "argv mismatch: max_num_seqs: planned '2', engine 99")
+    assert s.stop is not None and s.stop.returncode == 0
+
+
+def test_a_pool_other_than_predicted_is_a_problem() -> None:
+    s = setting(fake_plan(2, "--report-pool", "4000"), spec())
+    assert s.problems == ("KV pool is 4,000 tokens, the plan predicted 4,096",)
+
+
+def test_an_engine_dying_mid_bench_is_reported() -> None:
+    s = setting(fake_plan(2, "--token-delay", "0.05", "--die-after", "2"), spec(max_tokens=200))
+    assert s.bench is not None
+    assert s.bench.summary["errors"] == 4.0
+    assert s.problems[0].startswith("4 failed request(s): ")
+    assert any(p.startswith("the engine exited with code 1 during the bench") for p in s.problems)
+
+
+def test_an_engine_that_never_starts() -> None:
+    plan = LaunchPlan(engine="vllm", argv=fake_engine_argv(free_port(), "--no-such-flag"))
+    s = setting(PlannedLaunch(plan, POOL), spec())
+    assert len(s.problems) == 1
+    assert s.problems[0].startswith("the engine exited with code 2 before it became healthy")
+    assert s.launch is None and s.bench is None
+
+
+def test_preemptions_make_a_setting_unclean_and_unadoptable() -> None:
+    result = run_sweep((2, 4), lambda n: fake_plan(n, *(("--preempt-every", "2") if n == 4 else ())), spec(),
+                       DecisionRule(secondaries=(), adopt_at=0.0), log_dir=None)
+    assert result.settings[0].clean
+    assert result.settings[1].problems == ("2 preemption(s)",)
+    assert result.decision.chosen == "2 seats"
+    assert result.decision.verdicts[0].reasons[0] == "4 seats: 2 preemption(s)"
+
+
+def test_an_engine_ignoring_sigterm_is_killed_and_leaves_nothing() -> None:
+    launch = fake_plan(2, "--ignore-sigterm", "--spawn-worker")
+    s = setting(launch, spec(), stop_timeout=1.0)
+    assert s.clean
+    assert s.stop is not None and s.stop.killed
+    assert s.stop.returncode == -9
+
+
+def test_sweep_command_writes_json_table_and_png(tmp_path: Path) -> None:
+    out_dir = tmp_path / "results"
+    load = LoadOptions(requests=4, concurrency=2, max_tokens=4, input_len=8, reps=1, warm_rerun=True,
+                       sample_interval_s=0.05)
+    buf = io.StringIO()
+    rc = sweep((2, 4), load, DecisionRule(secondaries=()), fake_plan, out_dir=out_dir, progress=False, out=buf)
+    assert rc == 0
+    data = json.loads((out_dir / "sweep.json").read_text())
+    assert data["clean"] is True and data["seats"] == [2, 4]
+    assert (out_dir / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    table = (out_dir / "sweep.md").read_text()
+    assert table.startswith("Seat sweep: 1-rep mean per setting; Δ against 2 seats")
+    assert buf.getvalue().startswith(table)
+    assert sorted(p.name for p in out_dir.iterdir()) == [
+        "engine-2-seats.log", "engine-4-seats.log", "sweep.json", "sweep.md", "sweep.png"]
+
+
+def test_parse_seats() -> None:
+    assert parse_seats("8,16") == (8, 16)
+    assert parse_seats(" 4 , 2 ") == (4, 2)
+    for bad in ("8,8", "0,4", "a", ""):
+        with pytest.raises(InputError):
+            parse_seats(bad)
+
+
+def test_no_fake_engine_survives_the_tests() -> None:
+    # Every setting above was stopped: no fake engine or worker of one is left running.
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if "fake_server.py" in " ".join(p.info["cmdline"] or [])]
+    assert left == []
