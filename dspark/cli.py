@@ -303,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         cut = args.index("--")
         args, engine_flags = args[:cut], args[cut + 1:]
     try:
-        cli.main(args=args, prog_name="dspark", standalone_mode=False, obj={"engine_flags": engine_flags})
+        # Without standalone mode click returns ctx.exit()'s code instead of raising it: keep it.
+        rc = cli.main(args=args, prog_name="dspark", standalone_mode=False, obj={"engine_flags": engine_flags})
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
@@ -314,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else int(ExitCode.INTERNAL)
-    return 0
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":
