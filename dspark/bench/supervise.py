@@ -202,6 +202,13 @@ class EngineProcess:
 
     def start(self) -> None:
         """Start the plan's argv with its environment; stdout and stderr merged into the log."""
+        log_file = None
+        if self._log_path is not None:
+            try:
+                self._log_path.parent.mkdir(parents=True, exist_ok=True)
+                log_file = self._log_path.open("a", encoding="utf-8")
+            except OSError as exc:
+                raise EngineFailure(f"cannot write the engine log {self._log_path}: {exc.strerror}") from exc
         try:
             self._proc = subprocess.Popen(
                 list(self.plan.argv),
@@ -213,14 +220,15 @@ class EngineProcess:
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 - only a prctl call, no locks taken
             )
         except OSError as exc:
+            if log_file is not None:
+                log_file.close()
             raise EngineFailure(f"cannot start {self.plan.argv[0]}: {exc.strerror or exc}") from exc
-        self._reader = threading.Thread(target=self._read, args=(self._proc.stdout,), daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(self._proc.stdout, log_file), daemon=True)
         self._reader.start()
 
-    def _read(self, stream: IO[bytes] | None) -> None:
+    def _read(self, stream: IO[bytes] | None, log_file: IO[str] | None) -> None:
         if stream is None:
             return
-        log_file = self._log_path.open("a", encoding="utf-8") if self._log_path else None
         try:
             for raw in iter(stream.readline, b""):
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import httpx
+
 from dspark.bench.decision import Decision, DecisionRule, Setting, decide
 from dspark.bench.results import BenchResult
 from dspark.bench.runner import BenchSpec, PassObserver, run_bench
@@ -255,6 +257,9 @@ def run_setting(
                 problems.append(f"the engine exited with code {rc} during the bench: {engine.log.failure_context()}")
     except EngineFailure as exc:
         problems.append(exc.message)
+    except httpx.HTTPError as exc:
+        tail = f"; {engine.log.failure_context()}" if engine.poll() is not None else ""
+        problems.append(f"the bench could not reach the engine at {url}: {type(exc).__name__}: {exc}{tail}")
     finally:
         stop = engine.stop(stop_timeout_s)
         how = "killed (SIGKILL)" if stop.killed else "stopped (SIGTERM)"
