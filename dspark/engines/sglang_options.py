@@ -1,0 +1,210 @@
+"""`python -m sglang.launch_server` flags that change capacity, read from a pasted argv (pure, no SGLang import).
+
+Mirrors SGLang 0.5.23's parser (argparse built by ServerArgs.add_cli_args from arg_groups/fields/*):
+`--x=y` and `--x y`, store-true booleans, human-readable integers for --max-total-tokens /
+--context-length / --max-prefill-tokens (utils/common.py human_readable_int: SI k/M/G/T with
+decimals, IEC Ki/Mi/Gi/Ti integers; case-sensitive), the aliases the parser declares (--model,
+--tensor-parallel-size, --pipeline-parallel-size, --speculative-draft-model). Flags it does not know
+are kept in `unknown` and otherwise ignored: the engine's real parser checks the argv elsewhere.
+
+`--cuda-graph-max-bs` and `--cuda-graph-bs` are read as the decode settings (older SGLang's names), but
+0.5.23's argparse rejects them as ambiguous prefixes of the -decode/-prefill flags: they are listed in
+`ambiguous` so capacity can say so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from dspark.errors import SettingsError
+
+KV_CACHE_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16")
+MAMBA_SSM_DTYPES = ("float32", "bfloat16", "float16")
+MAMBA_RADIX_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
+GRAPH_BACKENDS = ("full", "breakable", "disabled")
+
+
+@dataclass(frozen=True)
+class SglangOptions:
+    """The capacity-relevant SGLang server settings; every field is None when the argv does not set it."""
+
+    model_path: str | None = None
+    tp_size: int | None = None
+    pp_size: int | None = None
+    dp_size: int | None = None
+    mem_fraction_static: float | None = None
+    max_running_requests: int | None = None
+    max_total_tokens: int | None = None
+    context_length: int | None = None
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int | None = None
+    kv_cache_dtype: str | None = None
+    page_size: int | None = None
+    disable_radix_cache: bool | None = None
+    speculative_algorithm: str | None = None  # as given (upper-cased by SGLang): NEXTN, EAGLE, EAGLE3, DFLASH, ...
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_draft_model_path: str | None = None
+    mamba_ssm_dtype: str | None = None
+    max_mamba_cache_size: int | None = None
+    mamba_full_memory_ratio: float | None = None
+    mamba_radix_cache_strategy: str | None = None
+    disable_overlap_schedule: bool | None = None
+    cuda_graph_max_bs: int | None = None  # the decode graphs' largest batch (--cuda-graph-max-bs-decode)
+    cuda_graph_bs: tuple[int, ...] | None = None  # explicit decode batch sizes (--cuda-graph-bs-decode)
+    disable_cuda_graph: bool | None = None  # decode graphs off (--disable-cuda-graph, -decode-, backend disabled)
+    disable_cuda_graph_padding: bool | None = None
+    ambiguous: tuple[str, ...] = ()  # flags 0.5.23's argparse rejects as ambiguous prefixes
+    unknown: tuple[str, ...] = ()  # flags (and their values) this reader does not interpret
+
+
+def human_readable_int(value: str, *, flag: str) -> int:
+    """SGLang's human_readable_int: '1.5M' -> 1,500,000 (SI, decimals ok), '1Mi' -> 1,048,576 (IEC, integers)."""
+    text = value.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", text)
+    if match:
+        number, suffix = match.groups()
+        if suffix.endswith("i"):
+            if "." in number:
+                raise SettingsError(
+                    f"{flag} {value}: decimals are not allowed with IEC suffixes like {suffix}",
+                    hint=f"use an integer ({int(Decimal(number))}{suffix}) or an SI value ({number}{suffix[0]})",
+                )
+            return int(number) << (10 * ("KMGT".index(suffix[0]) + 1))
+        try:
+            return int(Decimal(number) * 10 ** (3 * ("kMGT".index(suffix) + 1)))
+        except InvalidOperation:  # pragma: no cover - the regex admits only digits
+            raise SettingsError(f"{flag} {value}: not an integer") from None
+    try:
+        return int(text)
+    except ValueError:
+        raise SettingsError(
+            f"{flag} {value}: not an integer", hint="use a plain integer, SI (1k, 1M) or IEC (1Ki, 1Mi) suffixes"
+        ) from None
+
+
+def _int(value: str, flag: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise SettingsError(f"{flag} {value}: not an integer") from None
+
+
+def _float(value: str, flag: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise SettingsError(f"{flag} {value}: not a number") from None
+
+
+def _choice(value: str, flag: str, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise SettingsError(f"{flag} {value}: not one of {', '.join(choices)}")
+    return value
+
+
+# flag -> (field, kind). Kinds: int, hint (human_readable_int), float, str, bool (store_true), and choices.
+_VALUE_FLAGS: dict[str, tuple[str, str]] = {
+    "--model-path": ("model_path", "str"),
+    "--model": ("model_path", "str"),
+    "--tp-size": ("tp_size", "int"),
+    "--tp": ("tp_size", "int"),  # argparse accepts the unambiguous prefix
+    "--tensor-parallel-size": ("tp_size", "int"),
+    "--pp-size": ("pp_size", "int"),
+    "--pipeline-parallel-size": ("pp_size", "int"),
+    "--dp-size": ("dp_size", "int"),
+    "--data-parallel-size": ("dp_size", "int"),
+    "--mem-fraction-static": ("mem_fraction_static", "float"),
+    "--max-running-requests": ("max_running_requests", "int"),
+    "--max-total-tokens": ("max_total_tokens", "hint"),
+    "--context-length": ("context_length", "hint"),
+    "--chunked-prefill-size": ("chunked_prefill_size", "int"),
+    "--max-prefill-tokens": ("max_prefill_tokens", "hint"),
+    "--kv-cache-dtype": ("kv_cache_dtype", "kv"),
+    "--page-size": ("page_size", "int"),
+    "--speculative-algorithm": ("speculative_algorithm", "str"),
+    "--speculative-num-steps": ("speculative_num_steps", "int"),
+    "--speculative-eagle-topk": ("speculative_eagle_topk", "int"),
+    "--speculative-num-draft-tokens": ("speculative_num_draft_tokens", "int"),
+    "--speculative-draft-model-path": ("speculative_draft_model_path", "str"),
+    "--speculative-draft-model": ("speculative_draft_model_path", "str"),
+    "--mamba-ssm-dtype": ("mamba_ssm_dtype", "ssm"),
+    "--max-mamba-cache-size": ("max_mamba_cache_size", "int"),
+    "--mamba-full-memory-ratio": ("mamba_full_memory_ratio", "float"),
+    "--mamba-radix-cache-strategy": ("mamba_radix_cache_strategy", "radix"),
+    "--cuda-graph-max-bs-decode": ("cuda_graph_max_bs", "int"),
+    "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"),
+    "--cuda-graph-backend-decode": ("disable_cuda_graph", "backend"),
+}
+_BOOL_FLAGS: dict[str, str] = {
+    "--disable-radix-cache": "disable_radix_cache",
+    "--disable-overlap-schedule": "disable_overlap_schedule",
+    "--disable-cuda-graph": "disable_cuda_graph",
+    "--disable-decode-cuda-graph": "disable_cuda_graph",
+    "--disable-cuda-graph-padding": "disable_cuda_graph_padding",
+}
+_LIST_FLAGS: dict[str, str] = {"--cuda-graph-bs-decode": "cuda_graph_bs", "--cuda-graph-bs": "cuda_graph_bs"}
+_AMBIGUOUS = frozenset({"--cuda-graph-max-bs", "--cuda-graph-bs"})
+
+
+_CHOICES: dict[str, Sequence[str]] = {"kv": KV_CACHE_DTYPES, "ssm": MAMBA_SSM_DTYPES, "radix": MAMBA_RADIX_STRATEGIES}
+
+
+def _convert(kind: str, value: str, flag: str) -> object:
+    """The flag's value in the type SGLang's parser gives it."""
+    if kind in _CHOICES:
+        return _choice(value, flag, _CHOICES[kind])
+    if kind == "backend":
+        return _choice(value, flag, GRAPH_BACKENDS) == "disabled"
+    if kind == "hint":
+        return human_readable_int(value, flag=flag)
+    numbers = {"int": _int, "float": _float}
+    return numbers[kind](value, flag) if kind in numbers else value
+
+
+def parse_sglang_flags(argv: Sequence[str]) -> SglangOptions:
+    """Read the capacity-relevant flags of a launch_server argv; the last occurrence wins, as in argparse."""
+    values: dict[str, object] = {}
+    unknown: list[str] = []
+    ambiguous: list[str] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        token = args[i]
+        name, eq, inline = token.partition("=")
+        if name in _BOOL_FLAGS:
+            if eq:
+                raise SettingsError(f"{name} takes no value (got {token!r})")
+            values[_BOOL_FLAGS[name]] = True
+            i += 1
+            continue
+        if name in _VALUE_FLAGS or name in _LIST_FLAGS:
+            if name in _AMBIGUOUS:
+                ambiguous.append(name)
+            if name in _LIST_FLAGS:
+                items = [inline] if eq else []
+                j = i + 1
+                while not eq and j < len(args) and not args[j].startswith("--"):
+                    items.append(args[j])
+                    j += 1
+                if not items:
+                    raise SettingsError(f"{name} needs at least one batch size")
+                values[_LIST_FLAGS[name]] = tuple(_int(v, name) for v in items)
+                i = j if not eq else i + 1
+                continue
+            if eq:
+                value, i = inline, i + 1
+            elif i + 1 < len(args) and not (args[i + 1].startswith("--") and len(args[i + 1]) > 2):
+                value, i = args[i + 1], i + 2
+            else:
+                raise SettingsError(f"{name} needs a value")
+            field_name, kind = _VALUE_FLAGS[name]
+            values[field_name] = _convert(kind, value, name)
+            continue
+        unknown.append(token)
+        i += 1
+    return SglangOptions(**values, ambiguous=tuple(ambiguous), unknown=tuple(unknown))  # type: ignore[arg-type]
