@@ -43,7 +43,8 @@ def fmt_change(info: MetricInfo, base: float | None, new: float | None) -> str:
         return ""
     if info.kind == "count":
         diff = new - base
-        return "" if diff == 0 else f"{diff:+.0f}".replace("-", MINUS)
+        text = "" if diff == 0 else f"{diff:+.0f}" if diff == int(diff) else f"{diff:+.1f}"
+        return text.replace("-", MINUS)
     if info.kind == "fraction":
         if "hit" in info.label.lower():
             return "" if new == base else f"{(new - base) * 100:+.0f} pp".replace("-", MINUS)

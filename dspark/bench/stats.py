@@ -35,7 +35,7 @@ class PassStats:
     wall_time_s: float
     output_tokens: int
     aggregate_decode_tps: float  # output tokens of successful requests / wall time (vLLM bench's definition)
-    per_stream_decode_tps: float  # mean over requests of (tokens - 1) / (last - first token)
+    per_stream_decode_tps: float  # Σ(tokens - 1) / Σ(last - first token) over requests: one burst cannot dominate
     ttft_mean_s: float
     ttft_p50_s: float
     ttft_p99_s: float
@@ -73,7 +73,11 @@ def summarize(records: Sequence[RequestRecord], wall_time_s: float) -> PassStats
     """Pass statistics; failed requests count as errors and add no tokens or latencies."""
     good = [r for r in records if r.ok]
     ttfts = [r.first_token - r.start for r in good if r.first_token is not None]
-    rates = [x for x in (stream_decode_tps(r) for r in good) if x is not None]
+    # Pooled rather than a mean of per-request rates: a stream whose tokens arrived in one burst (the server's
+    # output loop fell behind and coalesced them) would otherwise contribute an absurd rate.
+    streams = [r for r in good if stream_decode_tps(r) is not None]
+    decode_tokens = sum(r.output_tokens - 1 for r in streams)
+    decode_time = math.fsum((r.last_token or 0.0) - (r.first_token or 0.0) for r in streams)
     tokens = sum(r.output_tokens for r in good)
     return PassStats(
         requests=len(records),
@@ -81,7 +85,7 @@ def summarize(records: Sequence[RequestRecord], wall_time_s: float) -> PassStats
         wall_time_s=wall_time_s,
         output_tokens=tokens,
         aggregate_decode_tps=tokens / wall_time_s if wall_time_s > 0 else math.nan,
-        per_stream_decode_tps=mean(rates),
+        per_stream_decode_tps=decode_tokens / decode_time if decode_time > 0 else math.nan,
         ttft_mean_s=mean(ttfts),
         ttft_p50_s=percentile(ttfts, 50),
         ttft_p99_s=percentile(ttfts, 99),
