@@ -9,7 +9,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
 FAKE_SERVER = HERE / "fake_server.py"
-BUILD_TINY = HERE.parent / "engine" / "build_tiny_models.py"
 
 
 def free_port() -> int:
