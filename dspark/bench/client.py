@@ -86,6 +86,17 @@ class _Stream:
         """Handle one `data:` payload; False once the stream is done."""
         if data == b"[DONE]":
             return False
+        if not self.chat and b'"usage"' not in data and b'"error"' not in data and (
+            b'"choices":[{' in data or b'"choices": [{' in data
+        ):
+            # A plain completion chunk with a choice is one output chunk: skip the JSON parse, the client's
+            # largest cost per token after HTTP itself. Keys quoted inside generated text are escaped (\"),
+            # so they cannot match; anything unusual falls through to the full parse.
+            if self.first is None:
+                self.first = now
+            self.last = now
+            self.chunks += 1
+            return True
         obj = json.loads(data)
         if "error" in obj:
             err = obj["error"]

@@ -165,15 +165,19 @@ class FakeServer:
             if cfg.first_token_delay:
                 await asyncio.sleep(cfg.first_token_delay)
             created = int(time.time())
-            for i in range(n):
+            # Serialised once per request: the fake must stay far cheaper than the client it measures.
+            frames = []
+            for last in (False, True):
                 if chat:
-                    choice = {"index": 0, "delta": {"content": "x"}, "finish_reason": None}
+                    choice: dict[str, Any] = {"index": 0, "delta": {"content": "x"}, "finish_reason": None}
                     obj = "chat.completion.chunk"
                 else:
-                    choice = {"index": 0, "text": "", "finish_reason": "length" if i == n - 1 else None}
+                    choice = {"index": 0, "text": "", "finish_reason": "length" if last else None}
                     obj = "text_completion"
                 msg = {"id": "cmpl-fake", "object": obj, "created": created, "model": cfg.model, "choices": [choice]}
-                writer.write(_chunked(b"data: " + json.dumps(msg).encode() + b"\n\n"))
+                frames.append(_chunked(b"data: " + json.dumps(msg).encode() + b"\n\n"))
+            for i in range(n):
+                writer.write(frames[i == n - 1])
                 st.generation += 1
                 if (i + 1) % cfg.chunk_batch == 0:
                     await writer.drain()

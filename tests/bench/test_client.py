@@ -156,3 +156,17 @@ def test_unreachable_server_fails_fast() -> None:
                      prompt_source="x")
     with pytest.raises(httpx.ConnectError):
         asyncio.run(run_bench(spec))
+
+
+def test_fast_path_agrees_with_the_full_parse() -> None:
+    # vLLM's compact JSON and a spaced one take the fast path; usage, errors and quoted keys in text do not.
+    chunks = [
+        b'{"id":"c","object":"text_completion","choices":[{"index":0,"text":"","finish_reason":null}]}',
+        b'{"id": "c", "choices": [{"index": 0, "text": "say \\"usage\\"", "finish_reason": null}]}',
+        b'{"id":"c","choices":[{"index":0,"text":"x","finish_reason":"length"}],"usage":null}',
+        b'{"id":"c","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3}}',
+    ]
+    s = _Stream(chat=False)
+    for i, c in enumerate(chunks):
+        assert s.event(c, float(i)) is True
+    assert (s.first, s.last, s.chunks, s.completion_tokens, s.prompt_tokens) == (0.0, 2.0, 3, 3, 4)
