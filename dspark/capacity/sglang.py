@@ -94,6 +94,11 @@ _SPEC_PARAMS_5_4_8 = frozenset({"LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VF
 # model_config.is_deepseek_dsa: MLA with the lightning indexer when the config has index_topk.
 _DSA_INDEXER_QUANT_BLOCK = 128  # memory_pool.DSATokenToKVPool.quant_block_size
 _EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
+# model_overrides/qwen3_5.py _qwen3_5_hybrid_overrides: SM100 picks trtllm_mha (page 64) or triton (page 1).
+_QWEN3_5_HYBRID_ARCHS = frozenset(
+    {"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
+     "InternS2MobiusForConditionalGeneration", "Qwen3_5ForConditionalGeneration"}
+)  # fmt: skip
 _KV_DTYPE_BYTES = {"fp8_e5m2": 1, "fp8_e4m3": 1, "bf16": 2, "bfloat16": 2}
 
 
@@ -148,7 +153,7 @@ class SglangCapacity:
     speculative_num_draft_tokens: int | None
     requested_max_running_requests: int | None  # the flag, or SGLang's default (48 with speculation)
     decode_graph_max_bs: int | None  # None: decode CUDA graphs disabled
-    decode_graph_bs: tuple[int, ...]  # the resolved list before the running-request filter
+    decode_graph_bs: tuple[int, ...]  # the resolved list before the running-request filter (kept when disabled)
     pre_model_load_gib: float | None  # free GiB before the weights, as SGLang reads it
     available_gib: float | None  # free GiB after the weights, as SGLang reads it
     rest_memory_gib: float | None  # after the slack and the linear-state pool: the KV budget in GiB
@@ -312,9 +317,15 @@ def speculative_params(algorithm: str, architecture: str) -> tuple[int, int, int
 # --------------------------------------------------------------------------------------------------
 
 
-def kv_storage(kv_cache_dtype: str | None, arch: ModelArchitecture) -> tuple[str, int]:
+def kv_storage(
+    kv_cache_dtype: str | None, arch: ModelArchitecture, capability: tuple[int, int] | None = None
+) -> tuple[str, int]:
     """(dtype name, bytes per element) of the KV pool: mem_cache/kv_cache_dtype.configure_kv_cache_dtype."""
     name = kv_cache_dtype or "auto"
+    dsa = any(isinstance(layer, MLALayer) and layer.index_head_dim is not None for layer in arch.layers)
+    if dsa and name == "auto":
+        # overrides._dsa_kv_cache_dtype_default: fp8_e4m3 from SM100 on, bfloat16 before.
+        name = "fp8_e4m3" if capability is not None and capability[0] >= 10 else "bfloat16"
     if name == "auto":
         return arch.dtype, dtype_bytes(arch.dtype)
     if name in _KV_DTYPE_BYTES:
@@ -332,10 +343,13 @@ def mha_cell_size(layer: AttentionLayer, num_layers: int, tp_size: int, elem: in
     return heads * (layer.head_dim + layer.v_dim) * num_layers * elem
 
 
-def mla_cell_size(layer: MLALayer, num_layers: int, kv_dtype: str, elem: int) -> int:
-    """_compute_cell_size, MLA: calculate_mla_kv_cache_dim * layers * bytes, + the DSA indexer keys."""
+def mla_cell_size(layer: MLALayer, num_layers: int, kv_dtype: str, elem: int, *, raw_layout: bool = False) -> int:
+    """_compute_cell_size, MLA: calculate_mla_kv_cache_dim * layers * bytes, + the DSA indexer keys.
+
+    raw_layout: the DSA backends are trtllm (SM100's default), which keep the plain latent even in FP8.
+    """
     dim = layer.latent_dim
-    if layer.index_head_dim is not None and kv_dtype == "fp8_e4m3":
+    if layer.index_head_dim is not None and kv_dtype == "fp8_e4m3" and not raw_layout:
         # calculate_mla_kv_cache_dim, DSA with FP8 (non-trtllm backends): per-128 scales + bf16 rope.
         dim = layer.kv_lora_rank + layer.kv_lora_rank // _DSA_INDEXER_QUANT_BLOCK * 4 + layer.qk_rope_head_dim * 2
     return dim * num_layers * elem + dsa_indexer_cell_size(layer, num_layers)
@@ -539,7 +553,7 @@ def _cell_size(arch: ModelArchitecture, a: _Args, drafter: Drafter | None, run: 
         )
     n = len(full)
     if isinstance(first, MLALayer):
-        cell = mla_cell_size(first, n, a.kv_dtype, a.kv_elem)
+        cell = mla_cell_size(first, n, a.kv_dtype, a.kv_elem, raw_layout=a.sm100)
     elif isinstance(first, AttentionLayer):
         cell = mha_cell_size(first, n, a.tp, a.kv_elem)
     else:  # pragma: no cover - _full_attention drops linear layers
@@ -547,6 +561,47 @@ def _cell_size(arch: ModelArchitecture, a: _Args, drafter: Drafter | None, run: 
     if a.draft_layers is None or a.draft_layers <= 0:
         return cell, n
     return _draft_cell(first, cell, n, a.draft_layers, a, drafter), n
+
+
+def _sm100_default_backend(arch: ModelArchitecture, o: SglangOptions) -> str:
+    """The attention backend SGLang picks on SM100 when none is given (page-size relevant ones only)."""
+    first = next((layer for layer in arch.layers if isinstance(layer, MLALayer)), None)
+    if first is not None:
+        # model_overrides/deepseek_v2.py: DeepSeek V3/R1 (not DSA) take trtllm_mla; other MLA take flashinfer.
+        return "trtllm_mla" if arch.architecture == "DeepseekV3ForCausalLM" else "flashinfer"
+    # get_default_attn_backend, MHA on SM100 (is_no_spec_infer_or_topk_one reads the raw flags).
+    topk = o.speculative_eagle_topk
+    no_spec_or_topk_one = topk is None or (topk == 1 and o.page_size in (None, 1))
+    algorithm = (o.speculative_algorithm or "").upper()
+    trtllm = no_spec_or_topk_one and (not algorithm or topk is not None or algorithm == "DFLASH")
+    if arch.architecture in _QWEN3_5_HYBRID_ARCHS:
+        # Triton unless trtllm_mha can serve: it cannot with the radix cache, no extra buffer and no speculation.
+        extra_buffer = not o.disable_radix_cache and o.mamba_radix_cache_strategy in ("extra_buffer",
+                                                                                     "extra_buffer_lazy")
+        plain_radix = not extra_buffer and not o.disable_radix_cache and not algorithm
+        return "trtllm_mha" if trtllm and not plain_radix else "triton"
+    return "trtllm_mha" if trtllm else "flashinfer"
+
+
+def resolve_page_size(arch: ModelArchitecture, o: SglangOptions, capability: tuple[int, int] | None) -> int:
+    """--page-size after SGLang's defaults and backend constraints (overrides._mla_backend_page_constraints)."""
+    mla = next((layer for layer in arch.layers if isinstance(layer, MLALayer)), None)
+    if mla is not None and mla.index_head_dim is not None:
+        return 64  # model_overrides/deepseek_v2.py: DeepSeek DSA on CUDA, 64 * index_kpool (kpool 1)
+    page = o.page_size or 1
+    backend = o.attention_backend
+    sm100 = capability is not None and capability[0] == 10
+    if backend is None and sm100:
+        backend = _sm100_default_backend(arch, o)
+        if arch.architecture in _QWEN3_5_HYBRID_ARCHS:
+            return 64 if backend == "trtllm_mha" else 1  # the override sets page_size itself
+    if backend == "flashmla":
+        return 64
+    if backend in ("trtllm_mla", "cutedsl_mla") and page not in (32, 64):
+        return 64
+    if backend == "trtllm_mha" and page not in (16, 32, 64, 128):
+        return 64
+    return page
 
 
 @dataclass(frozen=True)
@@ -574,6 +629,7 @@ class _Args:
     kv_elem: int
     kv_explicit: bool
     draft_layers: int | None
+    sm100: bool  # compute capability 10.x: DSA's default prefill/decode backends are trtllm
 
 
 @dataclass(frozen=True)
@@ -602,18 +658,29 @@ def _resolve_speculative(
     if mrr is None:
         mrr = SPEC_DEFAULT_MAX_RUNNING_REQUESTS
     if algorithm in _EAGLE_FAMILY:
+        if steps is not None and topk is None:
+            run.fatal(
+                "sglang-speculative-args",
+                "TypeError: '>' not supported between instances of 'NoneType' and 'int' (_handle_eagle_family: "
+                "--speculative-num-steps without --speculative-eagle-topk)",
+            )
+            return algorithm, steps, topk, draft, mrr
         if steps is None:
             if topk is not None or draft is not None:
                 run.fatal(
                     "sglang-speculative-args",
-                    "AssertionError in _handle_eagle_family: --speculative-eagle-topk and "
+                    "AssertionError: (_handle_eagle_family) --speculative-eagle-topk and "
                     "--speculative-num-draft-tokens must stay unset when --speculative-num-steps is unset",
                 )
             steps, topk, draft = speculative_params(algorithm, arch.architecture)
         if topk == 1:
             draft = steps + 1  # "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1"
     elif algorithm == "DFLASH":
-        if draft is None:
+        if o.speculative_draft_model_path is None:
+            run.fatal("sglang-speculative-args",
+                      "DFLASH speculative decoding requires setting --speculative-draft-model-path.")
+        steps, topk = 1, 1  # _handle_dflash forces both to 1
+        if draft is None:  # the draft config's block_size, else 16
             draft = drafter.block_size if drafter is not None and drafter.block_size else 16
     else:
         run.notes.append(f"speculative algorithm {algorithm}: its state and KV terms are not modelled")
@@ -621,7 +688,8 @@ def _resolve_speculative(
 
 
 def _resolve_args(
-    arch: ModelArchitecture, o: SglangOptions, gpu_mib: float | None, drafter: Drafter | None, run: _Run
+    arch: ModelArchitecture, o: SglangOptions, gpu_mib: float | None, drafter: Drafter | None, run: _Run,
+    capability: tuple[int, int] | None,
 ) -> _Args:
     """ServerArgs resolution as far as sizing reads it (memory_hook, speculative_hook, model_config)."""
     tp, pp = o.tp_size or 1, o.pp_size or 1
@@ -630,9 +698,10 @@ def _resolve_args(
     if o.context_length is not None and o.context_length > derived:
         run.fatal(
             "sglang-context-length",
-            f"User-specified context_length ({o.context_length}) is greater than the derived context_length "
-            f"({derived}). ... To allow overriding this maximum, set the env var "
-            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+            f"Warning: User-specified context_length ({o.context_length}) is greater than the derived "
+            f"context_length ({derived}). This may lead to incorrect model outputs or CUDA errors. Note that the "
+            "derived context_length may differ from max_position_embeddings in the model's config. To allow "
+            "overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
         )
     chunk_default, max_bs_default = gpu_memory_defaults(gpu_mib, tp)
     chunked = o.chunked_prefill_size if o.chunked_prefill_size is not None else chunk_default
@@ -661,7 +730,7 @@ def _resolve_args(
             run.assumptions.append("GPU capacity unknown: SGLang's fallback mem_fraction_static 0.95")
     algorithm, steps, topk, draft, mrr = _resolve_speculative(arch, o, drafter, run)
     try:
-        kv_dtype, kv_elem = kv_storage(o.kv_cache_dtype, arch)
+        kv_dtype, kv_elem = kv_storage(o.kv_cache_dtype, arch, capability)
     except ValueError as exc:
         run.notes.append(f"{exc}; counted at the model dtype")
         kv_dtype, kv_elem = arch.dtype, dtype_bytes(arch.dtype)
@@ -669,9 +738,10 @@ def _resolve_args(
         tp=tp, pp=pp, context_len=context_len, gpu_mib=gpu_mib, chunked=chunked, fraction=fraction,
         fraction_source=fraction_source, reserved=reserved, graphs_on=graphs_on, decode_max_bs=decode_max_bs,
         decode_bs=decode_bs, algorithm=algorithm, steps=steps, topk=topk, draft_tokens=draft, requested_mrr=mrr,
-        page_size=o.page_size or 1, kv_dtype=kv_dtype, kv_elem=kv_elem,
+        page_size=resolve_page_size(arch, o, capability), kv_dtype=kv_dtype, kv_elem=kv_elem,
         kv_explicit=o.kv_cache_dtype not in (None, "auto"),
         draft_layers=_draft_kv_layers(arch, o, algorithm, drafter, run),
+        sm100=capability is not None and capability[0] == 10,
     )
 
 
@@ -780,12 +850,14 @@ def compute_sglang_capacity(
     engine_version: str = ENGINE_VERSION,
     free_after_load_bytes: int | None = None,
     gpu_capacity_mib: float | None = None,
+    compute_capability: tuple[int, int] | None = None,
 ) -> SglangCapacity:
     """SGLang's own sizing for this launch: pool, seats, graphs and the errors it would raise (per GPU).
 
     gpu_capacity_bytes: the device total nvidia-smi reports (floored to MiB); gpu_capacity_mib overrides it.
     free_before_load_bytes: free memory when SGLang starts (MemAvailable on unified-memory parts).
     free_after_load_bytes: free memory once weights (and draft weights) are loaded; default before - weights.
+    compute_capability: decides SM100's attention backend, hence the page size (None: Hopper-like, page 1).
     """
     run = _Run()
     o = options
@@ -799,7 +871,7 @@ def compute_sglang_capacity(
         run.notes.append("pipeline parallel: SGLang sizes each stage from its own layers; not modelled (all layers)")
     if gpu_capacity_mib is None and gpu_capacity_bytes is not None:
         gpu_capacity_mib = float(gpu_capacity_bytes // MIB)
-    a = _resolve_args(arch, o, gpu_capacity_mib, drafter, run)
+    a = _resolve_args(arch, o, gpu_capacity_mib, drafter, run, compute_capability)
     cell, full_layers = _cell_size(arch, a, drafter, run)
     state = _state(arch, o, a, run)
     values: dict[str, object] = {}
@@ -828,7 +900,7 @@ def compute_sglang_capacity(
         speculative_algorithm=a.algorithm, speculative_num_steps=a.steps, speculative_eagle_topk=a.topk,
         speculative_num_draft_tokens=a.draft_tokens, requested_max_running_requests=a.requested_mrr,
         decode_graph_max_bs=a.decode_max_bs if a.graphs_on else None,
-        decode_graph_bs=a.decode_bs if a.graphs_on else (),
+        decode_graph_bs=a.decode_bs,
         refusals=tuple(run.refusals), notes=tuple(run.notes), assumptions=tuple(run.assumptions),
         moe=(arch.moe.num_experts, arch.moe.top_k) if arch.moe is not None else None,
         **fields_,  # type: ignore[arg-type]

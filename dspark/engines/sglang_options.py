@@ -58,6 +58,7 @@ class SglangOptions:
     cuda_graph_bs: tuple[int, ...] | None = None  # explicit decode batch sizes (--cuda-graph-bs-decode)
     disable_cuda_graph: bool | None = None  # decode graphs off (--disable-cuda-graph, -decode-, backend disabled)
     disable_cuda_graph_padding: bool | None = None
+    attention_backend: str | None = None  # decides the page size on some backends (trtllm_mha/_mla, flashmla)
     ambiguous: tuple[str, ...] = ()  # flags 0.5.23's argparse rejects as ambiguous prefixes
     unknown: tuple[str, ...] = ()  # flags (and their values) this reader does not interpret
 
@@ -139,6 +140,7 @@ _VALUE_FLAGS: dict[str, tuple[str, str]] = {
     "--cuda-graph-max-bs-decode": ("cuda_graph_max_bs", "int"),
     "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"),
     "--cuda-graph-backend-decode": ("disable_cuda_graph", "backend"),
+    "--attention-backend": ("attention_backend", "str"),
 }
 _BOOL_FLAGS: dict[str, str] = {
     "--disable-radix-cache": "disable_radix_cache",

@@ -13,12 +13,14 @@ given compute capability) and the WORLD group handle. ``torchvision`` has no CPU
 index, and ``sglang.srt.configs`` imports it at module level only for multimodal preprocessing: a
 shim module stands in for it.
 
-A case: {"id", "model_dir", "args": {ServerArgs keyword: value}, "gpu_mib", "free_before",
-"free_after", "capability": [major, minor]}.
+A case: {"id", "argv": [launch_server flags, --model-path included], "gpu_mib", "free_before",
+"free_after", "capability": [major, minor], "env": {...}}. The argv goes through SGLang's own parser
+(ServerArgs.add_cli_args, ServerArgs.from_cli_args) with ``--device cuda`` appended.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -54,12 +56,13 @@ def _shim_torchvision() -> None:
 
 
 class Device:
-    """The stubbed GPU: capacity (MiB, as nvidia-smi prints it), free bytes now, compute capability."""
+    """The stubbed GPU: capacity (MiB), free bytes now, compute capability, unified memory (GB10-like)."""
 
     def __init__(self) -> None:
         self.gpu_mib = 81559
         self.free = 0
         self.capability = (9, 0)
+        self.integrated = False  # nvidia-smi says [N/A]; free memory is the host's MemAvailable
 
 
 DEVICE = Device()
@@ -70,7 +73,7 @@ def _install_stubs() -> None:
     import torch.distributed as dist  # noqa: PLC0415
 
     def props(*_a: Any, **_k: Any) -> Any:
-        return types.SimpleNamespace(is_integrated=False, total_memory=DEVICE.gpu_mib << 20, name="stub",
+        return types.SimpleNamespace(is_integrated=DEVICE.integrated, total_memory=DEVICE.gpu_mib << 20, name="stub",
                                      major=DEVICE.capability[0], minor=DEVICE.capability[1],
                                      multi_processor_count=132)
 
@@ -87,12 +90,22 @@ def _install_stubs() -> None:
     def run(cmd: Any, *a: Any, **k: Any) -> Any:
         if isinstance(cmd, list) and cmd and cmd[0] == "nvidia-smi":
             if "--query-gpu=memory.total" in cmd:
-                return subprocess.CompletedProcess(cmd, 0, stdout=f"{DEVICE.gpu_mib}\n", stderr="")
+                total = "[N/A]" if DEVICE.integrated else str(DEVICE.gpu_mib)
+                return subprocess.CompletedProcess(cmd, 0, stdout=f"{total}\n", stderr="")
             major, minor = DEVICE.capability
             return subprocess.CompletedProcess(cmd, 0, stdout=f"{major}.{minor}\n", stderr="")
         return real_run(cmd, *a, **k)
 
     subprocess.run = run  # type: ignore[assignment]
+
+    import psutil  # noqa: PLC0415
+
+    real_vm = psutil.virtual_memory
+
+    def virtual_memory() -> Any:
+        return types.SimpleNamespace(available=DEVICE.free) if DEVICE.integrated else real_vm()
+
+    psutil.virtual_memory = virtual_memory  # type: ignore[assignment]
 
 
 def _platform_facts() -> dict[str, Any]:
@@ -129,12 +142,22 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     DEVICE.gpu_mib = int(case["gpu_mib"])
     DEVICE.capability = tuple(case.get("capability", (9, 0)))  # type: ignore[assignment]
     DEVICE.free = int(case["free_before"])
+    DEVICE.integrated = bool(case.get("integrated", False))
+    import torch  # noqa: PLC0415
+
+    # nvidia-smi's [N/A] sends SGLang to torch.cuda.mem_get_info's total, which asks is_available() first.
+    torch.cuda.is_available = lambda: DEVICE.integrated
     out: dict[str, Any] = {"id": case["id"]}
     stage = "server_args"
     with override_platform(**_platform_facts()):
         common.is_cuda = lambda: True
         try:
-            sa = ServerArgs(model_path=case["model_dir"], device="cuda", **case.get("args", {}))
+            parser = argparse.ArgumentParser(prog="sglang serve")
+            ServerArgs.add_cli_args(parser)
+            stage = "argparse"
+            ns = parser.parse_args([*case["argv"], "--device", "cuda"])
+            stage = "server_args"
+            sa = ServerArgs.from_cli_args(ns)
             sa.resolve_once()
             resolved = sa.resolved_dict()
             decode = resolved["cuda_graph_config"]["decode"]
@@ -206,9 +229,11 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
             )
             stage = "capture_bs"
             r.req_to_token_pool = types.SimpleNamespace(size=cfg.max_running_requests)
-            out["capture_bs"] = list(get_batch_sizes_to_capture(r)[0])
+            # The decode graph runner is built only when its backend is not "disabled".
+            captured = out["decode_graph_backend"] != "disabled"
+            out["capture_bs"] = list(get_batch_sizes_to_capture(r)[0]) if captured else []
             out["error"] = None
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             out["error"] = f"{type(exc).__name__}: {exc}"
             out["error_stage"] = stage
             out["traceback"] = traceback.format_exc()[-3000:]
