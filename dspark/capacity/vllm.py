@@ -306,6 +306,7 @@ class _Resolved:
     mamba_ssm_cache_dtype: str
     notes: tuple[str, ...]
     min_kernel_block: int  # the first non-SSM backend's smallest kernel block (CPU_ATTN 32, FLASH_ATTN 16)
+    refusals: tuple[VllmRefusal, ...]  # refusals decided while resolving settings
 
 
 def _batch_defaults(
@@ -345,6 +346,33 @@ def _num_spec_tokens(options: VllmOptions, arch: ModelArchitecture, notes: list[
         else:
             raise InputError(f"--speculative-config method {method!r} needs num_speculative_tokens")
     return method, tokens
+
+
+# SpeculativeConfig.__post_init__ ("Automatically detect the method"): for any method but these, a draft
+# model's path is searched, in this order, and the first hit replaces the method.
+_PATH_DETECTED_METHODS = (("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark"))
+
+
+def _redetected_method(method: str | None, draft_ref: str, platform: Platform) -> VllmRefusal | None:
+    """vLLM renames an MTP / draft-model method whose draft path contains "eagle-", "eagle3", "dflash" or "dspark".
+
+    For MTP the draft model is the target itself, so a model stored under a directory named like
+    ".../dspark/..." turns `{"method": "mtp"}` into method "dspark" (seen on 0.32.0's CPU build:
+    "Model Runner V1 does not support: dspark speculative decoding").
+    """
+    if method not in ("mtp", "draft_model"):
+        return None
+    lowered = draft_ref.lower()
+    for needle, new in _PATH_DETECTED_METHODS:
+        if needle in lowered:
+            message = (
+                f"vLLM re-detects the speculative method from the draft model path {draft_ref!r}: it contains "
+                f"{needle!r}, so method {method!r} becomes {new!r}."
+            )
+            if platform == "cpu" and new == "dspark":
+                message += " Model Runner V1 does not support: dspark speculative decoding"
+            return VllmRefusal("speculative_method_redetected", message)
+    return None
 
 
 def _drafter_layers(
@@ -492,6 +520,7 @@ def _resolve(
     pp = options.pipeline_parallel_size or 1
     max_model_len, len_source, auto_fit = _max_model_len(options, arch, environ)
     method, num_spec = _num_spec_tokens(options, arch, notes)
+    draft_ref = (options.speculative_model if method == "draft_model" else None) or options.model or arch.source
     model_dtype = (options.dtype or "auto").lower()
     if model_dtype == "auto":
         model_dtype = arch.dtype
@@ -545,6 +574,7 @@ def _resolve(
         mamba_ssm_cache_dtype=_ssm_flag(options, arch, platform, cpu, notes),
         notes=tuple(notes),
         min_kernel_block=min_kernel,
+        refusals=tuple(x for x in [_redetected_method(method, draft_ref, platform)] if x is not None),
     )
 
 
@@ -1262,7 +1292,7 @@ def compute_vllm_capacity(
     )
     checks = _startup_checks(r, options, budget, device_total_bytes, device_free_bytes)
     fit = _fit(specs, r, options, budget.bytes, _max_in_flight(platform, r, runner), arch.num_layers)
-    refusals += fit.refusals
+    refusals = [*r.refusals, *refusals, *fit.refusals]
     notes += fit.notes
 
     per_request = sum(g.blocks_per_request for g in fit.groups)
