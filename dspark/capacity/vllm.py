@@ -1153,7 +1153,9 @@ def _budget(
 ) -> tuple[KVBudget, list[VllmRefusal]]:
     """The KV budget (pinned, else estimated) and the refusal an invalid VLLM_CPU_KVCACHE_SPACE earns."""
     pinned, refusal = _pinned_budget(options, r.platform, environ)
-    refusals = [refusal] if refusal else []
+    if refusal is not None:
+        return KVBudget(0, "pinned", "VLLM_CPU_KVCACHE_SPACE (invalid)"), [refusal]
+    refusals: list[VllmRefusal] = []
     if pinned is not None:
         return pinned, refusals
     if r.platform == "cpu":
@@ -1292,7 +1294,9 @@ def compute_vllm_capacity(
     )
     checks = _startup_checks(r, options, budget, device_total_bytes, device_free_bytes)
     fit = _fit(specs, r, options, budget.bytes, _max_in_flight(platform, r, runner), arch.num_layers)
-    refusals = [*r.refusals, *refusals, *fit.refusals]
+    # Config-time refusals (method re-detection, an invalid VLLM_CPU_KVCACHE_SPACE) stop the engine before
+    # it sizes anything; only without them do the KV checks speak.
+    refusals = [*r.refusals, *refusals] or fit.refusals
     notes += fit.notes
 
     per_request = sum(g.blocks_per_request for g in fit.groups)
