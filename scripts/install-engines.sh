@@ -36,7 +36,12 @@ if ! sglang_ok; then
   "$py" -m venv "$dest/sglang"
   "$dest/sglang/bin/pip" install -q --disable-pip-version-check 'torch==2.13.0'
   "$dest/sglang/bin/pip" install -q --disable-pip-version-check --no-deps 'sglang==0.5.23'
-  "$dest/sglang/bin/pip" install -q --disable-pip-version-check numpy pybase64 pillow starlette msgspec pyzmq tqdm IPython aiohttp pydantic psutil requests orjson packaging transformers triton
+  # What its import and sizing code ask for; torch pinned so nothing swaps in a CUDA build (~5 GB).
+  echo 'torch==2.13.0' > "$dest/sglang-constraints.txt"
+  "$dest/sglang/bin/pip" install -q --disable-pip-version-check -c "$dest/sglang-constraints.txt" \
+    numpy pybase64 pillow starlette msgspec pyzmq tqdm IPython aiohttp pydantic psutil requests orjson packaging \
+    transformers triton dill 'apache-tvm-ffi==0.1.11' sentencepiece compressed-tensors gguf 'openai==2.8.0' \
+    partial_json_parser uvicorn fastapi einops
   sglang_ok || { echo "[engines] sglang import failed after install" >&2; exit 1; }
 fi
 echo "[engines] ready: $dest/vllm $dest/sglang" >&2

@@ -151,8 +151,10 @@ def _sglang(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: 
         overlay["disable_radix_cache"] = True
     if spec is not None and getattr(options, "speculative_algorithm", None) is None:
         overlay["speculative_algorithm"] = {"mtp": "NEXTN"}.get(spec.method, spec.method.upper())
-        tokens = s.num_speculative_tokens.value or spec.num_speculative_tokens
-        overlay["speculative_num_draft_tokens"] = tokens + 1
+        # Chain drafting, as the engine adapter launches it: n steps, top-1, n + 1 draft tokens
+        # (0.5.23 rejects draft tokens given without steps and steps without topk).
+        steps = s.num_speculative_tokens.value or spec.num_speculative_tokens
+        overlay.update(speculative_num_steps=steps, speculative_eagle_topk=1, speculative_num_draft_tokens=steps + 1)
     fields = {f.name for f in dataclasses.fields(options)}
     opts = replace(options, **{k: v for k, v in overlay.items() if v is not None and k in fields})
     weights_per_gpu = weights.per_gpu_bytes if weights else None
@@ -161,6 +163,7 @@ def _sglang(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: 
         gpu_capacity_bytes=gpu.total_bytes if gpu else None,
         free_before_load_bytes=gpu.free_bytes if gpu else None,
         weights_per_gpu_bytes=weights_per_gpu, drafter=drafter,
+        compute_capability=gpu.compute_capability if gpu else None,
     )
     findings = [Finding("fail", r.code, r.message) for r in getattr(cap, "refusals", ())]
     for note in getattr(cap, "notes", ()):

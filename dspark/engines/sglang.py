@@ -14,7 +14,9 @@ MANAGED_FLAGS: dict[str, int] = {
     "--kv-cache-dtype": 1,
     "--mem-fraction-static": 1,
     "--chunked-prefill-size": 1,
-    "--cuda-graph-max-bs": 1,
+    "--cuda-graph-max-bs-decode": 1,
+    "--speculative-num-steps": 1,
+    "--speculative-eagle-topk": 1,
     "--tp-size": 1,
     "--tensor-parallel-size": 1,
     "--pp-size": 1,
@@ -68,7 +70,7 @@ class SglangEngine:
         out += flag("--kv-cache-dtype", c.kv_cache_dtype)
         out += flag("--mem-fraction-static", c.mem_fraction_static)
         out += flag("--chunked-prefill-size", c.max_num_batched_tokens)
-        out += flag("--cuda-graph-max-bs", c.cudagraph_max_capture_size)
+        out += flag("--cuda-graph-max-bs-decode", c.cudagraph_max_capture_size)  # 0.5.23 dropped --cuda-graph-max-bs
         if c.tensor_parallel_size != 1:
             out += ["--tp-size", str(c.tensor_parallel_size)]
         if c.pipeline_parallel_size != 1:
@@ -77,8 +79,11 @@ class SglangEngine:
             method = str(c.speculative.get("method", "")).lower()
             out += ["--speculative-algorithm", _ALGORITHMS.get(method, method.upper())]
             out += flag("--speculative-draft-model-path", c.speculative.get("model"))
-            draft = c.speculative.get("num_draft_tokens") or c.speculative.get("num_speculative_tokens")
-            out += flag("--speculative-num-draft-tokens", draft)
+            steps = c.speculative.get("num_speculative_tokens")
+            if steps:
+                # Chain drafting: n steps, top-1, n + 1 draft tokens (0.5.23 asserts on partial sets).
+                out += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1",
+                        "--speculative-num-draft-tokens", str(int(steps) + 1)]
         if c.enable_prefix_caching is False:
             out.append("--disable-radix-cache")
         if c.nnodes > 1:

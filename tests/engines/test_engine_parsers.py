@@ -35,7 +35,7 @@ def test_sglang_parser_accepts_two_node_plan(sglang_python: str) -> None:
     engine = SglangEngine()
     base = dict(engine="sglang", model="/m", max_num_seqs=16, max_total_tokens=1_482_304, max_model_len=262144,
                 tensor_parallel_size=2, nnodes=2, master_addr="10.0.0.1", master_port=5000,
-                speculative={"method": "mtp", "num_speculative_tokens": 4})
+                speculative={"method": "mtp", "num_speculative_tokens": 4}, cudagraph_max_capture_size=48)
     for rank in (0, 1):
         plan = engine.build_plan(ServeConfig(**base, node_rank=rank), sglang_python)  # type: ignore[arg-type]
         check = check_argv(engine, plan, sglang_python)
@@ -44,4 +44,7 @@ def test_sglang_parser_accepts_two_node_plan(sglang_python: str) -> None:
         assert check.parsed["nnodes"] == 2
         assert check.parsed["dist_init_addr"] == "10.0.0.1:5000"
         assert check.parsed["max_running_requests"] == 16
+        assert check.parsed["speculative_num_steps"] == 4
+        assert check.parsed["speculative_num_draft_tokens"] == 5
+        assert 48 in check.parsed.values()  # the decode graph cap, under 0.5.23's --cuda-graph-max-bs-decode
         assert check.num_options is not None and check.num_options > 500
