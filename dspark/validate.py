@@ -285,10 +285,12 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver = 
     result = compute_capacity(
         engine_name, arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=request.env
     )
+    # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
+    summary = _with_observed_safe_seats(result.summary, recipe, settings)
     findings = list(result.findings)
     findings += _memory_findings(engine_name, result.footprint_bytes, hardware, settings)
-    findings += _seat_findings(result.summary, settings, arch)
     findings += _observation_findings(result.summary, recipe, settings)
+    findings += _seat_findings(summary, settings, arch)
     if weights is None:
         findings.append(
             Finding(
@@ -298,7 +300,6 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver = 
                 "memory check; give model.weights_bytes in the recipe or a directory with weights",
             )
         )
-    summary = _with_observed_safe_seats(result.summary, recipe, settings)
     serve = serve_config(
         engine_name, settings, recipe, request.engine_flags, summary, drafter_model=_draft_ref(options, recipe)
     )
@@ -369,16 +370,20 @@ def _memory_findings(
 def _seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelArchitecture) -> list[Finding]:
     seats = cap.max_num_seqs
     out: list[Finding] = []
+    asked = settings.max_num_seqs.value
+    if seats < asked:
+        out.append(Finding("warn", "seats-capped-by-engine",
+                           f"{asked} seats asked ({settings.max_num_seqs.source}) but the engine will run at most "
+                           f"{seats}; the figures below are for {seats}"))
     if seats > cap.safe_max_num_seqs:
-        out.append(
-            Finding(
-                "warn",
-                "seats-above-safe",
-                f"{seats} seats but the pool holds {cap.max_concurrency:.2f} full contexts of {cap.max_model_len:,} "
-                f"tokens (safe default {cap.safe_max_num_seqs}): with every seat busy, requests must average "
-                f"≤ {cap.avg_context_at_max_num_seqs:,} tokens or the engine preempts (recomputes) some",
-            )
-        )
+        predicted_safe = math.floor(cap.max_concurrency + 1e-9)
+        why = "" if predicted_safe <= cap.safe_max_num_seqs else ", lowered to what the engine's log showed"
+        out.append(Finding(
+            "warn", "seats-above-safe",
+            f"{seats} seats but the pool holds {cap.max_concurrency:.2f} full contexts of {cap.max_model_len:,} "
+            f"tokens (safe default {cap.safe_max_num_seqs}{why}): with every seat busy, requests must average "
+            f"≤ {cap.avg_context_at_max_num_seqs:,} tokens or the engine preempts (recomputes) some",
+        ))
     else:
         out.append(
             Finding(

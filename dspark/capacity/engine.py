@@ -133,6 +133,15 @@ def _vllm_footprint(cap: Any, platform: str, weights: int | None, run: Any, opts
     return int((weights or 0) + cap.budget.bytes + overhead)
 
 
+def sglang_speculative_flags(method: str, proposed: int) -> dict[str, int]:
+    """SGLang's speculative sizes for `proposed` tokens: DFLASH drafts a block of proposed + 1; the others chain
+    n steps at top-1 with n + 1 draft tokens (0.5.23 asserts on a partial set)."""
+    if method == "dflash":
+        return {"speculative_num_draft_tokens": proposed + 1}
+    draft = proposed + 1
+    return {"speculative_num_steps": proposed, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": draft}
+
+
 def _sglang(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Recipe | None, *,
             gpu: GpuInfo | None, weights: WeightBytes | None, drafter: Drafter | None) -> CapacityResult:
     from dspark.capacity.sglang import compute_sglang_capacity  # noqa: PLC0415
@@ -151,10 +160,10 @@ def _sglang(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: 
         overlay["disable_radix_cache"] = True
     if spec is not None and getattr(options, "speculative_algorithm", None) is None:
         overlay["speculative_algorithm"] = {"mtp": "NEXTN"}.get(spec.method, spec.method.upper())
-        # Chain drafting, as the engine adapter launches it: n steps, top-1, n + 1 draft tokens
-        # (0.5.23 rejects draft tokens given without steps and steps without topk).
-        steps = s.num_speculative_tokens.value or spec.num_speculative_tokens
-        overlay.update(speculative_num_steps=steps, speculative_eagle_topk=1, speculative_num_draft_tokens=steps + 1)
+        proposed = s.num_speculative_tokens.value or spec.num_speculative_tokens
+        overlay.update(sglang_speculative_flags(spec.method, proposed))
+        if spec.draft_model:
+            overlay["speculative_draft_model_path"] = spec.draft_model
     fields = {f.name for f in dataclasses.fields(options)}
     opts = replace(options, **{k: v for k, v in overlay.items() if v is not None and k in fields})
     weights_per_gpu = weights.per_gpu_bytes if weights else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dspark.capacity.engine import sglang_speculative_flags
 from dspark.engines.base import ServeConfig, flag, strip_flags
 from dspark.launch import LaunchPlan
 
@@ -79,11 +80,10 @@ class SglangEngine:
             method = str(c.speculative.get("method", "")).lower()
             out += ["--speculative-algorithm", _ALGORITHMS.get(method, method.upper())]
             out += flag("--speculative-draft-model-path", c.speculative.get("model"))
-            steps = c.speculative.get("num_speculative_tokens")
-            if steps:
-                # Chain drafting: n steps, top-1, n + 1 draft tokens (0.5.23 asserts on partial sets).
-                out += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1",
-                        "--speculative-num-draft-tokens", str(int(steps) + 1)]
+            proposed = c.speculative.get("num_speculative_tokens")
+            if proposed:
+                for name, value in sglang_speculative_flags(method, int(proposed)).items():
+                    out += ["--" + name.replace("_", "-"), str(value)]
         if c.enable_prefix_caching is False:
             out.append("--disable-radix-cache")
         if c.nnodes > 1:
