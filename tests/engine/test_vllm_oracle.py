@@ -131,8 +131,12 @@ def predict_via_validate(dspark_exe: str, models: Path, c: OracleCase) -> Mappin
     return capacity
 
 
-# Switch to `predict_via_validate` once `dspark validate` prints capacity for --platform cpu (one line).
-USE_VALIDATE = False
+# The figures come from `dspark validate --json` (False: from compute_vllm_capacity directly).
+USE_VALIDATE = True
+# dspark validate reads `num_speculative_tokens` from the engine flags into its settings and then refuses
+# it without a recipe's speculative method (dspark/settings.py _check_against_recipe); the direct
+# prediction matches the engine for these (test_blocks_match_the_engine and the kv_line assertion).
+VALIDATE_REFUSES_SPEC_FLAGS = {"hybrid-mtp2", "mla-mtp1", "dense-ngram3"}
 
 
 def predicted_figures(dspark_exe: str, models: Path, c: OracleCase) -> tuple[int, float, int]:
@@ -150,7 +154,22 @@ def oracle(run_oracle: Callable[[list[OracleCase]], dict[str, OracleResult]]) ->
     return run_oracle([*CASES, REDETECTED])
 
 
-@pytest.mark.parametrize("c", [c for c in CASES if c.id not in REFUSED], ids=lambda c: c.id)
+@pytest.mark.parametrize(
+    "c",
+    [
+        pytest.param(
+            c,
+            marks=pytest.mark.xfail(
+                c.id in VALIDATE_REFUSES_SPEC_FLAGS and USE_VALIDATE,
+                reason="dspark validate refuses num_speculative_tokens given as an engine flag (settings.py)",
+                strict=True,
+            ),
+        )
+        for c in CASES
+        if c.id not in REFUSED
+    ],
+    ids=lambda c: c.id,
+)
 def test_pool_and_concurrency_match_the_engine(
     c: OracleCase, oracle: dict[str, OracleResult], tiny_models: Path, dspark_exe: str
 ) -> None:
@@ -158,10 +177,10 @@ def test_pool_and_concurrency_match_the_engine(
     engine = oracle[c.id]
     assert engine.error is None, f"the engine refused {c.id}: {engine.error}"
     assert engine.line is not None and engine.tokens is not None
-    tokens, concurrency, max_model_len = predicted_figures(dspark_exe, tiny_models, c)
-    assert (tokens, f"{concurrency:.2f}", max_model_len) == (engine.tokens, engine.concurrency, engine.max_model_len)
     # The whole line, verbatim, from the direct prediction.
     assert predict_direct(tiny_models, c).kv_line == engine.line
+    tokens, concurrency, max_model_len = predicted_figures(dspark_exe, tiny_models, c)
+    assert (tokens, f"{concurrency:.2f}", max_model_len) == (engine.tokens, engine.concurrency, engine.max_model_len)
 
 
 @pytest.mark.parametrize("c", [c for c in CASES if c.id in REFUSED], ids=lambda c: c.id)
@@ -215,9 +234,8 @@ def test_blocks_match_the_engine(oracle: dict[str, OracleResult], tiny_models: P
 
 
 SERVE_CASES = [
-    # The same case through `python -m vllm.entrypoints.openai.api_server` (the serve path itself).
-    case("serve-dense-1gib", "dense-qwen3", "--max-model-len 2048", space_gib=1),
-    # Tensor parallel 2 on the CPU build: one core per worker; KV heads split across the two ranks.
+    # Through `python -m vllm.entrypoints.openai.api_server` itself, with tensor parallel 2 on the CPU build:
+    # one core per worker, KV heads split across the two ranks (2 -> 1 a rank: half the page).
     OracleCase(
         "serve-dense-tp2",
         "dense-qwen3",
