@@ -58,6 +58,7 @@ def _vllm_options(options: Any, s: ResolvedSettings, recipe: Recipe | None) -> A
     """The vLLM options the launch will pass: resolved settings win over the pasted flags."""
     spec = recipe.speculative if recipe is not None else None
     overlay: dict[str, Any] = {
+        "model": s.model.value,  # the path the engine sees (vLLM re-detects MTP methods from it)
         "max_num_seqs": s.max_num_seqs.value,
         "kv_cache_memory_bytes": s.kv_cache_memory_bytes.value,
         "max_model_len": s.max_model_len.value,
