@@ -253,7 +253,7 @@ def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: Hardw
     return resolver(spec, default_profile)
 
 
-def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver = _resolve_hw) -> ValidationReport:
+def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
     """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
     recipe, _ = _load_recipe(request)
     engine_name = _engine_name(request, recipe)
@@ -277,7 +277,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver = 
             pp=pp,
         )
     drafter = _drafter(settings, recipe, options, arch)
-    hardware = _hardware(settings, recipe, hardware_resolver)
+    hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
     gpu = _first_gpu(hardware, settings)
 
     from dspark.capacity.engine import compute_capacity  # noqa: PLC0415

@@ -110,3 +110,119 @@ def test_debug_shows_the_traceback() -> None:
     proc = run_dspark(["--debug", "validate", "--model", "/no/such/model"])
     assert proc.returncode == 2
     assert "Traceback" in proc.stderr
+
+
+# --- Hardware rows: NVML driven through the hardware tests' fake pynvml module (no GPU here). ---
+
+def _hw_fakes() -> object:
+    """tests/hardware/conftest.py's fakes, loaded by path (conftest modules are not importable by name)."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location("hw_fakes", ROOT / "tests" / "hardware" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("hw_fakes", module)  # its dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run_with_nvml(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], source: object,
+                   args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """`dspark ARGS` in-process with validate's hardware resolver reading `source` as if it were NVML."""
+    from dspark import validate as validate_module  # noqa: PLC0415
+    from dspark.cli import main  # noqa: PLC0415
+    from dspark.hardware.select import resolve_hardware  # noqa: PLC0415
+
+    def resolver(spec: str | None, default_profile: str) -> object:
+        return resolve_hardware(spec, default_profile=default_profile, nvml_factory=lambda: source)
+
+    monkeypatch.setattr(validate_module, "_resolve_hw", resolver)
+    for name in [k for k in os.environ if k == "MAX_NUM_SEQS" or k.startswith("DSPARK_")]:
+        monkeypatch.delenv(name)
+    for name, value in (env or {}).items():
+        monkeypatch.setenv(name, value)
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_nvml_absent_plans_against_the_profile_and_says_so(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    fakes = _hw_fakes()
+    from dspark.hardware.nvml import NvmlSource  # noqa: PLC0415
+
+    absent = NvmlSource(fakes.FakeNvml([], init_error=fakes.LIBRARY_NOT_FOUND))  # type: ignore[attr-defined]
+    code, out, _ = _run_with_nvml(monkeypatch, capsys, absent, ["validate", "--json"])
+    assert code == 0
+    report = json.loads(out)
+    assert report["hardware"]["description"].startswith("no NVIDIA GPU found here (")
+    assert report["hardware"]["description"].endswith("planning against built-in profile gb10x2")
+    assert report["capacity"]["safe_max_num_seqs"] == 6
+
+
+def test_nvml_not_supported_on_a_discrete_gpu_is_an_input_error(monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    fakes = _hw_fakes()
+    from dspark.hardware.nvml import NvmlSource  # noqa: PLC0415
+
+    ns = fakes.FakeNVMLError(fakes.NOT_SUPPORTED)  # type: ignore[attr-defined]
+    device = fakes.FakeDevice(name="NVIDIA H100 80GB HBM3", v1=ns, v2=ns, addressing=0)  # type: ignore[attr-defined]
+    code, out, err = _run_with_nvml(monkeypatch, capsys, NvmlSource(fakes.FakeNvml([device])),  # type: ignore[attr-defined]
+                                    ["validate"])
+    assert code == 2
+    assert out == ""
+    assert "NVML answers NOT_SUPPORTED for memory" in err
+    assert "--hardware" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("available_gib", "code", "finding"), [(100, 0, "fits"), (52, 1, "unified-memory-danger-band")])
+def test_gb10_unified_memory_fits_or_is_refused_in_the_danger_band(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    available_gib: int, code: int, finding: str,
+) -> None:
+    from functools import partial  # noqa: PLC0415
+
+    from dspark.hardware.nvml import NvmlSource  # noqa: PLC0415
+    from dspark.hardware.unified import read_host_memory  # noqa: PLC0415
+
+    fakes = _hw_fakes()
+    gib = 1 << 30
+    ns = fakes.FakeNVMLError(fakes.NOT_SUPPORTED)  # type: ignore[attr-defined]
+    gb10 = fakes.FakeDevice(name="NVIDIA GB10", v1=ns, v2=ns, cc=(12, 1))  # type: ignore[attr-defined]
+    host = partial(read_host_memory, virtual_memory=fakes.fake_vm(119 * gib, available_gib * gib),  # type: ignore[attr-defined]
+                   root=tmp_path)
+    source = NvmlSource(fakes.FakeNvml([gb10]), host_memory=host)  # type: ignore[attr-defined]
+    # Utilization 0.4 passes vLLM's start-up gate (free >= 0.4 x 119 GiB) so the band alone decides.
+    rc, out, _ = _run_with_nvml(monkeypatch, capsys, source, ["validate", "--json"],
+                                {"DSPARK_GPU_MEMORY_UTILIZATION": "0.4"})
+    report = json.loads(out)
+    argv = report["argv"]
+    assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.4"  # passed beside the KV pin
+    assert rc == code
+    assert report["hardware"]["gpus"][0]["memory_source"] == "unified"
+    assert finding in {f["code"] for f in report["findings"]}
+    assert report["verdict"] == ("fail" if code else "warn")
+    assert "startup_free_memory" not in {f["code"] for f in report["findings"]}
+
+
+def test_gb10_default_utilization_fails_vllms_startup_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Under a KV pin vLLM still checks free >= 0.92 x total; on a GB10 MemAvailable rarely passes."""
+    from functools import partial  # noqa: PLC0415
+
+    from dspark.hardware.nvml import NvmlSource  # noqa: PLC0415
+    from dspark.hardware.unified import read_host_memory  # noqa: PLC0415
+
+    fakes = _hw_fakes()
+    gib = 1 << 30
+    ns = fakes.FakeNVMLError(fakes.NOT_SUPPORTED)  # type: ignore[attr-defined]
+    gb10 = fakes.FakeDevice(name="NVIDIA GB10", v1=ns, v2=ns, cc=(12, 1))  # type: ignore[attr-defined]
+    memory = fakes.fake_vm(119 * gib, 100 * gib)  # type: ignore[attr-defined]
+    host = partial(read_host_memory, virtual_memory=memory, root=tmp_path)
+    source = NvmlSource(fakes.FakeNvml([gb10]), host_memory=host)  # type: ignore[attr-defined]
+    rc, out, _ = _run_with_nvml(monkeypatch, capsys, source, ["validate", "--json"])
+    report = json.loads(out)
+    assert rc == 1
+    gate = next(f for f in report["findings"] if f["code"] == "startup_free_memory")
+    assert gate["message"].startswith("Free memory on device cuda:0 (100.0/119.0 GiB) on startup is less than desired")

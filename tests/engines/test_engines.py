@@ -39,7 +39,7 @@ def test_vllm_plan_single_node_console() -> None:
     assert plan.argv.count("--max-num-seqs") == 1
     assert plan.argv[plan.argv.index("--max-num-seqs") + 1] == "12"
     assert "--enforce-eager" in plan.argv
-    assert "--gpu-memory-utilization" not in plan.argv  # the pin replaces utilization
+    assert "--gpu-memory-utilization" not in plan.argv  # not set: the engine's default applies
     assert VllmEngine().parser_argv(plan)[0] == "/m"
 
 
