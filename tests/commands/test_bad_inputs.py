@@ -176,7 +176,9 @@ def test_nvml_not_supported_on_a_discrete_gpu_is_an_input_error(monkeypatch: pyt
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize(("available_gib", "code", "finding"), [(100, 0, "fits"), (52, 1, "unified-memory-danger-band")])
+@pytest.mark.parametrize(
+    ("available_gib", "code", "finding"), [(100, 0, "fits"), (52, 1, "unified-memory-danger-band")]
+)
 def test_gb10_unified_memory_fits_or_is_refused_in_the_danger_band(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
     available_gib: int, code: int, finding: str,
