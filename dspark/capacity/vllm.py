@@ -98,7 +98,7 @@ class KVGroup:
 
     kind: SpecKind
     layers: tuple[str, ...]
-    padding_layers: int  # empty slots ("Add %d padding layers") counted in the group's width
+    padding_layers: int  # empty slots ("Add %d padding layers"): the group is narrower by as many pages
     block_size: int
     page_bytes: int  # bytes of one block of one layer slot
     bytes_per_block: int  # what one block id costs in this group: the sum of its (real) layers' pages

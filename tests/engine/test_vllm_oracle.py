@@ -9,8 +9,9 @@ predicted refusal must carry the engine's own message.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -148,10 +149,41 @@ def predicted_figures(dspark_exe: str, models: Path, c: OracleCase) -> tuple[int
     return pred.kv_pool_tokens, pred.max_concurrency, pred.max_model_len
 
 
+REPORT: dict[str, dict[str, object]] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_file() -> Iterator[None]:
+    """With ORACLE_REPORT=path, write each case's engine line (or error) beside dspark's line as JSON."""
+    yield
+    if path := os.environ.get("ORACLE_REPORT"):
+        Path(path).write_text(json.dumps(REPORT, indent=2) + "\n")
+
+
+def record(c: OracleCase, engine: OracleResult, models: Path) -> None:
+    """Keep the case's two lines for ORACLE_REPORT."""
+    try:
+        predicted: object = predict_direct(models, c).kv_line
+    except Exception as exc:
+        predicted = f"{type(exc).__name__}: {exc}"
+    REPORT[c.id] = {
+        "flags": " ".join(c.flags),
+        "env": dict(c.env),
+        "engine": engine.line or engine.error,
+        "dspark": predicted,
+        "engine_seconds": round(engine.seconds, 1),
+    }
+
+
 @pytest.fixture(scope="module")
-def oracle(run_oracle: Callable[[list[OracleCase]], dict[str, OracleResult]]) -> dict[str, OracleResult]:
+def oracle(
+    run_oracle: Callable[[list[OracleCase]], dict[str, OracleResult]], tiny_models: Path
+) -> dict[str, OracleResult]:
     """Every case's engine result, from as few engine processes as the refusals allow."""
-    return run_oracle([*CASES, REDETECTED])
+    results = run_oracle([*CASES, REDETECTED])
+    for c in [*CASES, REDETECTED]:
+        record(c, results[c.id], tiny_models)
+    return results
 
 
 @pytest.mark.parametrize(
@@ -252,6 +284,7 @@ def test_serve_entrypoint_matches(
 ) -> None:
     """The api_server entrypoint prints the predicted line (TP=2 included)."""
     engine = serve_kv_line(c)
+    record(c, engine, tiny_models)
     assert engine.error is None, engine.error
     tokens, concurrency, max_model_len = predicted_figures(dspark_exe, tiny_models, c)
     assert (tokens, f"{concurrency:.2f}", max_model_len) == (engine.tokens, engine.concurrency, engine.max_model_len)
