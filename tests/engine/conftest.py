@@ -10,6 +10,7 @@ Two ways to start the engine, both through `vllm serve`'s own argument parser:
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -35,7 +36,7 @@ from vllm_harness import (
 
 @pytest.fixture(scope="session")
 def tiny_models(vllm_python: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Build the tiny models once per builder version (cached under ~/.cache/dspark-tests, else a tmp dir)."""
+    """Build the tiny models once per builder version (cached under ~/.cache/engine-oracle-models, else tmp)."""
     digest = hashlib.sha256((HERE / "build_tiny_models.py").read_bytes()).hexdigest()[:12]
     # The path must not contain "dspark", "dflash", "eagle3" or "eagle-": vLLM re-detects an MTP method
     # from the draft model's path (the target's own for MTP); see the redetection case.
@@ -45,20 +46,23 @@ def tiny_models(vllm_python: str, tmp_path_factory: pytest.TempPathFactory) -> P
         out.mkdir(parents=True, exist_ok=True)
     except OSError:
         out = tmp_path_factory.mktemp(f"tiny-models-{digest}")
-    proc = subprocess.run(
-        [vllm_python, str(HERE / "build_tiny_models.py"), str(out), *MODELS],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env={**os.environ, **ENGINE_ENV},
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"building the tiny models failed:\n{proc.stderr[-4000:]}", pytrace=False)
-    # The hybrid again under a name vLLM's speculative-method detection reacts to.
-    alias = out / "dspark-named-hybrid"
-    if not alias.exists():
-        alias.symlink_to(out / "hybrid-qwen3-next", target_is_directory=True)
+    # Sessions sharing the cache (several engineers, one machine) build it one at a time.
+    with (out / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run(
+            [vllm_python, str(HERE / "build_tiny_models.py"), str(out), *MODELS],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            env={**os.environ, **ENGINE_ENV},
+        )
+        if proc.returncode != 0:
+            pytest.fail(f"building the tiny models failed:\n{proc.stderr[-4000:]}", pytrace=False)
+        # The hybrid again under a name vLLM's speculative-method detection reacts to.
+        alias = out / "dspark-named-hybrid"
+        if not alias.is_symlink():
+            alias.symlink_to(out / "hybrid-qwen3-next", target_is_directory=True)
     return out
 
 
