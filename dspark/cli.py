@@ -212,11 +212,14 @@ def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      "pass's prefix-cache hit rate and wall time."),
         click.option("--no-metrics", is_flag=True, help="Do not read the engine's /metrics."),
         click.option("--metrics-url", metavar="URL", help="Where /metrics is (default: the server's /metrics)."),
-        click.option("--sample-interval", "sample_interval_s", type=float, default=1.0, show_default=True,
-                     help="Seconds between /metrics samples during a pass."),
+        click.option("--sample-interval", "sample_interval_s", type=float, default=5.0, show_default=True,
+                     help="Seconds between /metrics samples during a pass (each scrape costs the engine's API "
+                     "server CPU time: vLLM renders /metrics on its event loop)."),
         click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
                      help="Seconds one request may take."),
         click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic prompts."),
+        click.option("--client-processes", type=int, default=0, show_default=True,
+                     help="Processes the clients run in; 0: one per 128 streams, at most one per CPU."),
         click.option("--no-progress", is_flag=True, help="No progress bar."),
     ]
     for option in reversed(options):
@@ -234,6 +237,7 @@ def _load(params: dict[str, Any]) -> Any:
         ignore_eos=params.pop("ignore_eos"), reps=params.pop("reps"), warm_rerun=params.pop("warm_rerun"),
         read_metrics=not params.pop("no_metrics"), metrics_url=params.pop("metrics_url"),
         sample_interval_s=params.pop("sample_interval_s"), timeout_s=params.pop("timeout_s"), seed=params.pop("seed"),
+        client_processes=params.pop("client_processes"),
     )
 
 

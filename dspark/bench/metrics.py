@@ -157,7 +157,7 @@ async def scrape(client: httpx.AsyncClient, url: str) -> EngineSnapshot:
 class MetricsSampler:
     """Scrapes /metrics every `interval` seconds while a pass runs; failed scrapes are counted, not fatal."""
 
-    def __init__(self, client: httpx.AsyncClient, url: str, interval: float = 1.0) -> None:
+    def __init__(self, client: httpx.AsyncClient, url: str, interval: float = 5.0) -> None:
         self._client = client
         self._url = url
         self._interval = interval
@@ -168,6 +168,9 @@ class MetricsSampler:
 
     async def _loop(self) -> None:
         while True:
+            # Sleep first: the pass's "before" scrape is its t=0 point, and a scrape as the first requests
+            # arrive would stall them (vLLM renders /metrics on the API server's event loop).
+            await asyncio.sleep(self._interval)
             try:
                 snap = await scrape(self._client, self._url)
             except (httpx.HTTPError, ValueError):
@@ -175,7 +178,6 @@ class MetricsSampler:
             else:
                 t = time.perf_counter() - self._t0
                 self.samples.append(Sample(t=t, running=snap.running, waiting=snap.waiting, kv_usage=snap.kv_usage))
-            await asyncio.sleep(self._interval)
 
     def start(self, t0: float) -> None:
         """Begin sampling; sample times are relative to t0 (time.perf_counter())."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -12,7 +11,7 @@ from typing import Protocol
 import httpx
 
 from dspark.bench.client import ClientConfig, first_model, make_client, run_pass
-from dspark.bench.metrics import EngineSnapshot, MetricsSampler, engine_delta, scrape
+from dspark.bench.metrics import EngineSnapshot, MetricsSampler, Sample, engine_delta, scrape
 from dspark.bench.prompts import Prompt
 from dspark.bench.results import BenchResult, PassResult, summarize_reps
 from dspark.bench.stats import RequestRecord, summarize
@@ -45,7 +44,7 @@ class BenchSpec:
     reps: int = 1
     warm_rerun: bool = False
     metrics_url: str | None = None  # default: base_url + "/metrics"
-    sample_interval_s: float = 1.0
+    sample_interval_s: float = 5.0  # each scrape costs the engine's API server time: keep it sparse
     read_metrics: bool = True
 
 
@@ -72,7 +71,6 @@ async def _settled(client: httpx.AsyncClient, url: str, before: EngineSnapshot, 
 
 
 async def _one_pass(
-    http: httpx.AsyncClient,
     mhttp: httpx.AsyncClient,
     spec: BenchSpec,
     cfg: ClientConfig,
@@ -86,15 +84,19 @@ async def _one_pass(
     sampler = MetricsSampler(mhttp, murl, spec.sample_interval_s) if before is not None else None
     if observer is not None:
         observer.begin(label, len(prompts))
-    t0 = time.perf_counter()
-    if sampler is not None:
-        sampler.start(t0)
+
+    def started(t0: float) -> None:
+        if sampler is not None:
+            sampler.start(t0)
+
     try:
         records, wall = await run_pass(
-            http, cfg, prompts, t0=t0, on_record=observer.record if observer is not None else None
+            cfg, prompts, on_start=started, on_record=observer.record if observer is not None else None
         )
     finally:
         samples = await sampler.stop() if sampler is not None else []
+        if before is not None:
+            samples.insert(0, Sample(t=0.0, running=before.running, waiting=before.waiting, kv_usage=before.kv_usage))
         if observer is not None:
             observer.end()
     stats = summarize(records, wall)
@@ -111,17 +113,18 @@ async def _one_pass(
 async def run_bench(spec: BenchSpec, observer: PassObserver | None = None) -> BenchResult:
     """Run spec.reps passes (and the warm re-run of the last rep's prompts); failures are recorded, not raised."""
     cfg = spec.client
-    async with make_client(cfg) as http, httpx.AsyncClient(timeout=10.0) as mhttp:
+    async with httpx.AsyncClient(timeout=10.0) as mhttp:
         if not cfg.model:
-            cfg = dataclasses.replace(cfg, model=await first_model(http, cfg.base_url))
+            async with make_client(cfg, connections=1) as http:
+                cfg = dataclasses.replace(cfg, model=await first_model(http, cfg.base_url))
         reps: list[PassResult] = []
         last: Sequence[Prompt] = ()
         for rep in range(spec.reps):
             last = spec.prompts_for_rep(rep)
             label = f"rep {rep + 1}"
-            reps.append(await _one_pass(http, mhttp, spec, cfg, label=label, prompts=last, observer=observer))
+            reps.append(await _one_pass(mhttp, spec, cfg, label=label, prompts=last, observer=observer))
         warm = (
-            await _one_pass(http, mhttp, spec, cfg, label="warm re-run", prompts=last, observer=observer)
+            await _one_pass(mhttp, spec, cfg, label="warm re-run", prompts=last, observer=observer)
             if spec.warm_rerun
             else None
         )

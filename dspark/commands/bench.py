@@ -24,6 +24,7 @@ from dspark.errors import ExitCode, InputError
 
 # Token ids are drawn from [10, vocab_size): 500 fits every real vocabulary and the tests' tiny models (512).
 DEFAULT_VOCAB = 500
+STREAMS_PER_PROCESS = 128
 
 
 @dataclass(frozen=True)
@@ -44,9 +45,22 @@ class LoadOptions:
     warm_rerun: bool = False
     read_metrics: bool = True
     metrics_url: str | None = None
-    sample_interval_s: float = 1.0
+    sample_interval_s: float = 5.0
     timeout_s: float = 600.0
     seed: int = 0
+    client_processes: int = 0  # 0: one per STREAMS_PER_PROCESS streams, at most one per CPU
+
+
+def client_processes(requested: int, concurrency: int, cpus: int | None = None) -> int:
+    """Processes for the clients: the requested number, or (0) one per STREAMS_PER_PROCESS streams, capped by CPUs.
+
+    One Python process reads ~10,000 streamed tokens/s (benchmarks/client_overhead.py); more streams than
+    STREAMS_PER_PROCESS could outrun it on a fast engine and make the client the bottleneck.
+    """
+    if requested > 0:
+        return requested
+    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    return max(1, min(-(-concurrency // STREAMS_PER_PROCESS), cpus))
 
 
 def _positive(name: str, value: float) -> None:
@@ -58,7 +72,8 @@ def bench_spec(load: LoadOptions, base_url: str) -> BenchSpec:
     """The runner's spec: synthetic prompts differ per rep (no cross-rep cache hits); a file's are reused."""
     for name, value in (("--requests", load.requests), ("--concurrency", load.concurrency),
                         ("--max-tokens", load.max_tokens), ("--reps", load.reps), ("--input-len", load.input_len),
-                        ("--sample-interval", load.sample_interval_s), ("--timeout", load.timeout_s)):
+                        ("--sample-interval", load.sample_interval_s), ("--timeout", load.timeout_s),
+                        ("--client-processes", load.client_processes + 1)):
         _positive(name, value)
     kind = load.prompt_kind
     if kind == "auto":
@@ -88,6 +103,7 @@ def bench_spec(load: LoadOptions, base_url: str) -> BenchSpec:
         concurrency=load.concurrency,
         timeout_s=load.timeout_s,
         api_key=os.environ.get("OPENAI_API_KEY") or None,
+        processes=client_processes(load.client_processes, load.concurrency),
     )
     return BenchSpec(
         client=client,

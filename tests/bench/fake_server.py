@@ -30,6 +30,7 @@ class FakeState:
     generation: int = 0
     running: int = 0
     max_running: int = 0
+    connections: int = 0
     requests: int = 0
     preemptions: int = 0
 
@@ -108,6 +109,7 @@ class FakeServer:
         )
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.state.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")

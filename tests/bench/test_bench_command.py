@@ -10,6 +10,7 @@ import pytest
 
 from dspark.bench.supervise import EngineProcess
 from dspark.cli import main
+from dspark.commands.bench import client_processes
 from dspark.launch import LaunchPlan
 from tests.bench.helpers import fake_engine_argv, free_port
 
@@ -89,3 +90,11 @@ def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "token-id prompts need --endpoint completions" in capsys.readouterr().err
     assert main(["bench", "--url", dead, "--requests", "0"]) == 2
     assert "--requests must be positive" in capsys.readouterr().err
+
+
+def test_client_processes_rule() -> None:
+    assert client_processes(0, 64, cpus=16) == 1
+    assert client_processes(0, 256, cpus=16) == 2
+    assert client_processes(0, 1024, cpus=4) == 4
+    assert client_processes(0, 256, cpus=1) == 1
+    assert client_processes(3, 8, cpus=1) == 3

@@ -11,6 +11,7 @@ import pytest
 from dspark.bench.client import ClientConfig, _consume, _Stream, make_client, request_body, run_pass, send_one
 from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.runner import BenchSpec, run_bench
+from dspark.bench.shard import split
 from dspark.errors import InputError
 from tests.bench.fake_server import FakeConfig, FakeServer
 from tests.bench.helpers import free_port
@@ -77,16 +78,17 @@ def test_error_event_ends_the_stream() -> None:
 
 def test_completions_pass_counts_tokens_from_usage() -> None:
     async def go() -> None:
-        async with FakeServer(FakeConfig(token_delay=0.001)) as srv, make_client(cfg(srv.url)) as http:
+        async with FakeServer(FakeConfig(token_delay=0.001)) as srv:
             prompts = synthetic_token_prompts(8, 12, vocab_size=500, seed=1)
             seen: list[int] = []
-            records, wall = await run_pass(http, cfg(srv.url), prompts, on_record=lambda r: seen.append(r.index))
+            records, wall = await run_pass(cfg(srv.url), prompts, on_record=lambda r: seen.append(r.index))
             assert [r.index for r in records] == list(range(8))
             assert sorted(seen) == list(range(8))
             assert all(r.ok and r.output_tokens == 5 and r.prompt_tokens == 12 for r in records)
             assert all(r.start < r.first_token <= r.last_token <= r.end for r in records)  # type: ignore[operator]
             assert wall >= max(r.end for r in records) - min(r.start for r in records)
             assert srv.state.max_running == 4  # 4 closed-loop clients, never more
+            assert srv.state.connections == 4  # each client keeps its connection: bodies are read to the end
     asyncio.run(go())
 
 
@@ -103,9 +105,7 @@ def test_chat_without_usage_counts_chunks() -> None:
 def test_failures_become_records_not_exceptions() -> None:
     async def go() -> None:
         async with FakeServer(FakeConfig(fail_every=3)) as srv:
-            c = cfg(srv.url)
-            async with make_client(c) as http:
-                records, _ = await run_pass(http, c, synthetic_token_prompts(6, 4, vocab_size=500, seed=0))
+            records, _ = await run_pass(cfg(srv.url), synthetic_token_prompts(6, 4, vocab_size=500, seed=0))
             errors = [r.error for r in records if r.error]
             assert errors == ['HTTP 500: {"error": {"message": "injected failure"}}'] * 2
         dead = cfg(f"http://127.0.0.1:{free_port()}")
@@ -170,3 +170,26 @@ def test_fast_path_agrees_with_the_full_parse() -> None:
     for i, c in enumerate(chunks):
         assert s.event(c, float(i)) is True
     assert (s.first, s.last, s.chunks, s.completion_tokens, s.prompt_tokens) == (0.0, 2.0, 3, 3, 4)
+
+
+def test_split_shares() -> None:
+    assert split(10, 4) == [3, 3, 2, 2]
+    assert split(256, 2) == [128, 128]
+    assert split(3, 8) == [1, 1, 1]
+
+
+def test_clients_spread_over_processes() -> None:
+    async def go() -> None:
+        async with FakeServer(FakeConfig(token_delay=0.002)) as srv:
+            c = cfg(srv.url, concurrency=4, processes=2)
+            starts: list[float] = []
+            seen: list[int] = []
+            records, wall = await run_pass(c, synthetic_token_prompts(10, 6, vocab_size=500, seed=3),
+                                           on_start=starts.append, on_record=lambda r: seen.append(r.index))
+            assert [r.index for r in records] == list(range(10)) and sorted(seen) == list(range(10))
+            assert all(r.ok and r.output_tokens == 5 for r in records)
+            assert len(starts) == 1 and all(r.start >= starts[0] for r in records)  # one clock for all processes
+            assert wall == max(r.end for r in records) - starts[0]
+            # At most one connection per client (a client the others outpaced may never have had a prompt).
+            assert srv.state.max_running <= 4 and srv.state.connections <= 4
+    asyncio.run(go())
