@@ -108,7 +108,8 @@ _VLLM_FLAG_KNOBS = {
     "gpu_memory_utilization": "gpu_memory_utilization",
     "max_num_batched_tokens": "max_num_batched_tokens",
     "enable_prefix_caching": "enable_prefix_caching",
-    "num_speculative_tokens": "num_speculative_tokens",
+    # Not num_speculative_tokens: a pasted --speculative-config carries its method with it, and the options
+    # keep both; as a setting on its own it would need the recipe's method.
 }
 _SGLANG_FLAG_KNOBS = {
     "max_running_requests": "max_num_seqs",

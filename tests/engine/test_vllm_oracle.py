@@ -132,21 +132,10 @@ def predict_via_validate(dspark_exe: str, models: Path, c: OracleCase) -> Mappin
     return capacity
 
 
-# The figures come from `dspark validate --json` (False: from compute_vllm_capacity directly).
-USE_VALIDATE = True
-# dspark validate reads `num_speculative_tokens` from the engine flags into its settings and then refuses
-# it without a recipe's speculative method (dspark/settings.py _check_against_recipe); the direct
-# prediction matches the engine for these (test_blocks_match_the_engine and the kv_line assertion).
-VALIDATE_REFUSES_SPEC_FLAGS = {"hybrid-mtp2", "mla-mtp1", "dense-ngram3"}
-
-
 def predicted_figures(dspark_exe: str, models: Path, c: OracleCase) -> tuple[int, float, int]:
-    """(kv_pool_tokens, max_concurrency, max_model_len) as dspark predicts them for the case."""
-    if USE_VALIDATE:
-        cap = predict_via_validate(dspark_exe, models, c)
-        return int(str(cap["kv_pool_tokens"])), float(str(cap["max_concurrency"])), int(str(cap["max_model_len"]))
-    pred = predict_direct(models, c)
-    return pred.kv_pool_tokens, pred.max_concurrency, pred.max_model_len
+    """(kv_pool_tokens, max_concurrency, max_model_len) as `dspark validate --json` predicts them for the case."""
+    cap = predict_via_validate(dspark_exe, models, c)
+    return int(str(cap["kv_pool_tokens"])), float(str(cap["max_concurrency"])), int(str(cap["max_model_len"]))
 
 
 REPORT: dict[str, dict[str, object]] = {}
@@ -189,14 +178,7 @@ def oracle(
 @pytest.mark.parametrize(
     "c",
     [
-        pytest.param(
-            c,
-            marks=pytest.mark.xfail(
-                c.id in VALIDATE_REFUSES_SPEC_FLAGS and USE_VALIDATE,
-                reason="dspark validate refuses num_speculative_tokens given as an engine flag (settings.py)",
-                strict=True,
-            ),
-        )
+        pytest.param(c)
         for c in CASES
         if c.id not in REFUSED
     ],
