@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dspark import __version__
 from dspark.architecture import Drafter, ModelArchitecture, parse_config, parse_drafter
 from dspark.capacity import CapacitySummary
+from dspark.capacity.engine import CapacityResult, compute_capacity
 from dspark.engines import get_engine
 from dspark.engines.base import ServeConfig
 from dspark.errors import InputError, SettingsError
@@ -281,11 +282,15 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
     gpu = _first_gpu(hardware, settings)
 
-    from dspark.capacity.engine import compute_capacity  # noqa: PLC0415
+    from dspark.capacity.vllm import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
 
-    result = compute_capacity(
-        engine_name, arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=request.env
-    )
+    try:
+        result = compute_capacity(
+            engine_name, arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=request.env,
+            cpu_flags=hardware.cpu_flags if settings.platform.value == "cpu" else None, cpu_arch=hardware.cpu_arch,
+        )
+    except VllmNotModelledError as exc:
+        result = _observed_capacity(exc, recipe, settings, arch, gpu)
     # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
     summary = _with_observed_safe_seats(result.summary, recipe, settings)
     findings = list(result.findings)
@@ -317,6 +322,45 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         serve=serve,
         plan=plan,
     )
+
+
+def _observed_capacity(
+    exc: Exception, recipe: Recipe | None, settings: ResolvedSettings, arch: ModelArchitecture, gpu: GpuInfo | None
+) -> CapacityResult:
+    """When dspark cannot reproduce the engine's KV accounting, a recipe's observed pool stands in, labelled so."""
+    window = settings.max_model_len.value
+    seats = settings.max_num_seqs.value
+    observed = list(_observations(recipe, settings, "kv_pool_tokens", seats)) if window else []
+    if not observed or window is None:
+        raise exc
+    from dspark.capacity.graphs import vllm_capture_sizes  # noqa: PLC0415
+    from dspark.capacity.seats import expert_coverage, safe_seats_full_window  # noqa: PLC0415
+
+    obs = observed[0]
+    pool = int(obs.value)
+    spec = recipe.speculative.num_speculative_tokens if recipe and recipe.speculative else 0
+    # vLLM serve's batch default for GPUs of >= 70 GiB (EngineArgs.get_batch_defaults) unless set.
+    batched = settings.max_num_batched_tokens.value or 8192
+    graphs = vllm_capture_sizes(max_num_seqs=seats, num_speculative_tokens=spec, max_num_batched_tokens=batched,
+                                compute_capability=gpu.compute_capability if gpu else None)
+    concurrency = pool / window
+    summary = CapacitySummary(
+        engine="vllm", engine_version="0.32.0", kv_pool_tokens=pool, max_concurrency=concurrency,
+        max_model_len=window, kv_bytes_per_token=0, kv_budget_bytes=settings.kv_cache_memory_bytes.value or 0,
+        kv_budget_source="observed", kv_budget_assumptions=(f"pool observed: {obs.source}",),
+        cudagraph_max_capture_size=graphs.max_capture_size, cudagraph_capture_sizes=graphs.sizes,
+        max_num_seqs=seats, safe_max_num_seqs=safe_seats_full_window(concurrency),
+        avg_context_at_max_num_seqs=pool // seats,
+        expert_coverage=(
+            expert_coverage(arch.moe.num_experts, arch.moe.top_k, seats * (1 + spec)) if arch.moe else None
+        ),
+        details={"not_modelled": getattr(exc, "message", str(exc))},
+    )
+    reason = getattr(exc, "message", str(exc))
+    finding = Finding("warn", "engine-not-modelled",
+                      f"{reason}; the pool and contexts below are the recipe's observation ({obs.source}), "
+                      "not a prediction, and the memory check is skipped")
+    return CapacityResult(summary, (finding,), None, None)
 
 
 def _draft_ref(options: Any, recipe: Recipe | None) -> str | None:

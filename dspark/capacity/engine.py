@@ -47,10 +47,16 @@ def compute_capacity(
     weights: WeightBytes | None,
     drafter: Drafter | None,
     env: Mapping[str, str],
+    cpu_flags: tuple[str, ...] | None = None,
+    cpu_arch: str | None = None,
 ) -> CapacityResult:
-    """Dispatch to the engine's accounting with the resolved settings laid over the pasted engine flags."""
+    """Dispatch to the engine's accounting with the resolved settings laid over the pasted engine flags.
+
+    cpu_flags / cpu_arch: the host CPU, for CPU engines (vLLM picks kernels and state dtypes by them).
+    """
     if engine == "vllm":
-        return _vllm(arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=env)
+        return _vllm(arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=env,
+                     cpu=_cpu_features(cpu_flags, cpu_arch))
     return _sglang(arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter)
 
 
@@ -79,8 +85,27 @@ def _vllm_options(options: Any, s: ResolvedSettings, recipe: Recipe | None) -> A
     return replace(options, **{k: v for k, v in overlay.items() if v is not None})
 
 
+def _cpu_features(flags: tuple[str, ...] | None, arch: str | None) -> Any:
+    """vLLM's CPU-platform facts from the host's ISA flags; None (vLLM's model assumes AMX x86) when unknown."""
+    if flags is None:
+        return None
+    from dspark.capacity.vllm import CpuFeatures  # noqa: PLC0415
+
+    machine = (arch or "").lower()
+    family: Literal["x86", "arm", "riscv", "powerpc", "other"] = "other"
+    if machine in ("aarch64", "arm64"):
+        family = "arm"
+    elif machine in ("x86_64", "amd64"):
+        family = "x86"
+    elif machine.startswith("riscv"):
+        family = "riscv"
+    elif machine.startswith("ppc"):
+        family = "powerpc"
+    return CpuFeatures(amx="amx_tile" in flags, avx512_bf16="avx512_bf16" in flags, arch=family)
+
+
 def _vllm(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Recipe | None, *, gpu: GpuInfo | None,
-          weights: WeightBytes | None, drafter: Drafter | None, env: Mapping[str, str]) -> CapacityResult:
+          weights: WeightBytes | None, drafter: Drafter | None, env: Mapping[str, str], cpu: Any) -> CapacityResult:
     from dspark.capacity.vllm import compute_vllm_capacity  # noqa: PLC0415 - only the engine in use is imported
 
     platform: Literal["cpu", "cuda"] = "cpu" if s.platform.value == "cpu" else "cuda"
@@ -95,7 +120,7 @@ def _vllm(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Re
             device_free_bytes=gpu.free_bytes if gpu else None,
             compute_capability=gpu.compute_capability if gpu else None,
             weights_per_gpu_bytes=weights_per_gpu, drafter=drafter, environ=engine_env,
-            device_name=gpu.name if gpu else None,
+            device_name=gpu.name if gpu else None, cpu_features=cpu if platform == "cpu" else None,
         )
 
     cap = run(opts)

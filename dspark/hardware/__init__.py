@@ -53,6 +53,8 @@ class HardwareSnapshot:
     host_memory_total_bytes: int | None = None
     host_memory_available_bytes: int | None = None
     cgroup_limit_bytes: int | None = None
+    cpu_flags: tuple[str, ...] = ()  # the host CPU's ISA flags a CPU engine branches on (amx_tile, avx512_bf16)
+    cpu_arch: str | None = None  # platform.machine(): x86_64, aarch64, ...
     notes: tuple[str, ...] = field(default=())
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import platform
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -55,7 +56,26 @@ def _fallback(profile: str, reason: str) -> HardwareSnapshot:
     )
 
 
-def host_snapshot(read: Callable[[], HostMemory] = read_host_memory) -> HardwareSnapshot:
+# The flags vLLM's CPU platform branches on (AMX attention / MLA backends, the GDN state dtype reset).
+_CPU_FLAGS_OF_INTEREST = frozenset({"amx_tile", "amx_bf16", "avx512f", "avx512_bf16"})
+
+
+def read_cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, ...]:
+    """The ISA flags of interest from /proc/cpuinfo's first `flags` line (empty where there is none)."""
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:
+        return ()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return tuple(sorted(set(value.split()) & _CPU_FLAGS_OF_INTEREST))
+    return ()
+
+
+def host_snapshot(
+    read: Callable[[], HostMemory] = read_host_memory, cpuinfo: Path = Path("/proc/cpuinfo")
+) -> HardwareSnapshot:
     """This host's memory as the one device of a CPU engine (vLLM's CPU build keeps its KV cache there)."""
     host = read()
     device = GpuInfo(
@@ -75,4 +95,6 @@ def host_snapshot(read: Callable[[], HostMemory] = read_host_memory) -> Hardware
         host_memory_total_bytes=host.total_bytes,
         host_memory_available_bytes=host.available_bytes,
         cgroup_limit_bytes=host.cgroup.limit_bytes if host.cgroup else None,
+        cpu_flags=read_cpu_flags(cpuinfo),
+        cpu_arch=platform.machine(),
     )

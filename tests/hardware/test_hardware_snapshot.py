@@ -69,6 +69,8 @@ def test_dict_shape() -> None:
         "host_memory_total_bytes",
         "host_memory_available_bytes",
         "cgroup_limit_bytes",
+        "cpu_flags",
+        "cpu_arch",
         "notes",
     ]
     gpu = data["gpus"][0]

@@ -80,3 +80,17 @@ def test_unknown_spec_lists_profiles() -> None:
     message = str(info.value)
     assert "--hardware 'h300' is neither a built-in profile nor an existing file" in message
     assert "gb10, gb10x2, rtx5090, h100-80gb, h200, b200" in message
+
+
+def test_host_snapshot_reads_the_cpu_flags_a_cpu_engine_branches_on(tmp_path: Path) -> None:
+    from dspark.hardware.select import host_snapshot
+    from dspark.hardware.unified import HostMemory
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_bf16 amx_tile amx_int8\n\nprocessor\t: 1\n")
+    snap = host_snapshot(lambda: HostMemory(total_bytes=24 << 30, available_bytes=20 << 30), cpuinfo=cpuinfo)
+    assert snap.cpu_flags == ("amx_tile", "avx512_bf16", "avx512f")
+    (device,) = snap.gpus
+    assert (device.total_bytes, device.free_bytes, device.memory_source) == (24 << 30, 20 << 30, "unified")
+    missing = host_snapshot(lambda: HostMemory(total_bytes=1, available_bytes=1), cpuinfo=tmp_path / "absent")
+    assert missing.cpu_flags == ()
