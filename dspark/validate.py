@@ -528,8 +528,10 @@ def serve_config(
         if drafter_model:
             speculative["model"] = drafter_model
     pin_tokens = s.max_total_tokens.value
-    if engine == "sglang" and pin_tokens is None and s.kv_cache_memory_bytes.value is not None:
-        pin_tokens = cap.kv_pool_tokens  # SGLang pins in tokens: the validated pool
+    if engine == "sglang" and pin_tokens is None and cap.kv_pool_tokens > 0:
+        # SGLang takes min(profiled, --max-total-tokens): pinning the validated pool never grows it, and a
+        # start on busier memory cannot silently shrink it below what was validated without saying so.
+        pin_tokens = cap.kv_pool_tokens
     env = dict(recipe.env) if recipe else {}
     return ServeConfig(
         engine=engine,
