@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
+from dspark.engines.flag_values import float_value, int_value
 from dspark.errors import SettingsError
 
 KV_CACHE_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16")
@@ -88,20 +89,6 @@ def human_readable_int(value: str, *, flag: str) -> int:
         ) from None
 
 
-def _int(value: str, flag: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise SettingsError(f"{flag} {value}: not an integer") from None
-
-
-def _float(value: str, flag: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise SettingsError(f"{flag} {value}: not a number") from None
-
-
 def _choice(value: str, flag: str, choices: Sequence[str]) -> str:
     if value not in choices:
         raise SettingsError(f"{flag} {value}: not one of {', '.join(choices)}")
@@ -164,7 +151,7 @@ def _convert(kind: str, value: str, flag: str) -> object:
         return _choice(value, flag, GRAPH_BACKENDS) == "disabled"
     if kind == "hint":
         return human_readable_int(value, flag=flag)
-    numbers = {"int": _int, "float": _float}
+    numbers = {"int": int_value, "float": float_value}
     return numbers[kind](value, flag) if kind in numbers else value
 
 
@@ -195,7 +182,7 @@ def parse_sglang_flags(argv: Sequence[str]) -> SglangOptions:
                     j += 1
                 if not items:
                     raise SettingsError(f"{name} needs at least one batch size")
-                values[_LIST_FLAGS[name]] = tuple(_int(v, name) for v in items)
+                values[_LIST_FLAGS[name]] = tuple(int_value(v, name) for v in items)
                 i = j if not eq else i + 1
                 continue
             if eq:

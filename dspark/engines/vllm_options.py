@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from dspark.engines.flag_values import float_value, int_value
 from dspark.errors import SettingsError
 
 MaxModelLen = int | Literal["auto"]
@@ -98,20 +99,6 @@ def _max_model_len(value: str, flag: str) -> MaxModelLen:
     return human_readable_int(text, flag=flag)
 
 
-def _int(value: str, flag: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise SettingsError(f"{flag} {value}: not an integer") from None
-
-
-def _float(value: str, flag: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise SettingsError(f"{flag} {value}: not a number") from None
-
-
 def _json_object(value: str, flag: str) -> dict[str, Any]:
     try:
         obj = json.loads(value)
@@ -182,13 +169,13 @@ def _normalise(name: str) -> str:
 
 def _convert(kind: str, value: str, flag: str) -> Any:
     if kind == "int":
-        return _int(value, flag)
+        return int_value(value, flag)
     if kind == "size":
         return human_readable_int(value, flag=flag)
     if kind == "len":
         return _max_model_len(value, flag)
     if kind == "float":
-        return _float(value, flag)
+        return float_value(value, flag)
     return value
 
 
@@ -216,7 +203,7 @@ def _apply_compilation(values: dict[str, Any], conf: dict[str, Any], flag: str) 
     if "cudagraph_mode" in conf and conf["cudagraph_mode"] is not None:
         values["cudagraph_mode"] = str(conf["cudagraph_mode"]).upper()
     if "max_cudagraph_capture_size" in conf and conf["max_cudagraph_capture_size"] is not None:
-        values["max_cudagraph_capture_size"] = _int(str(conf["max_cudagraph_capture_size"]), flag)
+        values["max_cudagraph_capture_size"] = int_value(str(conf["max_cudagraph_capture_size"]), flag)
     if "cudagraph_capture_sizes" in conf and conf["cudagraph_capture_sizes"] is not None:
         values["cudagraph_capture_sizes"] = _sizes(conf["cudagraph_capture_sizes"], flag)
 
@@ -255,7 +242,7 @@ class _Reader:
             items.append(self.args[self.pos])
         if not items:
             raise SettingsError(f"{flag} needs at least one integer")
-        self.values["cudagraph_capture_sizes"] = tuple(_int(x, flag) for x in items)
+        self.values["cudagraph_capture_sizes"] = tuple(int_value(x, flag) for x in items)
 
     def keep_unknown(self, arg: str, inline: str | None) -> None:
         """Keep an unknown flag with its value, so the value is not read as the model or a flag."""
