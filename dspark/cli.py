@@ -219,7 +219,7 @@ def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Seconds one request may take."),
         click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic prompts."),
         click.option("--client-processes", type=int, default=0, show_default=True,
-                     help="Processes the clients run in; 0: one per 128 streams, at most one per CPU."),
+                     help="Processes the clients run in; 0: one per 64 streams, at most one per CPU."),
         click.option("--no-progress", is_flag=True, help="No progress bar."),
     ]
     for option in reversed(options):

@@ -43,13 +43,18 @@ def _child(cfg: ClientConfig, prompts: list[Prompt], counter: Synchronized[int],
             counter.value = i + 1
             return i
 
-    ready.set()
-    go.wait()
-    cpu0 = time.process_time()
+    cpu0 = [0.0]
+
+    def started() -> None:
+        # Ready only once imports are done and the clients are built; block until every child is.
+        ready.set()
+        go.wait()
+        cpu0[0] = time.process_time()
+
     try:
-        asyncio.run(run_clients(cfg, prompts, take, out.put))
+        asyncio.run(run_clients(cfg, prompts, take, out.put, started))
     finally:
-        out.put(time.process_time() - cpu0)
+        out.put(time.process_time() - cpu0[0])
 
 
 async def _collect(
@@ -103,9 +108,13 @@ async def run_sharded(
     loop = asyncio.get_running_loop()
     records: list[RequestRecord | None] = [None] * len(prompts)
     try:
-        for ready in readies:
-            if not await loop.run_in_executor(None, ready.wait, _READY_TIMEOUT_S):
-                raise DsparkError(f"a bench client process did not start within {_READY_TIMEOUT_S:.0f} s")
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        for proc, ready in zip(children, readies, strict=True):
+            while not await loop.run_in_executor(None, ready.wait, 0.5):
+                if proc.exitcode is not None:
+                    raise DsparkError(f"a bench client process exited ({proc.exitcode}) before it was ready")
+                if time.monotonic() > deadline:
+                    raise DsparkError(f"a bench client process did not start within {_READY_TIMEOUT_S:.0f} s")
         start = time.perf_counter()
         cpu0 = time.process_time()
         if on_start is not None:

@@ -94,7 +94,8 @@ def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 def test_client_processes_rule() -> None:
     assert client_processes(0, 64, cpus=16) == 1
-    assert client_processes(0, 256, cpus=16) == 2
+    assert client_processes(0, 65, cpus=16) == 2
+    assert client_processes(0, 256, cpus=16) == 4
     assert client_processes(0, 1024, cpus=4) == 4
     assert client_processes(0, 256, cpus=1) == 1
     assert client_processes(3, 8, cpus=1) == 3
