@@ -1,0 +1,177 @@
+"""dspark bench against vLLM's own `vllm bench serve`, on the same live vLLM CPU server, in one run.
+
+Builds a tiny random-weight Qwen3 with a word-level tokenizer ("t0".."t511", one token per word, so both clients
+send text prompts of exactly --input-len tokens), starts vLLM's CPU build under dspark's supervisor, then
+rotates the clients (dspark bench with and without its /metrics sampler, and vllm bench serve) on the same
+workload (random prompts, --requests requests, --concurrency streams,
+--max-tokens output tokens with ignore_eos) for --rounds rounds, and compares aggregate decode tok/s
+(output tokens / wall time: vLLM's "Output token throughput"), TTFT and per-stream decode.
+
+  python benchmarks/bench_vs_vllm.py [--rounds 8] [--requests 32] [--concurrency 8] [--max-tokens 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from dspark.bench.client import ClientConfig  # noqa: E402
+from dspark.bench.report import write_atomic  # noqa: E402
+from dspark.bench.runner import BenchSpec, run_bench  # noqa: E402
+from dspark.bench.supervise import EngineProcess  # noqa: E402
+from dspark.launch import LaunchPlan  # noqa: E402
+
+VOCAB = 512
+# dspark bench as shipped (samples /metrics every 5 s), the same client without /metrics, and vLLM's own.
+CLIENTS = ["dspark bench", "dspark bench --no-metrics", "vllm bench serve"]
+BUILD = """
+import sys, torch, transformers as tf
+from tokenizers import Tokenizer, models, pre_tokenizers
+out = sys.argv[1]
+vocab = {f"t{i}": i for i in range(VOCAB)}
+tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
+tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+fast = tf.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0", eos_token="t1", pad_token="t2")
+cfg = tf.Qwen3Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=4096,
+    tie_word_embeddings=True, dtype="bfloat16", eos_token_id=1, pad_token_id=2)
+torch.manual_seed(0)
+tf.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).save_pretrained(out)
+fast.save_pretrained(out)
+""".replace("VOCAB", str(VOCAB))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def text_prompts(count: int, length: int, seed: int) -> list[str]:
+    """Prompts of exactly `length` tokens of the word-level vocabulary (ids 10.. to avoid the special ones)."""
+    rng = random.Random(seed)  # noqa: S311 - reproducible prompts
+    return [" ".join(f"t{rng.randrange(10, VOCAB)}" for _ in range(length)) for _ in range(count)]
+
+
+def run_ours(url: str, model: str, a: argparse.Namespace, seed: int, read_metrics: bool) -> dict[str, float]:
+    cfg = ClientConfig(base_url=url, model=model, max_tokens=a.max_tokens, concurrency=a.concurrency)
+    spec = BenchSpec(client=cfg, prompts_for_rep=lambda _r: text_prompts(a.requests, a.input_len, seed),
+                     prompt_source="word-level text", read_metrics=read_metrics)
+    cpu0 = time.process_time()
+    res = asyncio.run(run_bench(spec))
+    cpu = time.process_time() - cpu0  # the whole bench: clients, and the /metrics scrapes when on
+    s = res.reps[0].stats
+    assert s.errors == 0, s.error_messages
+    return {"aggregate_decode_tps": s.aggregate_decode_tps, "ttft_mean_s": s.ttft_mean_s,
+            "per_stream_decode_tps": s.per_stream_decode_tps, "wall_s": s.wall_time_s,
+            "output_tokens": float(s.output_tokens), "client_cpu_s": cpu}
+
+
+def run_vllm(vllm: str, url: str, model: str, a: argparse.Namespace, seed: int, work: Path) -> dict[str, float]:
+    name = f"vllm-bench-{seed}.json"
+    argv = [vllm, "bench", "serve", "--backend", "vllm", "--base-url", url, "--model", model, "--tokenizer", model,
+            "--dataset-name", "random", "--random-input-len", str(a.input_len), "--random-output-len",
+            str(a.max_tokens), "--random-range-ratio", "0", "--num-prompts", str(a.requests), "--max-concurrency",
+            str(a.concurrency), "--ignore-eos", "--seed", str(seed), "--disable-tqdm", "--save-result",
+            "--result-dir", str(work), "--result-filename", name]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"vllm bench serve failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    r = json.loads((work / name).read_text())
+    assert r["failed"] == 0, r
+    return {"aggregate_decode_tps": r["output_throughput"], "ttft_mean_s": r["mean_ttft_ms"] / 1000,
+            "per_stream_decode_tps": 1000 / r["mean_tpot_ms"] if r["mean_tpot_ms"] else float("nan"),
+            "wall_s": r["duration"], "output_tokens": float(r["total_output_tokens"])}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--engine-python", default=str(ROOT / ".engines/vllm/bin/python"))
+    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--requests", type=int, default=32)
+    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--input-len", type=int, default=256)
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--work-dir", type=Path)
+    p.add_argument("--out", type=Path, help="write the figures as JSON here")
+    a = p.parse_args()
+    work = a.work_dir or Path(tempfile.mkdtemp(prefix="dspark-vs-vllm-"))
+    model = work / "qwen3-tiny-wordlevel"
+    if not (model / "tokenizer.json").exists():
+        subprocess.run([a.engine_python, "-c", BUILD, str(model)], check=True, capture_output=True, timeout=600)
+    vllm = str(Path(a.engine_python).with_name("vllm"))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    plan = LaunchPlan(engine="vllm", argv=(
+        a.engine_python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--enforce-eager",
+        "--max-num-seqs", str(a.concurrency), "--kv-cache-memory-bytes", str(64 << 20), "--max-model-len", "2048",
+        "--port", str(port), "--host", "127.0.0.1"))
+    engine = EngineProcess(plan, log_path=work / "engine.log")
+    engine.start()
+    rows: list[dict[str, Any]] = []
+    try:
+        print(f"vLLM healthy after {engine.wait_healthy(url + '/health', 900):.0f} s; log: {work / 'engine.log'}")
+        for rnd in range(a.rounds):
+            # Rotate who goes first, so warm-up and drift do not favour one client.
+            order = CLIENTS[rnd % len(CLIENTS):] + CLIENTS[:rnd % len(CLIENTS)]
+            for who in order:
+                seed = 1000 * rnd + CLIENTS.index(who)
+                t0 = time.monotonic()
+                if who == "vllm bench serve":
+                    fig = run_vllm(vllm, url, str(model), a, seed, work)
+                else:
+                    fig = run_ours(url, str(model), a, seed, read_metrics=who == "dspark bench")
+                rows.append({"round": rnd + 1, "client": who, **fig})
+                cpu = f", client CPU {fig['client_cpu_s']:.2f} s" if "client_cpu_s" in fig else ""
+                print(f"round {rnd + 1} {who:>24}: {fig['aggregate_decode_tps']:7.1f} tok/s aggregate, "
+                      f"TTFT {fig['ttft_mean_s']:.3f} s, per-stream {fig['per_stream_decode_tps']:6.1f} tok/s, "
+                      f"{fig['output_tokens']:.0f} tokens ({time.monotonic() - t0:.0f} s{cpu})", flush=True)
+    finally:
+        stop = engine.stop(30)
+        print(f"engine stopped: rc {stop.returncode}, killed {stop.killed}")
+
+    def value(n: int, client: str, key: str) -> float:
+        return float(next(r[key] for r in rows if r["round"] == n and r["client"] == client))
+
+    rounds = range(1, a.rounds + 1)
+    keys = ("aggregate_decode_tps", "ttft_mean_s", "per_stream_decode_tps")
+    summary = {k: {c: statistics.mean(value(n, c, k) for n in rounds) for c in CLIENTS} for k in keys}
+    # Paired per round against vllm bench serve: the machine's load drifts (other engines share its cores),
+    # one round's runs less so; the median resists the rounds a neighbour's engine start lands in.
+    paired = {c: [value(n, c, "aggregate_decode_tps") / value(n, "vllm bench serve", "aggregate_decode_tps") - 1
+                  for n in rounds] for c in CLIENTS[:2]}
+    spread = {c: statistics.pstdev(value(n, c, "aggregate_decode_tps") for n in rounds)
+              / summary["aggregate_decode_tps"][c] for c in CLIENTS}
+    print(f"\nworkload: {a.requests} requests x {a.input_len} in / {a.max_tokens} out, {a.concurrency} streams, "
+          f"{a.rounds} rounds")
+    print(f"{'mean over rounds':24}" + "".join(f"{c:>26}" for c in CLIENTS))
+    for k, v in summary.items():
+        print(f"{k:24}" + "".join(f"{v[c]:26.3f}" for c in CLIENTS))
+    print(f"{'run-to-run spread (sd)':24}" + "".join(f"{spread[c]:26.1%}" for c in CLIENTS))
+    for c, diffs in paired.items():
+        print(f"aggregate decode, {c} against vllm bench serve: median {statistics.median(diffs):+.1%}, "
+              f"mean {statistics.mean(diffs):+.1%}; per round " + ", ".join(f"{x:+.1%}" for x in diffs))
+    if a.out:
+        write_atomic(a.out, json.dumps({"workload": vars(a) | {"work_dir": str(work), "out": str(a.out),
+                                                              "engine_python": a.engine_python},
+                                        "rows": rows, "summary": summary, "aggregate_diff_per_round": paired,
+                                        "spread": spread}, indent=2,
+                                       default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
