@@ -133,6 +133,8 @@ def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--master-addr", metavar="ADDR", help="Address of node 0 (multi-node)."),
         click.option("--master-port", metavar="PORT", help="Port of node 0 (multi-node)."),
         click.option("--port", metavar="PORT", help="Port the server listens on."),
+        click.option("--peer-hardware", multiple=True, metavar="FILE",
+                     help="Saved probe of another node (dspark probe --json); repeat per node."),
         click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout."),
         click.option("--explain", is_flag=True, help="Show each setting's value and where it came from."),
     ]
@@ -150,7 +152,8 @@ def _validate_request(ctx: click.Context, recipe: str | None, params: dict[str, 
 
     engine_flags = tuple((ctx.find_root().obj or {}).get("engine_flags", ()))
     flags = {k: params[k] for k in _KNOB_OPTIONS if params.get(k) is not None}
-    return ValidateRequest(flags=flags, recipe=recipe, engine_flags=engine_flags, env=dict(os.environ))
+    return ValidateRequest(flags=flags, recipe=recipe, engine_flags=engine_flags, env=dict(os.environ),
+                           peer_hardware=tuple(params.get("peer_hardware") or ()))
 
 
 @cli.command(epilog="Engine flags go after --: dspark validate --model DIR -- --max-model-len 4096")

@@ -11,6 +11,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dspark import __version__
@@ -24,7 +25,7 @@ from dspark.findings import Finding, gib, idle_free_findings, verdict_of
 from dspark.hardware import GpuInfo, HardwareSnapshot
 from dspark.hardware.profiles import DEFAULT_PROFILE
 from dspark.hardware.select import host_snapshot, resolve_hardware
-from dspark.hardware.snapshot import snapshot_to_dict
+from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.launch import LaunchPlan
 from dspark.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
 from dspark.weights import WeightBytes, weight_bytes
@@ -47,6 +48,7 @@ class ValidateRequest:
     recipe: str | None = None
     engine_flags: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    peer_hardware: tuple[str, ...] = ()  # saved probes (`dspark probe --json`) of the other nodes
 
 
 @dataclass(frozen=True)
@@ -294,7 +296,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
     summary = _with_observed_safe_seats(result.summary, recipe, settings)
     findings = list(result.findings)
-    findings += _memory_findings(engine_name, result.footprint_bytes, hardware, settings)
+    peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
+    findings += _memory_findings(result.footprint_bytes, hardware, settings, peers)
     findings += _observation_findings(result.summary, recipe, settings)
     findings += _seat_findings(summary, settings, arch)
     if weights is None:
@@ -386,29 +389,39 @@ def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings) -> GpuInf
 
 
 def _memory_findings(
-    engine: str, footprint: int | None, hw: HardwareSnapshot, settings: ResolvedSettings
+    footprint: int | None, hw: HardwareSnapshot, settings: ResolvedSettings, peers: tuple[HardwareSnapshot, ...] = ()
 ) -> list[Finding]:
+    """Each node's fit: this one, then every peer whose saved probe was given; a note for nodes not seen."""
     if footprint is None or not hw.gpus:
         return []
+    out = _node_fit(footprint, hw, settings, label="")
+    nodes = max(hw.nodes, settings.nnodes.value)
+    for rank, peer in enumerate(peers, start=1):
+        out += _node_fit(footprint, peer, settings, label=f"node {rank} ({peer.hostname}): ")
+    unseen = nodes - 1 - len(peers)
+    if unseen > 0 and hw.source != "profile":
+        out.append(Finding("info", "per-node",
+                           f"checked this node only; {unseen} other node(s) must have as much free memory "
+                           "(pass each one's saved probe with --peer-hardware FILE)"))
+    elif unseen > 0:
+        out.append(Finding("info", "per-node", f"the profile describes {hw.nodes} identical node(s); each was "
+                           "checked as this one"))
+    return out
+
+
+def _node_fit(footprint: int, hw: HardwareSnapshot, settings: ResolvedSettings, *, label: str) -> list[Finding]:
     need = _gpus_per_node(settings)
-    out: list[Finding] = []
+    if len(hw.gpus) < need:
+        return [Finding("fail", "not-enough-gpus", f"{label}{hw.description} has {len(hw.gpus)} GPU(s); the plan "
+                        f"needs {need} per node")]
     if hw.unified:
         # One pool per node: every GPU of the node draws on the host's memory.
         free = min(g.free_bytes for g in hw.gpus[:need])
-        out += idle_free_findings(free, footprint * need, unified=True, where=f"{hw.gpus[0].name} (unified memory)")
-    else:
-        for g in hw.gpus[:need]:
-            out += idle_free_findings(g.free_bytes, footprint, unified=False, where=f"GPU {g.index} {g.name}")
-    if hw.nodes > 1 or settings.nnodes.value > 1:
-        out.append(
-            Finding(
-                "info",
-                "per-node",
-                f"checked one node of {max(hw.nodes, settings.nnodes.value)}; "
-                "the others must have the same free memory (validate each node, or pass its saved probe "
-                "with --hardware)",
-            )
-        )
+        return idle_free_findings(free, footprint * need, unified=True,
+                                  where=f"{label}{hw.gpus[0].name} (unified memory)")
+    out: list[Finding] = []
+    for g in hw.gpus[:need]:
+        out += idle_free_findings(g.free_bytes, footprint, unified=False, where=f"{label}GPU {g.index} {g.name}")
     return out
 
 

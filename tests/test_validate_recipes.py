@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dspark.validate import ValidateRequest, validate
@@ -48,3 +50,27 @@ def test_flash_next_sglang_safe_default_follows_the_observed_pool() -> None:
     # Observed 1,482,304 tokens at 16 seats = 5.65 contexts of 262,144: the safe default is 5, not the prediction.
     assert report.capacity.safe_max_num_seqs == 5  # type: ignore[attr-defined]
     assert "observed-pool-differs" in {f.code for f in report.findings}  # type: ignore[attr-defined]
+
+
+PROBES = Path(__file__).parent / "fixtures" / "probes"  # saved by `dspark probe --json` on a real H200
+
+
+def test_each_node_is_checked_with_the_peers_saved_probe() -> None:
+    # Node 0: the idle H200; node 1: the same H200 with 100 GiB held by another process (real probes).
+    flags = {"hardware": str(PROBES / "h200-idle.json")}
+    fits = validate(ValidateRequest(flags=flags, recipe="flash-next-vllm", env={},
+                                    peer_hardware=(str(PROBES / "h200-idle.json"),)))
+    assert fits.verdict == "warn"  # the observed-contexts warning only
+    busy = validate(ValidateRequest(flags=flags, recipe="flash-next-vllm", env={},
+                                    peer_hardware=(str(PROBES / "h200-100gib-held.json"),)))
+    assert busy.verdict == "fail"
+    failing = [f for f in busy.findings if f.code == "does-not-fit"]
+    assert len(failing) == 1
+    assert failing[0].message.startswith("node 1 (vm): GPU 0 NVIDIA H200: the engine needs about 48.73 GiB but only 39.29")
+
+
+def test_a_live_node_without_peer_probes_says_the_others_were_not_checked() -> None:
+    report = validate(ValidateRequest(flags={"hardware": str(PROBES / "h200-idle.json")}, recipe="flash-next-vllm",
+                                      env={}))
+    note = next(f for f in report.findings if f.code == "per-node")
+    assert "--peer-hardware" in note.message
