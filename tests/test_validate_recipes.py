@@ -66,7 +66,9 @@ def test_each_node_is_checked_with_the_peers_saved_probe() -> None:
     assert busy.verdict == "fail"
     failing = [f for f in busy.findings if f.code == "does-not-fit"]
     assert len(failing) == 1
-    assert failing[0].message.startswith("node 1 (vm): GPU 0 NVIDIA H200: the engine needs about 48.73 GiB but only 39.29")
+    assert failing[0].message.startswith(
+        "node 1 (vm): GPU 0 NVIDIA H200: the engine needs about 48.73 GiB but only 39.29"
+    )
 
 
 def test_a_live_node_without_peer_probes_says_the_others_were_not_checked() -> None:
