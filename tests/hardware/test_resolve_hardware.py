@@ -10,8 +10,9 @@ from dspark.errors import HardwareError, InputError
 from dspark.hardware import HardwareSnapshot
 from dspark.hardware.nvml import NvmlUnavailable
 from dspark.hardware.profiles import get_profile
-from dspark.hardware.select import resolve_hardware
+from dspark.hardware.select import host_snapshot, resolve_hardware
 from dspark.hardware.snapshot import save_snapshot
+from dspark.hardware.unified import HostMemory
 
 
 class _Source:
@@ -83,9 +84,6 @@ def test_unknown_spec_lists_profiles() -> None:
 
 
 def test_host_snapshot_reads_the_cpu_flags_a_cpu_engine_branches_on(tmp_path: Path) -> None:
-    from dspark.hardware.select import host_snapshot
-    from dspark.hardware.unified import HostMemory
-
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_bf16 amx_tile amx_int8\n\nprocessor\t: 1\n")
     snap = host_snapshot(lambda: HostMemory(total_bytes=24 << 30, available_bytes=20 << 30), cpuinfo=cpuinfo)
