@@ -28,7 +28,7 @@ from dspark.hardware.select import host_snapshot, resolve_hardware
 from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.launch import LaunchPlan
 from dspark.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
-from dspark.weights import WeightBytes, weight_bytes
+from dspark.weights import WeightBytes, drafter_weight_bytes, weight_bytes
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.recipes import Recipe
@@ -268,19 +268,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
     arch, headers = _architecture(settings, recipe)
-    tp, pp = settings.tensor_parallel_size.value, settings.pipeline_parallel_size.value
-    weights = weight_bytes(arch, headers, tp=tp, pp=pp)
-    if weights is None and recipe is not None and recipe.model.weights_bytes is not None:
-        weights = WeightBytes(
-            total_bytes=recipe.model.weights_bytes,
-            per_gpu_bytes=recipe.model.weights_bytes // (tp * pp),
-            exact=False,
-            source=f"{recipe.source}: model.weights_bytes",
-            notes=(),
-            tp=tp,
-            pp=pp,
-        )
     drafter = _drafter(settings, recipe, options, arch)
+    weights = _weights(arch, headers, drafter, settings, recipe)
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
     gpu = _first_gpu(hardware, settings)
 
@@ -364,6 +353,25 @@ def _observed_capacity(
                       f"{reason}; the pool and contexts below are the recipe's observation ({obs.source}), "
                       "not a prediction, and the memory check is skipped")
     return CapacityResult(summary, (finding,), None, None)
+
+
+def _weights(arch: ModelArchitecture, headers: Any, drafter: Drafter | None, settings: ResolvedSettings,
+             recipe: Recipe | None) -> WeightBytes | None:
+    """Weights per GPU: the model's (with its MTP layers when MTP drafts) plus a separate drafter's."""
+    tp, pp = settings.tensor_parallel_size.value, settings.pipeline_parallel_size.value
+    weights = weight_bytes(arch, headers, tp=tp, pp=pp, include_mtp=drafter is not None and drafter.method == "mtp")
+    if weights is None and recipe is not None and recipe.model.weights_bytes is not None:
+        total = recipe.model.weights_bytes
+        weights = WeightBytes(total_bytes=total, per_gpu_bytes=total // (tp * pp), exact=False,
+                              source=f"{recipe.source}: model.weights_bytes", notes=(), tp=tp, pp=pp)
+    if weights is None or drafter is None or drafter.method == "mtp":
+        return weights
+    extra = drafter_weight_bytes(drafter, tp=tp)
+    if extra is None:
+        return weights
+    return replace(weights, total_bytes=weights.total_bytes + extra.total_bytes,
+                   per_gpu_bytes=weights.per_gpu_bytes + extra.per_gpu_bytes, exact=weights.exact and extra.exact,
+                   notes=(*weights.notes, f"plus the {drafter.method} drafter: {extra.per_gpu_bytes:,} B per GPU"))
 
 
 def _draft_ref(options: Any, recipe: Recipe | None) -> str | None:

@@ -67,7 +67,7 @@ def test_each_node_is_checked_with_the_peers_saved_probe() -> None:
     failing = [f for f in busy.findings if f.code == "does-not-fit"]
     assert len(failing) == 1
     assert failing[0].message.startswith(
-        "node 1 (vm): GPU 0 NVIDIA H200: the engine needs about 48.73 GiB but only 39.29"
+        "node 1 (vm): GPU 0 NVIDIA H200: the engine needs about 49.16 GiB but only 39.29"
     )
 
 
