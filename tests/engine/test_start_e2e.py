@@ -200,3 +200,27 @@ def test_refused_start_never_execs(tmp_path: Path, tiny_models: Path, vllm_pytho
     assert "exec:" not in proc.stdout
     assert "non-default args" not in proc.stdout + proc.stderr  # the engine never ran
     assert time.monotonic() - started < 60
+
+
+def test_watch_supervises_checks_the_pool_and_forwards_ctrl_c(
+    tmp_path: Path, tiny_models: Path, vllm_python: str, dspark_exe: str, engines: list[Engine]
+) -> None:
+    import signal  # noqa: PLC0415
+
+    recipe = _recipe(tmp_path, tiny_models / "dense-qwen3")
+    env = _env(vllm_python, MAX_NUM_SEQS="2", DSPARK_PORT=str(free_port()))
+    watcher = Engine([dspark_exe, "start", str(recipe), "--watch"], env)
+    engines.append(watcher)
+    # dspark stays in front (no exec): it reports the engine's pool against the prediction.
+    watcher.wait_for(r"dspark: the engine's KV pool is 1,048,576 tokens, as predicted", timeout=300)
+    watcher.wait_for(r"Application startup complete", timeout=180)
+    import psutil  # noqa: PLC0415
+
+    # The engine runs in a process group of its own under dspark: its whole tree must go when dspark stops.
+    tree = psutil.Process(watcher.proc.pid).children(recursive=True)
+    assert tree, "dspark --watch should supervise the engine as a child, not exec it"
+    watcher.proc.send_signal(signal.SIGINT)  # Ctrl-C to dspark only: it forwards to the engine
+    assert watcher.proc.wait(timeout=90) in (0, 130, 128 + signal.SIGINT)
+    time.sleep(2)
+    alive = [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert alive == [], f"engine processes left behind: {alive}"
