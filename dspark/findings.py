@@ -1,10 +1,18 @@
-"""Findings and the verdict they add up to; the memory checks that refuse a launch. Pure."""
+"""Findings and the verdict they add up to: memory fit per node, seats, observations against predictions. Pure."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from dspark.architecture import ModelArchitecture
+    from dspark.capacity import CapacitySummary
+    from dspark.hardware import HardwareSnapshot
+    from dspark.recipes import Recipe
+    from dspark.settings import ResolvedSettings
 
 Level = Literal["info", "warn", "fail"]
 Verdict = Literal["ok", "warn", "fail"]
@@ -56,3 +64,141 @@ def idle_free_findings(free_bytes: int, need_bytes: int, *, unified: bool, where
                         f"shrink the footprint by at least {gib(high - rest)}")]
     return [Finding("info", "fits", f"{where}: needs about {gib(need_bytes)} of {gib(free_bytes)} free; "
                     f"{gib(rest)} left idle")]
+
+
+def gpus_per_node(settings: ResolvedSettings) -> int:
+    world = settings.tensor_parallel_size.value * settings.pipeline_parallel_size.value
+    return max(1, world // max(1, settings.nnodes.value))
+
+
+def memory_findings(
+    footprint: int | None, hw: HardwareSnapshot, settings: ResolvedSettings, peers: tuple[HardwareSnapshot, ...] = ()
+) -> list[Finding]:
+    """Each node's fit: this one, then every peer whose saved probe was given; a note for nodes not seen."""
+    if footprint is None or not hw.gpus:
+        return []
+    out = _node_fit(footprint, hw, settings, label="")
+    nodes = max(hw.nodes, settings.nnodes.value)
+    for rank, peer in enumerate(peers, start=1):
+        out += _node_fit(footprint, peer, settings, label=f"node {rank} ({peer.hostname}): ")
+    unseen = nodes - 1 - len(peers)
+    if unseen > 0 and hw.source != "profile":
+        out.append(Finding("info", "per-node",
+                           f"checked this node only; {unseen} other node(s) must have as much free memory "
+                           "(pass each one's saved probe with --peer-hardware FILE)"))
+    elif unseen > 0:
+        out.append(Finding("info", "per-node", f"the profile describes {hw.nodes} identical node(s); each was "
+                           "checked as this one"))
+    return out
+
+
+def _node_fit(footprint: int, hw: HardwareSnapshot, settings: ResolvedSettings, *, label: str) -> list[Finding]:
+    need = gpus_per_node(settings)
+    if len(hw.gpus) < need:
+        return [Finding("fail", "not-enough-gpus", f"{label}{hw.description} has {len(hw.gpus)} GPU(s); the plan "
+                        f"needs {need} per node")]
+    if hw.unified:
+        # One pool per node: every GPU of the node draws on the host's memory.
+        free = min(g.free_bytes for g in hw.gpus[:need])
+        return idle_free_findings(free, footprint * need, unified=True,
+                                  where=f"{label}{hw.gpus[0].name} (unified memory)")
+    out: list[Finding] = []
+    for g in hw.gpus[:need]:
+        out += idle_free_findings(g.free_bytes, footprint, unified=False, where=f"{label}GPU {g.index} {g.name}")
+    return out
+
+
+def seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelArchitecture) -> list[Finding]:
+    seats = cap.max_num_seqs
+    out: list[Finding] = []
+    asked = settings.max_num_seqs.value
+    if seats < asked:
+        out.append(Finding("warn", "seats-capped-by-engine",
+                           f"{asked} seats asked ({settings.max_num_seqs.source}) but the engine will run at most "
+                           f"{seats}; the figures below are for {seats}"))
+    if seats > cap.safe_max_num_seqs:
+        predicted_safe = math.floor(cap.max_concurrency + 1e-9)
+        why = "" if predicted_safe <= cap.safe_max_num_seqs else ", lowered to what the engine's log showed"
+        out.append(Finding(
+            "warn", "seats-above-safe",
+            f"{seats} seats but the pool holds {cap.max_concurrency:.2f} full contexts of {cap.max_model_len:,} "
+            f"tokens (safe default {cap.safe_max_num_seqs}{why}): with every seat busy, requests must average "
+            f"≤ {cap.avg_context_at_max_num_seqs:,} tokens or the engine preempts (recomputes) some",
+        ))
+    else:
+        out.append(
+            Finding(
+                "info",
+                "seats-safe",
+                f"{seats} seats ≤ {cap.safe_max_num_seqs} safe: every seat can hold a full "
+                f"{cap.max_model_len:,}-token context at once; nothing is ever preempted",
+            )
+        )
+    out.append(
+        Finding(
+            "info",
+            "cudagraph-capture",
+            f"largest CUDA graph captured: batch {cap.cudagraph_max_capture_size} "
+            f"({len(cap.cudagraph_capture_sizes)} sizes); raising seats spends graph memory, not KV",
+        )
+    )
+    if cap.expert_coverage is not None and arch.moe is not None:
+        out.append(
+            Finding(
+                "info",
+                "expert-coverage",
+                f"one decode step at {seats} seats touches ~{cap.expert_coverage:.0%} of the "
+                f"{arch.moe.num_experts} experts (top-{arch.moe.top_k}, uniform routing)",
+            )
+        )
+    return out
+
+
+def observations(
+    recipe: Recipe | None, settings: ResolvedSettings, metric: str, seats: int | None = None
+) -> list[Any]:
+    if recipe is None:
+        return []
+    window = settings.max_model_len.value
+    return [
+        o
+        for o in recipe.observations
+        if o.metric == metric and (o.max_model_len in (None, window)) and (seats is None or o.seats in (None, seats))
+    ]
+
+
+def observation_findings(cap: CapacitySummary, recipe: Recipe | None, settings: ResolvedSettings) -> list[Finding]:
+    out: list[Finding] = []
+    for obs in observations(recipe, settings, "kv_pool_tokens", cap.max_num_seqs):
+        if int(obs.value) != cap.kv_pool_tokens:
+            out.append(
+                Finding(
+                    "warn",
+                    "observed-pool-differs",
+                    f"observed KV pool {int(obs.value):,} tokens ({obs.source}) vs predicted "
+                    f"{cap.kv_pool_tokens:,}: the safe default follows the lower",
+                )
+            )
+    for obs in observations(recipe, settings, "full_contexts", cap.max_num_seqs):
+        if f"{obs.value:.2f}" != f"{cap.max_concurrency:.2f}":
+            out.append(
+                Finding(
+                    "warn",
+                    "observed-contexts-differ",
+                    f"observed {obs.value:.2f} full contexts ({obs.source}) vs predicted "
+                    f"{cap.max_concurrency:.2f}: the safe default follows the lower",
+                )
+            )
+    return out
+
+
+def with_observed_safe_seats(
+    cap: CapacitySummary, recipe: Recipe | None, settings: ResolvedSettings
+) -> CapacitySummary:
+    """Where the engine's own log disagrees with the prediction, the safe default follows the lower."""
+    safe = cap.safe_max_num_seqs
+    for obs in observations(recipe, settings, "full_contexts", cap.max_num_seqs):
+        safe = min(safe, max(1, math.floor(obs.value + 1e-9)))
+    for obs in observations(recipe, settings, "kv_pool_tokens", cap.max_num_seqs):
+        safe = min(safe, max(1, int(obs.value) // max(1, cap.max_model_len)))
+    return cap if safe == cap.safe_max_num_seqs else replace(cap, safe_max_num_seqs=safe)

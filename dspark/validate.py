@@ -8,7 +8,6 @@ This module reads files and hardware only through the edge modules it calls (mod
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,7 +20,16 @@ from dspark.capacity.engine import CapacityResult, compute_capacity
 from dspark.engines import get_engine
 from dspark.engines.base import ServeConfig
 from dspark.errors import InputError, SettingsError
-from dspark.findings import Finding, gib, idle_free_findings, verdict_of
+from dspark.findings import (
+    Finding,
+    gpus_per_node,
+    memory_findings,
+    observation_findings,
+    observations,
+    seat_findings,
+    verdict_of,
+    with_observed_safe_seats,
+)
 from dspark.hardware import GpuInfo, HardwareSnapshot
 from dspark.hardware.profiles import DEFAULT_PROFILE
 from dspark.hardware.select import host_snapshot, resolve_hardware
@@ -243,11 +251,6 @@ def _drafter(
     return parse_drafter(draft_config, method, draft_ref or "<recipe speculative.draft_config>", target=arch)
 
 
-def _gpus_per_node(settings: ResolvedSettings) -> int:
-    world = settings.tensor_parallel_size.value * settings.pipeline_parallel_size.value
-    return max(1, world // max(1, settings.nnodes.value))
-
-
 def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: HardwareResolver) -> HardwareSnapshot:
     """This machine's GPUs; a recipe's `hardware` is only the profile to use when there are none here."""
     if settings.platform.value == "cpu":
@@ -283,12 +286,12 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     except VllmNotModelledError as exc:
         result = _observed_capacity(exc, recipe, settings, arch, gpu)
     # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
-    summary = _with_observed_safe_seats(result.summary, recipe, settings)
+    summary = with_observed_safe_seats(result.summary, recipe, settings)
     findings = list(result.findings)
     peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
-    findings += _memory_findings(result.footprint_bytes, hardware, settings, peers)
-    findings += _observation_findings(result.summary, recipe, settings)
-    findings += _seat_findings(summary, settings, arch)
+    findings += memory_findings(result.footprint_bytes, hardware, settings, peers)
+    findings += observation_findings(result.summary, recipe, settings)
+    findings += seat_findings(summary, settings, arch)
     if weights is None:
         findings.append(
             Finding(
@@ -322,7 +325,7 @@ def _observed_capacity(
     """When dspark cannot reproduce the engine's KV accounting, a recipe's observed pool stands in, labelled so."""
     window = settings.max_model_len.value
     seats = settings.max_num_seqs.value
-    observed = list(_observations(recipe, settings, "kv_pool_tokens", seats)) if window else []
+    observed = list(observations(recipe, settings, "kv_pool_tokens", seats)) if window else []
     if not observed or window is None:
         raise exc
     from dspark.capacity.graphs import vllm_capture_sizes  # noqa: PLC0415
@@ -384,7 +387,7 @@ def _draft_ref(options: Any, recipe: Recipe | None) -> str | None:
 def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings) -> GpuInfo | None:
     if not hardware.gpus:
         return None
-    need = _gpus_per_node(settings)
+    need = gpus_per_node(settings)
     if len(hardware.gpus) < need and settings.platform.value != "cpu":
         raise InputError(
             f"the plan needs {need} GPU(s) per node (TP {settings.tensor_parallel_size.value} × PP "
@@ -394,139 +397,6 @@ def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings) -> GpuInf
         )
     # The engines size every rank by the smallest free memory among them.
     return min(hardware.gpus[:need], key=lambda g: g.free_bytes)
-
-
-def _memory_findings(
-    footprint: int | None, hw: HardwareSnapshot, settings: ResolvedSettings, peers: tuple[HardwareSnapshot, ...] = ()
-) -> list[Finding]:
-    """Each node's fit: this one, then every peer whose saved probe was given; a note for nodes not seen."""
-    if footprint is None or not hw.gpus:
-        return []
-    out = _node_fit(footprint, hw, settings, label="")
-    nodes = max(hw.nodes, settings.nnodes.value)
-    for rank, peer in enumerate(peers, start=1):
-        out += _node_fit(footprint, peer, settings, label=f"node {rank} ({peer.hostname}): ")
-    unseen = nodes - 1 - len(peers)
-    if unseen > 0 and hw.source != "profile":
-        out.append(Finding("info", "per-node",
-                           f"checked this node only; {unseen} other node(s) must have as much free memory "
-                           "(pass each one's saved probe with --peer-hardware FILE)"))
-    elif unseen > 0:
-        out.append(Finding("info", "per-node", f"the profile describes {hw.nodes} identical node(s); each was "
-                           "checked as this one"))
-    return out
-
-
-def _node_fit(footprint: int, hw: HardwareSnapshot, settings: ResolvedSettings, *, label: str) -> list[Finding]:
-    need = _gpus_per_node(settings)
-    if len(hw.gpus) < need:
-        return [Finding("fail", "not-enough-gpus", f"{label}{hw.description} has {len(hw.gpus)} GPU(s); the plan "
-                        f"needs {need} per node")]
-    if hw.unified:
-        # One pool per node: every GPU of the node draws on the host's memory.
-        free = min(g.free_bytes for g in hw.gpus[:need])
-        return idle_free_findings(free, footprint * need, unified=True,
-                                  where=f"{label}{hw.gpus[0].name} (unified memory)")
-    out: list[Finding] = []
-    for g in hw.gpus[:need]:
-        out += idle_free_findings(g.free_bytes, footprint, unified=False, where=f"{label}GPU {g.index} {g.name}")
-    return out
-
-
-def _seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelArchitecture) -> list[Finding]:
-    seats = cap.max_num_seqs
-    out: list[Finding] = []
-    asked = settings.max_num_seqs.value
-    if seats < asked:
-        out.append(Finding("warn", "seats-capped-by-engine",
-                           f"{asked} seats asked ({settings.max_num_seqs.source}) but the engine will run at most "
-                           f"{seats}; the figures below are for {seats}"))
-    if seats > cap.safe_max_num_seqs:
-        predicted_safe = math.floor(cap.max_concurrency + 1e-9)
-        why = "" if predicted_safe <= cap.safe_max_num_seqs else ", lowered to what the engine's log showed"
-        out.append(Finding(
-            "warn", "seats-above-safe",
-            f"{seats} seats but the pool holds {cap.max_concurrency:.2f} full contexts of {cap.max_model_len:,} "
-            f"tokens (safe default {cap.safe_max_num_seqs}{why}): with every seat busy, requests must average "
-            f"≤ {cap.avg_context_at_max_num_seqs:,} tokens or the engine preempts (recomputes) some",
-        ))
-    else:
-        out.append(
-            Finding(
-                "info",
-                "seats-safe",
-                f"{seats} seats ≤ {cap.safe_max_num_seqs} safe: every seat can hold a full "
-                f"{cap.max_model_len:,}-token context at once; nothing is ever preempted",
-            )
-        )
-    out.append(
-        Finding(
-            "info",
-            "cudagraph-capture",
-            f"largest CUDA graph captured: batch {cap.cudagraph_max_capture_size} "
-            f"({len(cap.cudagraph_capture_sizes)} sizes); raising seats spends graph memory, not KV",
-        )
-    )
-    if cap.expert_coverage is not None and arch.moe is not None:
-        out.append(
-            Finding(
-                "info",
-                "expert-coverage",
-                f"one decode step at {seats} seats touches ~{cap.expert_coverage:.0%} of the "
-                f"{arch.moe.num_experts} experts (top-{arch.moe.top_k}, uniform routing)",
-            )
-        )
-    return out
-
-
-def _observations(
-    recipe: Recipe | None, settings: ResolvedSettings, metric: str, seats: int | None = None
-) -> list[Any]:
-    if recipe is None:
-        return []
-    window = settings.max_model_len.value
-    return [
-        o
-        for o in recipe.observations
-        if o.metric == metric and (o.max_model_len in (None, window)) and (seats is None or o.seats in (None, seats))
-    ]
-
-
-def _observation_findings(cap: CapacitySummary, recipe: Recipe | None, settings: ResolvedSettings) -> list[Finding]:
-    out: list[Finding] = []
-    for obs in _observations(recipe, settings, "kv_pool_tokens", cap.max_num_seqs):
-        if int(obs.value) != cap.kv_pool_tokens:
-            out.append(
-                Finding(
-                    "warn",
-                    "observed-pool-differs",
-                    f"observed KV pool {int(obs.value):,} tokens ({obs.source}) vs predicted "
-                    f"{cap.kv_pool_tokens:,}: the safe default follows the lower",
-                )
-            )
-    for obs in _observations(recipe, settings, "full_contexts", cap.max_num_seqs):
-        if f"{obs.value:.2f}" != f"{cap.max_concurrency:.2f}":
-            out.append(
-                Finding(
-                    "warn",
-                    "observed-contexts-differ",
-                    f"observed {obs.value:.2f} full contexts ({obs.source}) vs predicted "
-                    f"{cap.max_concurrency:.2f}: the safe default follows the lower",
-                )
-            )
-    return out
-
-
-def _with_observed_safe_seats(
-    cap: CapacitySummary, recipe: Recipe | None, settings: ResolvedSettings
-) -> CapacitySummary:
-    """Where the engine's own log disagrees with the prediction, the safe default follows the lower."""
-    safe = cap.safe_max_num_seqs
-    for obs in _observations(recipe, settings, "full_contexts", cap.max_num_seqs):
-        safe = min(safe, max(1, math.floor(obs.value + 1e-9)))
-    for obs in _observations(recipe, settings, "kv_pool_tokens", cap.max_num_seqs):
-        safe = min(safe, max(1, int(obs.value) // max(1, cap.max_model_len)))
-    return cap if safe == cap.safe_max_num_seqs else replace(cap, safe_max_num_seqs=safe)
 
 
 def serve_config(
@@ -581,8 +451,3 @@ def serve_config(
         extra_args=tuple(recipe.engine_args if recipe else ()) + engine_flags,
         env=env,
     )
-
-
-def describe_memory(n: int) -> str:
-    """Bytes in GiB, for messages."""
-    return gib(n)
