@@ -133,6 +133,9 @@ def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--master-addr", metavar="ADDR", help="Address of node 0 (multi-node)."),
         click.option("--master-port", metavar="PORT", help="Port of node 0 (multi-node)."),
         click.option("--port", metavar="PORT", help="Port the server listens on."),
+        click.option("--typical-context", metavar="TOKENS",
+                     help="Seats for requests of about this length (plus --prefix-cache-reserve) too."),
+        click.option("--prefix-cache-reserve", metavar="TOKENS", help="Pool tokens kept for cached prefixes."),
         click.option("--peer-hardware", multiple=True, metavar="FILE",
                      help="Saved probe of another node (dspark probe --json); repeat per node."),
         click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout."),
@@ -153,7 +156,25 @@ def _validate_request(ctx: click.Context, recipe: str | None, params: dict[str, 
     engine_flags = tuple((ctx.find_root().obj or {}).get("engine_flags", ()))
     flags = {k: params[k] for k in _KNOB_OPTIONS if params.get(k) is not None}
     return ValidateRequest(flags=flags, recipe=recipe, engine_flags=engine_flags, env=dict(os.environ),
-                           peer_hardware=tuple(params.get("peer_hardware") or ()))
+                           peer_hardware=tuple(params.get("peer_hardware") or ()),
+                           typical_context=_tokens(params.get("typical_context"), "--typical-context"),
+                           prefix_cache_reserve=_tokens(params.get("prefix_cache_reserve"),
+                                                        "--prefix-cache-reserve") or 0)
+
+
+def _tokens(raw: object, flag: str) -> int | None:
+    """A token count flag (also 32k, 256K); click.BadParameter (exit 2) names the flag."""
+    if raw is None:
+        return None
+    from dspark.units import parse_count  # noqa: PLC0415
+
+    try:
+        value = parse_count(str(raw))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=flag) from None
+    if value <= 0 and flag == "--typical-context":
+        raise click.BadParameter("must be a positive number of tokens", param_hint=flag)
+    return value
 
 
 @cli.command(epilog="Engine flags go after --: dspark validate --model DIR -- --max-model-len 4096")

@@ -142,6 +142,13 @@ def seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelA
             f"({len(cap.cudagraph_capture_sizes)} sizes); raising seats spends graph memory, not KV",
         )
     )
+    if cap.typical_context_seats is not None and cap.typical_context is not None:
+        kept = cap.prefix_cache_reserve
+        reserve = f" plus {kept:,} tokens kept for cached prefixes" if kept else ""
+        level: Level = "warn" if cap.typical_context_seats < seats else "info"
+        out.append(Finding(level, "typical-context-seats",
+                           f"at a typical {cap.typical_context:,} tokens per request{reserve}, the pool seats "
+                           f"{cap.typical_context_seats} at once ({seats} configured)"))
     if cap.expert_coverage is not None and arch.moe is not None:
         out.append(
             Finding(

@@ -17,6 +17,7 @@ from dspark import __version__
 from dspark.architecture import Drafter, ModelArchitecture, parse_config, parse_drafter
 from dspark.capacity import CapacitySummary
 from dspark.capacity.engine import CapacityResult, compute_capacity
+from dspark.capacity.seats import seats_for_typical_context
 from dspark.engines import get_engine
 from dspark.engines.base import ServeConfig
 from dspark.errors import InputError, SettingsError
@@ -57,6 +58,8 @@ class ValidateRequest:
     engine_flags: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     peer_hardware: tuple[str, ...] = ()  # saved probes (`dspark probe --json`) of the other nodes
+    typical_context: int | None = None  # tokens a request typically holds, for the typical-context seat policy
+    prefix_cache_reserve: int = 0  # tokens kept for cached prefixes under that policy
 
 
 @dataclass(frozen=True)
@@ -287,6 +290,11 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         result = _observed_capacity(exc, recipe, settings, arch, gpu)
     # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
     summary = with_observed_safe_seats(result.summary, recipe, settings)
+    if request.typical_context is not None:
+        summary = replace(summary, typical_context=request.typical_context,
+                          prefix_cache_reserve=request.prefix_cache_reserve,
+                          typical_context_seats=seats_for_typical_context(
+                              summary.kv_pool_tokens, request.typical_context, request.prefix_cache_reserve))
     findings = list(result.findings)
     peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
     findings += memory_findings(result.footprint_bytes, hardware, settings, peers)

@@ -76,3 +76,13 @@ def test_a_live_node_without_peer_probes_says_the_others_were_not_checked() -> N
                                       env={}))
     note = next(f for f in report.findings if f.code == "per-node")
     assert "--peer-hardware" in note.message
+
+
+def test_typical_context_policy_seats_requests_of_a_given_length_with_a_prefix_reserve() -> None:
+    report = validate(ValidateRequest(flags={"hardware": "gb10x2"}, recipe="deepseek-v4-flash-vllm", env={},
+                                      typical_context=20_000, prefix_cache_reserve=30_000))
+    cap = report.capacity
+    # (181,777 - 30,000) // 20,000 = 7 seats at once, below the 8 configured: a warning says so.
+    assert (cap.typical_context, cap.prefix_cache_reserve, cap.typical_context_seats) == (20_000, 30_000, 7)
+    finding = next(f for f in report.findings if f.code == "typical-context-seats")
+    assert finding.level == "warn"

@@ -31,3 +31,7 @@ class CapacitySummary:
     avg_context_at_max_num_seqs: int  # largest average context the seat count allows: pool // seats
     expert_coverage: float | None  # share of experts one decode step touches (MoE only)
     details: dict[str, object] = field(default_factory=dict)  # engine-specific figures (blocks, groups, ...)
+    # Typical-context policy, when asked for: seats x typical context + a prefix-cache reserve <= pool.
+    typical_context: int | None = None
+    prefix_cache_reserve: int | None = None
+    typical_context_seats: int | None = None  # engine-specific figures (blocks, groups, ...)

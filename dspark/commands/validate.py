@@ -98,6 +98,8 @@ def render_report(report: ValidationReport, console: Console, *, explain: bool) 
         ("Maximum concurrency", f"{cap.max_concurrency:.2f}x for {cap.max_model_len:,} tokens per request"),
         ("seats (max_num_seqs)", f"{cap.max_num_seqs} ({report.settings.max_num_seqs.source})"),
         ("safe seats (full windows)", str(cap.safe_max_num_seqs)),
+        *([(f"seats at a typical {cap.typical_context:,} tokens", str(cap.typical_context_seats))]
+          if cap.typical_context_seats is not None and cap.typical_context is not None else []),
         (f"average context at {cap.max_num_seqs} seats", f"≤ {cap.avg_context_at_max_num_seqs:,} tokens"),
         ("CUDA graph max capture size", str(cap.cudagraph_max_capture_size)),
     ]
