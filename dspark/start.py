@@ -72,6 +72,15 @@ def plan_start(
     missing = report.settings.missing_for_launch()
     if missing:
         raise SettingsError("; ".join(missing))
+    runtime = report.settings.distributed_runtime
+    if report.serve.nnodes > 1 and runtime.value == "ray":
+        # Refused rather than ignored: a Ray launch needs a Ray cluster up first, which dspark does not start.
+        raise SettingsError(
+            f"distributed_runtime 'ray' ({runtime.source}) is not launched by dspark start: it starts each node "
+            "on the engine's native multi-node runtime (vLLM --nnodes/--node-rank, SGLang --dist-init-addr)",
+            hint="set parallel.runtime: native (or DSPARK_DISTRIBUTED_RUNTIME=native), or bring up Ray yourself "
+            "and start the engine with --distributed-executor-backend ray",
+        )
     engine = get_engine(report.serve.engine)
     python = find_engine_python(engine, request.engine_python, request.validate.env if env is None else env)
     plan = engine.build_plan(report.serve, python)

@@ -228,3 +228,11 @@ def test_gb10_default_utilization_fails_vllms_startup_gate(tmp_path: Path, monke
     assert rc == 1
     gate = next(f for f in report["findings"] if f["code"] == "startup_free_memory")
     assert gate["message"].startswith("Free memory on device cuda:0 (100.0/119.0 GiB) on startup is less than desired")
+
+
+def test_a_ray_runtime_is_refused_by_start_not_ignored() -> None:
+    proc = run_dspark(["start", "flash-next-vllm", "--dry-run"],
+                      env={"DSPARK_DISTRIBUTED_RUNTIME": "ray", "DSPARK_MASTER_ADDR": "10.0.0.1"})
+    assert proc.returncode == 2
+    assert "distributed_runtime 'ray' (env:DSPARK_DISTRIBUTED_RUNTIME) is not launched by dspark start" in proc.stderr
+    assert "Traceback" not in proc.stderr
