@@ -113,24 +113,21 @@ def _vllm(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Re
     weights_per_gpu = weights.per_gpu_bytes if weights else None
     engine_env = {**(recipe.env if recipe else {}), **{k: v for k, v in env.items() if k.startswith("VLLM_")}}
 
-    def run(o: Any) -> Any:
-        return compute_vllm_capacity(
-            arch, o, platform=platform,
-            device_total_bytes=gpu.total_bytes if gpu else None,
-            device_free_bytes=gpu.free_bytes if gpu else None,
-            compute_capability=gpu.compute_capability if gpu else None,
-            weights_per_gpu_bytes=weights_per_gpu, drafter=drafter, environ=engine_env,
-            device_name=gpu.name if gpu else None, cpu_features=cpu if platform == "cpu" else None,
-        )
-
-    cap = run(opts)
+    cap = compute_vllm_capacity(
+        arch, opts, platform=platform,
+        device_total_bytes=gpu.total_bytes if gpu else None,
+        device_free_bytes=gpu.free_bytes if gpu else None,
+        compute_capability=gpu.compute_capability if gpu else None,
+        weights_per_gpu_bytes=weights_per_gpu, drafter=drafter, environ=engine_env,
+        device_name=gpu.name if gpu else None, cpu_features=cpu if platform == "cpu" else None,
+    )
     findings = [Finding("fail", r.code, r.message + _suggestion(r)) for r in (*cap.refusals, *cap.checks)]
     if cap.budget.source == "estimate":
         findings.append(Finding("info", "kv-budget-estimate",
                                 "KV budget is an estimate (no pin): " + "; ".join(cap.budget.assumptions)))
     for note in cap.notes:
         findings.append(Finding("info", "engine-note", note))
-    footprint = _vllm_footprint(cap, platform, weights_per_gpu, run, opts)
+    footprint = _vllm_footprint(cap, platform, weights_per_gpu)
     return CapacityResult(cap.summary(), tuple(findings), footprint, cap)
 
 
@@ -143,20 +140,14 @@ def _suggestion(refusal: Any) -> str:
     return f" ({'; '.join(extra)})" if extra else ""
 
 
-def _vllm_footprint(cap: Any, platform: str, weights: int | None, run: Any, opts: Any) -> int | None:
+def _vllm_footprint(cap: Any, platform: str, weights: int | None) -> int:
     """Memory the engine holds per GPU once started: what its budget rests on, plus the KV pool."""
     if platform == "cpu":
         return int((weights or 0) + cap.budget.bytes + CPU_RUNTIME_BYTES)
-    terms = dict(cap.budget.terms)
     if cap.budget.source == "estimate":
-        return int(terms["requested"])  # the engine sizes itself to utilization x total
-    # Pinned: weights + pin + the same activation / non-torch / graph terms the estimate would use.
-    try:
-        shadow = dict(run(replace(opts, kv_cache_memory_bytes=None)).budget.terms)
-    except Exception:  # noqa: BLE001 - no device total to estimate against: fall back to weights + pin
-        shadow = {}
-    overhead = sum(int(shadow.get(k, 0)) for k in ("activation_peak", "non_torch", "cudagraphs"))
-    return int((weights or 0) + cap.budget.bytes + overhead)
+        return int(dict(cap.budget.terms)["requested"])  # the engine sizes itself to utilization x total
+    # Pinned: weights + pin + the activation / non-torch / graph memory the estimate would also count.
+    return int((weights or 0) + cap.budget.bytes + cap.runtime_overhead_bytes)
 
 
 def sglang_speculative_flags(method: str, proposed: int) -> dict[str, int]:

@@ -164,6 +164,7 @@ class VllmCapacity:
     checks: tuple[VllmRefusal, ...]  # start-up gates that would fail (free memory), kept apart from KV fit
     notes: tuple[str, ...]
     moe: tuple[int, int] | None = None  # (experts, top_k) for expert coverage
+    runtime_overhead_bytes: int = 0  # CUDA: activation peak + non-torch + graphs beside weights and KV (heuristic)
 
     @property
     def fits(self) -> bool:
@@ -957,6 +958,27 @@ def _pinned_budget(
     return None, None
 
 
+def runtime_overhead(
+    arch: ModelArchitecture, r: _Resolved, graphs: VllmGraphPlan
+) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
+    """What a CUDA worker holds beside weights and KV (activation peak, non-torch, graphs): heuristics, named."""
+    # Heuristic: profile_run's transient peak is the hidden states of max_num_batched_tokens tokens through
+    # a block (~16 hidden-wide bf16 activations) plus fp32 logits and probabilities for max_num_seqs rows.
+    act_bytes = dtype_bytes(r.model_dtype)
+    activation = r.max_num_batched_tokens * arch.hidden_size * act_bytes * 16 + r.max_num_seqs * arch.vocab_size * 8
+    # Heuristic: CUDA context growth after the snapshot (cuBLAS workspaces, attention buffers), NCCL at TP>1.
+    non_torch = 512 * (1 << 20) + (256 * (1 << 20) if r.tp * r.pp > 1 else 0)
+    # Heuristic: profile_cudagraph_memory, ~2 MiB per captured size (FULL_AND_PIECEWISE: two graphs each).
+    graph_bytes = len(graphs.applied.sizes) * 2 * (1 << 20)
+    terms = (("activation_peak", activation), ("non_torch", non_torch), ("cudagraphs", graph_bytes))
+    assumptions = (
+        "activation peak (heuristic) = max_num_batched_tokens x hidden x dtype x 16 + max_num_seqs x vocab x 8",
+        "non-torch memory (heuristic) = 512 MiB, + 256 MiB NCCL buffers when TP x PP > 1",
+        "CUDA-graph memory (heuristic) = 2 MiB per capture size (0 when eager / on CPU)",
+    )
+    return terms, assumptions
+
+
 def _estimate_budget(
     arch: ModelArchitecture,
     r: _Resolved,
@@ -977,19 +999,9 @@ def _estimate_budget(
         assumptions.append(f"weights unknown: parameter estimate x {per_param} B / (TP x PP)")
     else:
         weights = weights_per_gpu_bytes
-    # Heuristic: profile_run's transient peak is the hidden states of max_num_batched_tokens tokens through
-    # a block (~16 hidden-wide bf16 activations) plus fp32 logits and probabilities for max_num_seqs rows.
-    act_bytes = dtype_bytes(r.model_dtype)
-    activation = r.max_num_batched_tokens * arch.hidden_size * act_bytes * 16 + r.max_num_seqs * arch.vocab_size * 8
-    assumptions.append(
-        "activation peak (heuristic) = max_num_batched_tokens x hidden x dtype x 16 + max_num_seqs x vocab x 8"
-    )
-    # Heuristic: CUDA context growth after the snapshot (cuBLAS workspaces, attention buffers), NCCL at TP>1.
-    non_torch = 512 * (1 << 20) + (256 * (1 << 20) if r.tp * r.pp > 1 else 0)
-    assumptions.append("non-torch memory (heuristic) = 512 MiB, + 256 MiB NCCL buffers when TP x PP > 1")
-    # Heuristic: profile_cudagraph_memory, ~2 MiB per captured size (FULL_AND_PIECEWISE: two graphs each).
-    graph_bytes = len(graphs.applied.sizes) * 2 * (1 << 20)
-    assumptions.append("CUDA-graph memory (heuristic) = 2 MiB per capture size (0 when eager / on CPU)")
+    overhead, overhead_assumptions = runtime_overhead(arch, r, graphs)
+    assumptions += overhead_assumptions
+    activation, non_torch, graph_bytes = (value for _, value in overhead)
     budget = requested - weights - activation - non_torch - graph_bytes
     terms = (
         ("requested", requested),
@@ -1342,6 +1354,7 @@ def compute_vllm_capacity(
         checks=tuple(checks),
         notes=tuple(notes),
         moe=(arch.moe.num_experts, arch.moe.top_k) if arch.moe else None,
+        runtime_overhead_bytes=sum(v for _, v in runtime_overhead(arch, r, graphs)[0]) if platform == "cuda" else 0,
     )
 
 
