@@ -85,6 +85,15 @@ _SPECS: dict[str, _Spec] = {
 DEFAULT_PROFILE = "gb10x2"  # the deployment dspark was born on (DESIGN.md §1)
 
 
+def bandwidth_gbps_for(gpu_name: str) -> float | None:
+    """The memory bandwidth (GB/s) of the profile whose GPU is `gpu_name` (as NVML names it), or None."""
+    wanted = gpu_name.strip().lower()
+    for spec in _SPECS.values():
+        if spec.gpu_name.lower() == wanted or spec.gpu_name.lower().removeprefix("nvidia ") in wanted:
+            return spec.bandwidth_gbps
+    return None
+
+
 def profile_names() -> tuple[str, ...]:
     """The built-in profile names, in a stable order."""
     return tuple(_SPECS)

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from dspark.bench.client import ClientConfig, _consume, _Stream, make_client, request_body, run_pass, send_one
+from dspark.bench.client import ClientConfig, _consume, _Stream, make_client, request_body, send_one
 from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.runner import BenchSpec, run_bench
-from dspark.bench.shard import split
+from dspark.bench.shard import run_pass, split
 from dspark.errors import InputError
 from tests.bench.fake_server import FakeConfig, FakeServer
 from tests.bench.helpers import free_port
