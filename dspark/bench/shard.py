@@ -41,7 +41,7 @@ def split(total: int, parts: int) -> list[int]:
 
 
 def _child(cfg: ClientConfig, prompts: list[Prompt], schedule: list[float] | None, counter: Synchronized[int],
-           out: Any, ready: Any, go: Any, start: Any) -> None:
+           out: Any, ready: Any, start: Any) -> None:
     """A child process: signal ready, wait for go, run its clients; its last word is ("done", cpu) or ("error", msg)."""
 
     def take() -> int | None:
@@ -57,7 +57,10 @@ def _child(cfg: ClientConfig, prompts: list[Prompt], schedule: list[float] | Non
     def started() -> float:
         # Ready only once imports are done and the clients are built; block until every child is.
         ready.set()
-        go.wait()
+        # Poll the shared start time rather than wait on an Event: Event.set() blocks until every waiter has
+        # woken, so one child killed while waiting would hang the parent.
+        while start.value == 0.0:
+            time.sleep(0.0002)
         cpu0[0] = time.process_time()
         return float(start.value)
 
@@ -126,14 +129,13 @@ async def _sharded(cfg: ClientConfig, prompts: Sequence[Prompt], schedule: Seque
     counter = ctx.Value("i", 0)
     start_at = ctx.Value("d", 0.0)
     out = ctx.Queue()
-    go = ctx.Event()
     children = []
     readies = []
     plan = list(schedule) if schedule is not None else None
     for share in split(cfg.concurrency, cfg.processes):
         ready = ctx.Event()
         child_cfg = dataclasses.replace(cfg, concurrency=share, processes=1)
-        proc = ctx.Process(target=_child, args=(child_cfg, list(prompts), plan, counter, out, ready, go, start_at),
+        proc = ctx.Process(target=_child, args=(child_cfg, list(prompts), plan, counter, out, ready, start_at),
                            daemon=True)
         proc.start()
         children.append(proc)
@@ -148,12 +150,16 @@ async def _sharded(cfg: ClientConfig, prompts: Sequence[Prompt], schedule: Seque
                 if time.monotonic() > deadline:
                     raise ClientFailure(f"a bench client process did not start within {_READY_TIMEOUT_S:.0f} s")
         start = time.perf_counter()
-        start_at.value = start
         cpu0 = time.process_time()
         if on_start is not None:
             on_start(start)
-        go.set()
+        start_at.value = start  # the children's go
         child_cpu = await _collect(out, children, records, on_record)
+    except BaseException:
+        for proc in children:  # a failed pass: the other clients' numbers are worthless, stop them now
+            if proc.is_alive():
+                proc.kill()
+        raise
     finally:
         for proc in children:
             proc.join(timeout=10)
