@@ -89,19 +89,9 @@ def _cpu_features(flags: tuple[str, ...] | None, arch: str | None) -> Any:
     """vLLM's CPU-platform facts from the host's ISA flags; None (vLLM's model assumes AMX x86) when unknown."""
     if flags is None:
         return None
-    from dspark.capacity.vllm import CpuFeatures  # noqa: PLC0415
+    from dspark.capacity.vllm import cpu_features_from_flags  # noqa: PLC0415
 
-    machine = (arch or "").lower()
-    family: Literal["x86", "arm", "riscv", "powerpc", "other"] = "other"
-    if machine in ("aarch64", "arm64"):
-        family = "arm"
-    elif machine in ("x86_64", "amd64"):
-        family = "x86"
-    elif machine.startswith("riscv"):
-        family = "riscv"
-    elif machine.startswith("ppc"):
-        family = "powerpc"
-    return CpuFeatures(amx="amx_tile" in flags, avx512_bf16="avx512_bf16" in flags, arch=family)
+    return cpu_features_from_flags(flags, arch)
 
 
 def _vllm(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Recipe | None, *, gpu: GpuInfo | None,

@@ -66,6 +66,22 @@ class CpuFeatures:
     arch: Literal["x86", "arm", "riscv", "powerpc", "other"] = "x86"
 
 
+def cpu_features_from_flags(flags: Sequence[str], machine: str | None) -> CpuFeatures:
+    """vLLM's CPU-platform facts from the host's ISA flags (/proc/cpuinfo) and machine name (platform.machine())."""
+    name = (machine or "").lower()
+    family: Literal["x86", "arm", "riscv", "powerpc", "other"] = "other"
+    if name in ("aarch64", "arm64"):
+        family = "arm"
+    elif name in ("x86_64", "amd64"):
+        family = "x86"
+    elif name.startswith("riscv"):
+        family = "riscv"
+    elif name.startswith("ppc"):
+        family = "powerpc"
+    # CpuPlatform checks the architecture before torch.cpu._is_amx_tile_supported(): AMX is an x86 branch.
+    return CpuFeatures(amx=family == "x86" and "amx_tile" in flags, avx512_bf16="avx512_bf16" in flags, arch=family)
+
+
 @dataclass(frozen=True)
 class LayerSpec:
     """One layer's KV-cache spec as vLLM builds it (one per attention/state layer, drafter layers too)."""
@@ -1425,6 +1441,7 @@ __all__ = [
     "VllmNotModelledError",
     "VllmRefusal",
     "compute_vllm_capacity",
+    "cpu_features_from_flags",
     "format_gib",
     "kv_cache_line",
 ]
