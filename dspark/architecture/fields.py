@@ -46,6 +46,41 @@ TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3"})
 SLIDING = "sliding_attention"
 FULL_KINDS = frozenset({"full_attention", "attention"})
 
+# Upper bounds on integers read from a config: far above any real model, low enough that a typo or a
+# hostile file (num_hidden_layers: 10**30) is refused with its key named instead of exhausting memory
+# in a per-layer list. Keys not listed share the last line's bound.
+_LAYER_COUNT = 10_000  # the largest published decoders have a few hundred layers
+_MTP_COUNT = 64
+_HEADS = 1 << 16
+_WIDTH = 1 << 20  # hidden sizes, head and intermediate dims
+INT_LIMITS: dict[str, int] = {
+    "num_hidden_layers": _LAYER_COUNT,
+    "max_window_layers": _LAYER_COUNT,
+    "first_k_dense_replace": _LAYER_COUNT,
+    "num_hash_layers": _LAYER_COUNT,
+    "full_attention_interval": _LAYER_COUNT,
+    "num_nextn_predict_layers": _MTP_COUNT,
+    "mtp_num_hidden_layers": _MTP_COUNT,
+    "num_attention_heads": _HEADS,
+    "num_key_value_heads": _HEADS,
+    "linear_num_key_heads": _HEADS,
+    "linear_num_value_heads": _HEADS,
+    "mamba_num_heads": _HEADS,
+    "mamba_n_heads": _HEADS,
+    "n_groups": _HEADS,
+    "mamba_n_groups": _HEADS,
+    "index_n_heads": _HEADS,
+    "num_experts": _HEADS,
+    "n_routed_experts": _HEADS,
+    "num_local_experts": _HEADS,
+    "num_experts_per_tok": _HEADS,
+    "moe_topk": _HEADS,
+    "n_shared_experts": _HEADS,
+    "vocab_size": 1 << 24,
+    "draft_vocab_size": 1 << 24,
+}
+DEFAULT_INT_LIMIT = _WIDTH * 2048  # 2**31: context lengths, windows, widths
+
 
 class ConfigFields:
     """Typed reads from a config (a nested text_config first, then the outer mapping); errors name file and key."""
@@ -156,6 +191,9 @@ class ConfigFields:
             self.fail(f"'{self.where(key)}' must be an integer, got {value!r}")
         if isinstance(value, float) and not value.is_integer():
             self.fail(f"'{self.where(key)}' must be an integer, got {value!r}")
+        limit = INT_LIMITS.get(key, DEFAULT_INT_LIMIT)
+        if value > limit:
+            self.fail(f"'{self.where(key)}' is {int(value):.3g}, above the largest dspark accepts ({limit:,})")
         return int(value)
 
 
@@ -232,6 +270,13 @@ def attention_shape(f: ConfigFields) -> tuple[int, int, int]:
     """(query heads, KV heads, head dim) of softmax attention: explicit head_dim wins over hidden // heads."""
     heads = f.positive("num_attention_heads")
     kv_heads = f.positive("num_key_value_heads", heads)
+    # Grouped-query attention shares each KV head among heads // kv_heads query heads: the engines'
+    # attention layers (and transformers' repeat_kv) cannot build a model where that is not whole.
+    if kv_heads > heads or heads % kv_heads:
+        f.fail(
+            f"'{f.where('num_key_value_heads')}' {kv_heads} must divide num_attention_heads {heads} "
+            "(each KV head serves a whole group of query heads)"
+        )
     head_dim = f.opt_int("head_dim")
     if head_dim is None:
         head_dim = f.opt_int("attention_head_dim")
@@ -248,6 +293,8 @@ def attention_shape(f: ConfigFields) -> tuple[int, int, int]:
 def window_of(f: ConfigFields) -> int | None:
     """sliding_window as the engines read it: 0 and null both mean none."""
     window = f.opt_int("sliding_window")
+    if window is not None and window < 0:
+        f.fail(f"'{f.where('sliding_window')}' must be a positive number of tokens (0 or null: none), got {window}")
     return window if window else None
 
 

@@ -18,7 +18,13 @@ from dspark.architecture.fields import (
     model_dtype,
     read_moe,
 )
-from dspark.architecture.layers import ModelArchitecture, ParameterCount
+from dspark.architecture.layers import (
+    AttentionLayer,
+    LinearStateLayer,
+    MLALayer,
+    ModelArchitecture,
+    ParameterCount,
+)
 from dspark.architecture.params import NoEstimate
 from dspark.architecture.quantization import read_quantization
 from dspark.errors import ArchitectureError
@@ -50,6 +56,17 @@ def parse_config(config: Mapping[str, Any], source: str = "") -> ModelArchitectu
         parsed = parse_mamba2(f, family, n)
     else:
         parsed = parse_dense(f, family, n, moe)
+    if any(isinstance(layer, LinearStateLayer) for layer in parsed.layers) and not any(
+        isinstance(layer, AttentionLayer | MLALayer) for layer in parsed.layers
+    ):
+        # vLLM sizes a hybrid's KV pages from its attention layers (HybridAttentionMambaModelConfig
+        # .verify_and_update_config pads the state page to an attention page) and SGLang's hybrid pool
+        # sizes tokens per full-attention layer: neither has a page size for a model with none.
+        f.fail(
+            "every layer keeps linear state and none is full attention (check 'layer_types' / "
+            "'full_attention_interval' against num_hidden_layers): the engines size a hybrid model's KV "
+            "pages from its attention layers and have none to size here"
+        )
     notes.extend(parsed.notes)
 
     embedding, lm_head, tied = embeddings(f, family)
