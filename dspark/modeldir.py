@@ -15,6 +15,7 @@ from typing import Any
 
 from dspark.architecture import ModelArchitecture, parse_config
 from dspark.errors import InputError
+from dspark.jsonfile import read_json_file
 from dspark.weights import TensorInfo, WeightsInfo
 
 CONFIG_FILE = "config.json"
@@ -65,16 +66,7 @@ def resolve_model(ref: str, *, cache_dir: Path | str | None = None) -> ModelLoca
 
 def _read_json(path: Path) -> Any:
     """A JSON file's contents; InputError naming the file, and the line and column of a syntax error."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise InputError(f"{path}: no such file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot be read: {exc}") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
+    return read_json_file(path)
 
 
 def load_config(location: ModelLocation) -> dict[str, Any]:
