@@ -8,6 +8,7 @@ This module reads files and hardware only through the edge modules it calls (mod
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from dspark.architecture import Drafter, ModelArchitecture, parse_config, parse_
 from dspark.capacity import CapacitySummary
 from dspark.capacity.engine import CapacityResult, compute_capacity
 from dspark.capacity.seats import seats_for_typical_context
-from dspark.engines import get_engine
+from dspark.engines import ENGINES, get_engine
 from dspark.engines.base import ServeConfig
 from dspark.errors import InputError, SettingsError
 from dspark.findings import (
@@ -42,11 +43,11 @@ from dspark.weights import WeightBytes, drafter_weight_bytes, weight_bytes
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.recipes import Recipe
 
-HardwareResolver = Callable[[str | None, str], HardwareSnapshot]
+HardwareResolver = Callable[[str | None, str, str], HardwareSnapshot]
 
 
-def _resolve_hw(spec: str | None, default_profile: str) -> HardwareSnapshot:
-    return resolve_hardware(spec, default_profile=default_profile)
+def _resolve_hw(spec: str | None, default_profile: str, origin: str) -> HardwareSnapshot:
+    return resolve_hardware(spec, default_profile=default_profile, origin=origin)
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,8 @@ class ValidationReport:
 
 
 # Engine flags after `--` are command-line values too: map them onto dspark's knobs.
+ENGINE_NAMES = tuple(sorted(ENGINES))
+
 _VLLM_FLAG_KNOBS = {
     "max_num_seqs": "max_num_seqs",
     "max_model_len": "max_model_len",
@@ -189,9 +192,17 @@ def _engine_name(request: ValidateRequest, recipe: Recipe | None) -> str:
     flag = request.flags.get("engine")
     if isinstance(flag, str) and flag:
         return flag
-    env = request.env.get("DSPARK_ENGINE", "").strip()
-    if env:
-        return env
+    raw = request.env.get("DSPARK_ENGINE")
+    if raw is not None:
+        value = raw.strip().lower()
+        if value not in ENGINE_NAMES:
+            close = difflib.get_close_matches(value, ENGINE_NAMES, n=1)
+            raise SettingsError(
+                f"DSPARK_ENGINE={raw!r}: " + ("empty" if not value else "not an engine dspark knows")
+                + f"; expected one of {', '.join(ENGINE_NAMES)}" + (f"; did you mean {close[0]!r}?" if close else ""),
+                hint="unset DSPARK_ENGINE to use the recipe's engine (or vllm)",
+            )
+        return value
     return recipe.engine if recipe else "vllm"
 
 
@@ -256,11 +267,20 @@ def _drafter(
 
 def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: HardwareResolver) -> HardwareSnapshot:
     """This machine's GPUs; a recipe's `hardware` is only the profile to use when there are none here."""
+    chosen = settings.hardware
+    origin = chosen.source.split(":", 1)[1] if chosen.layer == "env" else "--hardware"
+    spec = chosen.value if chosen.layer in ("flag", "env") else None
     if settings.platform.value == "cpu":
+        if spec is not None:
+            # Never silently dropped: the CPU build plans against this host's memory, not a GPU snapshot.
+            raise SettingsError(
+                f"{origin} {spec!r} does not apply with platform cpu ({settings.platform.source}): the CPU "
+                "build keeps its KV cache in this host's memory, which dspark reads itself",
+                hint=f"drop {origin}, or plan for GPUs (platform cuda)",
+            )
         return host_snapshot()
     default_profile = (recipe.hardware if recipe and recipe.hardware else None) or DEFAULT_PROFILE
-    spec = settings.hardware.value if settings.hardware.layer in ("flag", "env") else None
-    return resolver(spec, default_profile)
+    return resolver(spec, default_profile, origin)
 
 
 def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
