@@ -12,8 +12,8 @@ Knob fields (seats, window, KV, parallelism, ...) are None when the file does no
 defaults live in dspark.settings, which also applies the flag > environment > recipe > default precedence.
 Read knobs from dspark.settings.ResolvedSettings, and the rest (model, observations, env, engine_args) here.
 
-Shipped recipes: the canonical files are recipes/*.yaml at the top of the repository; dspark/data/recipes/
-holds a byte-identical copy that is installed as package data (a test fails when the two differ).
+Shipped recipes: dspark/data/recipes/*.yaml, installed as package data; the repository's top-level recipes/
+is a symbolic link to that directory, so there is one copy and nothing to keep in step.
 """
 
 from __future__ import annotations
@@ -879,7 +879,7 @@ def _unknown_key(loc: tuple[str | int, ...]) -> str:
 
 
 def shipped_recipes_dir() -> Path:
-    """Where the installed package keeps its recipes (a copy of the repository's recipes/)."""
+    """Where the installed package keeps its recipes (the repository's recipes/ links here)."""
     return Path(__file__).parent / "data" / "recipes"
 
 

@@ -56,7 +56,9 @@ from dspark.units import SIZE_UNITS_HELP, format_size, parse_count, parse_size
 
 T = TypeVar("T")
 
-DEFAULT_MAX_NUM_SEQS = 6  # DESIGN.md §2: the documented fallback when nothing sets seats
+# The fallback the deployment's scripts used when nothing set seats (what its KV pin held; docs/deployment.md).
+# validate replaces it with the computed safe count for the configuration at hand (capacity.seats.default_seats).
+DEFAULT_MAX_NUM_SEQS = 6
 FALLBACK_NOTICE = "MAX_NUM_SEQS not set, using default: {value}"
 
 # DSPARK_* names other parts of dspark read, so their presence is not reported as a typo.
@@ -378,8 +380,8 @@ class ResolvedSettings:
 
     @property
     def max_num_seqs_is_fallback(self) -> bool:
-        """True when nothing set the seats and the built-in default applies."""
-        return self.max_num_seqs.source == "default"
+        """True when nothing set the seats: the built-in default, or the safe count capacity computed for it."""
+        return self.max_num_seqs.layer in ("default", "computed")
 
     def notices(self) -> tuple[str, ...]:
         """Lines to print before launching: the seats fallback (as the deployment's scripts said it), then notes."""

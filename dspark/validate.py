@@ -18,7 +18,8 @@ from dspark import __version__
 from dspark.architecture import Drafter, ModelArchitecture, parse_config, parse_drafter
 from dspark.capacity import CapacitySummary
 from dspark.capacity.engine import CapacityResult, compute_capacity
-from dspark.capacity.seats import seats_for_typical_context
+from dspark.capacity.seats import default_seats
+from dspark.capacity.typical import typical_context_seats
 from dspark.engines import ENGINES, get_engine
 from dspark.engines.base import ServeConfig
 from dspark.errors import InputError, SettingsError
@@ -28,8 +29,10 @@ from dspark.findings import (
     memory_findings,
     observation_findings,
     observations,
+    reconcile,
     seat_findings,
     verdict_of,
+    weights_findings,
     with_observed_safe_seats,
 )
 from dspark.hardware import GpuInfo, HardwareSnapshot
@@ -178,6 +181,30 @@ def _merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object])
     return merged
 
 
+def unplaced_flag_findings(engine: str, options: Any) -> list[Finding]:
+    """Engine flags after `--` that dspark's reader does not know: said, with a guess where one is close.
+
+    dspark reads only the flags that change capacity; the rest reach the engine untouched. validate does not
+    run the engine's parser, so a typo such as --max-num-seq would otherwise pass unremarked.
+    """
+    flags = [arg.partition("=")[0] for arg in getattr(options, "unknown", ()) if arg.startswith("-")]
+    if not flags:
+        return []
+    if engine == "vllm":
+        from dspark.engines.vllm_options import known_flags  # noqa: PLC0415
+    else:
+        from dspark.engines.sglang_options import known_flags  # noqa: PLC0415
+    known = known_flags()
+    named = []
+    for flag_name in flags:
+        close = difflib.get_close_matches(flag_name, known, n=1, cutoff=0.85)
+        named.append(f"{flag_name} (did you mean {close[0]}?)" if close else flag_name)
+    return [Finding("warn", "argv-not-checked",
+                    f"dspark cannot place these {engine} flags: {', '.join(named)}; they are passed to the engine "
+                    "unchecked here (dspark reads the flags that change capacity; `dspark start` runs the installed "
+                    "engine's own parser, which rejects unknown ones)")]
+
+
 def _load_recipe(request: ValidateRequest) -> tuple[Recipe | None, Setting[str | None]]:
     model_given = request.flags.get("model") is not None or bool(request.env.get("DSPARK_MODEL", "").strip())
     choice = select_recipe(request.recipe, request.env, model_given=model_given)
@@ -301,25 +328,45 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
 
     from dspark.capacity.vllm import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
 
-    try:
-        result = compute_capacity(
-            engine_name, arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=request.env,
-            cpu_flags=hardware.cpu_flags if settings.platform.value == "cpu" else None, cpu_arch=hardware.cpu_arch,
-        )
-    except VllmNotModelledError as exc:
-        result = _observed_capacity(exc, recipe, settings, arch, gpu)
-    # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
-    summary = with_observed_safe_seats(result.summary, recipe, settings)
+    def capacity_at(resolved: ResolvedSettings) -> tuple[CapacityResult, CapacitySummary]:
+        try:
+            found = compute_capacity(
+                engine_name, arch, options, resolved, recipe, gpu=gpu, weights=weights, drafter=drafter,
+                env=request.env, cpu_flags=hardware.cpu_flags if resolved.platform.value == "cpu" else None,
+                cpu_arch=hardware.cpu_arch,
+            )
+        except VllmNotModelledError as exc:
+            found = _observed_capacity(exc, recipe, resolved, arch, gpu)
+        # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
+        return found, with_observed_safe_seats(found.summary, recipe, resolved)
+
+    result, summary = capacity_at(settings)
+    if settings.max_num_seqs.layer == "default":
+        # Nothing set the seats: use the computed safe count, as the deployment's scripts fell back to the 6
+        # its pin held. On hybrid SGLang models the pool depends on the seats, so settle it in a few rounds.
+        for _ in range(3):
+            target = default_seats(summary.safe_max_num_seqs, engine_name)
+            if target == settings.max_num_seqs.value:
+                break
+            settings = settings.with_computed(max_num_seqs=target)
+            result, summary = capacity_at(settings)
     if request.typical_context is not None:
         summary = replace(summary, typical_context=request.typical_context,
                           prefix_cache_reserve=request.prefix_cache_reserve,
-                          typical_context_seats=seats_for_typical_context(
-                              summary.kv_pool_tokens, request.typical_context, request.prefix_cache_reserve))
+                          typical_context_seats=typical_context_seats(
+                              result.detail, summary.kv_pool_tokens, request.typical_context,
+                              request.prefix_cache_reserve))
+    if summary.avg_context_at_max_num_seqs > summary.max_model_len:
+        # No request is longer than the window: past it the bound only says every seat holds a full window.
+        summary = replace(summary, avg_context_at_max_num_seqs=summary.max_model_len)
     findings = list(result.findings)
+    findings += unplaced_flag_findings(engine_name, options)
     peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
     findings += memory_findings(result.footprint_bytes, hardware, settings, peers)
     findings += observation_findings(result.summary, recipe, settings)
     findings += seat_findings(summary, settings, arch)
+    findings += weights_findings(weights.total_bytes if weights else None, weights.per_gpu_bytes if weights else None,
+                                 hardware, settings, arch.num_attention_heads)
     if weights is None:
         findings.append(
             Finding(
@@ -341,7 +388,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         drafter=drafter,
         hardware=hardware,
         capacity=summary,
-        findings=tuple(findings),
+        findings=tuple(reconcile(findings)),
         serve=serve,
         plan=plan,
     )

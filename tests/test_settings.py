@@ -378,10 +378,11 @@ def test_with_computed_fills_only_what_nothing_else_set() -> None:
         s.with_computed(seats=4)
 
 
-def test_a_computed_seat_count_replaces_the_fallback_and_its_notice() -> None:
+def test_a_computed_seat_count_is_announced_as_the_default() -> None:
+    # Nothing set the seats: the computed safe count is what the deployment's words announce.
     s = resolve_settings({}, {}, None).with_computed(max_num_seqs=5)
     assert s.max_num_seqs == Setting(5, "computed")
-    assert s.notices() == ()
+    assert s.notices() == ("MAX_NUM_SEQS not set, using default: 5",)
 
 
 def test_missing_for_launch() -> None:

@@ -104,7 +104,8 @@ def render_report(
         *([(f"seats at a typical {cap.typical_context:,} tokens", str(cap.typical_context_seats))]
           if cap.typical_context_seats is not None and cap.typical_context is not None else []),
         (f"average context at {cap.max_num_seqs} seats", f"≤ {cap.avg_context_at_max_num_seqs:,} tokens"),
-        ("CUDA graph max capture size", str(cap.cudagraph_max_capture_size)),
+        ("CUDA graph max capture size", str(cap.cudagraph_max_capture_size) if cap.cudagraph_max_capture_size else
+         ("does not apply (CPU build)" if report.serve.platform == "cpu" else "none (no graphs captured)")),
     ]
     if cap.expert_coverage is not None:
         rows.append(("experts touched per decode step", f"{cap.expert_coverage:.1%}"))

@@ -170,6 +170,11 @@ def _convert(kind: str, value: str, flag: str) -> object:
     return numbers[kind](value, flag) if kind in numbers else value
 
 
+def known_flags() -> tuple[str, ...]:
+    """The flags this reader interprets (for suggestions when a flag is not one of them)."""
+    return (*_VALUE_FLAGS, *_BOOL_FLAGS, *_LIST_FLAGS)
+
+
 def parse_sglang_flags(argv: Sequence[str]) -> SglangOptions:
     """Read the capacity-relevant flags of a launch_server argv; the last occurrence wins, as in argparse."""
     values: dict[str, object] = {}

@@ -337,6 +337,12 @@ _SPEC_SHORTCUTS = {"method": "speculative_method", "num_speculative_tokens": "nu
                    "model": "speculative_model"}  # fmt: skip
 
 
+def known_flags() -> tuple[str, ...]:
+    """The long flags this reader interprets (for suggestions when a flag is not one of them)."""
+    return (*_VALUE_FLAGS, *_BOOL_FLAGS, *(f"--no-{f[2:]}" for f in _BOOL_FLAGS), *_JSON_FLAGS,
+            "--cudagraph-capture-sizes")
+
+
 def parse_vllm_serve_flags(argv: Sequence[str]) -> VllmOptions:
     """Read the capacity-relevant `vllm serve` flags of argv; unknown flags are kept in `unknown`."""
     return _Reader(argv).read()
