@@ -72,21 +72,39 @@ def idle_free_findings(
                     f"{gib(rest)} left idle")]
 
 
-def gpus_per_node(settings: ResolvedSettings) -> int:
-    world = settings.tensor_parallel_size.value * settings.pipeline_parallel_size.value
+def gpus_per_node(settings: ResolvedSettings, data_parallel: int = 1) -> int:
+    """GPUs one node gives the engine: TP × PP × DP replicas, spread over the nodes."""
+    world = settings.tensor_parallel_size.value * settings.pipeline_parallel_size.value * data_parallel
     return max(1, world // max(1, settings.nnodes.value))
 
 
+def data_parallel_findings(engine: str, data_parallel: int, dp_attention: bool, seats: int) -> list[Finding]:
+    """What DP > 1 means for the figures: per-replica pools and seats, and the GPUs it takes."""
+    if data_parallel <= 1:
+        return []
+    if engine == "sglang" and dp_attention:
+        return [Finding("info", "data-parallel",
+                        f"DP attention over {data_parallel} ranks inside the TP group: --max-running-requests "
+                        f"{seats} is split between them (about {max(1, seats // data_parallel)} per rank; "
+                        "pool_configurator divides by attn_dp_size)")]
+    return [Finding("info", "data-parallel",
+                    f"data parallel {data_parallel}: {data_parallel} engine replicas, each on its own GPUs with its "
+                    f"own KV pool and {seats} seats (the figures above are per replica; the server runs up to "
+                    f"{data_parallel * seats} requests at once)")]
+
+
 def memory_findings(
-    footprint: int | None, hw: HardwareSnapshot, settings: ResolvedSettings, peers: tuple[HardwareSnapshot, ...] = ()
+    footprint: int | None, hw: HardwareSnapshot, settings: ResolvedSettings, peers: tuple[HardwareSnapshot, ...] = (),
+    *, data_parallel: int = 1,
 ) -> list[Finding]:
     """Each node's fit: this one, then every peer whose saved probe was given; a note for nodes not seen."""
     if footprint is None or not hw.gpus:
         return []
-    out = _node_fit(footprint, hw, settings, label="")
+    out = _node_fit(footprint, hw, settings, label="", data_parallel=data_parallel)
     nodes = max(hw.nodes, settings.nnodes.value)
     for rank, peer in enumerate(peers, start=1):
-        out += _node_fit(footprint, peer, settings, label=f"node {rank} ({peer.hostname}): ")
+        out += _node_fit(footprint, peer, settings, label=f"node {rank} ({peer.hostname}): ",
+                         data_parallel=data_parallel)
     unseen = nodes - 1 - len(peers)
     if unseen > 0 and hw.source != "profile":
         out.append(Finding("info", "per-node",
@@ -98,8 +116,10 @@ def memory_findings(
     return out
 
 
-def _node_fit(footprint: int, hw: HardwareSnapshot, settings: ResolvedSettings, *, label: str) -> list[Finding]:
-    need = gpus_per_node(settings)
+def _node_fit(
+    footprint: int, hw: HardwareSnapshot, settings: ResolvedSettings, *, label: str, data_parallel: int = 1
+) -> list[Finding]:
+    need = gpus_per_node(settings, data_parallel)
     if len(hw.gpus) < need:
         return [Finding("fail", "not-enough-gpus", f"{label}{hw.description} has {len(hw.gpus)} GPU(s); the plan "
                         f"needs {need} per node")]

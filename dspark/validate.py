@@ -25,6 +25,7 @@ from dspark.engines.base import ServeConfig
 from dspark.errors import InputError, SettingsError
 from dspark.findings import (
     Finding,
+    data_parallel_findings,
     gpus_per_node,
     memory_findings,
     observation_findings,
@@ -324,7 +325,9 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     drafter = _drafter(settings, recipe, options, arch)
     weights = _weights(arch, headers, drafter, settings, recipe)
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
-    gpu = _first_gpu(hardware, settings)
+    data_parallel, dp_attention = _data_parallel(engine_name, options)
+    replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
+    gpu = _first_gpu(hardware, settings, replicas)
 
     from dspark.capacity.vllm import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
 
@@ -362,7 +365,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     findings = list(result.findings)
     findings += unplaced_flag_findings(engine_name, options)
     peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
-    findings += memory_findings(result.footprint_bytes, hardware, settings, peers)
+    findings += memory_findings(result.footprint_bytes, hardware, settings, peers, data_parallel=replicas)
+    findings += data_parallel_findings(engine_name, data_parallel, dp_attention, summary.max_num_seqs)
     findings += observation_findings(result.summary, recipe, settings)
     findings += seat_findings(summary, settings, arch)
     findings += weights_findings(weights.total_bytes if weights else None, weights.per_gpu_bytes if weights else None,
@@ -459,16 +463,29 @@ def _draft_ref(options: Any, recipe: Recipe | None) -> str | None:
     return ref if isinstance(ref, str) else None
 
 
-def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings) -> GpuInfo | None:
+def _data_parallel(engine: str, options: Any) -> tuple[int, bool]:
+    """(DP size, DP attention) from the engine flags: vLLM --data-parallel-size, SGLang --dp-size.
+
+    SGLang's --enable-dp-attention runs the DP ranks inside the TP group (no extra GPUs); plain DP adds
+    replicas of TP × PP GPUs each, as vLLM's does.
+    """
+    dp = getattr(options, "data_parallel_size", None) or getattr(options, "dp_size", None) or 1
+    dp_attention = engine == "sglang" and "--enable-dp-attention" in getattr(options, "unknown", ())
+    return int(dp), dp_attention
+
+
+def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings, data_parallel: int = 1) -> GpuInfo | None:
     if not hardware.gpus:
         return None
-    need = gpus_per_node(settings)
+    need = gpus_per_node(settings, data_parallel)
     if len(hardware.gpus) < need and settings.platform.value != "cpu":
+        dp = f" × DP {data_parallel}" if data_parallel > 1 else ""
         raise InputError(
             f"the plan needs {need} GPU(s) per node (TP {settings.tensor_parallel_size.value} × PP "
-            f"{settings.pipeline_parallel_size.value} over {settings.nnodes.value} node(s)) but "
+            f"{settings.pipeline_parallel_size.value}{dp} over {settings.nnodes.value} node(s)) but "
             f"{hardware.description} has {len(hardware.gpus)}",
-            hint="lower --tp, spread over more nodes, or plan against other hardware (--hardware)",
+            hint="lower --tp (or the data-parallel size), spread over more nodes, or plan against other hardware "
+            "(--hardware PROFILE:N names N GPUs per node)",
         )
     # The engines size every rank by the smallest free memory among them.
     return min(hardware.gpus[:need], key=lambda g: g.free_bytes)
