@@ -8,6 +8,7 @@ read, only each safetensors file's header.
 from __future__ import annotations
 
 import json
+import shlex
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,11 @@ class ModelLocation:
         return self.path / CONFIG_FILE
 
 
+def config_download_command(repo_id: str) -> str:
+    """A command that fetches only what planning reads: config.json and the safetensors index (for the weights)."""
+    return f"huggingface-cli download {shlex.quote(repo_id)} {CONFIG_FILE} {INDEX_FILE}"
+
+
 def resolve_model(ref: str, *, cache_dir: Path | str | None = None) -> ModelLocation:
     """A directory, or a Hugging Face repo id already in the local hub cache (never the network)."""
     path = Path(ref).expanduser()
@@ -58,8 +64,9 @@ def resolve_model(ref: str, *, cache_dir: Path | str | None = None) -> ModelLoca
     except (OSError, ValueError) as exc:
         raise InputError(
             f"model '{ref}' is neither a directory nor a repo in the local Hugging Face cache "
-            f"({cache_dir or 'HF_HUB_CACHE'}); download it first (huggingface-cli download {ref}) "
-            "or pass its directory"
+            f"({cache_dir or 'HF_HUB_CACHE'})",
+            hint=f"{config_download_command(ref)} (planning needs only these, not the weights), "
+            "or pass the model's directory",
         ) from exc
     return ModelLocation(ref=ref, path=Path(str(snapshot)), repo_id=ref)
 
@@ -96,6 +103,8 @@ def _shard_files(location: ModelLocation) -> list[Path]:
             raise InputError(f"{index}: has no 'weight_map' of tensor name to shard file")
         files = [location.path / name for name in sorted(set(weight_map.values()))]
         missing = [f.name for f in files if not f.is_file()]
+        if len(missing) == len(files):
+            return []  # config.json and the index only (what planning asks to download): weights are estimated
         if missing:
             raise InputError(f"{index}: lists shards that are not in the directory: {', '.join(missing[:5])}")
         return files
