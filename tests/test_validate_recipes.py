@@ -27,14 +27,23 @@ def test_flash_next_vllm_on_gb10x2_six_safe_seats_and_capture_80_at_8_seats() ->
     assert "observed-contexts-differ" in codes
 
 
-def test_deepseek_v4_flash_falls_back_to_the_observed_pool_and_says_so() -> None:
+def test_deepseek_v4_flash_computes_its_pool_and_shows_the_observed_one_beside_it() -> None:
     report = _validate("deepseek-v4-flash-vllm")
     cap = report.capacity  # type: ignore[attr-defined]
+    assert cap.kv_budget_source == "estimate" and cap.kv_budget_bytes > 0 and cap.kv_bytes_per_token > 0
+    codes = {f.code for f in report.findings}  # type: ignore[attr-defined]
+    assert "engine-not-modelled" not in codes and "fits" in codes
+    differs = next(f for f in report.findings if f.code == "observed-pool-differs")  # type: ignore[attr-defined]
+    assert f"predicted {cap.kv_pool_tokens:,}" in differs.message
+    assert f"{cap.kv_pool_tokens - 181_777:+,} tokens" in differs.message
+    assert cap.safe_max_num_seqs == 1  # the observed 1.39 contexts, the lower
+
+
+def test_deepseek_v4_flash_with_a_10_gb_pin_reproduces_the_logged_pool() -> None:
+    cap = _validate("deepseek-v4-flash-vllm", kv_cache_memory_bytes=10**10).capacity  # type: ignore[attr-defined]
     figures = (cap.kv_pool_tokens, f"{cap.max_concurrency:.2f}", cap.avg_context_at_max_num_seqs)
     assert figures == (181_777, "1.39", 22_722)
-    assert cap.kv_budget_source == "observed"
-    assert cap.safe_max_num_seqs == 1
-    assert "engine-not-modelled" in {f.code for f in report.findings}  # type: ignore[attr-defined]
+    assert cap.kv_budget_source == "pinned"
 
 
 @pytest.mark.parametrize(("recipe", "engine"), [("flash-next-sglang", "sglang"), ("qwen27b-dflash-sglang", "sglang")])
@@ -79,7 +88,8 @@ def test_a_live_node_without_peer_probes_says_the_others_were_not_checked() -> N
 
 
 def test_typical_context_policy_seats_requests_of_a_given_length_with_a_prefix_reserve() -> None:
-    report = validate(ValidateRequest(flags={"hardware": "gb10x2"}, recipe="deepseek-v4-flash-vllm", env={},
+    report = validate(ValidateRequest(flags={"hardware": "gb10x2", "kv_cache_memory_bytes": 10**10},
+                                      recipe="deepseek-v4-flash-vllm", env={},
                                       typical_context=20_000, prefix_cache_reserve=30_000))
     cap = report.capacity
     # (181,777 - 30,000) // 20,000 = 7 seats at once, below the 8 configured: a warning says so.

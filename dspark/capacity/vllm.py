@@ -31,6 +31,7 @@ from dspark.architecture import (
     dtype_bytes,
 )
 from dspark.capacity import CapacitySummary
+from dspark.capacity import vllm_deepseek_v4 as dsv4
 from dspark.capacity.graphs import CaptureSizeError, VllmGraphPlan, vllm_graph_plan
 from dspark.capacity.seats import expert_coverage, safe_seats_full_window
 from dspark.engines.vllm_options import VllmOptions
@@ -165,6 +166,7 @@ class VllmCapacity:
     notes: tuple[str, ...]
     moe: tuple[int, int] | None = None  # (experts, top_k) for expert coverage
     runtime_overhead_bytes: int = 0  # CUDA: activation peak + non-torch + graphs beside weights and KV (heuristic)
+    context_bytes_per_token: int | None = None  # DeepSeek-V4: compressed pages hold fractions of a token each
 
     @property
     def fits(self) -> bool:
@@ -179,6 +181,8 @@ class VllmCapacity:
     @property
     def kv_bytes_per_token(self) -> int:
         """Bytes one token of context adds per GPU: per-token pages of the layers that grow with context."""
+        if self.context_bytes_per_token is not None:
+            return self.context_bytes_per_token
         return sum(spec.per_token_bytes for spec in self.layers if spec.kind in ("full", "mla", "indexer"))
 
     def summary(self, max_num_seqs: int | None = None) -> CapacitySummary:
@@ -445,6 +449,8 @@ def _max_model_len(
 def _cuda_block_size(arch: ModelArchitecture, cc: tuple[int, int] | None, notes: list[str]) -> int:
     """Platform.update_block_size_for_backend phase 1: the default backend's preferred size (assumed)."""
     major = cc[0] if cc else 9
+    if dsv4.is_deepseek_v4(arch):
+        return dsv4.BLOCK_SIZE  # its sparse-MLA and indexer backends take 256 only
     if arch.uses_mla:
         if major == 10:
             notes.append("CUDA SM10x MLA: FLASHINFER_MLA assumed (kernel blocks 32/64 -> block 32)")
@@ -493,13 +499,25 @@ def _ssm_flag(
     return flag
 
 
-def _refuse_unmodelled(arch: ModelArchitecture) -> None:
+def _refuse_unmodelled(arch: ModelArchitecture, platform: Platform, options: VllmOptions) -> None:
     """Refuse what 0.32.0 sizes in ways dspark does not reproduce (it would guess)."""
-    if any(isinstance(la, MLALayer) and (la.compress_ratio != 1 or la.sliding_window) for la in arch.layers):
+    if not dsv4.is_deepseek_v4(arch):
+        return
+    # DeepSeek-V4 is modelled for the CUDA model (dspark.capacity.vllm_deepseek_v4); the CPU build runs
+    # other classes (vllm/models/deepseek_v4/cpu, AMX kernels only) and PP splits its packed groups.
+    unmodelled = []
+    if platform == "cpu":
+        unmodelled.append("on the CPU build")
+    if (options.pipeline_parallel_size or 1) > 1:
+        unmodelled.append("with pipeline parallelism")
+    if options.block_size not in (None, dsv4.BLOCK_SIZE):
+        unmodelled.append(f"with --block-size {options.block_size} (its backends take {dsv4.BLOCK_SIZE} only)")
+    if options.disable_hybrid_kv_cache_manager:
+        unmodelled.append("with --disable-hybrid-kv-cache-manager")
+    if unmodelled:
         raise VllmNotModelledError(
-            "DeepSeek-V4 compressed/sliding MLA: vLLM 0.32.0 packs its SWA, compressed, indexer and "
-            "compressor-state caches in block-outermost groups; dspark does not reproduce that yet",
-            hint="pin the KV pool with --kv-cache-memory-bytes and read the engine's own line",
+            f"DeepSeek-V4 {', '.join(unmodelled)}: dspark models its KV cache for the CUDA model only",
+            hint="pin the pool with --kv-cache-memory SIZE and read the engine's own KV cache line",
         )
 
 
@@ -515,7 +533,7 @@ def _resolve(
     usage: Literal["serve", "llm"],
 ) -> _Resolved:
     """Every setting the engine has decided by the time it builds the model's layers."""
-    _refuse_unmodelled(arch)
+    _refuse_unmodelled(arch, platform, options)
     notes: list[str] = []
     tp = options.tensor_parallel_size or 1
     pp = options.pipeline_parallel_size or 1
@@ -525,7 +543,11 @@ def _resolve(
     model_dtype = (options.dtype or "auto").lower()
     if model_dtype == "auto":
         model_dtype = arch.dtype
-    kv_flag, kv_bytes = _kv_dtype(options, arch, model_dtype)
+    if dsv4.is_deepseek_v4(arch):
+        kv_flag, kv_bytes = dsv4.kv_cache_dtype(options.kv_cache_dtype), 1
+        notes.append(f"DeepSeek-V4: KV cache dtype {kv_flag} (the layout of its CUDA sparse-MLA classes)")
+    else:
+        kv_flag, kv_bytes = _kv_dtype(options, arch, model_dtype)
 
     # EngineArgs._set_default_chunked_prefill_and_prefix_caching_args: both default on for decoders and
     # hybrids (is_prefix_caching_supported: "hybrid" -> True); RISC-V CPUs turn both off.
@@ -1298,14 +1320,19 @@ def compute_vllm_capacity(
     if hybrid and hybrid.mode == "align" and not r.chunked_prefill:
         raise InputError("Chunked prefill is required for mamba cache mode 'align' (prefix caching on a hybrid)")
 
-    specs = _final_specs(arch, r, options, hybrid, block)
     runner = _model_runner(platform, r.spec_method, env)
     graphs = _graphs(r, options, platform, compute_capability, runner)
     budget, refusals = _budget(
         arch, r, options, env, (device_total_bytes, device_free_bytes), weights_per_gpu_bytes, graphs
     )
     checks = _startup_checks(r, options, budget, device_total_bytes, device_free_bytes)
-    fit = _fit(specs, r, options, budget.bytes, _max_in_flight(platform, r, runner), arch.num_layers)
+    in_flight = _max_in_flight(platform, r, runner)
+    context_bytes: int | None = None
+    if dsv4.is_deepseek_v4(arch):
+        specs, fit, context_bytes = _deepseek_v4_fit(arch, r, options, budget.bytes, in_flight, engine_version)
+    else:
+        specs = _final_specs(arch, r, options, hybrid, block)
+        fit = _fit(specs, r, options, budget.bytes, in_flight, arch.num_layers)
     # Config-time refusals (method re-detection, an invalid VLLM_CPU_KVCACHE_SPACE) stop the engine before
     # it sizes anything; only without them do the KV checks speak.
     refusals = [*r.refusals, *refusals] or fit.refusals
@@ -1355,7 +1382,92 @@ def compute_vllm_capacity(
         notes=tuple(notes),
         moe=(arch.moe.num_experts, arch.moe.top_k) if arch.moe else None,
         runtime_overhead_bytes=sum(v for _, v in runtime_overhead(arch, r, graphs)[0]) if platform == "cuda" else 0,
+        context_bytes_per_token=context_bytes,
     )
+
+
+def _lookahead_retained(arch: ModelArchitecture, r: _Resolved) -> int:
+    """get_kv_cache_configs: sliding layers retain num_prefill_lookahead_tokens - 1 extra tokens."""
+    if r.spec_method not in EAGLE_METHODS:
+        return 0
+    multi_mtp = r.spec_method == "mtp" and min(len(arch.mtp_layers) or 1, r.num_spec) > 1
+    return max(0, (r.num_spec if multi_mtp else 1) - 1)
+
+
+def _deepseek_v4_fit(
+    arch: ModelArchitecture, r: _Resolved, options: VllmOptions, budget: int, in_flight: int, version: str
+) -> tuple[list[LayerSpec], _Fit, int]:
+    """DeepSeek-V4's caches and block-outermost groups (dspark.capacity.vllm_deepseek_v4) as this module's
+    specs and groups, with the engine's null-block reserve, admission check and auto-fit."""
+    drafting = len(r.drafter_layers) if r.spec_method == "mtp" else 0
+    try:
+        retained = _lookahead_retained(arch, r)
+        v4_specs = dsv4.layer_specs(
+            arch, engine_version=version, drafting_mtp_layers=drafting, extra_retained_tokens=retained
+        )
+        v4_groups = dsv4.pack_groups(v4_specs)
+    except dsv4.DeepseekV4NotModelledError as exc:
+        raise VllmNotModelledError(exc.message, hint=exc.hint) from None
+    kinds: dict[str, SpecKind] = {"window": "sliding", "state": "sliding", "compressed": "mla", "indexer": "indexer"}
+    specs = [
+        LayerSpec(
+            name=s.name,
+            kind=kinds[s.role],
+            block_size=s.block_size,
+            page_bytes=s.page_bytes,
+            unpadded_page_bytes=s.page_bytes,
+            sliding_window=s.sliding_window,
+            extra_retained_tokens=s.extra_retained_tokens,
+            identity=(s.role, s.block_size, s.page_bytes),
+        )
+        for s in v4_specs
+    ]
+
+    def plan_at(length: int) -> dsv4.V4Plan:
+        return dsv4.plan(
+            v4_groups, engine_version=version, budget_bytes=budget, max_model_len=length,
+            max_in_flight_tokens=in_flight, num_gpu_blocks_override=options.num_gpu_blocks_override,
+        )
+
+    max_model_len, notes, refusals = r.max_model_len, [], []
+    bytes_per_block = plan_at(max_model_len).bytes_per_block
+    memory = budget if options.num_gpu_blocks_override is None else options.num_gpu_blocks_override * bytes_per_block
+    check_memory = memory - bytes_per_block  # the null block, held back before the checks
+
+    def fits(length: int) -> bool:
+        return plan_at(length).needed_bytes <= check_memory
+
+    if r.auto_fit:
+        fitted = _fit_search(fits, max_model_len)
+        if fitted <= 0:
+            refusals.append(VllmRefusal(
+                "auto_fit_failed", "Cannot auto-fit max_model_len: not enough GPU memory available to serve even "
+                "a single token. Try increasing `gpu_memory_utilization`."))
+        elif fitted < max_model_len:
+            notes.append(f"Auto-fit max_model_len: reduced from {max_model_len} to {fitted}")
+            max_model_len = fitted
+    final = plan_at(max_model_len)
+    refusal = _check_enough_memory(
+        check_memory, final.needed_bytes, max_model_len, lambda available: _fit_search(
+            lambda n: plan_at(n).needed_bytes <= available, max_model_len)
+    )
+    refusals += [refusal] if refusal is not None else []
+    by_name = {s.name: s for s in specs}
+    groups = [
+        KVGroup(
+            kind=by_name[g.layers[0]].kind,
+            layers=g.layers,
+            padding_layers=0,
+            block_size=g.block_size,
+            page_bytes=max(s.page_bytes for s in g.specs),
+            bytes_per_block=g.bytes_per_block,
+            blocks_per_request=g.blocks_per_request(max_model_len, in_flight),
+            uniform_type=True,
+        )
+        for g in final.groups
+    ]
+    fit = _Fit(max_model_len, groups, final.bytes_per_block, final.num_blocks, refusals, notes)
+    return specs, fit, dsv4.context_bytes_per_token(final.groups)
 
 
 def _fits(blocks_at: Callable[[int], int], bytes_per_block: int, memory: int) -> Callable[[int], bool]:

@@ -387,9 +387,28 @@ def test_deepseek_v32_indexer_shares_the_group() -> None:
     assert c.bytes_per_block == 16 * 61 * (576 * 2 + 132)
 
 
-def test_deepseek_v4_is_refused_not_guessed() -> None:
-    with pytest.raises(VllmNotModelledError, match="DeepSeek-V4"):
-        cuda(fixture("deepseek-v4-flash"), ["--kv-cache-memory-bytes", "40G"])
+def test_deepseek_v4_on_the_cpu_build_is_refused_not_guessed() -> None:
+    with pytest.raises(VllmNotModelledError, match="DeepSeek-V4 on the CPU build"):
+        cpu(fixture("deepseek-v4-flash"), "--kv-cache-memory-bytes 40G")
+
+
+def test_deepseek_v4_flash_packs_its_caches_block_outermost() -> None:
+    """fp8_ds_mla pages (584 B a row, rounded up to 576 B) packed side by side: the widest group, the 21
+    indexer key pages (64 rows x 132 B), 21 ratio-4 pages (64 rows) and 20 ratio-128 pages (2 rows), sets
+    the block; a 10 GB pin at vLLM's 8,192-token prefill default gives the 181,777 the GB10 pair logged."""
+    c = cuda(fixture("deepseek-v4-flash"), ["--kv-cache-memory-bytes", "10g", "--max-model-len", "131072", "-tp", "2",
+                                           "--max-num-batched-tokens", "8192"], cc=(12, 1))
+    page = lambda rows, row_bytes: -(-rows * row_bytes // 576) * 576  # noqa: E731
+    widest = 21 * page(64, 132) + 21 * page(64, 584) + 20 * page(2, 584)
+    assert (c.block_size, c.kv_cache_dtype, c.bytes_per_block) == (256, "fp8_ds_mla", widest)
+    assert c.kv_bytes_per_token == widest // 256
+    assert [len(g.layers) for g in c.groups] == [22, 21, 62, 42, 20]  # windows split in two, states by block
+    in_flight = 2 * 8192
+    windows = -(-(128 - 1 + in_flight) // 64) + 1
+    states = (-(-(8 - 1 + in_flight) // 4) + 1, -(-(128 - 1 + in_flight) // 8) + 1)
+    assert [g.blocks_per_request for g in c.groups] == [windows, windows, 131072 // 256, *states]
+    assert c.num_blocks == 10**10 // widest
+    assert c.kv_pool_tokens == 181_777
 
 
 # --- sliding window ---------------------------------------------------------------------------------------

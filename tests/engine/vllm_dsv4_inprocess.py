@@ -1,7 +1,7 @@
 """Run inside a vLLM interpreter: DeepSeek-V4's KV-cache specs and plan, by the engine's own code.
 
-Reads one JSON request on stdin, prints one JSON object on stdout (last line). The CPU build cannot
-run DeepSeek-V4's CUDA attention, so this builds what the CUDA worker builds without a GPU:
+Reads {"cases": [request, ...]} on stdin; prints one line per case: PREFIX + JSON (with the case's id).
+The CPU build cannot run DeepSeek-V4's CUDA attention, so this builds what the CUDA worker builds without a GPU:
   - the cache modules DeepseekV4Attention.__init__ creates, in its order and with its arguments
     (the indexer's DeepseekV4IndexerCache and CompressorStateCache, DeepseekV4SWACache, the layer
     itself, its compressor's CompressorStateCache), registered in the static forward context;
@@ -29,10 +29,10 @@ from typing import Any
 def _attention_class(major: int) -> Any:
     """_select_dsv4_attn_cls without an explicit backend: SM12x FlashInfer, else FlashMLA."""
     if major == 12:
-        from vllm.models.deepseek_v4.nvidia.flashinfer_sparse import DeepseekV4FlashInferSM120Attention
+        from vllm.models.deepseek_v4.nvidia.flashinfer_sparse import DeepseekV4FlashInferSM120Attention  # noqa: PLC0415
 
         return DeepseekV4FlashInferSM120Attention
-    from vllm.models.deepseek_v4.nvidia.flashmla import DeepseekV4FlashMLAAttention
+    from vllm.models.deepseek_v4.nvidia.flashmla import DeepseekV4FlashMLAAttention  # noqa: PLC0415
 
     return DeepseekV4FlashMLAAttention
 
@@ -40,16 +40,16 @@ def _attention_class(major: int) -> Any:
 def _model_owns_grouping() -> bool:
     """0.33: whether the CUDA DeepseekV4ForCausalLM implements SupportsKVCacheGrouping (0.32 has no hook)."""
     try:
-        from vllm.model_executor.models.interfaces import supports_kv_cache_grouping
+        from vllm.model_executor.models.interfaces import supports_kv_cache_grouping  # noqa: PLC0415
     except ImportError:
         return False
-    from vllm.models.deepseek_v4.nvidia.model import DeepseekV4ForCausalLM
+    from vllm.models.deepseek_v4.nvidia.model import DeepseekV4ForCausalLM  # noqa: PLC0415
 
     return bool(supports_kv_cache_grouping(DeepseekV4ForCausalLM))
 
 
 def _vllm_config(req: dict[str, Any]) -> Any:
-    from vllm.config import CacheConfig, ParallelConfig, SchedulerConfig, SpeculativeConfig, VllmConfig
+    from vllm.config import CacheConfig, ParallelConfig, SchedulerConfig, SpeculativeConfig, VllmConfig  # noqa: PLC0415
 
     cfg = req["config"]
     hf = SimpleNamespace(**cfg)
@@ -85,7 +85,9 @@ def _vllm_config(req: dict[str, Any]) -> Any:
         spec = object.__new__(SpeculativeConfig)
         object.__setattr__(spec, "method", "mtp")
         object.__setattr__(spec, "num_speculative_tokens", req["num_speculative_tokens"])
-        object.__setattr__(spec, "num_nextn_predict_layers", cfg.get("num_nextn_predict_layers", 1))
+        object.__setattr__(spec, "disable_eagle_block_drop", False)
+        draft_hf = SimpleNamespace(num_nextn_predict_layers=cfg.get("num_nextn_predict_layers", 1))
+        object.__setattr__(spec, "draft_model_config", SimpleNamespace(hf_config=draft_hf))
         object.__setattr__(vc, "speculative_config", spec)
     return vc
 
@@ -94,22 +96,25 @@ def _compress_ratios(cfg: dict[str, Any]) -> list[int]:
     """Per-layer ratios as the version reads them: 0.33 through transformers' DeepseekV4Config
     (layer_types + compress_rates, get_compress_ratios), 0.32 from config.compress_ratios."""
     try:
-        from vllm.transformers_utils.deepseek_v4_utils import get_compress_ratios
+        from vllm.transformers_utils.deepseek_v4_utils import get_compress_ratios  # noqa: PLC0415
     except ImportError:
         return list(cfg["compress_ratios"])
-    from transformers import DeepseekV4Config
+    from transformers import DeepseekV4Config  # noqa: PLC0415
 
     return list(get_compress_ratios(DeepseekV4Config(**cfg)))
 
 
 def _build_layers(vc: Any, req: dict[str, Any]) -> list[str]:
     """Create the cache modules of every decoder layer (and MTP layers) as the CUDA model does."""
-    import torch
-    from vllm.models.deepseek_v4.attention import DeepseekV4IndexerCache, _resolve_dsv4_kv_cache_dtype
-    from vllm.models.deepseek_v4.compressor import CompressorStateCache
-    from vllm.models.deepseek_v4.attention import MXFP4_BLOCK_SIZE
-    from vllm.v1.attention.backends.mla.indexer import dsa_indexer_uses_fp4
-    from vllm.v1.attention.backends.mla.sparse_swa import DeepseekV4SWACache
+    import torch  # noqa: PLC0415
+    from vllm.models.deepseek_v4.attention import (  # noqa: PLC0415
+        MXFP4_BLOCK_SIZE,
+        DeepseekV4IndexerCache,
+        _resolve_dsv4_kv_cache_dtype,
+    )
+    from vllm.models.deepseek_v4.compressor import CompressorStateCache  # noqa: PLC0415
+    from vllm.v1.attention.backends.mla.indexer import dsa_indexer_uses_fp4  # noqa: PLC0415
+    from vllm.v1.attention.backends.mla.sparse_swa import DeepseekV4SWACache  # noqa: PLC0415
 
     cfg = req["config"]
     attn_cls = _attention_class(req["compute_capability"][0])
@@ -181,27 +186,38 @@ def _spec_row(name: str, spec: Any) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    """Plan one DeepSeek-V4 launch with the engine's functions and print its figures as JSON."""
-    req = json.loads(sys.stdin.read())
-    from vllm.config import set_current_vllm_config
-    from vllm.platforms.interface import Platform
-    from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
-    from vllm.v1.core import kv_cache_utils as kcu
-    from vllm.v1.worker.utils import customize_attention_spec
-    from vllm.v1.kv_cache_interface import AttentionSpec, UniformTypeKVCacheSpecs
+PREFIX = "DSV4-PLAN "
 
-    planning = kcu
+
+def main() -> None:
+    """Plan every case with the engine's functions and print each one's figures as a JSON line."""
+    for req in json.loads(sys.stdin.read())["cases"]:
+        try:
+            result = plan_case(req)
+        except ValueError as exc:  # the engine's own refusal (e.g. _check_enough_kv_cache_memory)
+            result = {"error": str(exc)}
+        print(PREFIX + json.dumps({"id": req["id"], **result}), flush=True)
+
+
+def plan_case(req: dict[str, Any]) -> dict[str, Any]:
+    """One launch: specs, block size, layout, groups, num_blocks, pool and concurrency."""
+    from vllm.config import set_current_vllm_config  # noqa: PLC0415
+    from vllm.platforms.interface import Platform  # noqa: PLC0415
+    from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout  # noqa: PLC0415
+    from vllm.v1.core import kv_cache_utils as kcu  # noqa: PLC0415
+    from vllm.v1.kv_cache_interface import AttentionSpec, UniformTypeKVCacheSpecs  # noqa: PLC0415
+    from vllm.v1.worker.utils import customize_attention_spec  # noqa: PLC0415
+
     try:  # 0.33 moved planning out of kv_cache_utils
-        from vllm.v1.core import kv_cache_planning as planning  # type: ignore[no-redef]
+        from vllm.v1.core import kv_cache_planning as planning  # noqa: PLC0415
     except ImportError:
-        pass
+        planning = kcu
 
     vc = _vllm_config(req)
     with set_current_vllm_config(vc):
         _build_layers(vc, req)
-        from vllm.config.vllm import get_layers_from_vllm_config
-        from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+        from vllm.config.vllm import get_layers_from_vllm_config  # noqa: PLC0415
+        from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase  # noqa: PLC0415
 
         layers = get_layers_from_vllm_config(vc, AttentionLayerBase)  # type: ignore[type-abstract]
         backends: list[Any] = []
@@ -242,20 +258,16 @@ def main() -> None:
                  "block_size": gspec.block_size}
             )
         bytes_per_block = planning._pool_bytes_per_block(vc, config.kv_cache_groups)
-    print(
-        json.dumps(
-            {
-                "block_size": block,
-                "layout": layout.name,
-                "specs": [_spec_row(n, s) for n, s in specs.items()],
-                "groups": groups,
-                "bytes_per_block": bytes_per_block,
-                "num_blocks": config.num_blocks,
-                "kv_pool_tokens": pool,
-                "max_concurrency": concurrency,
-            }
-        )
-    )
+    return {
+        "block_size": block,
+        "layout": layout.name,
+        "specs": [_spec_row(n, s) for n, s in specs.items()],
+        "groups": groups,
+        "bytes_per_block": bytes_per_block,
+        "num_blocks": config.num_blocks,
+        "kv_pool_tokens": pool,
+        "max_concurrency": concurrency,
+    }
 
 
 if __name__ == "__main__":
