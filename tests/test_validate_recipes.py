@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -75,9 +76,8 @@ def test_each_node_is_checked_with_the_peers_saved_probe() -> None:
     assert busy.verdict == "fail"
     failing = [f for f in busy.findings if f.code == "does-not-fit"]
     assert len(failing) == 1
-    assert failing[0].message.startswith(
-        "node 1 (vm): GPU 0 NVIDIA H200: the engine needs about 49.16 GiB but only 39.29"
-    )
+    assert failing[0].message.startswith("node 1 (vm): GPU 0 NVIDIA H200: the engine needs about ")
+    assert "but only 39.29 GiB is free" in failing[0].message  # the busy probe's free memory
 
 
 def test_a_live_node_without_peer_probes_says_the_others_were_not_checked() -> None:
@@ -96,3 +96,13 @@ def test_typical_context_policy_seats_requests_of_a_given_length_with_a_prefix_r
     assert (cap.typical_context, cap.prefix_cache_reserve, cap.typical_context_seats) == (20_000, 30_000, 7)
     finding = next(f for f in report.findings if f.code == "typical-context-seats")
     assert finding.level == "warn"
+
+
+def test_deepseek_v4_flash_on_an_rtx5090_fails_on_its_weights_and_names_a_tp_that_starts() -> None:
+    report = _validate("deepseek-v4-flash-vllm", hardware="rtx5090")
+    assert report.verdict == "fail"  # type: ignore[attr-defined]
+    finding = next(f for f in report.findings if f.code == "weights-do-not-fit")  # type: ignore[attr-defined]
+    assert finding.level == "fail"
+    per_gpu = report.weights.per_gpu_bytes / (1 << 30)  # type: ignore[attr-defined]
+    assert finding.message.startswith(f"{per_gpu:.2f} GiB of weights per GPU (TP=2) do not fit")
+    assert re.search(r"--tp (\d+) would put about [\d.]+ GiB of weights on each GPU", finding.message)

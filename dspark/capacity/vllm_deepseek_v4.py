@@ -138,7 +138,7 @@ def check_version(engine_version: str) -> None:
     if engine_version not in MODELLED_VERSIONS:
         raise DeepseekV4NotModelledError(
             f"DeepSeek-V4 on vLLM {engine_version}: only {', '.join(MODELLED_VERSIONS)} are modelled",
-            hint=f"use --engine-version {MODELLED_VERSIONS[-1]}",
+            hint=f"plan for vLLM {' or '.join(MODELLED_VERSIONS)}",
         )
 
 
