@@ -505,19 +505,21 @@ def _refuse_unmodelled(arch: ModelArchitecture, platform: Platform, options: Vll
         return
     # DeepSeek-V4 is modelled for the CUDA model (dspark.capacity.vllm_deepseek_v4); the CPU build runs
     # other classes (vllm/models/deepseek_v4/cpu, AMX kernels only) and PP splits its packed groups.
-    unmodelled = []
+    unmodelled: list[tuple[str, str]] = []  # (what, how to plan instead)
     if platform == "cpu":
-        unmodelled.append("on the CPU build")
+        unmodelled.append(("on the CPU build", "plan for the GPU build: --platform cuda"))
     if (options.pipeline_parallel_size or 1) > 1:
-        unmodelled.append("with pipeline parallelism")
+        unmodelled.append(("with pipeline parallelism", "spread it with --tp (and --nnodes) instead"))
     if options.block_size not in (None, dsv4.BLOCK_SIZE):
-        unmodelled.append(f"with --block-size {options.block_size} (its backends take {dsv4.BLOCK_SIZE} only)")
+        unmodelled.append((f"with --block-size {options.block_size}", f"its backends take {dsv4.BLOCK_SIZE} only: "
+                           "drop --block-size"))
     if options.disable_hybrid_kv_cache_manager:
-        unmodelled.append("with --disable-hybrid-kv-cache-manager")
+        unmodelled.append(("with --disable-hybrid-kv-cache-manager", "drop --disable-hybrid-kv-cache-manager"))
     if unmodelled:
         raise VllmNotModelledError(
-            f"DeepSeek-V4 {', '.join(unmodelled)}: dspark models its KV cache for the CUDA model only",
-            hint="pin the pool with --kv-cache-memory SIZE and read the engine's own KV cache line",
+            f"DeepSeek-V4 {', '.join(w for w, _ in unmodelled)}: dspark models its KV cache for the CUDA model "
+            "without these",
+            hint="; ".join(h for _, h in unmodelled),
         )
 
 
