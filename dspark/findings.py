@@ -250,7 +250,8 @@ def observation_findings(cap: CapacitySummary, recipe: Recipe | None, settings: 
                     "warn",
                     "observed-pool-differs",
                     f"observed KV pool {int(obs.value):,} tokens ({obs.source}) vs predicted "
-                    f"{cap.kv_pool_tokens:,}: the safe default follows the lower",
+                    f"{cap.kv_pool_tokens:,} ({cap.kv_pool_tokens - int(obs.value):+,} tokens, "
+                    f"{_percent(cap.kv_pool_tokens, obs.value)}): the safe default follows the lower",
                 )
             )
     for obs in observations(recipe, settings, "full_contexts", cap.max_num_seqs):
@@ -264,6 +265,11 @@ def observation_findings(cap: CapacitySummary, recipe: Recipe | None, settings: 
                 )
             )
     return out
+
+
+def _percent(predicted: float, observed: float) -> str:
+    """The prediction's difference from the observation, in percent of the observation."""
+    return f"{100 * (predicted - observed) / observed:+.1f}%" if observed else "n/a"
 
 
 def with_observed_safe_seats(

@@ -43,7 +43,7 @@ from dspark.hardware.select import host_snapshot, resolve_hardware
 from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.launch import LaunchPlan
 from dspark.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
-from dspark.weights import WeightBytes, drafter_weight_bytes, weight_bytes
+from dspark.weights import WeightBytes, drafter_weight_bytes, weight_bytes, weights_from_checkpoint_total
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.recipes import Recipe
@@ -404,7 +404,12 @@ def _weights(arch: ModelArchitecture, headers: Any, drafter: Drafter | None, set
              recipe: Recipe | None) -> WeightBytes | None:
     """Weights per GPU: the model's (with its MTP layers when MTP drafts) plus a separate drafter's."""
     tp, pp = settings.tensor_parallel_size.value, settings.pipeline_parallel_size.value
-    weights = weight_bytes(arch, headers, tp=tp, pp=pp, include_mtp=drafter is not None and drafter.method == "mtp")
+    mtp = drafter is not None and drafter.method == "mtp"
+    weights = weight_bytes(arch, headers, tp=tp, pp=pp, include_mtp=mtp)
+    if weights is not None and not weights.exact and recipe is not None and recipe.model.weights_bytes is not None:
+        # The recipe's stored total (the checkpoint index) outranks the estimate; the estimate only splits it.
+        weights = weights_from_checkpoint_total(arch, recipe.model.weights_bytes, tp=tp, pp=pp, include_mtp=mtp,
+                                                source=f"{recipe.source}: model.weights_bytes") or weights
     if weights is None and recipe is not None and recipe.model.weights_bytes is not None:
         total = recipe.model.weights_bytes
         weights = WeightBytes(total_bytes=total, per_gpu_bytes=total // (tp * pp), exact=False,
