@@ -245,6 +245,45 @@ def start(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
     run_core(ctx, start_core, json_errors=as_json)
 
 
+@cli.command(epilog="Example: dspark advise flash-next-vllm --seats 6,8,16 --clients 32 --input-len 2048 "
+             "--output-len 512 --calibrate sweep-results/sweep.json")
+@_plan_options
+@click.option("--seats", required=True, metavar="N,N,...", help="Seat counts to predict, baseline first.")
+@click.option("--clients", type=int, default=32, show_default=True, help="Closed-loop clients.")
+@click.option("--requests", type=int, help="Requests in the workload (default: 100, or the prompts file's).")
+@click.option("--input-len", type=int, default=2048, show_default=True, help="Prompt tokens per request.")
+@click.option("--output-len", type=int, default=512, show_default=True, help="Output tokens per request.")
+@click.option("--prefix-hit-rate", type=float, default=0.0, show_default=True,
+              help="Share of each prompt already in the prefix cache.")
+@click.option("--prompts", "prompts_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="JSONL of real prompts (as bench takes them): their mean length is the prompt length.")
+@click.option("--calibrate", multiple=True, metavar="FILE",
+              help="A `dspark bench --json` result or a sweep.json of this deployment; repeatable.")
+@click.option("--accepted-tokens", type=float, metavar="N",
+              help="Tokens a seat keeps per decode step, 1 + accepted speculative tokens (default: estimated).")
+@click.option("--primary", default="wall_time", show_default=True, help="The metric the decision rule judges.")
+@click.option("--adopt-at", default="10%", show_default=True, help="Adopt only at this improvement of --primary.")
+@click.option("--max-regression", default="10%", show_default=True,
+              help="No secondary metric may worsen by more than this.")
+@click.option("--secondary", "secondaries", metavar="M,M,...", help="Secondary metrics (as sweep; 'none').")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Also draw the predictions (PNG).")
+@click.pass_context
+def advise(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, seats: str, **params: Any) -> None:
+    """Predict aggregate and per-stream decode, TTFT and KV use at each seat count; recommend one by the sweep's rule.
+
+    Exit 0 with a recommendation, 1 when no seat count can be recommended, 2 for bad input.
+    """
+    from dspark.commands.advise import AdviseOptions, run_advise  # noqa: PLC0415 - keep CLI start-up light
+
+    del explain
+    own = ("clients", "requests", "input_len", "output_len", "prefix_hit_rate", "prompts_file", "calibrate",
+           "accepted_tokens", "primary", "adopt_at", "max_regression", "secondaries", "plot")
+    opts = AdviseOptions(seats=seats, **{k: params.pop(k) for k in own})
+    if params.get("max_num_seqs") is not None:
+        raise click.UsageError("advise predicts the seats itself: use --seats, not --max-num-seqs")
+    run_core(ctx, run_advise, _validate_request(ctx, recipe, params), opts, as_json=as_json)
+
+
 def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """The load options bench and sweep share (dspark.commands.bench.LoadOptions)."""
     options = [
@@ -263,7 +302,13 @@ def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Synthetic token ids are drawn from [10, N)."),
         click.option("--requests", "-n", type=int, default=64, show_default=True, help="Requests per repetition."),
         click.option("--concurrency", "-c", type=int, default=8, show_default=True,
-                     help="Concurrent clients, each streaming one request at a time."),
+                     help="Concurrent clients, each streaming one request at a time (with --request-rate: the "
+                     "most requests in flight)."),
+        click.option("--request-rate", type=float, metavar="R",
+                     help="Open loop: R requests per second, Poisson arrivals (see --burstiness); default: closed "
+                     "loop."),
+        click.option("--burstiness", type=float, default=1.0, show_default=True,
+                     help="Gamma shape of the arrival intervals with --request-rate (1: Poisson; lower: burstier)."),
         click.option("--max-tokens", type=int, default=128, show_default=True, help="Output tokens per request."),
         click.option("--ignore-eos/--no-ignore-eos", default=True, show_default=True,
                      help="Decode exactly --max-tokens per request (vLLM/SGLang extension)."),
@@ -297,7 +342,8 @@ def _load(params: dict[str, Any]) -> Any:
         ignore_eos=params.pop("ignore_eos"), reps=params.pop("reps"), warm_rerun=params.pop("warm_rerun"),
         read_metrics=not params.pop("no_metrics"), metrics_url=params.pop("metrics_url"),
         sample_interval_s=params.pop("sample_interval_s"), timeout_s=params.pop("timeout_s"), seed=params.pop("seed"),
-        client_processes=params.pop("client_processes"),
+        client_processes=params.pop("client_processes"), request_rate=params.pop("request_rate"),
+        burstiness=params.pop("burstiness"),
     )
 
 
