@@ -23,7 +23,7 @@ from dspark.capacity.typical import typical_context_seats
 from dspark.engine_capacity import CapacityResult, compute_capacity
 from dspark.engines import ENGINE_NAMES, engine_spec, get_engine
 from dspark.engines.base import ServeConfig
-from dspark.errors import InputError, SettingsError
+from dspark.errors import InputError, RefusedError, SettingsError
 from dspark.findings import (
     Finding,
     data_parallel_findings,
@@ -448,7 +448,8 @@ def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings, data_para
     need = gpus_per_node(settings, data_parallel)
     if len(hardware.gpus) < need and settings.platform.value != "cpu":
         dp = f" × DP {data_parallel}" if data_parallel > 1 else ""
-        raise InputError(
+        # Valid input that this hardware cannot hold: a refusal (exit 1), as any other plan that does not fit.
+        raise RefusedError(
             f"the plan needs {need} GPU(s) per node (TP {settings.tensor_parallel_size.value} × PP "
             f"{settings.pipeline_parallel_size.value}{dp} over {settings.nnodes.value} node(s)) but "
             f"{hardware.description} has {len(hardware.gpus)}",
