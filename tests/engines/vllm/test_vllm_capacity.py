@@ -75,7 +75,7 @@ def cpu(a: ModelArchitecture, flags: str, env: dict[str, str] | None = None, **k
         compute_capability=None,
         weights_per_gpu_bytes=None,
         environ=env,
-        **kw,  # type: ignore[arg-type]
+        **{"engine_version": "0.32.0", **kw},  # type: ignore[arg-type]
     )
 
 
@@ -88,7 +88,7 @@ def cuda(a: ModelArchitecture, argv: list[str], cc: tuple[int, int] = (9, 0), **
         device_free_bytes=kw.pop("free", H200_FREE),  # type: ignore[arg-type]
         compute_capability=cc,
         weights_per_gpu_bytes=kw.pop("weights", None),  # type: ignore[arg-type]
-        **kw,  # type: ignore[arg-type]
+        **{"engine_version": "0.32.0", **kw},  # type: ignore[arg-type]
     )
 
 
@@ -526,7 +526,7 @@ def test_mtp_under_a_path_naming_another_method_is_refused() -> None:
 
 
 def test_other_versions_are_refused() -> None:
-    with pytest.raises(VllmNotModelledError, match=r"vLLM 0\.19\.0: only 0\.32\.0 is modelled"):
+    with pytest.raises(VllmNotModelledError, match=r"vLLM 0\.19\.0: only 0\.32\.0, 0\.33\.0 are modelled"):
         compute_vllm_capacity(
             DENSE,
             VllmOptions(),
