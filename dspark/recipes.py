@@ -12,14 +12,15 @@ Knob fields (seats, window, KV, parallelism, ...) are None when the file does no
 defaults live in dspark.settings, which also applies the flag > environment > recipe > default precedence.
 Read knobs from dspark.settings.ResolvedSettings, and the rest (model, observations, env, engine_args) here.
 
-Shipped recipes: the canonical files are recipes/*.yaml at the top of the repository; dspark/data/recipes/
-holds a byte-identical copy that is installed as package data (a test fails when the two differ).
+Shipped recipes: dspark/data/recipes/*.yaml, installed as package data; the repository's top-level recipes/
+is a symbolic link to that directory, so there is one copy and nothing to keep in step.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -35,6 +36,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    Strict,
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
@@ -62,6 +64,7 @@ Metric = Literal[
     "ttft_s",
     "wall_s",
     "decode_step_ms",
+    "prefill_ms_per_token",
     "kv_usage_peak",
     "prefix_hit_rate",
 ]
@@ -86,9 +89,14 @@ def _count(value: object) -> object:
     return value
 
 
+# Strict numbers: YAML reads `true` as a bool, which lax validation would take as the count 1.
+Whole = Annotated[int, Strict()]
+Real = Annotated[float, Strict()]
+
 ByteSize = Annotated[
     int,
     BeforeValidator(_size),
+    Strict(),
     Field(gt=0),
     WithJsonSchema(
         {
@@ -103,6 +111,7 @@ ByteSize = Annotated[
 TokenCount = Annotated[
     int,
     BeforeValidator(_count),
+    Strict(),
     Field(gt=0),
     WithJsonSchema(
         {
@@ -153,13 +162,15 @@ class ModelSpec(_Strict):
 class Parallel(_Strict):
     """How the model is split: tensor and pipeline parallelism, and the nodes it spans."""
 
-    tensor: int | None = Field(default=None, ge=1, description="Tensor-parallel size (GPUs per pipeline stage).")
-    pipeline: int | None = Field(default=None, ge=1, description="Pipeline-parallel size.")
-    nodes: int | None = Field(default=None, ge=1, description="Number of machines the engine spans.")
+    tensor: Whole | None = Field(default=None, ge=1, description="Tensor-parallel size (GPUs per pipeline stage).")
+    pipeline: Whole | None = Field(default=None, ge=1, description="Pipeline-parallel size.")
+    nodes: Whole | None = Field(default=None, ge=1, description="Number of machines the engine spans.")
     master_addr: str | None = Field(
         default=None, min_length=1, description="Address of node 0 for a multi-node launch."
     )
-    master_port: int | None = Field(default=None, ge=1, le=65535, description="Port of node 0 for a multi-node launch.")
+    master_port: Whole | None = Field(
+        default=None, ge=1, le=65535, description="Port of node 0 for a multi-node launch."
+    )
     runtime: Literal["native", "ray"] | None = Field(
         default=None, description="Multi-node runtime: the engine's own (torch.distributed) or Ray."
     )
@@ -182,18 +193,26 @@ class KvCache(_Strict):
         description="KV pin per GPU. vLLM: --kv-cache-memory-bytes; SGLang: converted to --max-total-tokens.",
     )
     tokens: TokenCount | None = Field(default=None, description="KV pool pin in tokens (SGLang --max-total-tokens).")
-    gpu_memory_utilization: float | None = Field(
-        default=None, gt=0, le=1, description="vLLM --gpu-memory-utilization (share of GPU memory vLLM may use)."
+    gpu_memory_utilization: Real | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="vLLM --gpu-memory-utilization (share of GPU memory vLLM may use).",
     )
-    mem_fraction_static: float | None = Field(
-        default=None, gt=0, lt=1, description="SGLang --mem-fraction-static (share for weights plus KV pool)."
+    mem_fraction_static: Real | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="SGLang --mem-fraction-static (share for weights plus KV pool).",
     )
 
 
 class Batching(_Strict):
     """Seats and the prefill budget."""
 
-    max_num_seqs: int | None = Field(
+    max_num_seqs: Whole | None = Field(
         default=None,
         ge=1,
         le=MAX_NUM_SEQS_LIMIT,
@@ -209,7 +228,7 @@ class Speculative(_Strict):
     """Speculative decoding: built-in MTP layers or a separate drafter that keeps KV of its own."""
 
     method: SpeculativeMethod = Field(description="mtp uses the model's own layers; others need draft_model.")
-    num_speculative_tokens: int = Field(
+    num_speculative_tokens: Whole = Field(
         ge=1,
         le=64,
         description="Tokens proposed per step (vLLM num_speculative_tokens; SGLang draft tokens = this + 1).",
@@ -228,18 +247,19 @@ class Observation(_Strict):
             "kv_pool_tokens: the engine's KV pool (vLLM 'KV cache size', SGLang max_total_num_tokens); "
             "full_contexts: the engine's 'Maximum concurrency' (pool / window); decode_tok_s, "
             "stream_decode_tok_s: aggregate and per-request decode tokens/s; ttft_s, wall_s: seconds; "
-            "decode_step_ms: one decode step; kv_usage_peak, prefix_hit_rate: shares from 0 to 1."
+            "decode_step_ms: one decode step; prefill_ms_per_token: prompt compute per token; kv_usage_peak, "
+            "prefix_hit_rate: shares from 0 to 1."
         )
     )
-    value: float = Field(ge=0)
-    seats: int | None = Field(default=None, ge=1, le=MAX_NUM_SEQS_LIMIT, description="max_num_seqs in force.")
-    max_model_len: int | None = Field(
+    value: Real = Field(ge=0, allow_inf_nan=False)
+    seats: Whole | None = Field(default=None, ge=1, le=MAX_NUM_SEQS_LIMIT, description="max_num_seqs in force.")
+    max_model_len: Whole | None = Field(
         default=None, ge=1, description="Window the figure refers to; default the recipe's."
     )
     workload: str | None = Field(
         default=None, description="The benchmark workload, for throughput and latency figures."
     )
-    reps: int | None = Field(default=None, ge=1, description="Runs averaged.")
+    reps: Whole | None = Field(default=None, ge=1, description="Runs averaged.")
     engine_version: str | None = None
     hardware: str | None = Field(default=None, description="Where it was measured, in words.")
     source: str = Field(min_length=1, description="Provenance: the log line, benchmark or document it comes from.")
@@ -522,11 +542,22 @@ def _timestamp_as_text(loader: _Loader, node: Node) -> str:
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
 
 
+# A recipe is a few dozen keys (a model.config a few hundred); these bounds are far above any real one and
+# refuse what would exhaust the stack (deep nesting) or memory and time (aliases that expand exponentially).
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 100_000
+
+
 def _parse_yaml(text: str, source: str) -> tuple[Node | None, object]:
-    """The node tree (for line numbers) and the data built from it; RecipeError for broken YAML."""
-    loader = _Loader(text)
+    """The node tree (for line numbers) and the data built from it; RecipeError for broken or hostile YAML."""
+    try:
+        loader = _Loader(text)  # the reader rejects unprintable characters (NUL) here, before parsing
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"{source}: not valid YAML: {_reader_problem(exc)}") from None
     try:
         root = loader.get_single_node()
+        if root is not None:
+            _check_shape(root, source)
         data = loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as exc:
         # Built from the parts, never str(exc): that quotes the offending line, which may hold a secret.
@@ -534,16 +565,90 @@ def _parse_yaml(text: str, source: str) -> tuple[Node | None, object]:
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
         what = "; ".join(part for part in (exc.context, exc.problem) if part)
         raise RecipeError(f"{where}: not valid YAML: {what}") from None
+    except RecursionError:
+        raise RecipeError(
+            f"{source}: not valid YAML for a recipe: nested deeper than {MAX_YAML_DEPTH} levels"
+        ) from None
     except (yaml.YAMLError, ValueError) as exc:
         # No message text: a constructor's message may quote the value.
         raise RecipeError(f"{source}: not valid YAML ({type(exc).__name__})") from None
     finally:
         loader.dispose()
+    _check_finite(data, (), source, root)
     return root, data
 
 
-def _duplicate_keys(node: Node, loc: tuple[str | int, ...]) -> Iterator[Problem]:
-    """Keys given twice in one mapping (YAML would silently keep the last one)."""
+def _reader_problem(exc: yaml.YAMLError) -> str:
+    """What the YAML reader rejected, without quoting the text (it may hold a secret)."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        code = ord(exc.character) if isinstance(exc.character, str) else int(exc.character)
+        return f"unprintable character #x{code:04x} at position {exc.position}"
+    return type(exc).__name__
+
+
+def _check_shape(root: Node, source: str) -> None:
+    """Refuse nesting deeper than MAX_YAML_DEPTH and aliases expanding past MAX_YAML_NODES (an alias bomb).
+
+    Each distinct node is measured once (memoised by identity), so an alias graph with 9 aliases on each of
+    9 levels costs 81 visits, not 9**9; a node that contains itself is refused too.
+    """
+    sizes: dict[int, int] = {}
+    depths: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def measure(node: Node) -> tuple[int, int]:
+        key = id(node)
+        if key in sizes:
+            return sizes[key], depths[key]
+        if key in open_nodes:
+            raise RecipeError(f"{source}:{node.start_mark.line + 1}: an alias refers to a node that contains it")
+        open_nodes.add(key)
+        children: list[Node] = []
+        if isinstance(node, MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, SequenceNode):
+            children = list(node.value)
+        size, depth = 1, 1
+        for child in children:
+            child_size, child_depth = measure(child)
+            size += child_size
+            depth = max(depth, child_depth + 1)
+            if depth > MAX_YAML_DEPTH:
+                raise RecipeError(
+                    f"{source}:{node.start_mark.line + 1}: nested deeper than {MAX_YAML_DEPTH} levels; "
+                    "a recipe is a few levels of keys"
+                )
+        if size > MAX_YAML_NODES:
+            raise RecipeError(
+                f"{source}:{node.start_mark.line + 1}: its aliases expand to more than {MAX_YAML_NODES:,} values; "
+                "write the values out, or use fewer aliases"
+            )
+        open_nodes.discard(key)
+        sizes[key], depths[key] = size, depth
+        return size, depth
+
+    measure(root)
+
+
+def _check_finite(data: object, loc: tuple[str | int, ...], source: str, root: Node | None) -> None:
+    """Every number in a recipe is finite: .inf / .nan are never a count, a share or a measurement."""
+    if isinstance(data, float) and not math.isfinite(data):
+        line = _line_of(root, loc) if root is not None else 0
+        raise RecipeError(f"{source}:{line}: {_dotted(loc)}: not a finite number (got {data!r})")
+    if isinstance(data, dict):
+        for key, value in data.items():
+            _check_finite(value, (*loc, str(key)), source, root)
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            _check_finite(value, (*loc, i), source, root)
+
+
+def _duplicate_keys(node: Node, loc: tuple[str | int, ...], seen_nodes: set[int] | None = None) -> Iterator[Problem]:
+    """Keys given twice in one mapping (YAML would silently keep the last one); each node is visited once."""
+    seen_nodes = set() if seen_nodes is None else seen_nodes
+    if id(node) in seen_nodes:  # an alias to a node already checked
+        return
+    seen_nodes.add(id(node))
     if isinstance(node, MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
@@ -554,10 +659,10 @@ def _duplicate_keys(node: Node, loc: tuple[str | int, ...]) -> Iterator[Problem]
                 yield Problem((*loc, key), f"duplicate key (first given on line {seen[key]})")
             else:
                 seen[key] = key_node.start_mark.line + 1
-            yield from _duplicate_keys(value_node, (*loc, key))
+            yield from _duplicate_keys(value_node, (*loc, key), seen_nodes)
     elif isinstance(node, SequenceNode):
         for i, item in enumerate(node.value):
-            yield from _duplicate_keys(item, (*loc, i))
+            yield from _duplicate_keys(item, (*loc, i), seen_nodes)
 
 
 def _line_of(root: Node, loc: tuple[str | int, ...]) -> int:
@@ -776,7 +881,7 @@ def _unknown_key(loc: tuple[str | int, ...]) -> str:
 
 
 def shipped_recipes_dir() -> Path:
-    """Where the installed package keeps its recipes (a copy of the repository's recipes/)."""
+    """Where the installed package keeps its recipes (the repository's recipes/ links here)."""
     return Path(__file__).parent / "data" / "recipes"
 
 

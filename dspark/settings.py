@@ -56,7 +56,9 @@ from dspark.units import SIZE_UNITS_HELP, format_size, parse_count, parse_size
 
 T = TypeVar("T")
 
-DEFAULT_MAX_NUM_SEQS = 6  # DESIGN.md §2: the documented fallback when nothing sets seats
+# The fallback the deployment's scripts used when nothing set seats (what its KV pin held; docs/deployment.md).
+# validate replaces it with the computed safe count for the configuration at hand (capacity.seats.default_seats).
+DEFAULT_MAX_NUM_SEQS = 6
 FALLBACK_NOTICE = "MAX_NUM_SEQS not set, using default: {value}"
 
 # DSPARK_* names other parts of dspark read, so their presence is not reported as a typo.
@@ -378,8 +380,8 @@ class ResolvedSettings:
 
     @property
     def max_num_seqs_is_fallback(self) -> bool:
-        """True when nothing set the seats and the built-in default applies."""
-        return self.max_num_seqs.source == "default"
+        """True when nothing set the seats: the built-in default, or the safe count capacity computed for it."""
+        return self.max_num_seqs.layer in ("default", "computed")
 
     def notices(self) -> tuple[str, ...]:
         """Lines to print before launching: the seats fallback (as the deployment's scripts said it), then notes."""
@@ -411,10 +413,15 @@ class ResolvedSettings:
             changes[name] = Setting(value, "computed")
         return replace(self, **changes)
 
-    def missing_for_launch(self) -> tuple[str, ...]:
-        """What `start` still needs that planning does not (the address of node 0 for a multi-node launch)."""
+    def missing_for_launch(self, *, dry_run: bool = False) -> tuple[str, ...]:
+        """What `start` still needs that planning does not (the address of node 0 for a multi-node launch).
+
+        A dry run on node 0 prints its plan without the address (node 0 listens; only the others dial it).
+        """
         missing: list[str] = []
-        if self.nnodes.value > 1 and self.distributed_runtime.value == "native" and self.master_addr.value is None:
+        needs_addr = not dry_run or self.node_rank.value >= 1
+        if (self.nnodes.value > 1 and self.distributed_runtime.value == "native" and self.master_addr.value is None
+                and needs_addr):
             missing.append(
                 f"a launch across {self.nnodes.value} nodes needs the address of node 0: "
                 "set --master-addr or DSPARK_MASTER_ADDR (or parallel.master_addr in the recipe)"
@@ -436,10 +443,20 @@ def _shown(name: str, value: object, source: str) -> str:
 
 def select_recipe(cli_recipe: str | None, env: Mapping[str, str], *, model_given: bool = False) -> Setting[str | None]:
     """Which recipe to load: --recipe > DSPARK_RECIPE > the default recipe (none when --model is given)."""
-    if cli_recipe is not None and cli_recipe.strip():
+    # Set-but-empty is an error, as for every setting: '' usually means a broken script or compose file.
+    if cli_recipe is not None:
+        if not cli_recipe.strip():
+            raise SettingsError(f"RECIPE {cli_recipe!r}: empty; expected a shipped recipe name or a recipe file",
+                                hint="leave the argument out to use DSPARK_RECIPE or the default recipe")
         return Setting(cli_recipe.strip(), "flag")
     raw = env.get("DSPARK_RECIPE")
-    if raw is not None and raw.strip():
+    if raw is not None:
+        if not raw.strip():
+            raise SettingsError(
+                f"DSPARK_RECIPE={raw!r}: empty; expected a shipped recipe name or a recipe file",
+                hint="unset DSPARK_RECIPE to use the default recipe (in compose files, leave the variable out "
+                "rather than writing ${DSPARK_RECIPE:-})",
+            )
         return Setting(raw.strip(), "env:DSPARK_RECIPE")
     return Setting(None if model_given else DEFAULT_RECIPE, "default")
 

@@ -8,27 +8,33 @@ This module reads files and hardware only through the edge modules it calls (mod
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dspark import __version__
 from dspark.architecture import Drafter, ModelArchitecture, parse_config, parse_drafter
 from dspark.capacity import CapacitySummary
-from dspark.capacity.seats import seats_for_typical_context
+from dspark.capacity.seats import default_seats
+from dspark.capacity.typical import typical_context_seats
 from dspark.engine_capacity import CapacityResult, compute_capacity
-from dspark.engines import engine_spec, get_engine
+from dspark.engines import ENGINE_NAMES, engine_spec, get_engine
 from dspark.engines.base import ServeConfig
 from dspark.errors import InputError, SettingsError
 from dspark.findings import (
     Finding,
+    data_parallel_findings,
     gpus_per_node,
     memory_findings,
     observation_findings,
     observations,
+    reconcile,
     seat_findings,
     verdict_of,
+    weights_findings,
     with_observed_safe_seats,
 )
 from dspark.hardware import GpuInfo, HardwareSnapshot
@@ -42,11 +48,11 @@ from dspark.weights import WeightBytes, drafter_weight_bytes, weight_bytes, weig
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.recipes import Recipe
 
-HardwareResolver = Callable[[str | None, str], HardwareSnapshot]
+HardwareResolver = Callable[[str | None, str, str], HardwareSnapshot]
 
 
-def _resolve_hw(spec: str | None, default_profile: str) -> HardwareSnapshot:
-    return resolve_hardware(spec, default_profile=default_profile)
+def _resolve_hw(spec: str | None, default_profile: str, origin: str) -> HardwareSnapshot:
+    return resolve_hardware(spec, default_profile=default_profile, origin=origin)
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,26 @@ def _merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object])
     return merged
 
 
+def unplaced_flag_findings(engine: str, options: Any) -> list[Finding]:
+    """Engine flags after `--` that dspark's reader does not know: said, with a guess where one is close.
+
+    dspark reads only the flags that change capacity; the rest reach the engine untouched. validate does not
+    run the engine's parser, so a typo such as --max-num-seq would otherwise pass unremarked.
+    """
+    flags = [arg.partition("=")[0] for arg in getattr(options, "unknown", ()) if arg.startswith("-")]
+    if not flags:
+        return []
+    known = import_module(f"dspark.engines.{engine}.options").known_flags()
+    named = []
+    for flag_name in flags:
+        close = difflib.get_close_matches(flag_name, known, n=1, cutoff=0.85)
+        named.append(f"{flag_name} (did you mean {close[0]}?)" if close else flag_name)
+    return [Finding("warn", "argv-not-checked",
+                    f"dspark cannot place these {engine} flags: {', '.join(named)}; they are passed to the engine "
+                    "unchecked here (dspark reads the flags that change capacity; `dspark start` runs the installed "
+                    "engine's own parser, which rejects unknown ones)")]
+
+
 def _load_recipe(request: ValidateRequest) -> tuple[Recipe | None, Setting[str | None]]:
     model_given = request.flags.get("model") is not None or bool(request.env.get("DSPARK_MODEL", "").strip())
     choice = select_recipe(request.recipe, request.env, model_given=model_given)
@@ -157,9 +183,17 @@ def _engine_name(request: ValidateRequest, recipe: Recipe | None) -> str:
     flag = request.flags.get("engine")
     if isinstance(flag, str) and flag:
         return flag
-    env = request.env.get("DSPARK_ENGINE", "").strip()
-    if env:
-        return env
+    raw = request.env.get("DSPARK_ENGINE")
+    if raw is not None:
+        value = raw.strip().lower()
+        if value not in ENGINE_NAMES:
+            close = difflib.get_close_matches(value, ENGINE_NAMES, n=1)
+            raise SettingsError(
+                f"DSPARK_ENGINE={raw!r}: " + ("empty" if not value else "not an engine dspark knows")
+                + f"; expected one of {', '.join(ENGINE_NAMES)}" + (f"; did you mean {close[0]!r}?" if close else ""),
+                hint="unset DSPARK_ENGINE to use the recipe's engine (or vllm)",
+            )
+        return value
     return recipe.engine if recipe else "vllm"
 
 
@@ -224,11 +258,20 @@ def _drafter(
 
 def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: HardwareResolver) -> HardwareSnapshot:
     """This machine's GPUs; a recipe's `hardware` is only the profile to use when there are none here."""
+    chosen = settings.hardware
+    origin = chosen.source.split(":", 1)[1] if chosen.layer == "env" else "--hardware"
+    spec = chosen.value if chosen.layer in ("flag", "env") else None
     if settings.platform.value == "cpu":
+        if spec is not None:
+            # Never silently dropped: the CPU build plans against this host's memory, not a GPU snapshot.
+            raise SettingsError(
+                f"{origin} {spec!r} does not apply with platform cpu ({settings.platform.source}): the CPU "
+                "build keeps its KV cache in this host's memory, which dspark reads itself",
+                hint=f"drop {origin}, or plan for GPUs (platform cuda)",
+            )
         return host_snapshot()
     default_profile = (recipe.hardware if recipe and recipe.hardware else None) or DEFAULT_PROFILE
-    spec = settings.hardware.value if settings.hardware.layer in ("flag", "env") else None
-    return resolver(spec, default_profile)
+    return resolver(spec, default_profile, origin)
 
 
 def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
@@ -245,29 +288,52 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     drafter = _drafter(settings, recipe, options, arch)
     weights = _weights(arch, headers, drafter, settings, recipe)
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
-    gpu = _first_gpu(hardware, settings)
+    data_parallel, dp_attention = _data_parallel(engine_name, options)
+    replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
+    gpu = _first_gpu(hardware, settings, replicas)
 
     from dspark.engines.vllm.capacity import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
 
-    try:
-        result = compute_capacity(
-            engine_name, arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=request.env,
-            cpu_flags=hardware.cpu_flags if settings.platform.value == "cpu" else None, cpu_arch=hardware.cpu_arch,
-        )
-    except VllmNotModelledError as exc:
-        result = _observed_capacity(exc, recipe, settings, arch, gpu)
-    # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
-    summary = with_observed_safe_seats(result.summary, recipe, settings)
+    def capacity_at(resolved: ResolvedSettings) -> tuple[CapacityResult, CapacitySummary]:
+        try:
+            found = compute_capacity(
+                engine_name, arch, options, resolved, recipe, gpu=gpu, weights=weights, drafter=drafter,
+                env=request.env, cpu_flags=hardware.cpu_flags if resolved.platform.value == "cpu" else None,
+                cpu_arch=hardware.cpu_arch,
+            )
+        except VllmNotModelledError as exc:
+            found = _observed_capacity(exc, recipe, resolved, arch, gpu)
+        # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
+        return found, with_observed_safe_seats(found.summary, recipe, resolved)
+
+    result, summary = capacity_at(settings)
+    if settings.max_num_seqs.layer == "default":
+        # Nothing set the seats: use the computed safe count, as the deployment's scripts fell back to the 6
+        # its pin held. On hybrid SGLang models the pool depends on the seats, so settle it in a few rounds.
+        for _ in range(3):
+            target = default_seats(summary.safe_max_num_seqs, engine_name)
+            if target == settings.max_num_seqs.value:
+                break
+            settings = settings.with_computed(max_num_seqs=target)
+            result, summary = capacity_at(settings)
     if request.typical_context is not None:
         summary = replace(summary, typical_context=request.typical_context,
                           prefix_cache_reserve=request.prefix_cache_reserve,
-                          typical_context_seats=seats_for_typical_context(
-                              summary.kv_pool_tokens, request.typical_context, request.prefix_cache_reserve))
+                          typical_context_seats=typical_context_seats(
+                              result.detail, summary.kv_pool_tokens, request.typical_context,
+                              request.prefix_cache_reserve))
+    if summary.avg_context_at_max_num_seqs > summary.max_model_len:
+        # No request is longer than the window: past it the bound only says every seat holds a full window.
+        summary = replace(summary, avg_context_at_max_num_seqs=summary.max_model_len)
     findings = list(result.findings)
+    findings += unplaced_flag_findings(engine_name, options)
     peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
-    findings += memory_findings(result.footprint_bytes, hardware, settings, peers)
+    findings += memory_findings(result.footprint_bytes, hardware, settings, peers, data_parallel=replicas)
+    findings += data_parallel_findings(engine_name, data_parallel, dp_attention, summary.max_num_seqs)
     findings += observation_findings(result.summary, recipe, settings)
     findings += seat_findings(summary, settings, arch)
+    findings += weights_findings(weights.total_bytes if weights else None, weights.per_gpu_bytes if weights else None,
+                                 hardware, settings, arch.num_attention_heads)
     if weights is None:
         findings.append(
             Finding(
@@ -289,7 +355,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         drafter=drafter,
         hardware=hardware,
         capacity=summary,
-        findings=tuple(findings),
+        findings=tuple(reconcile(findings)),
         serve=serve,
         plan=plan,
     )
@@ -365,16 +431,29 @@ def _draft_ref(options: Any, recipe: Recipe | None) -> str | None:
     return ref if isinstance(ref, str) else None
 
 
-def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings) -> GpuInfo | None:
+def _data_parallel(engine: str, options: Any) -> tuple[int, bool]:
+    """(DP size, DP attention) from the engine flags: vLLM --data-parallel-size, SGLang --dp-size.
+
+    SGLang's --enable-dp-attention runs the DP ranks inside the TP group (no extra GPUs); plain DP adds
+    replicas of TP × PP GPUs each, as vLLM's does.
+    """
+    dp = getattr(options, "data_parallel_size", None) or getattr(options, "dp_size", None) or 1
+    dp_attention = engine == "sglang" and "--enable-dp-attention" in getattr(options, "unknown", ())
+    return int(dp), dp_attention
+
+
+def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings, data_parallel: int = 1) -> GpuInfo | None:
     if not hardware.gpus:
         return None
-    need = gpus_per_node(settings)
+    need = gpus_per_node(settings, data_parallel)
     if len(hardware.gpus) < need and settings.platform.value != "cpu":
+        dp = f" × DP {data_parallel}" if data_parallel > 1 else ""
         raise InputError(
             f"the plan needs {need} GPU(s) per node (TP {settings.tensor_parallel_size.value} × PP "
-            f"{settings.pipeline_parallel_size.value} over {settings.nnodes.value} node(s)) but "
+            f"{settings.pipeline_parallel_size.value}{dp} over {settings.nnodes.value} node(s)) but "
             f"{hardware.description} has {len(hardware.gpus)}",
-            hint="lower --tp, spread over more nodes, or plan against other hardware (--hardware)",
+            hint="lower --tp (or the data-parallel size), spread over more nodes, or plan against other hardware "
+            "(--hardware PROFILE:N names N GPUs per node)",
         )
     # The engines size every rank by the smallest free memory among them.
     return min(hardware.gpus[:need], key=lambda g: g.free_bytes)

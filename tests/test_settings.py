@@ -314,13 +314,20 @@ def test_unknown_setting_names_are_a_programming_error() -> None:
     [
         ("mine.yaml", {"DSPARK_RECIPE": "flash-next-sglang"}, False, Setting("mine.yaml", "flag")),
         (None, {"DSPARK_RECIPE": "flash-next-sglang"}, False, Setting("flash-next-sglang", "env:DSPARK_RECIPE")),
-        (None, {"DSPARK_RECIPE": " "}, False, Setting("flash-next-vllm", "default")),
         (None, {}, False, Setting("flash-next-vllm", "default")),
         (None, {}, True, Setting(None, "default")),
     ],
 )
 def test_select_recipe(cli: str | None, env: dict[str, str], model_given: bool, expected: Setting[str | None]) -> None:
     assert select_recipe(cli, env, model_given=model_given) == expected
+
+
+@pytest.mark.parametrize(("cli", "env", "named"), [(None, {"DSPARK_RECIPE": " "}, "DSPARK_RECIPE=' '"),
+                                                 (None, {"DSPARK_RECIPE": ""}, "DSPARK_RECIPE=''"),
+                                                 ("", {}, "RECIPE ''")])
+def test_set_but_empty_recipe_is_an_error(cli: str | None, env: dict[str, str], named: str) -> None:
+    with pytest.raises(SettingsError, match=f"{re.escape(named)}: empty"):
+        select_recipe(cli, env)
 
 
 def test_resolved_settings_record_the_recipe_choice() -> None:
@@ -371,10 +378,11 @@ def test_with_computed_fills_only_what_nothing_else_set() -> None:
         s.with_computed(seats=4)
 
 
-def test_a_computed_seat_count_replaces_the_fallback_and_its_notice() -> None:
+def test_a_computed_seat_count_is_announced_as_the_default() -> None:
+    # Nothing set the seats: the computed safe count is what the deployment's words announce.
     s = resolve_settings({}, {}, None).with_computed(max_num_seqs=5)
     assert s.max_num_seqs == Setting(5, "computed")
-    assert s.notices() == ()
+    assert s.notices() == ("MAX_NUM_SEQS not set, using default: 5",)
 
 
 def test_missing_for_launch() -> None:

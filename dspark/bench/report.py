@@ -16,7 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from dspark.bench.results import METRICS, BenchResult, MetricInfo, jsonable, pass_values
+from dspark.bench.results import METRICS, VLLM_BENCH_METRICS, BenchResult, MetricInfo, jsonable, pass_values
 from dspark.bench.sweep import SweepResult
 
 MINUS = "−"  # typographic minus, as in DESIGN.md's tables
@@ -96,6 +96,8 @@ def sweep_table(result: SweepResult) -> Table:
     table = _table(["", *heads, *deltas])
     summaries = [s.bench.summary if s.bench else {} for s in settings]
     for name, info in METRICS.items():
+        if name in VLLM_BENCH_METRICS:
+            continue
         vals = [summ.get(name) for summ in summaries]
         changes = [fmt_change(info, vals[0], v) for v in vals[1:]]
         table.add_row(info.label, *(fmt_value(info, v) for v in vals), *changes)
@@ -126,9 +128,14 @@ def sweep_text(result: SweepResult) -> str:
 
 def bench_text(result: BenchResult) -> str:
     """The bench table and any errors or preemptions, never hidden."""
+    meta = result.metadata
+    engine = " ".join(str(v) for v in (meta.get("engine"), meta.get("engine_version")) if v) or "engine –"
+    load = (f"open loop at {meta['request_rate']:g} req/s (burstiness {meta.get('burstiness', 1.0):g}), at most "
+            f"{result.concurrency} in flight" if meta.get("request_rate") else f"{result.concurrency} clients")
     lines = [
-        f"{result.model} at {result.url} ({result.endpoint}): {result.requests} requests × {result.max_tokens} "
-        f"max tokens, {result.concurrency} clients; prompts: {result.prompt_source}",
+        f"{result.model} at {result.url} ({result.endpoint}; {engine}): {result.requests} requests × "
+        f"{result.max_tokens} max tokens, {load}; prompts: {result.prompt_source}",
+        f"dspark {meta.get('dspark_version', '–')}, started {meta.get('started_at', '–')}",
         "",
         to_text(bench_table(result)).rstrip(),
     ]

@@ -135,8 +135,11 @@ class FakeServer:
         if method == "GET" and path == "/health":
             await self._reply(writer, 200, b"", "text/plain")
         elif method == "GET" and path == "/v1/models":
-            data = json.dumps({"object": "list", "data": [{"id": self.config.model, "object": "model"}]})
+            data = json.dumps({"object": "list", "data": [{"id": self.config.model, "object": "model",
+                                                           "owned_by": "fake-engine"}]})
             await self._reply(writer, 200, data.encode(), "application/json")
+        elif method == "GET" and path == "/version":
+            await self._reply(writer, 200, b'{"version": "0.0-fake"}', "application/json")
         elif method == "GET" and path == "/metrics":
             await self._reply(writer, 200, self.metrics_text().encode(), "text/plain; version=0.0.4")
         elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):

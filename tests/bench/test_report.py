@@ -63,8 +63,10 @@ def test_bench_text_columns_and_failures() -> None:
     b = design_sweep().settings[0].bench
     assert b is not None
     lines = bench_text(b).splitlines()
-    assert lines[0] == ("m at http://127.0.0.1:8000 (completions): 100 requests × 512 max tokens, 32 clients; "
-                        "prompts: x")
+    assert lines[0] == ("m at http://127.0.0.1:8000 (completions; engine –): 100 requests × 512 max tokens, "
+                        "32 clients; prompts: x")
+    assert lines[1] == "dspark –, started –"  # a result without metadata says so, never a made-up value
+    lines = lines[1:]
     assert lines[2] == "|                                 | rep 1 | rep 2 |  mean | warm re-run |"
     assert lines[10] == "| Wall time, s                    | 348.4 | 348.4 | 348.4 |       179.6 |"
     failed = dataclasses.replace(b.reps[0], stats=dataclasses.replace(b.reps[0].stats, errors=2,

@@ -133,8 +133,8 @@ def _run_with_nvml(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixtur
     from dspark.cli import main  # noqa: PLC0415
     from dspark.hardware.select import resolve_hardware  # noqa: PLC0415
 
-    def resolver(spec: str | None, default_profile: str) -> object:
-        return resolve_hardware(spec, default_profile=default_profile, nvml_factory=lambda: source)
+    def resolver(spec: str | None, default_profile: str, origin: str = "--hardware") -> object:
+        return resolve_hardware(spec, default_profile=default_profile, nvml_factory=lambda: source, origin=origin)
 
     monkeypatch.setattr(validate_module, "_resolve_hw", resolver)
     for name in [k for k in os.environ if k == "MAX_NUM_SEQS" or k.startswith("DSPARK_")]:

@@ -95,7 +95,7 @@ def test_parse_flags(argv: list[str], expected: dict[str, object]) -> None:
     [
         (["--tp-size", "two"], "--tp-size two: not an integer"),
         (["--mem-fraction-static"], "--mem-fraction-static needs a value"),
-        (["--kv-cache-dtype", "fp16"], "--kv-cache-dtype fp16: not one of"),
+        (["--kv-cache-dtype", "fp16"], "argument --kv-cache-dtype: invalid choice: 'fp16'"),
         (["--disable-radix-cache=true"], "--disable-radix-cache takes no value"),
         (["--max-total-tokens", "1.5Mi"], "decimals are not allowed with IEC suffixes"),
     ],
