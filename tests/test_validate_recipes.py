@@ -40,8 +40,14 @@ def test_deepseek_v4_flash_computes_its_pool_and_shows_the_observed_one_beside_i
     assert cap.safe_max_num_seqs == 1  # the observed 1.39 contexts, the lower
 
 
+# vLLM 0.32.0 gives a GB10 (>= 70 GiB) the 8,192-token prefill budget; 0.33.0 keeps it on 2,048.
+GB10_032_PREFILL = ("--max-num-batched-tokens", "8192")
+
+
 def test_deepseek_v4_flash_with_a_10_gb_pin_reproduces_the_logged_pool() -> None:
-    cap = _validate("deepseek-v4-flash-vllm", kv_cache_memory_bytes=10**10).capacity  # type: ignore[attr-defined]
+    report = validate(ValidateRequest(flags={"hardware": "gb10x2", "kv_cache_memory_bytes": 10**10},
+                                      recipe="deepseek-v4-flash-vllm", engine_flags=GB10_032_PREFILL, env={}))
+    cap = report.capacity
     figures = (cap.kv_pool_tokens, f"{cap.max_concurrency:.2f}", cap.avg_context_at_max_num_seqs)
     assert figures == (181_777, "1.39", 22_722)
     assert cap.kv_budget_source == "pinned"
@@ -89,7 +95,7 @@ def test_a_live_node_without_peer_probes_says_the_others_were_not_checked() -> N
 
 def test_typical_context_policy_seats_requests_of_a_given_length_with_a_prefix_reserve() -> None:
     report = validate(ValidateRequest(flags={"hardware": "gb10x2", "kv_cache_memory_bytes": 10**10},
-                                      recipe="deepseek-v4-flash-vllm", env={},
+                                      recipe="deepseek-v4-flash-vllm", engine_flags=GB10_032_PREFILL, env={},
                                       typical_context=20_000, prefix_cache_reserve=30_000))
     cap = report.capacity
     # (181,777 - 30,000) // 20,000 = 7 seats at once, below the 8 configured: a warning says so.

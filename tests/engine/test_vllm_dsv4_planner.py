@@ -161,10 +161,10 @@ def test_specs_groups_and_pool_equal_the_engines(case: Case, engine: tuple[str, 
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_the_launch_path_prints_the_engines_line(case: Case) -> None:
-    """compute_vllm_capacity (settings, budget, admission check) gives 0.32.0's pool or its refusal."""
-    version = "0.32.0"  # the launch path's modelled release (0.33.0 joins with the engine-versions structure)
-    theirs = _engine_figures(version)[case.id]
+def test_the_launch_path_prints_the_engines_line(case: Case, engine: tuple[str, dict[str, dict[str, Any]]]) -> None:
+    """compute_vllm_capacity (settings, budget, admission check) gives the release's pool or its refusal."""
+    version, results = engine
+    theirs = results[case.id]
     options = VllmOptions(
         max_model_len=case.max_model_len, max_num_seqs=8, max_num_batched_tokens=case.batched,
         kv_cache_memory_bytes=case.budget, tensor_parallel_size=case.tp,

@@ -149,6 +149,17 @@ def _drafter_layers(
     return drafter.layers
 
 
+def _model_kv_dtype(
+    options: VllmOptions, arch: ModelArchitecture, model_dtype: str, notes: list[str]
+) -> tuple[str, int]:
+    """The KV dtype the model's layers keep: DeepSeek-V4's classes resolve their own (fp8_ds_mla)."""
+    if deepseek_v4.is_deepseek_v4(arch):
+        flag = deepseek_v4.kv_cache_dtype(options.kv_cache_dtype)
+        notes.append(f"DeepSeek-V4: KV cache dtype {flag} (the layout of its sparse-MLA classes)")
+        return flag, 1
+    return _kv_dtype(options, arch, model_dtype)
+
+
 def _kv_dtype(options: VllmOptions, arch: ModelArchitecture, model_dtype: str) -> tuple[str, int]:
     """The --kv-cache-dtype as vLLM keeps it, and bytes per element (auto: the model dtype)."""
     flag = (options.kv_cache_dtype or "auto").lower()
@@ -299,11 +310,7 @@ def resolve(
     model_dtype = (options.dtype or "auto").lower()
     if model_dtype == "auto":
         model_dtype = arch.dtype
-    if deepseek_v4.is_deepseek_v4(arch):
-        kv_flag, kv_bytes = deepseek_v4.kv_cache_dtype(options.kv_cache_dtype), 1
-        notes.append(f"DeepSeek-V4: KV cache dtype {kv_flag} (the layout of its sparse-MLA classes)")
-    else:
-        kv_flag, kv_bytes = _kv_dtype(options, arch, model_dtype)
+    kv_flag, kv_bytes = _model_kv_dtype(options, arch, model_dtype, notes)
 
     # EngineArgs._set_default_chunked_prefill_and_prefix_caching_args: both default on for decoders and
     # hybrids (is_prefix_caching_supported: "hybrid" -> True); RISC-V CPUs turn both off.
@@ -315,7 +322,9 @@ def resolve(
     small_tier = release.gb10_small_batch_defaults and platform == "cuda" and compute_capability == (12, 1)
     seqs, tokens = _batch_sizes(options, platform, tp * pp, usage, device, max_model_len, chunked, small_tier)
     refusals = [x for x in [_redetected_method(method, draft_ref, platform)] if x is not None]
-    refusals += _kv_dtype_refusals(release, arch, platform, cpu, kv_flag, model_dtype)
+    # DeepSeek-V4's layers turn the flag into fp8_ds_mla themselves, after these checks saw the flag as given.
+    asked = (options.kv_cache_dtype or "auto").lower() if deepseek_v4.is_deepseek_v4(arch) else kv_flag
+    refusals += _kv_dtype_refusals(release, arch, platform, cpu, asked, model_dtype)
     if release.mamba_cache_mode_deprecated and options.mamba_cache_mode is not None:
         notes.append("--mamba-cache-mode is deprecated and has no effect: Mamba prefix caching follows "
                      "--enable-prefix-caching (EngineArgs.create_engine_config)")
