@@ -37,7 +37,7 @@ def test_profile_figures(row: tuple[str, str, int, int, tuple[int, int], float, 
 
 def test_h200_profile_matches_the_measured_machine() -> None:
     (g,) = get_profile("h200").gpus
-    assert g.free_bytes == 150_109_880_320  # what NVML v2 reported free on the idle H200 (DESIGN.md §3)
+    assert g.free_bytes == 150_109_880_320  # what NVML v2 reported free on the idle H200 (docs/hardware.md)
 
 
 def test_names_and_default() -> None:
