@@ -1,6 +1,6 @@
 """validate: recipe + flags + environment + model + hardware -> capacity, findings and a launch plan.
 
-Data flows one way (DESIGN.md §5): settings (each with its source) and the model's architecture and the
+Data flows one way: settings (each with its source) and the model's architecture and the
 hardware snapshot feed the engine's capacity arithmetic; the verdict and the launch plan follow from those.
 This module reads files and hardware only through the edge modules it calls (modeldir, hardware.select).
 """

@@ -1,4 +1,4 @@
-"""The shipped recipes through `validate` against the built-in profiles (issue #3's figures, DESIGN.md §2)."""
+"""The shipped recipes through `validate` against the built-in profiles (issue #3's figures, docs/deployment.md)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from rich.table import Table
 from dspark.bench.results import METRICS, VLLM_BENCH_METRICS, BenchResult, MetricInfo, jsonable, pass_values
 from dspark.bench.sweep import SweepResult
 
-MINUS = "−"  # typographic minus, as in DESIGN.md's tables
+MINUS = "−"  # typographic minus, as in docs/deployment.md's tables
 
 
 def fmt_value(info: MetricInfo, value: float | None) -> str:
