@@ -41,7 +41,12 @@ from dspark.engines.vllm.kv_types import (
     format_gib,
     kv_cache_line,
 )
-from dspark.engines.vllm.layer_specs import align_hybrid, final_specs
+from dspark.engines.vllm.layer_specs import (
+    align_hybrid,
+    engine_layer_specs,
+    final_specs,
+    prefill_lookahead_tokens,
+)
 from dspark.engines.vllm.options import VllmOptions
 from dspark.engines.vllm.resolve import Resolved, max_in_flight, model_runner, resolve
 from dspark.engines.vllm.versions import MODELLED_VERSIONS, RELEASES
@@ -113,7 +118,8 @@ def compute_vllm_capacity(
         arch, r, options, env, (device_total_bytes, device_free_bytes), weights_per_gpu_bytes, graphs
     )
     checks = startup_checks(r, options, budget, device_total_bytes, device_free_bytes)
-    fit = fit_blocks(specs, r, options, budget.bytes, max_in_flight(platform, r, runner), arch.num_layers)
+    in_flight = max_in_flight(platform, r, runner)
+    fit = fit_blocks(specs, r, options, budget.bytes, in_flight, arch.num_layers)
     # Config-time refusals (method re-detection, an invalid VLLM_CPU_KVCACHE_SPACE) stop the engine before
     # it sizes anything; only without them do the KV checks speak.
     refusals = [*r.refusals, *refusals] or fit.refusals
@@ -163,6 +169,13 @@ def compute_vllm_capacity(
         notes=tuple(notes),
         moe=(arch.moe.num_experts, arch.moe.top_k) if arch.moe else None,
         runtime_overhead_bytes=sum(v for _, v in runtime_overhead(arch, r, graphs)[0]) if platform == "cuda" else 0,
+        engine_layers=tuple(engine_layer_specs(arch, r, hybrid, block)),
+        prefill_lookahead_tokens=prefill_lookahead_tokens(arch, r),
+        max_in_flight_tokens=in_flight,
+        auto_fit=r.auto_fit,
+        engine_max_model_len=r.max_model_len,
+        disable_hybrid_kv_cache_manager=bool(options.disable_hybrid_kv_cache_manager),
+        num_gpu_blocks_override=options.num_gpu_blocks_override,
     )
 
 
