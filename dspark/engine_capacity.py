@@ -50,6 +50,7 @@ def compute_capacity(
     env: Mapping[str, str],
     cpu_flags: tuple[str, ...] | None = None,
     cpu_arch: str | None = None,
+    engine_version: str | None = None,
 ) -> CapacityResult:
     """Dispatch to the engine's accounting with the resolved settings laid over the pasted engine flags.
 
@@ -58,7 +59,7 @@ def compute_capacity(
     if engine not in _MODELS:
         raise InputError(f"no capacity model for engine {engine!r}", hint=f"use one of: {', '.join(_MODELS)}")
     return _MODELS[engine](arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=env,
-                           cpu=_cpu_features(cpu_flags, cpu_arch))
+                           cpu=_cpu_features(cpu_flags, cpu_arch), version=engine_version)
 
 
 def _vllm_options(options: Any, s: ResolvedSettings, recipe: Recipe | None) -> Any:
@@ -96,8 +97,10 @@ def _cpu_features(flags: tuple[str, ...] | None, arch: str | None) -> Any:
 
 
 def _vllm(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Recipe | None, *, gpu: GpuInfo | None,
-          weights: WeightBytes | None, drafter: Drafter | None, env: Mapping[str, str], cpu: Any) -> CapacityResult:
+          weights: WeightBytes | None, drafter: Drafter | None, env: Mapping[str, str], cpu: Any,
+          version: str | None) -> CapacityResult:
     from dspark.engines.vllm.capacity import compute_vllm_capacity  # noqa: PLC0415 - only the engine in use is imported
+    from dspark.engines.vllm.versions import MODELLED_VERSIONS  # noqa: PLC0415
 
     platform: Literal["cpu", "cuda"] = "cpu" if s.platform.value == "cpu" else "cuda"
     opts = _vllm_options(options, s, recipe)
@@ -112,6 +115,7 @@ def _vllm(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Re
             compute_capability=gpu.compute_capability if gpu else None,
             weights_per_gpu_bytes=weights_bytes, drafter=drafter, environ=engine_env,
             device_name=gpu.name if gpu else None, cpu_features=cpu if platform == "cpu" else None,
+            engine_version=version or MODELLED_VERSIONS[-1],
         )
 
     cap = at(opts, weights_per_gpu)
@@ -182,10 +186,11 @@ def _vllm_footprint(cap: Any, platform: str, weights: int | None) -> int:
 
 def _sglang(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Recipe | None, *,
             gpu: GpuInfo | None, weights: WeightBytes | None, drafter: Drafter | None, env: Mapping[str, str],
-            cpu: Any) -> CapacityResult:
+            cpu: Any, version: str | None) -> CapacityResult:
     del env, cpu  # SGLang sizes from its own flags and the GPU; no CPU build is modelled
     from dspark.engines.sglang.capacity import compute_sglang_capacity  # noqa: PLC0415
     from dspark.engines.sglang.options import sglang_speculative_flags  # noqa: PLC0415
+    from dspark.engines.sglang.versions import MODELLED_VERSIONS as SGLANG_VERSIONS  # noqa: PLC0415
 
     spec = recipe.speculative if recipe is not None else None
     overlay: dict[str, Any] = {
@@ -214,6 +219,7 @@ def _sglang(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: 
         free_before_load_bytes=gpu.free_bytes if gpu else None,
         weights_per_gpu_bytes=weights_per_gpu, drafter=drafter,
         compute_capability=gpu.compute_capability if gpu else None,
+        engine_version=version or SGLANG_VERSIONS[-1],
     )
     findings = [Finding("fail", r.code, r.message) for r in getattr(cap, "refusals", ())]
     for note in getattr(cap, "notes", ()):

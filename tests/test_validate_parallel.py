@@ -30,9 +30,11 @@ def test_more_gpus_than_the_node_has_is_refused_with_the_count(flags: tuple[str,
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize(("hardware", "flags"), [("h200:2", ("--tensor-parallel-size", "2")),
-                                                 ("h200:2", ("--data-parallel-size", "2")),
-                                                 ("h200:4", ("--tensor-parallel-size", "2", "--data-parallel-size", "2"))])
+@pytest.mark.parametrize(("hardware", "flags"), [
+    ("h200:2", ("--tensor-parallel-size", "2")),
+    ("h200:2", ("--data-parallel-size", "2")),
+    ("h200:4", ("--tensor-parallel-size", "2", "--data-parallel-size", "2")),
+])
 def test_enough_gpus_plan_each_replica(hardware: str, flags: tuple[str, ...]) -> None:
     proc = validate(hardware, *flags)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
