@@ -365,8 +365,10 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     findings += data_parallel_findings(engine_name, data_parallel, dp_attention, summary.max_num_seqs)
     findings += observation_findings(result.summary, recipe, settings)
     findings += seat_findings(summary, settings, arch)
-    findings += weights_findings(weights.total_bytes if weights else None, weights.per_gpu_bytes if weights else None,
-                                 hardware, settings, arch.num_attention_heads)
+    if not any(f.code == "weights-do-not-fit" for f in findings):  # the engine model's own check is the finer one
+        findings += weights_findings(weights.total_bytes if weights else None,
+                                     weights.per_gpu_bytes if weights else None, hardware, settings,
+                                     arch.num_attention_heads)
     if weights is None:
         findings.append(WEIGHTS_UNKNOWN)
     planner_request = witness_request(engine_name, result.detail, arch.num_layers)

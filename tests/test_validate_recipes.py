@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -98,8 +99,17 @@ def test_typical_context_policy_seats_requests_of_a_given_length_with_a_prefix_r
                                       recipe="deepseek-v4-flash-vllm", engine_flags=GB10_032_PREFILL, env={},
                                       typical_context=20_000, prefix_cache_reserve=30_000))
     cap = report.capacity
-    # (181,777 - 30,000) // 20,000 = 7 seats at once, below the 8 configured: a warning says so.
-    assert (cap.typical_context, cap.prefix_cache_reserve, cap.typical_context_seats) == (20_000, 30_000, 7)
+    assert cap.kv_pool_tokens == 181_777
+    # Token arithmetic alone would seat (181,777 - 30,000) // 20,000 = 7; but every DeepSeek-V4 request also
+    # holds its sliding-window and compressor-state rings, whatever its length. Counted in blocks, as vLLM's
+    # Maximum concurrency is: the growing groups take ceil(T / block) blocks, the rings their fixed count.
+    groups = cap.details["groups"]
+    per_request = sum(g["blocks_per_request"] if g["kind"] == "sliding" else math.ceil(20_000 / g["block_size"])
+                      for g in groups)
+    reserved = sum(math.ceil(30_000 / g["block_size"]) for g in groups if g["kind"] != "sliding")
+    by_blocks = (cap.details["num_blocks"] - reserved) // per_request
+    assert (cap.typical_context, cap.prefix_cache_reserve, cap.typical_context_seats) == (20_000, 30_000, by_blocks)
+    assert 0 < by_blocks < 7  # below the token-only count and the 8 configured: a warning says so
     finding = next(f for f in report.findings if f.code == "typical-context-seats")
     assert finding.level == "warn"
 
