@@ -305,6 +305,15 @@ def _version_findings(engine_name: str, version: EngineVersion) -> list[Finding]
     )]
 
 
+def _generic_weights_findings(found: list[Finding], weights: WeightBytes | None, hardware: HardwareSnapshot,
+                              settings: ResolvedSettings, arch: ModelArchitecture) -> list[Finding]:
+    """Weights that overflow a GPU, judged generically only where the engine model has not (its check is finer)."""
+    if any(f.code == "weights-do-not-fit" for f in found):
+        return []
+    return weights_findings(weights.total_bytes if weights else None, weights.per_gpu_bytes if weights else None,
+                            hardware, settings, arch.num_attention_heads)
+
+
 def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
     """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
     recipe, _ = _load_recipe(request)
@@ -365,10 +374,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     findings += data_parallel_findings(engine_name, data_parallel, dp_attention, summary.max_num_seqs)
     findings += observation_findings(result.summary, recipe, settings)
     findings += seat_findings(summary, settings, arch)
-    if not any(f.code == "weights-do-not-fit" for f in findings):  # the engine model's own check is the finer one
-        findings += weights_findings(weights.total_bytes if weights else None,
-                                     weights.per_gpu_bytes if weights else None, hardware, settings,
-                                     arch.num_attention_heads)
+    findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
     if weights is None:
         findings.append(WEIGHTS_UNKNOWN)
     planner_request = witness_request(engine_name, result.detail, arch.num_layers)
