@@ -297,7 +297,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
                 "memory check; give model.weights_bytes in the recipe or a directory with weights",
             )
         )
-    planner_request = witness_request(engine_name, result.detail, arch.num_layers)
+    planner_request = witness_request(engine_name, result.detail)
     witness = None
     if request.engine_check:
         witness = _check_with_engine(engine_name, request, planner_request, summary)
