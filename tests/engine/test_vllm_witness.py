@@ -27,7 +27,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 H200 = 150_754_820_096
 MTP1 = '{"method":"mtp","num_speculative_tokens":1}'
 MTP2 = '{"method":"mtp","num_speculative_tokens":2}'
-MTP4 = '{"method": "qwen3_next_mtp", "num_speculative_tokens": 4}'
+MTP4 = '{"method":"qwen3_next_mtp","num_speculative_tokens":4}'
 NGRAM3 = '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3}'
 EPYC = CpuFeatures(amx=False, avx512_bf16=True)
 
