@@ -377,7 +377,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
     if weights is None:
         findings.append(WEIGHTS_UNKNOWN)
-    planner_request = witness_request(engine_name, result.detail, arch.num_layers)
+    planner_request = witness_request(engine_name, result.detail)
     witness = None
     if request.engine_check:
         witness = _check_with_engine(engine_name, request, planner_request, summary)

@@ -1,7 +1,8 @@
 """Run inside the ENGINE's interpreter: the installed engine's own KV planner on dspark's inputs (the witness).
 
 Interface (imported by _argv_check.py, which runs it in the same process as the argv check; runnable alone as
-`<engine python> _witness.py < request.json`, printing one line `DSPARK_WITNESS {json}`):
+`<engine python> _witness.py < request.json`, printing one line `DSPARK_WITNESS {json}`; a JSON list of
+requests gets a list of answers, from one engine import):
 
     witness(request: dict) -> dict
 
@@ -203,7 +204,11 @@ def witness(request: dict[str, Any]) -> dict[str, Any]:
     answer: dict[str, Any] = {"ok": False, "engine": request.get("engine")}
     try:
         with contextlib.redirect_stdout(sys.stderr):  # engines log on import; stdout carries our line
-            answer.update(_PLANNERS[request.get("engine", "")](request))
+            planner = _PLANNERS.get(request.get("engine", ""))
+            if planner is None:
+                answer["error"] = f"no witness for engine {request.get('engine')!r} yet"
+            else:
+                answer.update(planner(request))
     except Exception as exc:  # noqa: BLE001 - the engine's refusal or a missing function is the answer
         answer["error"] = f"{type(exc).__name__}: {exc}"
     answer["seconds"] = round(time.monotonic() - start, 3)
@@ -211,7 +216,9 @@ def witness(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    result = witness(json.loads(sys.stdin.read()))
+    request = json.loads(sys.stdin.read())
+    # A list of requests is answered with a list, in one process (one engine import): tests, benchmarks.
+    result = [witness(r) for r in request] if isinstance(request, list) else witness(request)
     sys.stdout.write(MARKER + json.dumps(result) + "\n")
     return 0
 
