@@ -75,7 +75,7 @@ def cli(debug: bool) -> None:
 @click.option(
     "--hardware",
     metavar="FILE|PROFILE",
-    help="A file saved by `dspark probe --json`, or a built-in profile (gb10x2, h200, ...).",
+    help="A file saved by `dspark probe --json`, or a built-in profile (gb10x2, h200, ...; h200:8 for 8 GPUs).",
 )
 @click.pass_context
 def probe(ctx: click.Context, as_json: bool, hardware: str | None) -> None:
