@@ -20,7 +20,15 @@ from dspark.capacity import CapacitySummary
 from dspark.capacity.engine import CapacityResult, compute_capacity
 from dspark.capacity.seats import default_seats
 from dspark.capacity.typical import typical_context_seats
-from dspark.engines import ENGINES, get_engine
+from dspark.engine_flags import (
+    ENGINE_NAMES,
+    data_parallel_of,
+    flag_values_from_engine_flags,
+    merge_flags,
+    parse_engine_flags,
+    unplaced_flag_findings,
+)
+from dspark.engines import get_engine
 from dspark.engines.base import ServeConfig
 from dspark.errors import InputError, SettingsError
 from dspark.findings import (
@@ -114,96 +122,6 @@ class ValidationReport:
             "env": self.plan.to_json()["env"],
             "notices": list(self.settings.notices()),
         }
-
-
-# Engine flags after `--` are command-line values too: map them onto dspark's knobs.
-ENGINE_NAMES = tuple(sorted(ENGINES))
-
-_VLLM_FLAG_KNOBS = {
-    "max_num_seqs": "max_num_seqs",
-    "max_model_len": "max_model_len",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
-    "tensor_parallel_size": "tensor_parallel_size",
-    "pipeline_parallel_size": "pipeline_parallel_size",
-    "gpu_memory_utilization": "gpu_memory_utilization",
-    "max_num_batched_tokens": "max_num_batched_tokens",
-    "enable_prefix_caching": "enable_prefix_caching",
-    # Not num_speculative_tokens: a pasted --speculative-config carries its method with it, and the options
-    # keep both; as a setting on its own it would need the recipe's method.
-}
-_SGLANG_FLAG_KNOBS = {
-    "max_running_requests": "max_num_seqs",
-    "context_length": "max_model_len",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "max_total_tokens": "max_total_tokens",
-    "mem_fraction_static": "mem_fraction_static",
-    "tp_size": "tensor_parallel_size",
-    "pp_size": "pipeline_parallel_size",
-    "chunked_prefill_size": "max_num_batched_tokens",
-}
-
-
-def _parse_engine_flags(engine: str, argv: tuple[str, ...]) -> Any:
-    if engine == "vllm":
-        from dspark.engines.vllm_options import parse_vllm_serve_flags  # noqa: PLC0415
-
-        return parse_vllm_serve_flags(argv)
-    from dspark.engines.sglang_options import parse_sglang_flags  # noqa: PLC0415
-
-    return parse_sglang_flags(argv)
-
-
-def _flag_values_from_engine_flags(engine: str, options: Any) -> dict[str, object]:
-    """Knob values the pasted engine flags set (only those dspark plans with)."""
-    table = _VLLM_FLAG_KNOBS if engine == "vllm" else _SGLANG_FLAG_KNOBS
-    out: dict[str, object] = {}
-    for attr, knob in table.items():
-        value = getattr(options, attr, None)
-        if value is None or (knob == "max_model_len" and not isinstance(value, int)):
-            continue
-        out[knob] = value
-    if engine == "sglang" and getattr(options, "disable_radix_cache", None):
-        out["enable_prefix_caching"] = False
-    return out
-
-
-def _merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object]) -> dict[str, object | None]:
-    """dspark's flags and the pasted engine flags together; the same knob given differently is an error."""
-    merged = dict(own)
-    for knob, value in pasted.items():
-        mine = merged.get(knob)
-        if mine is not None and mine != value:
-            raise SettingsError(
-                f"{knob} is given twice on the command line: {mine!r} (dspark flag) and {value!r} (engine flag)",
-                hint="give it once",
-            )
-        merged[knob] = value
-    return merged
-
-
-def unplaced_flag_findings(engine: str, options: Any) -> list[Finding]:
-    """Engine flags after `--` that dspark's reader does not know: said, with a guess where one is close.
-
-    dspark reads only the flags that change capacity; the rest reach the engine untouched. validate does not
-    run the engine's parser, so a typo such as --max-num-seq would otherwise pass unremarked.
-    """
-    flags = [arg.partition("=")[0] for arg in getattr(options, "unknown", ()) if arg.startswith("-")]
-    if not flags:
-        return []
-    if engine == "vllm":
-        from dspark.engines.vllm_options import known_flags  # noqa: PLC0415
-    else:
-        from dspark.engines.sglang_options import known_flags  # noqa: PLC0415
-    known = known_flags()
-    named = []
-    for flag_name in flags:
-        close = difflib.get_close_matches(flag_name, known, n=1, cutoff=0.85)
-        named.append(f"{flag_name} (did you mean {close[0]}?)" if close else flag_name)
-    return [Finding("warn", "argv-not-checked",
-                    f"dspark cannot place these {engine} flags: {', '.join(named)}; they are passed to the engine "
-                    "unchecked here (dspark reads the flags that change capacity; `dspark start` runs the installed "
-                    "engine's own parser, which rejects unknown ones)")]
 
 
 def _load_recipe(request: ValidateRequest) -> tuple[Recipe | None, Setting[str | None]]:
@@ -316,8 +234,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     recipe, _ = _load_recipe(request)
     engine_name = _engine_name(request, recipe)
     get_engine(engine_name)  # unknown engine names fail here, naming the known ones
-    options = _parse_engine_flags(engine_name, request.engine_flags)
-    flags = _merge_flags(request.flags, _flag_values_from_engine_flags(engine_name, options))
+    options = parse_engine_flags(engine_name, request.engine_flags)
+    flags = merge_flags(request.flags, flag_values_from_engine_flags(engine_name, options))
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
@@ -325,7 +243,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     drafter = _drafter(settings, recipe, options, arch)
     weights = _weights(arch, headers, drafter, settings, recipe)
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
-    data_parallel, dp_attention = _data_parallel(engine_name, options)
+    data_parallel, dp_attention = data_parallel_of(engine_name, options)
     replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
     gpu = _first_gpu(hardware, settings, replicas)
 
@@ -461,17 +379,6 @@ def _draft_ref(options: Any, recipe: Recipe | None) -> str | None:
     if ref is None and recipe is not None and recipe.speculative is not None:
         ref = recipe.speculative.draft_model
     return ref if isinstance(ref, str) else None
-
-
-def _data_parallel(engine: str, options: Any) -> tuple[int, bool]:
-    """(DP size, DP attention) from the engine flags: vLLM --data-parallel-size, SGLang --dp-size.
-
-    SGLang's --enable-dp-attention runs the DP ranks inside the TP group (no extra GPUs); plain DP adds
-    replicas of TP × PP GPUs each, as vLLM's does.
-    """
-    dp = getattr(options, "data_parallel_size", None) or getattr(options, "dp_size", None) or 1
-    dp_attention = engine == "sglang" and "--enable-dp-attention" in getattr(options, "unknown", ())
-    return int(dp), dp_attention
 
 
 def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings, data_parallel: int = 1) -> GpuInfo | None:
