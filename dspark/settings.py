@@ -23,7 +23,7 @@ Environment variables, the full list (one setting each; a set-but-empty value is
   DSPARK_KV_CACHE_TOKENS           max_total_tokens         KV pool pin in tokens (SGLang)
   DSPARK_GPU_MEMORY_UTILIZATION    gpu_memory_utilization   (0, 1] (vLLM)
   DSPARK_MEM_FRACTION_STATIC       mem_fraction_static      (0, 1) (SGLang)
-  MAX_NUM_SEQS                     max_num_seqs             seats, 1..65536 (default 6)
+  MAX_NUM_SEQS                     max_num_seqs             seats, 1..65536 (default: the computed safe count)
   DSPARK_MAX_NUM_BATCHED_TOKENS    max_num_batched_tokens   prefill budget in tokens
   DSPARK_NUM_SPECULATIVE_TOKENS    num_speculative_tokens   1..64, with the recipe's speculative method
   DSPARK_PREFIX_CACHING            enable_prefix_caching    1/0, true/false, yes/no, on/off
