@@ -167,6 +167,11 @@ def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--prefix-cache-reserve", metavar="TOKENS", help="Pool tokens kept for cached prefixes."),
         click.option("--peer-hardware", multiple=True, metavar="FILE",
                      help="Saved probe of another node (dspark probe --json); repeat per node."),
+        click.option("--engine-version", metavar="X.Y.Z",
+                     help="Plan for this engine version (DSPARK_ENGINE_VERSION; default: the installed engine's, "
+                     "else the newest modelled)."),
+        click.option("--engine-python", metavar="PYTHON",
+                     help="Interpreter of the engine's virtualenv (DSPARK_ENGINE_PYTHON)."),
         click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout."),
         click.option("--explain", is_flag=True, help="Show each setting's value and where it came from."),
     ]
@@ -188,7 +193,9 @@ def _validate_request(ctx: click.Context, recipe: str | None, params: dict[str, 
                            peer_hardware=tuple(params.get("peer_hardware") or ()),
                            typical_context=_tokens(params.get("typical_context"), "--typical-context"),
                            prefix_cache_reserve=_tokens(params.get("prefix_cache_reserve"),
-                                                        "--prefix-cache-reserve") or 0)
+                                                        "--prefix-cache-reserve") or 0,
+                           engine_version=params.get("engine_version"), engine_python=params.get("engine_python"),
+                           engine_check=bool(params.get("engine_check")))
 
 
 def _tokens(raw: object, flag: str) -> int | None:
@@ -209,6 +216,8 @@ def _tokens(raw: object, flag: str) -> int | None:
 @cli.command(epilog="RECIPE: a shipped recipe name or a file [env: DSPARK_RECIPE]. Engine flags go after --: "
              "dspark validate --model DIR -- --max-model-len 4096")
 @_plan_options
+@click.option("--engine-check", is_flag=True,
+              help="Also run the installed engine's own KV planner on the same inputs (the witness).")
 @click.pass_context
 def validate(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, **params: Any) -> None:
     """Predict the engine's KV pool, full contexts, graph capture size and safe seats, and judge the fit.
@@ -228,21 +237,58 @@ def validate(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: 
 @click.option("--dry-run", is_flag=True, help="Print the plan (argv and environment, secrets redacted); do not start.")
 @click.option("--force", is_flag=True, help="Start even when the verdict is fail.")
 @click.option("--watch", is_flag=True, help="Supervise the engine as a child: stream its log, check its KV pool.")
-@click.option("--engine-python", metavar="PYTHON",
-              help="Interpreter of the engine's virtualenv (DSPARK_ENGINE_PYTHON).")
 @click.pass_context
 def start(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, dry_run: bool, force: bool,
-          watch: bool, engine_python: str | None, **params: Any) -> None:
+          watch: bool, **params: Any) -> None:
     """Validate, check the argv with the installed engine's own parser, print the plan, then exec the engine."""
     from dspark.commands.validate import run_start  # noqa: PLC0415 - keep CLI start-up light
     from dspark.start import StartRequest  # noqa: PLC0415
 
     def start_core() -> int:
         request = StartRequest(validate=_validate_request(ctx, recipe, params), force=force,
-                               engine_python=engine_python, dry_run=dry_run)
+                               engine_python=params.get("engine_python"), dry_run=dry_run)
         return run_start(request, dry_run=dry_run, as_json=as_json, explain=explain, watch=watch)
 
     run_core(ctx, start_core, json_errors=as_json)
+
+
+@cli.command(epilog="Example: dspark advise flash-next-vllm --seats 6,8,16 --clients 32 --input-len 2048 "
+             "--output-len 512 --calibrate sweep-results/sweep.json")
+@_plan_options
+@click.option("--seats", required=True, metavar="N,N,...", help="Seat counts to predict, baseline first.")
+@click.option("--clients", type=int, default=32, show_default=True, help="Closed-loop clients.")
+@click.option("--requests", type=int, help="Requests in the workload (default: 100, or the prompts file's).")
+@click.option("--input-len", type=int, default=2048, show_default=True, help="Prompt tokens per request.")
+@click.option("--output-len", type=int, default=512, show_default=True, help="Output tokens per request.")
+@click.option("--prefix-hit-rate", type=float, default=0.0, show_default=True,
+              help="Share of each prompt already in the prefix cache.")
+@click.option("--prompts", "prompts_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="JSONL of real prompts (as bench takes them): their mean length is the prompt length.")
+@click.option("--calibrate", multiple=True, metavar="FILE",
+              help="A `dspark bench --json` result or a sweep.json of this deployment; repeatable.")
+@click.option("--accepted-tokens", type=float, metavar="N",
+              help="Tokens a seat keeps per decode step, 1 + accepted speculative tokens (default: estimated).")
+@click.option("--primary", default="wall_time", show_default=True, help="The metric the decision rule judges.")
+@click.option("--adopt-at", default="10%", show_default=True, help="Adopt only at this improvement of --primary.")
+@click.option("--max-regression", default="10%", show_default=True,
+              help="No secondary metric may worsen by more than this.")
+@click.option("--secondary", "secondaries", metavar="M,M,...", help="Secondary metrics (as sweep; 'none').")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Also draw the predictions (PNG).")
+@click.pass_context
+def advise(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, seats: str, **params: Any) -> None:
+    """Predict aggregate and per-stream decode, TTFT and KV use at each seat count; recommend one by the sweep's rule.
+
+    Exit 0 with a recommendation, 1 when no seat count can be recommended, 2 for bad input.
+    """
+    from dspark.commands.advise import AdviseOptions, run_advise  # noqa: PLC0415 - keep CLI start-up light
+
+    del explain
+    own = ("clients", "requests", "input_len", "output_len", "prefix_hit_rate", "prompts_file", "calibrate",
+           "accepted_tokens", "primary", "adopt_at", "max_regression", "secondaries", "plot")
+    opts = AdviseOptions(seats=seats, **{k: params.pop(k) for k in own})
+    if params.get("max_num_seqs") is not None:
+        raise click.UsageError("advise predicts the seats itself: use --seats, not --max-num-seqs")
+    run_core(ctx, run_advise, _validate_request(ctx, recipe, params), opts, as_json=as_json)
 
 
 def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -263,7 +309,13 @@ def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Synthetic token ids are drawn from [10, N)."),
         click.option("--requests", "-n", type=int, default=64, show_default=True, help="Requests per repetition."),
         click.option("--concurrency", "-c", type=int, default=8, show_default=True,
-                     help="Concurrent clients, each streaming one request at a time."),
+                     help="Concurrent clients, each streaming one request at a time (with --request-rate: the "
+                     "most requests in flight)."),
+        click.option("--request-rate", type=float, metavar="R",
+                     help="Open loop: R requests per second, Poisson arrivals (see --burstiness); default: closed "
+                     "loop."),
+        click.option("--burstiness", type=float, default=1.0, show_default=True,
+                     help="Gamma shape of the arrival intervals with --request-rate (1: Poisson; lower: burstier)."),
         click.option("--max-tokens", type=int, default=128, show_default=True, help="Output tokens per request."),
         click.option("--ignore-eos/--no-ignore-eos", default=True, show_default=True,
                      help="Decode exactly --max-tokens per request (vLLM/SGLang extension)."),
@@ -297,7 +349,8 @@ def _load(params: dict[str, Any]) -> Any:
         ignore_eos=params.pop("ignore_eos"), reps=params.pop("reps"), warm_rerun=params.pop("warm_rerun"),
         read_metrics=not params.pop("no_metrics"), metrics_url=params.pop("metrics_url"),
         sample_interval_s=params.pop("sample_interval_s"), timeout_s=params.pop("timeout_s"), seed=params.pop("seed"),
-        client_processes=params.pop("client_processes"),
+        client_processes=params.pop("client_processes"), request_rate=params.pop("request_rate"),
+        burstiness=params.pop("burstiness"),
     )
 
 
@@ -337,11 +390,10 @@ def bench(ctx: click.Context, /, url: str, as_json: bool, out_file: Path | None,
               help="Seconds an engine may take to answer /health.")
 @click.option("--stop-timeout", type=float, default=30.0, show_default=True,
               help="Seconds after SIGTERM before SIGKILL.")
-@click.option("--engine-python", metavar="PYTHON", help="Interpreter of the engine's virtualenv.")
 @click.pass_context
 def sweep(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, seats: str, primary: str,
           adopt_at: str, max_regression: str, secondaries: str | None, out_dir: Path, health_timeout: float,
-          stop_timeout: float, engine_python: str | None, no_progress: bool, **params: Any) -> None:
+          stop_timeout: float, no_progress: bool, **params: Any) -> None:
     """Start the engine at each seat count, verify its launch, bench it, stop it; decide by a rule fixed first.
 
     Exit 0 when every setting ran clean (launch as planned, 0 errors, 0 preemptions), 1 otherwise.
@@ -355,7 +407,8 @@ def sweep(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
 
     def sweep_core() -> int:
         load = _load(params)
-        request = StartRequest(validate=_validate_request(ctx, recipe, params), engine_python=engine_python)
+        request = StartRequest(validate=_validate_request(ctx, recipe, params),
+                               engine_python=params.get("engine_python"))
         return sweep_command(request, seats=seats, load=load, primary=primary, adopt_at=adopt_at,
                              max_regression=max_regression, secondaries=secondaries, out_dir=out_dir,
                              as_json=as_json, progress=not no_progress, health_timeout_s=health_timeout,

@@ -62,6 +62,7 @@ Metric = Literal[
     "ttft_s",
     "wall_s",
     "decode_step_ms",
+    "prefill_ms_per_token",
     "kv_usage_peak",
     "prefix_hit_rate",
 ]
@@ -244,7 +245,8 @@ class Observation(_Strict):
             "kv_pool_tokens: the engine's KV pool (vLLM 'KV cache size', SGLang max_total_num_tokens); "
             "full_contexts: the engine's 'Maximum concurrency' (pool / window); decode_tok_s, "
             "stream_decode_tok_s: aggregate and per-request decode tokens/s; ttft_s, wall_s: seconds; "
-            "decode_step_ms: one decode step; kv_usage_peak, prefix_hit_rate: shares from 0 to 1."
+            "decode_step_ms: one decode step; prefill_ms_per_token: prompt compute per token; kv_usage_peak, "
+            "prefix_hit_rate: shares from 0 to 1."
         )
     )
     value: Real = Field(ge=0, allow_inf_nan=False)

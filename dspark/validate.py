@@ -11,26 +11,21 @@ import dataclasses
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dspark import __version__
 from dspark.architecture import Drafter, ModelArchitecture, parse_config, parse_drafter
 from dspark.capacity import CapacitySummary
-from dspark.capacity.engine import CapacityResult, compute_capacity
 from dspark.capacity.seats import default_seats
 from dspark.capacity.typical import typical_context_seats
-from dspark.engine_flags import (
-    ENGINE_NAMES,
-    data_parallel_of,
-    flag_values_from_engine_flags,
-    merge_flags,
-    parse_engine_flags,
-    unplaced_flag_findings,
-)
-from dspark.engines import get_engine
-from dspark.engines.base import ServeConfig
-from dspark.errors import InputError, SettingsError
+from dspark.engine_capacity import CapacityResult, compute_capacity
+from dspark.engine_version import ENV_VAR as ENGINE_VERSION_ENV
+from dspark.engine_version import EngineVersion, normalize, resolve_engine_version
+from dspark.engines import ENGINE_NAMES, engine_spec, get_engine
+from dspark.engines.base import ServeConfig, find_engine_python
+from dspark.errors import EngineNotInstalledError, InputError, RefusedError, SettingsError
 from dspark.findings import (
     Finding,
     data_parallel_findings,
@@ -50,7 +45,8 @@ from dspark.hardware.select import host_snapshot, resolve_hardware
 from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.launch import LaunchPlan
 from dspark.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
-from dspark.weights import WeightBytes, drafter_weight_bytes, weight_bytes
+from dspark.weights import WeightBytes, drafter_weight_bytes, weight_bytes, weights_from_checkpoint_total
+from dspark.witness import Witness, judge, run_witness, witness_finding, witness_request
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.recipes import Recipe
@@ -73,6 +69,9 @@ class ValidateRequest:
     peer_hardware: tuple[str, ...] = ()  # saved probes (`dspark probe --json`) of the other nodes
     typical_context: int | None = None  # tokens a request typically holds, for the typical-context seat policy
     prefix_cache_reserve: int = 0  # tokens kept for cached prefixes under that policy
+    engine_version: str | None = None  # --engine-version: plan for this version instead of the installed one
+    engine_python: str | None = None  # --engine-python: the engine's interpreter (else DSPARK_ENGINE_PYTHON, ...)
+    engine_check: bool = False  # --engine-check: also run the installed engine's own planner (the witness)
 
 
 @dataclass(frozen=True)
@@ -89,6 +88,9 @@ class ValidationReport:
     findings: tuple[Finding, ...]
     serve: ServeConfig
     plan: LaunchPlan
+    engine_version: EngineVersion
+    witness: Witness | None = None  # the installed engine's own planner on the same inputs, when asked
+    witness_request: Mapping[str, Any] | None = None  # what that planner is given (None: nothing it can take)
 
     @property
     def verdict(self) -> str:
@@ -98,10 +100,12 @@ class ValidationReport:
     def to_json(self) -> dict[str, Any]:
         """One JSON object: capacity, settings (with sources), verdict, findings, argv, and what they rest on."""
         cap = dataclasses.asdict(self.capacity)
+        cap["witness"] = self.witness.to_json() if self.witness is not None else None
         return {
             "dspark_version": __version__,
             "recipe": self.recipe.name if self.recipe else None,
             "engine": self.serve.engine,
+            "engine_version": self.engine_version.to_json(),
             "model": {
                 "source": self.architecture.source,
                 "model_type": self.architecture.model_type,
@@ -122,6 +126,58 @@ class ValidationReport:
             "env": self.plan.to_json()["env"],
             "notices": list(self.settings.notices()),
         }
+
+
+def _parse_engine_flags(engine: str, argv: tuple[str, ...]) -> Any:
+    """The pasted engine flags as the engine's own flag reader sees them."""
+    return engine_spec(engine).parse_flags(argv)
+
+
+def _flag_values_from_engine_flags(engine: str, options: Any) -> dict[str, object]:
+    """Knob values the pasted engine flags set (only those dspark plans with)."""
+    out: dict[str, object] = {}
+    for attr, knob in engine_spec(engine).flag_knobs.items():
+        value = getattr(options, attr, None)
+        if value is None or (knob == "max_model_len" and not isinstance(value, int)):
+            continue
+        out[knob] = value
+    if getattr(options, "disable_radix_cache", None):  # SGLang's way of turning prefix caching off
+        out["enable_prefix_caching"] = False
+    return out
+
+
+def _merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object]) -> dict[str, object | None]:
+    """dspark's flags and the pasted engine flags together; the same knob given differently is an error."""
+    merged = dict(own)
+    for knob, value in pasted.items():
+        mine = merged.get(knob)
+        if mine is not None and mine != value:
+            raise SettingsError(
+                f"{knob} is given twice on the command line: {mine!r} (dspark flag) and {value!r} (engine flag)",
+                hint="give it once",
+            )
+        merged[knob] = value
+    return merged
+
+
+def unplaced_flag_findings(engine: str, options: Any) -> list[Finding]:
+    """Engine flags after `--` that dspark's reader does not know: said, with a guess where one is close.
+
+    dspark reads only the flags that change capacity; the rest reach the engine untouched. validate does not
+    run the engine's parser, so a typo such as --max-num-seq would otherwise pass unremarked.
+    """
+    flags = [arg.partition("=")[0] for arg in getattr(options, "unknown", ()) if arg.startswith("-")]
+    if not flags:
+        return []
+    known = import_module(f"dspark.engines.{engine}.options").known_flags()
+    named = []
+    for flag_name in flags:
+        close = difflib.get_close_matches(flag_name, known, n=1, cutoff=0.85)
+        named.append(f"{flag_name} (did you mean {close[0]}?)" if close else flag_name)
+    return [Finding("warn", "argv-not-checked",
+                    f"dspark cannot place these {engine} flags: {', '.join(named)}; they are passed to the engine "
+                    "unchecked here (dspark reads the flags that change capacity; `dspark start` runs the installed "
+                    "engine's own parser, which rejects unknown ones)")]
 
 
 def _load_recipe(request: ValidateRequest) -> tuple[Recipe | None, Setting[str | None]]:
@@ -229,13 +285,42 @@ def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: Hardw
     return resolver(spec, default_profile, origin)
 
 
+WEIGHTS_UNKNOWN = Finding(
+    "warn",
+    "weights-unknown",
+    "no safetensors here and no parameter estimate: weights are not counted in the memory check; give "
+    "model.weights_bytes in the recipe or a directory with weights",
+)
+
+
+def _version_findings(engine_name: str, version: EngineVersion) -> list[Finding]:
+    """An unmodelled engine version is said, with the version whose figures stand in for it."""
+    if version.exact:
+        return []
+    return [Finding(
+        "warn", "engine-version-not-modelled",
+        f"{engine_name} {version.requested} ({version.source}) is not modelled: the figures are "
+        f"{engine_name} {version.modelled}'s, the nearest modelled version "
+        f"(modelled: {', '.join(engine_spec(engine_name).modelled_versions)})",
+    )]
+
+
+def _generic_weights_findings(found: list[Finding], weights: WeightBytes | None, hardware: HardwareSnapshot,
+                              settings: ResolvedSettings, arch: ModelArchitecture) -> list[Finding]:
+    """Weights that overflow a GPU, judged generically only where the engine model has not (its check is finer)."""
+    if any(f.code == "weights-do-not-fit" for f in found):
+        return []
+    return weights_findings(weights.total_bytes if weights else None, weights.per_gpu_bytes if weights else None,
+                            hardware, settings, arch.num_attention_heads)
+
+
 def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
     """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
     recipe, _ = _load_recipe(request)
     engine_name = _engine_name(request, recipe)
-    get_engine(engine_name)  # unknown engine names fail here, naming the known ones
-    options = parse_engine_flags(engine_name, request.engine_flags)
-    flags = merge_flags(request.flags, flag_values_from_engine_flags(engine_name, options))
+    engine_spec(engine_name)  # unknown engine names fail here, naming the known ones
+    options = _parse_engine_flags(engine_name, request.engine_flags)
+    flags = _merge_flags(request.flags, _flag_values_from_engine_flags(engine_name, options))
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
@@ -243,21 +328,22 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     drafter = _drafter(settings, recipe, options, arch)
     weights = _weights(arch, headers, drafter, settings, recipe)
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
-    data_parallel, dp_attention = data_parallel_of(engine_name, options)
+    data_parallel, dp_attention = _data_parallel(engine_name, options)
     replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
     gpu = _first_gpu(hardware, settings, replicas)
+    version = _engine_version(engine_name, request)
 
-    from dspark.capacity.vllm import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
+    from dspark.engines.vllm.capacity import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
 
     def capacity_at(resolved: ResolvedSettings) -> tuple[CapacityResult, CapacitySummary]:
         try:
             found = compute_capacity(
                 engine_name, arch, options, resolved, recipe, gpu=gpu, weights=weights, drafter=drafter,
                 env=request.env, cpu_flags=hardware.cpu_flags if resolved.platform.value == "cpu" else None,
-                cpu_arch=hardware.cpu_arch,
+                cpu_arch=hardware.cpu_arch, engine_version=version.modelled,
             )
         except VllmNotModelledError as exc:
-            found = _observed_capacity(exc, recipe, resolved, arch, gpu)
+            found = _observed_capacity(exc, recipe, resolved, arch, gpu, version.modelled)
         # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
         return found, with_observed_safe_seats(found.summary, recipe, resolved)
 
@@ -282,22 +368,20 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         summary = replace(summary, avg_context_at_max_num_seqs=summary.max_model_len)
     findings = list(result.findings)
     findings += unplaced_flag_findings(engine_name, options)
+    findings += _version_findings(engine_name, version)
     peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
     findings += memory_findings(result.footprint_bytes, hardware, settings, peers, data_parallel=replicas)
     findings += data_parallel_findings(engine_name, data_parallel, dp_attention, summary.max_num_seqs)
     findings += observation_findings(result.summary, recipe, settings)
     findings += seat_findings(summary, settings, arch)
-    findings += weights_findings(weights.total_bytes if weights else None, weights.per_gpu_bytes if weights else None,
-                                 hardware, settings, arch.num_attention_heads)
+    findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
     if weights is None:
-        findings.append(
-            Finding(
-                "warn",
-                "weights-unknown",
-                "no safetensors here and no parameter estimate: weights are not counted in the "
-                "memory check; give model.weights_bytes in the recipe or a directory with weights",
-            )
-        )
+        findings.append(WEIGHTS_UNKNOWN)
+    planner_request = witness_request(engine_name, result.detail, arch.num_layers)
+    witness = None
+    if request.engine_check:
+        witness = _check_with_engine(engine_name, request, planner_request, summary)
+        findings.append(witness_finding(witness, summary))
     serve = serve_config(
         engine_name, settings, recipe, request.engine_flags, summary, drafter_model=_draft_ref(options, recipe)
     )
@@ -313,11 +397,44 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         findings=tuple(reconcile(findings)),
         serve=serve,
         plan=plan,
+        engine_version=version,
+        witness=witness,
+        witness_request=planner_request,
     )
 
 
+def _check_with_engine(
+    engine_name: str, request: ValidateRequest, planner_request: Mapping[str, Any] | None, summary: CapacitySummary
+) -> Witness:
+    """validate --engine-check: the installed engine's planner on dspark's budget (needs the engine)."""
+    if planner_request is None:
+        return Witness(None, None, None, agrees=False, budget_source=summary.kv_budget_source,
+                       error="nothing the engine's planner can take (a layer kind or engine the witness lacks)")
+    python = find_engine_python(engine_spec(engine_name).adapter(), request.engine_python, request.env)
+    return judge(run_witness(python, planner_request), summary)
+
+
+def _engine_version(engine_name: str, request: ValidateRequest) -> EngineVersion:
+    """The version to plan for; the installed one is read from the engine's interpreter's metadata (cheap)."""
+    from dspark.engines.base import installed_version  # noqa: PLC0415
+
+    spec = engine_spec(engine_name)
+    flag, env_value = request.engine_version, request.env.get(ENGINE_VERSION_ENV, "").strip()
+    installed = None
+    if not (flag or env_value):  # an explicit version needs no look at the installed engine
+        try:
+            python = find_engine_python(spec.adapter(), request.engine_python, request.env)
+        except EngineNotInstalledError:
+            python = None
+        raw = installed_version(spec, python) if python else None
+        installed = normalize(raw) if raw else None
+    return resolve_engine_version(engine_name, spec.modelled_versions, flag=flag, env=request.env,
+                                  installed=installed)
+
+
 def _observed_capacity(
-    exc: Exception, recipe: Recipe | None, settings: ResolvedSettings, arch: ModelArchitecture, gpu: GpuInfo | None
+    exc: Exception, recipe: Recipe | None, settings: ResolvedSettings, arch: ModelArchitecture, gpu: GpuInfo | None,
+    engine_version: str,
 ) -> CapacityResult:
     """When dspark cannot reproduce the engine's KV accounting, a recipe's observed pool stands in, labelled so."""
     window = settings.max_model_len.value
@@ -337,7 +454,7 @@ def _observed_capacity(
                                 compute_capability=gpu.compute_capability if gpu else None)
     concurrency = pool / window
     summary = CapacitySummary(
-        engine="vllm", engine_version="0.32.0", kv_pool_tokens=pool, max_concurrency=concurrency,
+        engine="vllm", engine_version=engine_version, kv_pool_tokens=pool, max_concurrency=concurrency,
         max_model_len=window, kv_bytes_per_token=0, kv_budget_bytes=settings.kv_cache_memory_bytes.value or 0,
         kv_budget_source="observed", kv_budget_assumptions=(f"pool observed: {obs.source}",),
         cudagraph_max_capture_size=graphs.max_capture_size, cudagraph_capture_sizes=graphs.sizes,
@@ -359,7 +476,12 @@ def _weights(arch: ModelArchitecture, headers: Any, drafter: Drafter | None, set
              recipe: Recipe | None) -> WeightBytes | None:
     """Weights per GPU: the model's (with its MTP layers when MTP drafts) plus a separate drafter's."""
     tp, pp = settings.tensor_parallel_size.value, settings.pipeline_parallel_size.value
-    weights = weight_bytes(arch, headers, tp=tp, pp=pp, include_mtp=drafter is not None and drafter.method == "mtp")
+    mtp = drafter is not None and drafter.method == "mtp"
+    weights = weight_bytes(arch, headers, tp=tp, pp=pp, include_mtp=mtp)
+    if weights is not None and not weights.exact and recipe is not None and recipe.model.weights_bytes is not None:
+        # The recipe's stored total (the checkpoint index) outranks the estimate; the estimate only splits it.
+        weights = weights_from_checkpoint_total(arch, recipe.model.weights_bytes, tp=tp, pp=pp, include_mtp=mtp,
+                                                source=f"{recipe.source}: model.weights_bytes") or weights
     if weights is None and recipe is not None and recipe.model.weights_bytes is not None:
         total = recipe.model.weights_bytes
         weights = WeightBytes(total_bytes=total, per_gpu_bytes=total // (tp * pp), exact=False,
@@ -381,13 +503,25 @@ def _draft_ref(options: Any, recipe: Recipe | None) -> str | None:
     return ref if isinstance(ref, str) else None
 
 
+def _data_parallel(engine: str, options: Any) -> tuple[int, bool]:
+    """(DP size, DP attention) from the engine flags: vLLM --data-parallel-size, SGLang --dp-size.
+
+    SGLang's --enable-dp-attention runs the DP ranks inside the TP group (no extra GPUs); plain DP adds
+    replicas of TP × PP GPUs each, as vLLM's does.
+    """
+    dp = getattr(options, "data_parallel_size", None) or getattr(options, "dp_size", None) or 1
+    dp_attention = engine == "sglang" and "--enable-dp-attention" in getattr(options, "unknown", ())
+    return int(dp), dp_attention
+
+
 def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings, data_parallel: int = 1) -> GpuInfo | None:
     if not hardware.gpus:
         return None
     need = gpus_per_node(settings, data_parallel)
     if len(hardware.gpus) < need and settings.platform.value != "cpu":
         dp = f" × DP {data_parallel}" if data_parallel > 1 else ""
-        raise InputError(
+        # Valid input that this hardware cannot hold: a refusal (exit 1), as any other plan that does not fit.
+        raise RefusedError(
             f"the plan needs {need} GPU(s) per node (TP {settings.tensor_parallel_size.value} × PP "
             f"{settings.pipeline_parallel_size.value}{dp} over {settings.nnodes.value} node(s)) but "
             f"{hardware.description} has {len(hardware.gpus)}",
@@ -417,8 +551,9 @@ def serve_config(
         }
         if drafter_model:
             speculative["model"] = drafter_model
+    pool_pin = engine_spec(engine).pool_pin
     pin_tokens = s.max_total_tokens.value
-    if engine == "sglang" and pin_tokens is None and cap.kv_pool_tokens > 0:
+    if pool_pin == "tokens" and pin_tokens is None and cap.kv_pool_tokens > 0:
         # SGLang takes min(profiled, --max-total-tokens): pinning the validated pool never grows it, and a
         # start on busier memory cannot silently shrink it below what was validated without saying so.
         pin_tokens = cap.kv_pool_tokens
@@ -431,8 +566,8 @@ def serve_config(
         served_model_name=s.served_model_name.value,
         max_model_len=s.max_model_len.value,
         kv_cache_dtype=None if s.kv_cache_dtype.value == "auto" else s.kv_cache_dtype.value,
-        kv_cache_memory_bytes=s.kv_cache_memory_bytes.value if engine == "vllm" else None,
-        max_total_tokens=pin_tokens if engine == "sglang" else None,
+        kv_cache_memory_bytes=s.kv_cache_memory_bytes.value if pool_pin == "bytes" else None,
+        max_total_tokens=pin_tokens if pool_pin == "tokens" else None,
         gpu_memory_utilization=s.gpu_memory_utilization.value,
         mem_fraction_static=s.mem_fraction_static.value,
         max_num_batched_tokens=s.max_num_batched_tokens.value,

@@ -278,7 +278,8 @@ CASES = [
         _one(
             5,
             "observations[0].metric: expected one of: kv_pool_tokens, full_contexts, cudagraph_max_capture_size, "
-            "decode_tok_s, stream_decode_tok_s, ttft_s, wall_s, decode_step_ms, kv_usage_peak, prefix_hit_rate; "
+            "decode_tok_s, stream_decode_tok_s, ttft_s, wall_s, decode_step_ms, prefill_ms_per_token, kv_usage_peak, "
+            "prefix_hit_rate; "
             "did you mean 'full_contexts'? (got 'full_context')",
         ),
         id="metric",

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dspark.errors import InputError
+from dspark.errors import RefusedError
 from dspark.hardware.nvml import NvmlUnavailable
 from dspark.hardware.select import resolve_hardware
 from dspark.validate import ValidateRequest, ValidationReport, validate
@@ -75,7 +75,9 @@ def test_seats_someone_set_are_kept_above_the_safe_count() -> None:
 
 
 def test_typical_context_seats_count_each_seats_state_blocks() -> None:
-    report = _validate("flash-next-vllm", typical_context=20_000, prefix_cache_reserve=30_000)
+    # The figures below were worked under vLLM 0.32.0 (0.33.0 aligns the GDN blocks differently on GB10).
+    report = _validate("flash-next-vllm", typical_context=20_000, prefix_cache_reserve=30_000,
+                       engine_version="0.32.0")
     cap = report.capacity
     tokens_only = (cap.kv_pool_tokens - 30_000) // 20_000
     assert tokens_only == 99  # what token arithmetic alone says
@@ -101,11 +103,19 @@ def test_cpu_build_says_graphs_do_not_apply() -> None:
 def test_weights_that_overflow_the_gpu_name_the_tp_that_fits_and_nothing_contradicts() -> None:
     report = _validate("deepseek-v4-flash-vllm", flags={"hardware": "rtx5090", "tensor_parallel_size": 1,
                                                         "nnodes": 1})
-    fail = next(f for f in report.findings if f.code == "weights-do-not-fit")
-    assert "TP=8 (8 GPUs) would hold them" in fail.message
+    fails = [f for f in report.findings if f.code == "weights-do-not-fit"]
+    assert len(fails) == 1  # one judgement of the weights, not one per checker
+    assert "--tp 8 would put about" in fails[0].message and "short" in fails[0].message
     assert report.verdict == "fail"
     assert "fits" not in _codes(report)
-    assert not any("gpu_memory_utilization" in f.message for f in report.findings)
+    assert not any("Try increasing" in f.message for f in report.findings)  # advice that cannot help is dropped
+
+
+def test_weights_that_overflow_the_gpu_on_sglang_name_the_tp_that_holds_them() -> None:
+    report = _validate("flash-next-sglang", flags={"hardware": "rtx5090", "tensor_parallel_size": 1, "nnodes": 1})
+    fails = [f for f in report.findings if f.code == "weights-do-not-fit"]
+    assert len(fails) == 1 and "would hold them" in fails[0].message
+    assert report.verdict == "fail"
 
 
 def test_under_a_pin_the_advice_does_not_say_shorten_the_window() -> None:
@@ -118,7 +128,7 @@ def test_under_a_pin_the_advice_does_not_say_shorten_the_window() -> None:
 
 
 def test_data_parallel_takes_gpus_and_says_the_figures_are_per_replica() -> None:
-    with pytest.raises(InputError, match=r"needs 2 GPU\(s\) per node .*DP 2"):
+    with pytest.raises(RefusedError, match=r"needs 2 GPU\(s\) per node .*DP 2"):
         _validate(flags={"model": QWEN3, "engine": "vllm", "hardware": "h200"},
                   engine_flags=("--data-parallel-size", "2"))
     report = _validate(flags={"model": QWEN3, "engine": "vllm", "hardware": "h200:2"},

@@ -73,7 +73,7 @@ def _carries_output(choice: dict[str, Any], chat: bool) -> bool:
 class _Stream:
     """Accumulates one response's SSE events: output chunk times, usage and any error."""
 
-    __slots__ = ("chat", "chunks", "completion_tokens", "error", "first", "last", "prompt_tokens")
+    __slots__ = ("chat", "chunks", "completion_tokens", "error", "first", "gaps", "last", "prompt_tokens")
 
     def __init__(self, chat: bool) -> None:
         self.chat = chat
@@ -83,6 +83,7 @@ class _Stream:
         self.completion_tokens: int | None = None
         self.prompt_tokens: int | None = None
         self.error: str | None = None
+        self.gaps: list[float] = []  # between output chunks: vLLM bench's inter-token latencies
 
     def event(self, data: bytes, now: float) -> bool:
         """Handle one `data:` payload; False once the stream is done."""
@@ -94,8 +95,10 @@ class _Stream:
             # A plain completion chunk with a choice is one output chunk: skip the JSON parse, the client's
             # largest cost per token after HTTP itself. Keys quoted inside generated text are escaped (\"),
             # so they cannot match; anything unusual falls through to the full parse.
-            if self.first is None:
+            if (last := self.last) is None:
                 self.first = now
+            else:
+                self.gaps.append(now - last)
             self.last = now
             self.chunks += 1
             return True
@@ -106,8 +109,10 @@ class _Stream:
             return False
         choices = obj.get("choices")
         if choices and _carries_output(choices[0], self.chat):
-            if self.first is None:
+            if (last := self.last) is None:
                 self.first = now
+            else:
+                self.gaps.append(now - last)
             self.last = now
             self.chunks += 1
         usage = obj.get("usage")
@@ -167,6 +172,7 @@ async def send_one(client: httpx.AsyncClient, cfg: ClientConfig, index: int, pro
         output_tokens=tokens,
         prompt_tokens=stream.prompt_tokens,
         error=stream.error,
+        itl=tuple(stream.gaps),
     )
 
 
@@ -188,13 +194,17 @@ async def run_clients(
     prompts: Sequence[Prompt],
     take: Callable[[], int | None],
     on_record: Callable[[RequestRecord], None],
-    on_start: Callable[[], None] | None = None,
+    on_start: Callable[[], float] | None = None,
+    schedule: Sequence[float] | None = None,
 ) -> None:
-    """Run cfg.concurrency closed-loop clients in this event loop; each takes the next prompt index until none.
+    """Run cfg.concurrency clients in this event loop; each takes the next prompt index until none.
 
+    Closed loop without a schedule; with one (seconds after the start, per prompt index: open-loop arrivals),
+    a client holding index i waits until that time before sending, so at most cfg.concurrency are in flight.
     Each client has its own one-connection pool, kept alive across its requests: one pool shared by hundreds
     of streams costs httpcore O(connections²) work whenever a request ends (its idle-connection scan).
-    on_start is called once the clients are built, just before the first request: building them is not load.
+    on_start is called once the clients are built, just before the first request (building them is not load),
+    and returns the perf_counter time the pass starts.
     """
     # One SSL context for every client: httpx builds (and loads CA certificates into) one per transport
     # otherwise, ~40 ms each, even for http URLs.
@@ -202,53 +212,17 @@ async def run_clients(
     clients = [make_client(cfg, connections=1, ssl_context=ssl_context)
                for _ in range(max(1, min(cfg.concurrency, len(prompts))))]
 
+    t0 = 0.0
+
     async def client_loop(client: httpx.AsyncClient) -> None:
         async with client:
             while (i := take()) is not None:
+                if schedule is not None and (delay := t0 + schedule[i] - time.perf_counter()) > 0:
+                    await asyncio.sleep(delay)
                 on_record(await send_one(client, cfg, i, prompts[i]))
 
-    if on_start is not None:
-        on_start()
+    t0 = on_start() if on_start is not None else time.perf_counter()
     await asyncio.gather(*(client_loop(c) for c in clients))
-
-
-async def run_pass(
-    cfg: ClientConfig,
-    prompts: Sequence[Prompt],
-    *,
-    on_start: Callable[[float], None] | None = None,
-    on_record: Callable[[RequestRecord], None] | None = None,
-    cpu: list[float] | None = None,
-) -> tuple[list[RequestRecord], float]:
-    """Send every prompt through cfg.concurrency closed-loop clients (in cfg.processes processes).
-
-    Returns the records in prompt order and the wall time from the first request to the end of the last.
-    on_start receives the perf_counter time the pass started (after any client processes are ready); `cpu`,
-    when given, receives the CPU seconds the clients used during the pass (all their processes).
-    """
-    if cfg.processes > 1:
-        from dspark.bench.shard import run_sharded  # noqa: PLC0415 - multiprocessing only when asked for
-
-        return await run_sharded(cfg, prompts, on_start=on_start, on_record=on_record, cpu=cpu)
-    records: list[RequestRecord | None] = [None] * len(prompts)
-    pending = iter(range(len(prompts)))
-    clock = {"start": 0.0, "cpu": 0.0}
-
-    def keep(rec: RequestRecord) -> None:
-        records[rec.index] = rec
-        if on_record is not None:
-            on_record(rec)
-
-    def started() -> None:
-        clock["start"], clock["cpu"] = time.perf_counter(), time.process_time()
-        if on_start is not None:
-            on_start(clock["start"])
-
-    await run_clients(cfg, prompts, lambda: next(pending, None), keep, started)
-    wall = time.perf_counter() - clock["start"]
-    if cpu is not None:
-        cpu.append(time.process_time() - clock["cpu"])
-    return [r for r in records if r is not None], wall
 
 
 async def first_model(client: httpx.AsyncClient, base_url: str) -> str:

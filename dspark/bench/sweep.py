@@ -10,17 +10,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from dspark.bench.decision import Decision, DecisionRule, Setting, decide
 from dspark.bench.results import BenchResult
 from dspark.bench.runner import BenchSpec, PassObserver, run_bench
+from dspark.bench.shard import ClientFailure
 from dspark.bench.stats import RequestRecord
 from dspark.bench.supervise import EngineFailure, EngineProcess, KvPoolLine, StopOutcome
+from dspark.engines import engine_spec
 from dspark.launch import LaunchPlan, redact_argv, redact_env
 
-_DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000}
 # The engine's name for the seat count, per engine.
 SEAT_KEYS = ("max_num_seqs", "max_running_requests")
 
@@ -144,7 +146,7 @@ def base_url_of(plan: LaunchPlan) -> str:
     host = flags.get("host")
     host = "127.0.0.1" if not isinstance(host, str) or host in ("", "0.0.0.0", "::") else host  # noqa: S104
     port = flags.get("port")
-    port_num = int(port) if isinstance(port, str) else _DEFAULT_PORTS.get(plan.engine, 8000)
+    port_num = int(port) if isinstance(port, str) else engine_spec(plan.engine).default_port
     return f"http://{'[' + host + ']' if ':' in host else host}:{port_num}"
 
 
@@ -181,6 +183,9 @@ class SweepResult:
     finished_at: str
     settings: tuple[SettingResult, ...]
     decision: Decision
+    # What `dspark advise` predicted for these seats and this load before the runs (its --json object, or
+    # {"error": ...}), kept beside what was measured.
+    prediction: dict[str, Any] | None = None
 
     @property
     def clean(self) -> bool:
@@ -255,7 +260,7 @@ def run_setting(
             problems += bench_problems(result)
             if (rc := engine.poll()) is not None:
                 problems.append(f"the engine exited with code {rc} during the bench: {engine.log.failure_context()}")
-    except EngineFailure as exc:
+    except (EngineFailure, ClientFailure) as exc:
         problems.append(exc.message)
     except httpx.HTTPError as exc:
         tail = f"; {engine.log.failure_context()}" if engine.poll() is not None else ""

@@ -86,6 +86,15 @@ DEFAULT_PROFILE = "gb10x2"  # the deployment dspark was born on (docs/hardware.m
 MAX_GPUS_PER_NODE = 64  # "PROFILE:N": far above the 8 of an HGX board
 
 
+def bandwidth_gbps_for(gpu_name: str) -> float | None:
+    """The memory bandwidth (GB/s) of the profile whose GPU is `gpu_name` (as NVML names it), or None."""
+    wanted = gpu_name.strip().lower()
+    for spec in _SPECS.values():
+        if spec.gpu_name.lower() == wanted or spec.gpu_name.lower().removeprefix("nvidia ") in wanted:
+            return spec.bandwidth_gbps
+    return None
+
+
 def profile_names() -> tuple[str, ...]:
     """The built-in profile names, in a stable order (each also as NAME:N for N GPUs per node)."""
     return tuple(_SPECS)

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from dspark.bench.client import ClientConfig, _consume, _Stream, make_client, request_body, run_pass, send_one
+from dspark.bench.client import ClientConfig, _consume, _Stream, make_client, request_body, send_one
 from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.runner import BenchSpec, run_bench
-from dspark.bench.shard import split
+from dspark.bench.shard import run_pass
 from dspark.errors import InputError
 from tests.bench.fake_server import FakeConfig, FakeServer
 from tests.bench.helpers import free_port
@@ -170,26 +170,3 @@ def test_fast_path_agrees_with_the_full_parse() -> None:
     for i, c in enumerate(chunks):
         assert s.event(c, float(i)) is True
     assert (s.first, s.last, s.chunks, s.completion_tokens, s.prompt_tokens) == (0.0, 2.0, 3, 3, 4)
-
-
-def test_split_shares() -> None:
-    assert split(10, 4) == [3, 3, 2, 2]
-    assert split(256, 2) == [128, 128]
-    assert split(3, 8) == [1, 1, 1]
-
-
-def test_clients_spread_over_processes() -> None:
-    async def go() -> None:
-        async with FakeServer(FakeConfig(token_delay=0.002)) as srv:
-            c = cfg(srv.url, concurrency=4, processes=2)
-            starts: list[float] = []
-            seen: list[int] = []
-            records, wall = await run_pass(c, synthetic_token_prompts(10, 6, vocab_size=500, seed=3),
-                                           on_start=starts.append, on_record=lambda r: seen.append(r.index))
-            assert [r.index for r in records] == list(range(10)) and sorted(seen) == list(range(10))
-            assert all(r.ok and r.output_tokens == 5 for r in records)
-            assert len(starts) == 1 and all(r.start >= starts[0] for r in records)  # one clock for all processes
-            assert wall == max(r.end for r in records) - starts[0]
-            # At most one connection per client (a client the others outpaced may never have had a prompt).
-            assert srv.state.max_running <= 4 and srv.state.connections <= 4
-    asyncio.run(go())

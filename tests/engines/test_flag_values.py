@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dspark.engines.sglang_options import parse_sglang_flags
-from dspark.engines.vllm_options import parse_vllm_serve_flags
+from dspark.engines.sglang.options import parse_sglang_flags
+from dspark.engines.vllm.options import parse_vllm_serve_flags
 from dspark.errors import SettingsError
 
 
