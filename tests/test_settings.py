@@ -13,6 +13,7 @@ from dspark.recipes import Recipe, load_recipe_text
 from dspark.settings import (
     KNOB_NAMES,
     KNOBS,
+    OTHER_DSPARK_ENV,
     ResolvedSettings,
     Setting,
     resolve_settings,
@@ -416,3 +417,11 @@ def test_every_recipe_path_is_a_recipe_key(knob: settings_module._Knob) -> None:
 def test_every_variable_is_documented_in_the_module_docstring(knob: settings_module._Knob) -> None:
     doc = settings_module.__doc__ or ""
     assert re.search(rf"^  {knob.env}\s+{knob.name}\s", doc, re.MULTILINE), knob.env
+
+
+def test_variables_read_outside_the_settings_table_are_not_called_typos() -> None:
+    for name in OTHER_DSPARK_ENV:
+        notes = resolve_settings({}, {name: "x"}, None).notes
+        assert not any(name in note for note in notes), name
+    typo = resolve_settings({}, {"DSPARK_ENGNE": "vllm"}, None).notes
+    assert any("DSPARK_ENGNE is not a dspark setting" in note for note in typo)
