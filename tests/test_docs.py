@@ -6,7 +6,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from dspark.settings import ENV_NAMES, OTHER_DSPARK_ENV
+from dspark.knobs import ENV_NAMES
+from dspark.settings import OTHER_DSPARK_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 
