@@ -1,6 +1,6 @@
 """validate: recipe + flags + environment + model + hardware -> capacity, findings and a launch plan.
 
-Data flows one way (DESIGN.md §5): settings (each with its source) and the model's architecture and the
+Data flows one way: settings (each with its source) and the model's architecture and the
 hardware snapshot feed the engine's capacity arithmetic; the verdict and the launch plan follow from those.
 This module reads files and hardware only through the edge modules it calls (modeldir, hardware.select).
 """
@@ -21,9 +21,11 @@ from dspark.capacity import CapacitySummary
 from dspark.capacity.seats import default_seats
 from dspark.capacity.typical import typical_context_seats
 from dspark.engine_capacity import CapacityResult, compute_capacity
+from dspark.engine_version import ENV_VAR as ENGINE_VERSION_ENV
+from dspark.engine_version import EngineVersion, normalize, resolve_engine_version
 from dspark.engines import ENGINE_NAMES, engine_spec, get_engine
-from dspark.engines.base import ServeConfig
-from dspark.errors import InputError, SettingsError
+from dspark.engines.base import ServeConfig, find_engine_python
+from dspark.errors import EngineNotInstalledError, InputError, RefusedError, SettingsError
 from dspark.findings import (
     Finding,
     data_parallel_findings,
@@ -44,6 +46,7 @@ from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.launch import LaunchPlan
 from dspark.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
 from dspark.weights import WeightBytes, drafter_weight_bytes, weight_bytes, weights_from_checkpoint_total
+from dspark.witness import Witness, judge, run_witness, witness_finding, witness_request
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.recipes import Recipe
@@ -66,6 +69,9 @@ class ValidateRequest:
     peer_hardware: tuple[str, ...] = ()  # saved probes (`dspark probe --json`) of the other nodes
     typical_context: int | None = None  # tokens a request typically holds, for the typical-context seat policy
     prefix_cache_reserve: int = 0  # tokens kept for cached prefixes under that policy
+    engine_version: str | None = None  # --engine-version: plan for this version instead of the installed one
+    engine_python: str | None = None  # --engine-python: the engine's interpreter (else DSPARK_ENGINE_PYTHON, ...)
+    engine_check: bool = False  # --engine-check: also run the installed engine's own planner (the witness)
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,9 @@ class ValidationReport:
     findings: tuple[Finding, ...]
     serve: ServeConfig
     plan: LaunchPlan
+    engine_version: EngineVersion
+    witness: Witness | None = None  # the installed engine's own planner on the same inputs, when asked
+    witness_request: Mapping[str, Any] | None = None  # what that planner is given (None: nothing it can take)
 
     @property
     def verdict(self) -> str:
@@ -91,10 +100,12 @@ class ValidationReport:
     def to_json(self) -> dict[str, Any]:
         """One JSON object: capacity, settings (with sources), verdict, findings, argv, and what they rest on."""
         cap = dataclasses.asdict(self.capacity)
+        cap["witness"] = self.witness.to_json() if self.witness is not None else None
         return {
             "dspark_version": __version__,
             "recipe": self.recipe.name if self.recipe else None,
             "engine": self.serve.engine,
+            "engine_version": self.engine_version.to_json(),
             "model": {
                 "source": self.architecture.source,
                 "model_type": self.architecture.model_type,
@@ -274,6 +285,35 @@ def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: Hardw
     return resolver(spec, default_profile, origin)
 
 
+WEIGHTS_UNKNOWN = Finding(
+    "warn",
+    "weights-unknown",
+    "no safetensors here and no parameter estimate: weights are not counted in the memory check; give "
+    "model.weights_bytes in the recipe or a directory with weights",
+)
+
+
+def _version_findings(engine_name: str, version: EngineVersion) -> list[Finding]:
+    """An unmodelled engine version is said, with the version whose figures stand in for it."""
+    if version.exact:
+        return []
+    return [Finding(
+        "warn", "engine-version-not-modelled",
+        f"{engine_name} {version.requested} ({version.source}) is not modelled: the figures are "
+        f"{engine_name} {version.modelled}'s, the nearest modelled version "
+        f"(modelled: {', '.join(engine_spec(engine_name).modelled_versions)})",
+    )]
+
+
+def _generic_weights_findings(found: list[Finding], weights: WeightBytes | None, hardware: HardwareSnapshot,
+                              settings: ResolvedSettings, arch: ModelArchitecture) -> list[Finding]:
+    """Weights that overflow a GPU, judged generically only where the engine model has not (its check is finer)."""
+    if any(f.code == "weights-do-not-fit" for f in found):
+        return []
+    return weights_findings(weights.total_bytes if weights else None, weights.per_gpu_bytes if weights else None,
+                            hardware, settings, arch.num_attention_heads)
+
+
 def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
     """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
     recipe, _ = _load_recipe(request)
@@ -291,6 +331,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     data_parallel, dp_attention = _data_parallel(engine_name, options)
     replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
     gpu = _first_gpu(hardware, settings, replicas)
+    version = _engine_version(engine_name, request)
 
     from dspark.engines.vllm.capacity import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
 
@@ -299,10 +340,10 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
             found = compute_capacity(
                 engine_name, arch, options, resolved, recipe, gpu=gpu, weights=weights, drafter=drafter,
                 env=request.env, cpu_flags=hardware.cpu_flags if resolved.platform.value == "cpu" else None,
-                cpu_arch=hardware.cpu_arch,
+                cpu_arch=hardware.cpu_arch, engine_version=version.modelled,
             )
         except VllmNotModelledError as exc:
-            found = _observed_capacity(exc, recipe, resolved, arch, gpu)
+            found = _observed_capacity(exc, recipe, resolved, arch, gpu, version.modelled)
         # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
         return found, with_observed_safe_seats(found.summary, recipe, resolved)
 
@@ -327,22 +368,20 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         summary = replace(summary, avg_context_at_max_num_seqs=summary.max_model_len)
     findings = list(result.findings)
     findings += unplaced_flag_findings(engine_name, options)
+    findings += _version_findings(engine_name, version)
     peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
     findings += memory_findings(result.footprint_bytes, hardware, settings, peers, data_parallel=replicas)
     findings += data_parallel_findings(engine_name, data_parallel, dp_attention, summary.max_num_seqs)
     findings += observation_findings(result.summary, recipe, settings)
     findings += seat_findings(summary, settings, arch)
-    findings += weights_findings(weights.total_bytes if weights else None, weights.per_gpu_bytes if weights else None,
-                                 hardware, settings, arch.num_attention_heads)
+    findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
     if weights is None:
-        findings.append(
-            Finding(
-                "warn",
-                "weights-unknown",
-                "no safetensors here and no parameter estimate: weights are not counted in the "
-                "memory check; give model.weights_bytes in the recipe or a directory with weights",
-            )
-        )
+        findings.append(WEIGHTS_UNKNOWN)
+    planner_request = witness_request(engine_name, result.detail, arch.num_layers)
+    witness = None
+    if request.engine_check:
+        witness = _check_with_engine(engine_name, request, planner_request, summary)
+        findings.append(witness_finding(witness, summary))
     serve = serve_config(
         engine_name, settings, recipe, request.engine_flags, summary, drafter_model=_draft_ref(options, recipe)
     )
@@ -358,11 +397,44 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         findings=tuple(reconcile(findings)),
         serve=serve,
         plan=plan,
+        engine_version=version,
+        witness=witness,
+        witness_request=planner_request,
     )
 
 
+def _check_with_engine(
+    engine_name: str, request: ValidateRequest, planner_request: Mapping[str, Any] | None, summary: CapacitySummary
+) -> Witness:
+    """validate --engine-check: the installed engine's planner on dspark's budget (needs the engine)."""
+    if planner_request is None:
+        return Witness(None, None, None, agrees=False, budget_source=summary.kv_budget_source,
+                       error="nothing the engine's planner can take (a layer kind or engine the witness lacks)")
+    python = find_engine_python(engine_spec(engine_name).adapter(), request.engine_python, request.env)
+    return judge(run_witness(python, planner_request), summary)
+
+
+def _engine_version(engine_name: str, request: ValidateRequest) -> EngineVersion:
+    """The version to plan for; the installed one is read from the engine's interpreter's metadata (cheap)."""
+    from dspark.engines.base import installed_version  # noqa: PLC0415
+
+    spec = engine_spec(engine_name)
+    flag, env_value = request.engine_version, request.env.get(ENGINE_VERSION_ENV, "").strip()
+    installed = None
+    if not (flag or env_value):  # an explicit version needs no look at the installed engine
+        try:
+            python = find_engine_python(spec.adapter(), request.engine_python, request.env)
+        except EngineNotInstalledError:
+            python = None
+        raw = installed_version(spec, python) if python else None
+        installed = normalize(raw) if raw else None
+    return resolve_engine_version(engine_name, spec.modelled_versions, flag=flag, env=request.env,
+                                  installed=installed)
+
+
 def _observed_capacity(
-    exc: Exception, recipe: Recipe | None, settings: ResolvedSettings, arch: ModelArchitecture, gpu: GpuInfo | None
+    exc: Exception, recipe: Recipe | None, settings: ResolvedSettings, arch: ModelArchitecture, gpu: GpuInfo | None,
+    engine_version: str,
 ) -> CapacityResult:
     """When dspark cannot reproduce the engine's KV accounting, a recipe's observed pool stands in, labelled so."""
     window = settings.max_model_len.value
@@ -382,7 +454,7 @@ def _observed_capacity(
                                 compute_capability=gpu.compute_capability if gpu else None)
     concurrency = pool / window
     summary = CapacitySummary(
-        engine="vllm", engine_version="0.32.0", kv_pool_tokens=pool, max_concurrency=concurrency,
+        engine="vllm", engine_version=engine_version, kv_pool_tokens=pool, max_concurrency=concurrency,
         max_model_len=window, kv_bytes_per_token=0, kv_budget_bytes=settings.kv_cache_memory_bytes.value or 0,
         kv_budget_source="observed", kv_budget_assumptions=(f"pool observed: {obs.source}",),
         cudagraph_max_capture_size=graphs.max_capture_size, cudagraph_capture_sizes=graphs.sizes,
@@ -448,7 +520,8 @@ def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings, data_para
     need = gpus_per_node(settings, data_parallel)
     if len(hardware.gpus) < need and settings.platform.value != "cpu":
         dp = f" × DP {data_parallel}" if data_parallel > 1 else ""
-        raise InputError(
+        # Valid input that this hardware cannot hold: a refusal (exit 1), as any other plan that does not fit.
+        raise RefusedError(
             f"the plan needs {need} GPU(s) per node (TP {settings.tensor_parallel_size.value} × PP "
             f"{settings.pipeline_parallel_size.value}{dp} over {settings.nnodes.value} node(s)) but "
             f"{hardware.description} has {len(hardware.gpus)}",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from dspark.architecture import AttentionLayer, Drafter, ModelArchitecture, dtype_bytes
 from dspark.errors import InputError
 
-# Bytes per parameter of each stored weight format (DESIGN.md §2, models.md §4).
+# Bytes per parameter of each stored weight format (docs/hardware.md).
 BYTES_PER_PARAMETER: dict[str, float] = {
     "float32": 4.0,
     "bfloat16": 2.0,

@@ -157,11 +157,27 @@ def _mean_present(values: Sequence[float | None]) -> float | None:
     return mean([v for v in values if v is not None])
 
 
+SPREAD_SUFFIX = "_spread"
+
+
+def spread(values: Sequence[float | None]) -> float | None:
+    """Between-rep spread of one metric: (max − min) / mean; None with fewer than 2 measured reps."""
+    present = [v for v in values if v is not None]
+    if len(present) < 2 or len(present) != len(values):
+        return None
+    m = mean(present)
+    return (max(present) - min(present)) / abs(m) if m else None
+
+
 def summarize_reps(reps: Sequence[PassResult], warm: PassResult | None) -> dict[str, float | None]:
     """Means over repetitions of PASS_METRICS, the warm re-run's hit rate and wall time, and sums of errors and
-    preemptions over every pass (the warm one included; an unknown preemption count makes the sum unknown)."""
+    preemptions over every pass (the warm one included; an unknown preemption count makes the sum unknown).
+    Each judged metric also gets its between-rep spread under NAME_spread ((max − min) / mean)."""
     per = [pass_values(p) for p in reps]
     out: dict[str, float | None] = {name: _mean_present([v[name] for v in per]) for name in PASS_METRICS}
+    for name in PASS_METRICS:
+        if METRICS[name].better is not None:
+            out[name + SPREAD_SUFFIX] = spread([v[name] for v in per])
     wv = pass_values(warm) if warm else None
     out["warm_prefix_hit_rate"] = wv["prefix_hit_rate"] if wv else None
     out["warm_wall_time_s"] = wv["wall_time_s"] if wv else None

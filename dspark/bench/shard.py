@@ -122,6 +122,18 @@ async def _in_process(cfg: ClientConfig, prompts: Sequence[Prompt], schedule: Se
     return clock["start"], time.process_time() - clock["cpu"]
 
 
+async def _all_ready(children: Sequence[Any], readies: Sequence[Any]) -> None:
+    """Wait until every child has built its clients; ClientFailure for one that exits or takes too long."""
+    loop = asyncio.get_running_loop()
+    deadline = time.monotonic() + _READY_TIMEOUT_S
+    for proc, ready in zip(children, readies, strict=True):
+        while not await loop.run_in_executor(None, ready.wait, 0.5):
+            if proc.exitcode is not None:
+                raise ClientFailure(f"a bench client process exited ({proc.exitcode}) before it was ready")
+            if time.monotonic() > deadline:
+                raise ClientFailure(f"a bench client process did not start within {_READY_TIMEOUT_S:.0f} s")
+
+
 async def _sharded(cfg: ClientConfig, prompts: Sequence[Prompt], schedule: Sequence[float] | None,
                    records: list[RequestRecord | None], on_start: Callable[[float], None] | None,
                    on_record: Callable[[RequestRecord], None] | None) -> tuple[float, float]:
@@ -140,15 +152,8 @@ async def _sharded(cfg: ClientConfig, prompts: Sequence[Prompt], schedule: Seque
         proc.start()
         children.append(proc)
         readies.append(ready)
-    loop = asyncio.get_running_loop()
     try:
-        deadline = time.monotonic() + _READY_TIMEOUT_S
-        for proc, ready in zip(children, readies, strict=True):
-            while not await loop.run_in_executor(None, ready.wait, 0.5):
-                if proc.exitcode is not None:
-                    raise ClientFailure(f"a bench client process exited ({proc.exitcode}) before it was ready")
-                if time.monotonic() > deadline:
-                    raise ClientFailure(f"a bench client process did not start within {_READY_TIMEOUT_S:.0f} s")
+        await _all_ready(children, readies)
         start = time.perf_counter()
         cpu0 = time.process_time()
         if on_start is not None:

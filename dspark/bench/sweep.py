@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -182,6 +183,9 @@ class SweepResult:
     finished_at: str
     settings: tuple[SettingResult, ...]
     decision: Decision
+    # What `dspark advise` predicted for these seats and this load before the runs (its --json object, or
+    # {"error": ...}), kept beside what was measured.
+    prediction: dict[str, Any] | None = None
 
     @property
     def clean(self) -> bool:

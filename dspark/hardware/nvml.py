@@ -63,7 +63,7 @@ def integrated_signal(
 ) -> str | None:
     """Why this device shares the host's memory, or None when nothing says it does.
 
-    The NOT_SUPPORTED error alone is not proof (ollama #12619 review, anchors.md §4.4): it must
+    The NOT_SUPPORTED error alone is not proof (ollama #12619 review; docs/hardware.md): it must
     come with an integrated name, ATS addressing, or a device size equal to the host's.
     """
     if _UNIFIED_NAMES.search(name):
@@ -272,7 +272,7 @@ def _read_device(nv: Any, index: int, host: HostMemory) -> tuple[GpuInfo, list[s
     label = f"GPU {index} ({name})"
     if memory is None:
         # A discrete GPU that will not report memory: host RAM says nothing about its HBM/GDDR,
-        # so guessing would plan against the wrong pool (anchors.md §4.4). Refuse instead.
+        # so guessing would plan against the wrong pool (docs/hardware.md). Refuse instead.
         raise HardwareError(
             f"{label}: NVML answers NOT_SUPPORTED for memory and nothing shows the device is integrated "
             "(unified memory); dspark will not guess its memory from host RAM",

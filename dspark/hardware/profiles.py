@@ -31,7 +31,7 @@ class _Spec:
 
 
 def _gb10(summary: str, nodes: int) -> _Spec:
-    """A DGX Spark: 128 GB nominal LPDDR5X shared with the CPU; vLLM/torch see 121.69 GiB (anchors.md §6)."""
+    """A DGX Spark: 128 GB nominal LPDDR5X shared with the CPU; vLLM/torch see 121.69 GiB (docs/hardware.md)."""
     return _Spec(
         gpu_name="NVIDIA GB10",
         total_bytes=round(121.69 * _GIB),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,14 +136,14 @@ def test_arrival_schedule_is_poisson_at_burstiness_1() -> None:
     from dspark.commands.bench import arrival_schedule  # noqa: PLC0415
 
     times = arrival_schedule(20_001, 50.0, 1.0, seed=3)
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     mean_gap = sum(gaps) / len(gaps)
     var = sum((g - mean_gap) ** 2 for g in gaps) / len(gaps)
     assert times[0] == 0.0
     assert mean_gap == pytest.approx(1 / 50, rel=0.03)
     assert var / mean_gap**2 == pytest.approx(1.0, rel=0.06)  # exponential: variance = mean²
     bursty = arrival_schedule(20_001, 50.0, 0.25, seed=3)
-    bgaps = [b - a for a, b in zip(bursty, bursty[1:], strict=False)]
+    bgaps = [b - a for a, b in itertools.pairwise(bursty)]
     bmean = sum(bgaps) / len(bgaps)
     assert sum((g - bmean) ** 2 for g in bgaps) / len(bgaps) / bmean**2 == pytest.approx(4.0, rel=0.1)
 

@@ -243,7 +243,8 @@ def test_deepseek_v4_flash_on_an_rtx5090_exits_1_naming_the_weights_shortfall() 
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     finding = next(f for f in report["findings"] if f["code"] == "weights-do-not-fit")
-    assert "GiB per GPU at TP=2" in finding["message"] and "--tp " in finding["message"]
+    assert "GiB of weights per GPU (TP=2) do not fit" in finding["message"]
+    assert "--tp " in finding["message"]
 
 
 def test_a_config_only_deepseek_v4_directory_validates_with_a_kv_pin(tmp_path: Path) -> None:

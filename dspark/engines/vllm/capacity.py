@@ -43,7 +43,12 @@ from dspark.engines.vllm.kv_types import (
     format_gib,
     kv_cache_line,
 )
-from dspark.engines.vllm.layer_specs import align_hybrid, final_specs
+from dspark.engines.vllm.layer_specs import (
+    align_hybrid,
+    engine_layer_specs,
+    final_specs,
+    prefill_lookahead_tokens,
+)
 from dspark.engines.vllm.options import VllmOptions
 from dspark.engines.vllm.resolve import Resolved, max_in_flight, model_runner, resolve
 from dspark.engines.vllm.versions import MODELLED_VERSIONS, RELEASES
@@ -171,6 +176,13 @@ def compute_vllm_capacity(
         moe=(arch.moe.num_experts, arch.moe.top_k) if arch.moe else None,
         runtime_overhead_bytes=sum(v for _, v in runtime_overhead(arch, r, graphs)[0]) if platform == "cuda" else 0,
         context_bytes_per_token=context_bytes,
+        engine_layers=() if is_deepseek_v4(arch) else tuple(engine_layer_specs(arch, r, hybrid, block)),
+        prefill_lookahead_tokens=prefill_lookahead_tokens(arch, r),
+        max_in_flight_tokens=in_flight,
+        auto_fit=r.auto_fit,
+        engine_max_model_len=r.max_model_len,
+        disable_hybrid_kv_cache_manager=bool(options.disable_hybrid_kv_cache_manager),
+        num_gpu_blocks_override=options.num_gpu_blocks_override,
     )
 
 

@@ -133,7 +133,7 @@ def _build_groups(specs: list[LayerSpec], max_in_flight: int, max_model_len: int
     ]
 
 
-def _pp_stage_of(layer_name: str, num_layers: int, pp: int) -> int:
+def pp_stage_of(layer_name: str, num_layers: int, pp: int) -> int:
     """vllm.distributed.utils.get_pp_indices: even split, remainder on the middle/earlier stages."""
     if pp == 1:
         return 0
@@ -211,7 +211,7 @@ def fit_blocks(
     max_model_len = r.max_model_len
     groups = _build_groups(specs, max_in_flight, max_model_len)
     by_name = {s.name: s for s in specs}
-    workers = [{s.name for s in specs if _pp_stage_of(s.name, num_layers, r.pp) == stage} for stage in range(r.pp)]
+    workers = [{s.name for s in specs if pp_stage_of(s.name, num_layers, r.pp) == stage} for stage in range(r.pp)]
     # Per worker (PP stage): its widest group; every group's blocks count for every worker
     # (_project_kv_cache_groups_to_worker keeps empty groups, _max_memory_usage_bytes_from_groups sums them).
     bpb_workers = [_bytes_per_block(groups, by_name, names) for names in workers]

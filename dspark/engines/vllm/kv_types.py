@@ -74,6 +74,8 @@ class LayerSpec:
     extra_retained_tokens: int = 0
     mamba_blocks_per_request: int = 0  # mamba kinds: 1+spec ("none"), 2+spec(+1 Mamba2) ("align")
     identity: tuple[object, ...] = ()  # what makes two specs equal (KVCacheSpec __eq__)
+    # The engine's constructor arguments for this spec (FullAttentionSpec, MambaSpec, ...), for the witness.
+    engine_kwargs: tuple[tuple[str, object], ...] = ()
 
     def blocks_per_request(self, max_model_len: int, max_in_flight_tokens: int) -> int:
         """cdiv(max_memory_usage_bytes, page_size_bytes) for one request at max_model_len."""
@@ -160,6 +162,15 @@ class VllmCapacity:
     moe: tuple[int, int] | None = None  # (experts, top_k) for expert coverage
     runtime_overhead_bytes: int = 0  # CUDA: activation peak + non-torch + graphs beside weights and KV (heuristic)
     context_bytes_per_token: int | None = None  # DeepSeek-V4: compressed pages hold fractions of a token each
+    # What the engine's own planner takes, for the witness: the layers' specs before planning, and the settings
+    # its planning functions read.
+    engine_layers: tuple[LayerSpec, ...] = ()
+    prefill_lookahead_tokens: int = 0
+    max_in_flight_tokens: int = 0
+    auto_fit: bool = False
+    engine_max_model_len: int = 0  # the length the planner starts from (auto-fit may shorten it)
+    disable_hybrid_kv_cache_manager: bool = False
+    num_gpu_blocks_override: int | None = None
 
     @property
     def fits(self) -> bool:

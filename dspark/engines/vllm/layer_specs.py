@@ -56,6 +56,8 @@ class _MambaState:
     ssm_dtype: str
     page_bytes: int
     prefill_checkpoint_blocks: int  # MambaMixer2.get_kv_cache_spec: 1 (used in "align" mode)
+    shapes: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())  # (conv, ssm) per GPU
+    mamba_type: str = "gdn_attention"
 
 
 def _mamba_state(layer: LinearStateLayer, r: Resolved) -> _MambaState:
@@ -65,8 +67,9 @@ def _mamba_state(layer: LinearStateLayer, r: Resolved) -> _MambaState:
     tp = r.tp
     state_len = layer.conv_kernel - 1 + r.num_spec
     if layer.family == "gated_delta_net":
-        conv = divide_exact(layer.conv_dim, tp, "GDN conv channels") * state_len
-        ssm = divide_exact(layer.num_v_heads, tp, "GDN value heads") * layer.head_v_dim * layer.head_k_dim
+        conv_shape = (divide_exact(layer.conv_dim, tp, "GDN conv channels"), state_len)
+        ssm_shape = (divide_exact(layer.num_v_heads, tp, "GDN value heads"), layer.head_v_dim, layer.head_k_dim)
+        mamba_type = "gdn_attention"
         # 0.33 GatedDeltaNetAttention.get_kv_cache_spec: FlashInfer's checkpoint export keeps one more block.
         checkpoint = 1 if r.gdn_checkpoint_grid else 0
     else:
@@ -75,11 +78,12 @@ def _mamba_state(layer: LinearStateLayer, r: Resolved) -> _MambaState:
         if groups % tp:
             groups += tp - groups
         conv_channels = layer.num_v_heads * layer.head_v_dim + 2 * groups * layer.head_k_dim
-        conv = divide_exact(conv_channels, tp, "Mamba2 conv channels") * state_len
-        ssm = divide_exact(layer.num_v_heads, tp, "Mamba2 heads") * layer.head_v_dim * layer.head_k_dim
+        conv_shape = (divide_exact(conv_channels, tp, "Mamba2 conv channels"), state_len)
+        ssm_shape = (divide_exact(layer.num_v_heads, tp, "Mamba2 heads"), layer.head_v_dim, layer.head_k_dim)
         checkpoint = 1
-    page = conv * dtype_bytes(conv_dtype) + ssm * dtype_bytes(ssm_dtype)
-    return _MambaState(conv_dtype, ssm_dtype, page, checkpoint)
+        mamba_type = "mamba2"
+    page = math.prod(conv_shape) * dtype_bytes(conv_dtype) + math.prod(ssm_shape) * dtype_bytes(ssm_dtype)
+    return _MambaState(conv_dtype, ssm_dtype, page, checkpoint, (conv_shape, ssm_shape), mamba_type)
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,8 @@ def _attention_spec(name: str, layer: AttentionLayer, r: Resolved, block: int) -
     """Attention.get_kv_cache_spec: FullAttentionSpec, or SlidingWindowSpec with its own block size."""
     per_token = _attention_per_token(layer, r.tp, r.kv_bytes)
     shape = (max(1, layer.num_kv_heads // r.tp), layer.head_dim, layer.v_dim)
+    kwargs = (("num_kv_heads", shape[0]), ("head_size", layer.head_dim), ("head_size_v", layer.v_dim),
+              ("dtype", _kv_element(r)), ("cache_dtype_str", r.kv_cache_dtype))
     if layer.sliding_window is None:
         page = block * per_token
         return LayerSpec(
@@ -148,6 +154,7 @@ def _attention_spec(name: str, layer: AttentionLayer, r: Resolved, block: int) -
             unpadded_page_bytes=page,
             per_token_bytes=per_token,
             identity=("full", block, *shape),
+            engine_kwargs=kwargs,
         )
     sw_block = _largest_kernel_block_within(r.min_kernel_block, per_token, per_token * block)
     page = sw_block * per_token
@@ -160,6 +167,7 @@ def _attention_spec(name: str, layer: AttentionLayer, r: Resolved, block: int) -
         per_token_bytes=per_token,
         sliding_window=layer.sliding_window,
         identity=("sliding", sw_block, layer.sliding_window, *shape),
+        engine_kwargs=(*kwargs, ("sliding_window", layer.sliding_window)),
     )
 
 
@@ -176,6 +184,8 @@ def _mla_specs(name: str, layer: MLALayer, r: Resolved, block: int) -> list[Laye
             unpadded_page_bytes=page,
             per_token_bytes=per_token,
             identity=("mla", block, per_token),
+            engine_kwargs=(("num_kv_heads", 1), ("head_size", layer.latent_dim), ("dtype", _kv_element(r)),
+                           ("cache_dtype_str", r.kv_cache_dtype)),
         )
     ]
     if layer.index_head_dim is not None:
@@ -208,7 +218,20 @@ def _mamba_spec(name: str, hybrid: Hybrid, num_spec: int) -> LayerSpec:
         unpadded_page_bytes=state.page_bytes,
         mamba_blocks_per_request=blocks,
         identity=("mamba", page, state.page_bytes, blocks),
+        engine_kwargs=(
+            ("shapes", state.shapes), ("dtypes", (state.conv_dtype, state.ssm_dtype)),
+            ("page_size_padded", hybrid.padded_page), ("mamba_type", state.mamba_type),
+            ("mamba_cache_mode", hybrid.mode), ("num_speculative_blocks", num_spec),
+            ("num_prefill_checkpoint_blocks", state.prefill_checkpoint_blocks),
+        ),
     )
+
+
+def _kv_element(r: Resolved) -> str:
+    """The KV cache's element dtype name as the engine's STR_DTYPE_TO_TORCH_DTYPE reads it (auto: the model's)."""
+    if r.kv_cache_dtype == "auto":
+        return r.model_dtype
+    return {"fp8": "fp8_e4m3", "fp8_inc": "fp8_e4m3", "fp8_ds_mla": "fp8_e4m3"}.get(r.kv_cache_dtype, r.kv_cache_dtype)
 
 
 def _layer_specs(arch: ModelArchitecture, r: Resolved, hybrid: Hybrid | None, block: int) -> list[LayerSpec]:
@@ -228,19 +251,29 @@ def _layer_specs(arch: ModelArchitecture, r: Resolved, hybrid: Hybrid | None, bl
     return specs
 
 
+def engine_layer_specs(arch: ModelArchitecture, r: Resolved, hybrid: Hybrid | None, block: int) -> list[LayerSpec]:
+    """The specs the model's layers hand the engine's planner, before it retains or promotes anything."""
+    specs = _layer_specs(arch, r, hybrid, block)
+    if not specs:
+        raise VllmNotModelledError("an attention-free model (no KV cache) is not modelled")
+    return specs
+
+
+def prefill_lookahead_tokens(arch: ModelArchitecture, r: Resolved) -> int:
+    """VllmConfig.num_prefill_lookahead_tokens: EAGLE-family drafters read 1 token ahead, multi-module MTP N."""
+    if r.spec_method not in EAGLE_METHODS:
+        return 0
+    multi_mtp = r.spec_method == "mtp" and min(len(arch.mtp_layers) or 1, r.num_spec) > 1
+    return r.num_spec if multi_mtp else 1
+
+
 def final_specs(
     arch: ModelArchitecture, r: Resolved, options: VllmOptions, hybrid: Hybrid | None, block: int
 ) -> list[LayerSpec]:
     """Layer specs as get_kv_cache_configs groups them: SWA retention for multi-token drafters, promotion."""
-    specs = _layer_specs(arch, r, hybrid, block)
-    if not specs:
-        raise VllmNotModelledError("an attention-free model (no KV cache) is not modelled")
+    specs = engine_layer_specs(arch, r, hybrid, block)
     # get_kv_cache_configs: sliding layers retain num_prefill_lookahead_tokens - 1 extra tokens.
-    lookahead = 0
-    if r.spec_method in EAGLE_METHODS:
-        multi_mtp = r.spec_method == "mtp" and min(len(arch.mtp_layers) or 1, r.num_spec) > 1
-        lookahead = r.num_spec if multi_mtp else 1
-    extra = max(0, lookahead - 1)
+    extra = max(0, prefill_lookahead_tokens(arch, r) - 1)
     specs = [replace(s, extra_retained_tokens=extra) if s.kind == "sliding" else s for s in specs]
     if options.disable_hybrid_kv_cache_manager:
         specs = promote_sliding(specs, block)

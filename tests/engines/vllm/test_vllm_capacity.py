@@ -24,7 +24,7 @@ from dspark.errors import InputError, SettingsError
 
 GiB = 1 << 30
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
-H200_TOTAL = 150_754_820_096  # DESIGN.md §3: NVML total of the H200 host
+H200_TOTAL = 150_754_820_096  # docs/hardware.md: NVML total of the H200 host
 H200_FREE = 150_109_880_320
 
 
@@ -100,7 +100,7 @@ def fixture(name: str) -> ModelArchitecture:
 
 
 def test_dense_cpu_design_figure() -> None:
-    """DESIGN.md §3 / engine: page 2 x 128 x 2 x 32 x 2 B = 32,768; 4 layers -> 131,072 B a block;
+    """docs/testing.md / engine: page 2 x 128 x 2 x 32 x 2 B = 32,768; 4 layers -> 131,072 B a block;
     1 GiB -> 8,192 blocks; 2,048 tokens = 16 blocks -> 512.00x, pool 512 x 2,048."""
     c = cpu(DENSE, "--max-model-len 2048 --kv-cache-memory-bytes 1073741824")
     assert (c.block_size, c.bytes_per_block, c.num_blocks, c.blocks_per_request) == (128, 131_072, 8_192, 16)
@@ -228,7 +228,7 @@ def test_estimate_without_a_pin_lists_its_terms() -> None:
 
 
 def test_hybrid_cpu_design_figure() -> None:
-    """DESIGN.md §3 / engine: state = conv (3, 256) bf16 1,536 B + ssm (4, 32, 32) float32 16,384 B (the CPU
+    """docs/testing.md / engine: state = conv (3, 256) bf16 1,536 B + ssm (4, 32, 32) float32 16,384 B (the CPU
     resets the SSM dtype) = 17,920 B; attention 512 B a token -> block 128, page 65,536 (+265.71%);
     4 groups of 1 layer; 1 GiB -> 16,384 blocks; a request: 16 attention + 3 x 2 state blocks ("align")."""
     c = cpu(HYBRID, "--max-model-len 2048", env={"VLLM_CPU_KVCACHE_SPACE": "1"})
