@@ -150,7 +150,7 @@ def weights_findings(
     # TP sizes the engines accept divide the attention heads; leave a tenth of the GPU for KV and runtime.
     fits = [k for k in (1, 2, 4, 8, 16, 32, 64)
             if k > tp and heads % k == 0 and weights_total / (k * pp) <= 0.9 * total]
-    fix = f"TP={fits[0]} ({fits[0] * pp} GPUs) would hold them" if fits else "no TP size up to 64 holds them"
+    fix = f"--tp {fits[0]} ({fits[0] * pp} GPUs) would hold them" if fits else "no TP size up to 64 holds them"
     return [Finding("fail", "weights-do-not-fit",
                     f"the weights alone need {gib(weights_per_gpu)} per GPU at TP={tp}, PP={pp}, more than the "
                     f"{gib(total)} a {hw.gpus[0].name} has: no KV or memory-utilization setting can help; {fix}")]
