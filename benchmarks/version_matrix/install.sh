@@ -9,7 +9,8 @@
 # Usage: benchmarks/version_matrix/install.sh [vllm|sglang|all]   (DSPARK_MATRIX_DIR, default <repo>/.engines-matrix)
 # Sequential on purpose (a 2-core machine shared with others); idempotent: an environment that imports is kept.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
 dest=${DSPARK_MATRIX_DIR:-$root/.engines-matrix}
 py=${PYTHON:-python3}
 what=${1:-all}
@@ -71,15 +72,28 @@ install_sglang_base() {
   touch "$env/.ready"
 }
 
+# Older releases import torchvision at module level: tv_shim.py stands in for it, as the matrix scripts do.
+sglang_imports() {
+  "$1/bin/python" -c "import sys; sys.path.insert(0, '$here'); import tv_shim; tv_shim.install(); import sglang.srt.server_args"
+}
+
 install_sglang() {
   local v=$1 env=$dest/sglang-$1
-  if "$env/bin/python" -c 'import sglang.srt.server_args' >/dev/null 2>&1; then log "sglang $v ready"; return; fi
+  if sglang_imports "$env" >/dev/null 2>&1; then log "sglang $v ready"; return; fi
   log "installing sglang $v into $env"
   rm -rf "$env"
   "$py" -m venv "$env"
   "$env/bin/pip" install "${pipq[@]}" --no-deps "sglang==$v"
+  # Each release pins its own transformers (5.12.1 for 0.5.18-0.5.20, 5.19.0 for 0.5.23); older or newer
+  # ones register model configs twice. Installed into the release's environment, ahead of the base.
+  local tf; tf=$("$env/bin/python" -c "import importlib.metadata as m; print(next((r.split(';')[0].replace(' ', '') for r in m.requires('sglang') or [] if r.startswith('transformers')), ''))")
+  # --ignore-installed: its own dependencies land here too, never replacing the base's.
+  if [ -n "$tf" ]; then "$env/bin/pip" install "${pipq[@]}" --ignore-installed -c "$dest/sglang-constraints.txt" "$tf"; fi
+  # 0.5.18-0.5.20 import xgrammar at module level (function-call detectors); its pinned release, alone.
+  local xg; xg=$("$env/bin/python" -c "import importlib.metadata as m; print(next((r.split(';')[0].replace(' ', '') for r in m.requires('sglang') or [] if r.startswith('xgrammar')), ''))")
+  if [ -n "$xg" ]; then "$env/bin/pip" install "${pipq[@]}" --no-deps "$xg"; fi
   purelib "$dest/sglang-base" > "$(purelib "$env")/_matrix_base.pth"
-  "$env/bin/python" -c 'import sglang.srt.server_args' || { log "sglang $v import failed"; return 1; }
+  sglang_imports "$env" || { log "sglang $v import failed"; return 1; }
   log "sglang $v ready"
 }
 
