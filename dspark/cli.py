@@ -138,6 +138,11 @@ def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--prefix-cache-reserve", metavar="TOKENS", help="Pool tokens kept for cached prefixes."),
         click.option("--peer-hardware", multiple=True, metavar="FILE",
                      help="Saved probe of another node (dspark probe --json); repeat per node."),
+        click.option("--engine-version", metavar="X.Y.Z",
+                     help="Plan for this engine version (DSPARK_ENGINE_VERSION; default: the installed engine's, "
+                     "else the newest modelled)."),
+        click.option("--engine-python", metavar="PYTHON",
+                     help="Interpreter of the engine's virtualenv (DSPARK_ENGINE_PYTHON)."),
         click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout."),
         click.option("--explain", is_flag=True, help="Show each setting's value and where it came from."),
     ]
@@ -159,7 +164,9 @@ def _validate_request(ctx: click.Context, recipe: str | None, params: dict[str, 
                            peer_hardware=tuple(params.get("peer_hardware") or ()),
                            typical_context=_tokens(params.get("typical_context"), "--typical-context"),
                            prefix_cache_reserve=_tokens(params.get("prefix_cache_reserve"),
-                                                        "--prefix-cache-reserve") or 0)
+                                                        "--prefix-cache-reserve") or 0,
+                           engine_version=params.get("engine_version"), engine_python=params.get("engine_python"),
+                           engine_check=bool(params.get("engine_check")))
 
 
 def _tokens(raw: object, flag: str) -> int | None:
@@ -179,6 +186,8 @@ def _tokens(raw: object, flag: str) -> int | None:
 
 @cli.command(epilog="Engine flags go after --: dspark validate --model DIR -- --max-model-len 4096")
 @_plan_options
+@click.option("--engine-check", is_flag=True,
+              help="Also run the installed engine's own KV planner on the same inputs (the witness).")
 @click.pass_context
 def validate(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, **params: Any) -> None:
     """Predict the engine's KV pool, full contexts, graph capture size and safe seats, and judge the fit.
@@ -196,16 +205,15 @@ def validate(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: 
 @click.option("--dry-run", is_flag=True, help="Print the plan (argv and environment, secrets redacted); do not start.")
 @click.option("--force", is_flag=True, help="Start even when the verdict is fail.")
 @click.option("--watch", is_flag=True, help="Supervise the engine as a child: stream its log, check its KV pool.")
-@click.option("--engine-python", metavar="PYTHON",
-              help="Interpreter of the engine's virtualenv (DSPARK_ENGINE_PYTHON).")
 @click.pass_context
 def start(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, dry_run: bool, force: bool,
-          watch: bool, engine_python: str | None, **params: Any) -> None:
+          watch: bool, **params: Any) -> None:
     """Validate, check the argv with the installed engine's own parser, print the plan, then exec the engine."""
     from dspark.commands.validate import run_start  # noqa: PLC0415 - keep CLI start-up light
     from dspark.start import StartRequest  # noqa: PLC0415
 
-    request = StartRequest(validate=_validate_request(ctx, recipe, params), force=force, engine_python=engine_python)
+    request = StartRequest(validate=_validate_request(ctx, recipe, params), force=force,
+                           engine_python=params.get("engine_python"))
     run_core(ctx, run_start, request, dry_run=dry_run, as_json=as_json, explain=explain, watch=watch)
 
 
@@ -300,11 +308,10 @@ def bench(ctx: click.Context, /, url: str, as_json: bool, out_file: Path | None,
               help="Seconds an engine may take to answer /health.")
 @click.option("--stop-timeout", type=float, default=30.0, show_default=True,
               help="Seconds after SIGTERM before SIGKILL.")
-@click.option("--engine-python", metavar="PYTHON", help="Interpreter of the engine's virtualenv.")
 @click.pass_context
 def sweep(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, seats: str, primary: str,
           adopt_at: str, max_regression: str, secondaries: str | None, out_dir: Path, health_timeout: float,
-          stop_timeout: float, engine_python: str | None, no_progress: bool, **params: Any) -> None:
+          stop_timeout: float, no_progress: bool, **params: Any) -> None:
     """Start the engine at each seat count, verify its launch, bench it, stop it; decide by a rule fixed first.
 
     Exit 0 when every setting ran clean (launch as planned, 0 errors, 0 preemptions), 1 otherwise.
@@ -316,7 +323,7 @@ def sweep(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
     if params.get("max_num_seqs") is not None:
         raise click.UsageError("sweep sets the seats itself: use --seats, not --max-num-seqs")
     load = _load(params)
-    request = StartRequest(validate=_validate_request(ctx, recipe, params), engine_python=engine_python)
+    request = StartRequest(validate=_validate_request(ctx, recipe, params), engine_python=params.get("engine_python"))
     run_core(ctx, sweep_command, request, seats=seats, load=load, primary=primary, adopt_at=adopt_at,
              max_regression=max_regression, secondaries=secondaries, out_dir=out_dir, as_json=as_json,
              progress=not no_progress, health_timeout_s=health_timeout, stop_timeout_s=stop_timeout)

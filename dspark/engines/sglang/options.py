@@ -197,3 +197,12 @@ def parse_sglang_flags(argv: Sequence[str]) -> SglangOptions:
         unknown.append(token)
         i += 1
     return SglangOptions(**values, ambiguous=tuple(ambiguous), unknown=tuple(unknown))  # type: ignore[arg-type]
+
+
+def sglang_speculative_flags(method: str, proposed: int) -> dict[str, int]:
+    """SGLang's speculative sizes for `proposed` tokens: DFLASH drafts a block of proposed + 1; the others chain
+    n steps at top-1 with n + 1 draft tokens (0.5.23 asserts on a partial set)."""
+    if method == "dflash":
+        return {"speculative_num_draft_tokens": proposed + 1}
+    draft = proposed + 1
+    return {"speculative_num_steps": proposed, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": draft}

@@ -11,7 +11,7 @@ import math
 import pytest
 
 from dspark.architecture import AttentionLayer, LinearStateLayer, MLALayer, ModelArchitecture, MoE, parse_config
-from dspark.capacity.sglang import (
+from dspark.engines.sglang.capacity import (
     available_gib,
     captured_batch_sizes,
     compute_sglang_capacity,
@@ -28,7 +28,7 @@ from dspark.capacity.sglang import (
     resolve_page_size,
     speculative_params,
 )
-from dspark.engines.sglang_options import SglangOptions, human_readable_int, parse_sglang_flags
+from dspark.engines.sglang.options import SglangOptions, human_readable_int, parse_sglang_flags
 from dspark.errors import SettingsError
 
 GIB = 1 << 30

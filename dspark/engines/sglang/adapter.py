@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dspark.capacity.engine import sglang_speculative_flags
 from dspark.engines.base import ServeConfig, flag, strip_flags
+from dspark.engines.sglang.options import sglang_speculative_flags
 from dspark.launch import LaunchPlan
 
 MANAGED_FLAGS: dict[str, int] = {

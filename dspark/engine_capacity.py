@@ -7,12 +7,13 @@ will hold per GPU (its footprint), which the memory checks compare with free mem
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from dspark.architecture import Drafter, ModelArchitecture
 from dspark.capacity import CapacitySummary
+from dspark.errors import InputError
 from dspark.findings import Finding, gib
 from dspark.hardware import GpuInfo
 from dspark.settings import ResolvedSettings
@@ -49,15 +50,16 @@ def compute_capacity(
     env: Mapping[str, str],
     cpu_flags: tuple[str, ...] | None = None,
     cpu_arch: str | None = None,
+    engine_version: str | None = None,
 ) -> CapacityResult:
     """Dispatch to the engine's accounting with the resolved settings laid over the pasted engine flags.
 
     cpu_flags / cpu_arch: the host CPU, for CPU engines (vLLM picks kernels and state dtypes by them).
     """
-    if engine == "vllm":
-        return _vllm(arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=env,
-                     cpu=_cpu_features(cpu_flags, cpu_arch))
-    return _sglang(arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter)
+    if engine not in _MODELS:
+        raise InputError(f"no capacity model for engine {engine!r}", hint=f"use one of: {', '.join(_MODELS)}")
+    return _MODELS[engine](arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=env,
+                           cpu=_cpu_features(cpu_flags, cpu_arch), version=engine_version)
 
 
 def _vllm_options(options: Any, s: ResolvedSettings, recipe: Recipe | None) -> Any:
@@ -89,24 +91,16 @@ def _cpu_features(flags: tuple[str, ...] | None, arch: str | None) -> Any:
     """vLLM's CPU-platform facts from the host's ISA flags; None (vLLM's model assumes AMX x86) when unknown."""
     if flags is None:
         return None
-    from dspark.capacity.vllm import CpuFeatures  # noqa: PLC0415
+    from dspark.engines.vllm.capacity import cpu_features_from_flags  # noqa: PLC0415
 
-    machine = (arch or "").lower()
-    family: Literal["x86", "arm", "riscv", "powerpc", "other"] = "other"
-    if machine in ("aarch64", "arm64"):
-        family = "arm"
-    elif machine in ("x86_64", "amd64"):
-        family = "x86"
-    elif machine.startswith("riscv"):
-        family = "riscv"
-    elif machine.startswith("ppc"):
-        family = "powerpc"
-    return CpuFeatures(amx="amx_tile" in flags, avx512_bf16="avx512_bf16" in flags, arch=family)
+    return cpu_features_from_flags(flags, arch)
 
 
 def _vllm(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Recipe | None, *, gpu: GpuInfo | None,
-          weights: WeightBytes | None, drafter: Drafter | None, env: Mapping[str, str], cpu: Any) -> CapacityResult:
-    from dspark.capacity.vllm import compute_vllm_capacity  # noqa: PLC0415 - only the engine in use is imported
+          weights: WeightBytes | None, drafter: Drafter | None, env: Mapping[str, str], cpu: Any,
+          version: str | None) -> CapacityResult:
+    from dspark.engines.vllm.capacity import compute_vllm_capacity  # noqa: PLC0415 - only the engine in use is imported
+    from dspark.engines.vllm.versions import MODELLED_VERSIONS  # noqa: PLC0415
 
     platform: Literal["cpu", "cuda"] = "cpu" if s.platform.value == "cpu" else "cuda"
     opts = _vllm_options(options, s, recipe)
@@ -120,6 +114,7 @@ def _vllm(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Re
         compute_capability=gpu.compute_capability if gpu else None,
         weights_per_gpu_bytes=weights_per_gpu, drafter=drafter, environ=engine_env,
         device_name=gpu.name if gpu else None, cpu_features=cpu if platform == "cpu" else None,
+        engine_version=version or MODELLED_VERSIONS[-1],
     )
     findings = [Finding("fail", r.code, r.message + _suggestion(r)) for r in (*cap.refusals, *cap.checks)]
     if cap.budget.source == "estimate":
@@ -150,18 +145,13 @@ def _vllm_footprint(cap: Any, platform: str, weights: int | None) -> int:
     return int((weights or 0) + cap.budget.bytes + cap.runtime_overhead_bytes)
 
 
-def sglang_speculative_flags(method: str, proposed: int) -> dict[str, int]:
-    """SGLang's speculative sizes for `proposed` tokens: DFLASH drafts a block of proposed + 1; the others chain
-    n steps at top-1 with n + 1 draft tokens (0.5.23 asserts on a partial set)."""
-    if method == "dflash":
-        return {"speculative_num_draft_tokens": proposed + 1}
-    draft = proposed + 1
-    return {"speculative_num_steps": proposed, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": draft}
-
-
 def _sglang(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Recipe | None, *,
-            gpu: GpuInfo | None, weights: WeightBytes | None, drafter: Drafter | None) -> CapacityResult:
-    from dspark.capacity.sglang import compute_sglang_capacity  # noqa: PLC0415
+            gpu: GpuInfo | None, weights: WeightBytes | None, drafter: Drafter | None, env: Mapping[str, str],
+            cpu: Any, version: str | None) -> CapacityResult:
+    del env, cpu  # SGLang sizes from its own flags and the GPU; no CPU build is modelled
+    from dspark.engines.sglang.capacity import compute_sglang_capacity  # noqa: PLC0415
+    from dspark.engines.sglang.options import sglang_speculative_flags  # noqa: PLC0415
+    from dspark.engines.sglang.versions import MODELLED_VERSIONS as SGLANG_VERSIONS  # noqa: PLC0415
 
     spec = recipe.speculative if recipe is not None else None
     overlay: dict[str, Any] = {
@@ -190,6 +180,7 @@ def _sglang(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: 
         free_before_load_bytes=gpu.free_bytes if gpu else None,
         weights_per_gpu_bytes=weights_per_gpu, drafter=drafter,
         compute_capability=gpu.compute_capability if gpu else None,
+        engine_version=version or SGLANG_VERSIONS[-1],
     )
     findings = [Finding("fail", r.code, r.message) for r in getattr(cap, "refusals", ())]
     for note in getattr(cap, "notes", ()):
@@ -202,3 +193,7 @@ def _sglang(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: 
     if footprint is not None:
         findings.append(Finding("info", "footprint", f"engine footprint per GPU ≈ {gib(footprint)}"))
     return CapacityResult(summary, tuple(findings), footprint, cap)
+
+
+# Each engine's capacity model, by its registry name (dspark.engines.ENGINE_NAMES).
+_MODELS: dict[str, Callable[..., CapacityResult]] = {"vllm": _vllm, "sglang": _sglang}
