@@ -1,0 +1,72 @@
+"""Render the matrix results (results/engine.json, results/planner.json) as the Markdown tables in docs/.
+
+Usage: python benchmarks/version_matrix/render.py  (prints the tables; paste them into docs/version-matrix.md)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _load(name: str) -> dict[str, Any]:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def engine_table(report: dict[str, Any]) -> list[str]:
+    """Release x case: the real CPU engine's KV line against dspark's pure model."""
+    lines = ["| release | case | engine: tokens, concurrency | dspark: tokens, concurrency | equal |",
+             "|---|---|---|---|---|"]
+    for release in sorted(report, key=lambda v: tuple(int(x) for x in v.split("."))):
+        for cid, row in sorted(report[release].items()):
+            if cid.startswith("_"):
+                lines.append(f"| {release} | (runner) | {str(row)[:120]} | | no result |")
+                continue
+            engine = (f"{row['engine_tokens']:,}, {row['engine_concurrency']}x" if row.get("engine_tokens")
+                      else f"refused: {str(row.get('engine_error'))[:80]}")
+            dspark = (f"{row['dspark_tokens']:,}, {row['dspark_concurrency']}x" if row.get("dspark_tokens")
+                      else f"refused: {str(row.get('dspark_error'))[:80]}")
+            equal = (row.get("engine_tokens") == row.get("dspark_tokens")
+                     and row.get("engine_concurrency") == row.get("dspark_concurrency"))
+            lines.append(f"| {release} | {cid} | {engine} | {dspark} | {'yes' if equal else '**no**'} |")
+    return lines
+
+
+def planner_table(report: dict[str, Any]) -> list[str]:
+    """Release x GPU case: the release's own planner against dspark's pure model."""
+    lines = ["| release | case | block | blocks | planner: tokens, concurrency | dspark: tokens, concurrency | equal |",
+             "|---|---|---|---|---|---|---|"]
+    for release in sorted(report, key=lambda v: tuple(int(x) for x in v.split("."))):
+        for cid, row in sorted(report[release].items()):
+            if cid.startswith("_"):
+                lines.append(f"| {release} | (runner) | | | {str(row)[-120:]} | | no result |")
+                continue
+            if row.get("error"):
+                lines.append(f"| {release} | {cid} | | | error: {row['error'][:100]} | | no result |")
+                continue
+            conc = row["max_concurrency"]
+            planner = f"{row.get('kv_pool_tokens', 0):,}, {conc:.2f}x"
+            dspark = (f"{row['dspark_tokens']:,}, {row['dspark_concurrency']:.2f}x" if "dspark_tokens" in row
+                      else "error")
+            equal = row.get("dspark_tokens") == row.get("kv_pool_tokens") and (
+                f"{row.get('dspark_concurrency', -1):.2f}" == f"{conc:.2f}")
+            lines.append(f"| {release} | {cid} | {row['block_size']} | {row['num_blocks']:,} | {planner} | {dspark} "
+                         f"| {'yes' if equal else '**no**'} |")
+    return lines
+
+
+def main() -> int:
+    """Print both tables."""
+    print("\n".join(engine_table(_load("engine"))))
+    print()
+    print("\n".join(planner_table(_load("planner"))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
