@@ -18,10 +18,10 @@ def _load(name: str) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def engine_table(report: dict[str, Any]) -> list[str]:
-    """Release x case: the real CPU engine's KV line against dspark's pure model."""
-    lines = ["| release | case | engine: tokens, concurrency | dspark: tokens, concurrency | equal |",
-             "|---|---|---|---|---|"]
+def engine_table(report: dict[str, Any], witness: dict[str, Any]) -> list[str]:
+    """Release x case: the real CPU engine's KV line against the witness and dspark's pure model."""
+    lines = ["| release | case | engine: tokens, concurrency | witness | equal | dspark (pure model) | equal |",
+             "|---|---|---|---|---|---|---|"]
     for release in sorted(report, key=lambda v: tuple(int(x) for x in v.split("."))):
         for cid, row in sorted(report[release].items()):
             if cid.startswith("_"):
@@ -33,7 +33,13 @@ def engine_table(report: dict[str, Any]) -> list[str]:
                       else f"refused: {str(row.get('dspark_error'))[:80]}")
             equal = (row.get("engine_tokens") == row.get("dspark_tokens")
                      and row.get("engine_concurrency") == row.get("dspark_concurrency"))
-            lines.append(f"| {release} | {cid} | {engine} | {dspark} | {'yes' if equal else '**no**'} |")
+            w = witness.get(release, {}).get(cid, {})
+            wit = (f"{w['witness_tokens']:,}, {w['witness_concurrency']}x" if w.get("witness_tokens")
+                   else f"error: {str(w.get('witness_error'))[:80]}" if w else "not run")
+            w_equal = (w.get("witness_tokens") == row.get("engine_tokens")
+                       and w.get("witness_concurrency") == row.get("engine_concurrency"))
+            lines.append(f"| {release} | {cid} | {engine} | {wit} | {'yes' if w_equal else '**no**'} | {dspark} "
+                         f"| {'yes' if equal else '**no**'} |")
     return lines
 
 
@@ -62,7 +68,7 @@ def planner_table(report: dict[str, Any]) -> list[str]:
 
 def main() -> int:
     """Print both tables."""
-    print("\n".join(engine_table(_load("engine"))))
+    print("\n".join(engine_table(_load("engine"), _load("witness"))))
     print()
     print("\n".join(planner_table(_load("planner"))))
     return 0

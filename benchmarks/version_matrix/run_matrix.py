@@ -8,7 +8,9 @@ Two parts, each writing JSON under benchmarks/version_matrix/results/:
             alignment and planner code for GPU parameters (Flash-Next's shape under the seed recipe's
             28 GB pin; FlashAttention and FlashInfer kernel blocks; MTP 0/2/4; bf16 and fp32 SSM state;
             prefix caching on and off); beside it dspark's pure model (`dspark validate --json`).
-Usage: python benchmarks/version_matrix/run_matrix.py {engine|planner} [--matrix-dir DIR] [--releases ...]
+  witness : dspark's witness (dspark/engines/_witness.py) in each release's interpreter on the engine part's
+            cases, dspark's own specs and pin (results/witness.json; render.py puts it beside the engine's line).
+Usage: python benchmarks/version_matrix/run_matrix.py {engine|planner|witness} [--matrix-dir DIR] [--releases ...]
 """
 
 from __future__ import annotations
@@ -72,6 +74,38 @@ def engine_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
                 rows.setdefault(c.id, {})["dspark_error"] = f"{type(exc).__name__}: {exc}"
         report[release] = rows
         print(release, json.dumps(rows)[:2000], flush=True)
+    return report
+
+
+def witness_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
+    """The witness in each release's interpreter on dspark's own specs and pin, for the engine part's cases."""
+    import test_vllm_oracle as oracle  # noqa: PLC0415
+
+    from dspark.engines.vllm.witness_input import vllm_witness_request  # noqa: PLC0415
+
+    cases: list[OracleCase] = [c for c in oracle.CASES if c.id in ENGINE_CASES]
+    models = Path(tempfile.gettempdir()) / "dspark-matrix-models"
+    requests = []
+    for c in cases:
+        cap = oracle.predict_direct(models, c)
+        layers = oracle.architecture(models, c.model).num_layers
+        requests.append({"id": c.id, "request": vllm_witness_request(cap, layers)})
+    report: dict[str, Any] = {}
+    for release in releases:
+        python = str(matrix / f"vllm-{release}" / "bin" / "python")
+        proc = subprocess.run([python, str(HERE / "witness_batch.py")], input=json.dumps(requests), text=True,
+                              capture_output=True, timeout=1800, check=False,
+                              env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"})
+        rows = report.setdefault(release, {})
+        for line in proc.stdout.splitlines():
+            if line.startswith("WITNESS-BATCH "):
+                rec = json.loads(line.split(" ", 1)[1])
+                rows.setdefault(rec["id"], {}).update(
+                    witness_tokens=rec.get("kv_pool_tokens"), witness_error=rec.get("error"),
+                    witness_concurrency=(f"{rec['max_concurrency']:.2f}" if rec.get("max_concurrency") else None))
+        if not proc.stdout.strip():
+            rows["_witness"] = proc.stderr[-2000:]
+        print(release, "witness", json.dumps(rows)[:1500], flush=True)
     return report
 
 
@@ -150,13 +184,14 @@ def planner_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
 def main() -> int:
     """Run one part over the releases; write results/<part>.json (merged with earlier runs)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("part", choices=("engine", "planner"))
+    ap.add_argument("part", choices=("engine", "planner", "witness"))
     ap.add_argument("--matrix-dir", default=str(ROOT / ".engines-matrix"))
     ap.add_argument("--releases", default="0.28.0,0.29.0,0.30.0,0.31.0,0.32.0")
     args = ap.parse_args()
     matrix = Path(args.matrix_dir)
     releases = args.releases.split(",")
-    report = engine_part(matrix, releases) if args.part == "engine" else planner_part(matrix, releases)
+    parts = {"engine": engine_part, "planner": planner_part, "witness": witness_part}
+    report = parts[args.part](matrix, releases)
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{args.part}.json"
     merged = json.loads(path.read_text()) if path.exists() else {}
