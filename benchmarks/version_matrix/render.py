@@ -1,11 +1,15 @@
 """Render the matrix results (results/engine.json, results/planner.json) as the Markdown tables in docs/.
 
-Usage: python benchmarks/version_matrix/render.py  (prints the tables; paste them into docs/version-matrix.md)
+Usage: python benchmarks/version_matrix/render.py [--write docs/version-matrix.md]
+(prints the tables; with --write, replaces each <!-- NAME --> ... <!-- /NAME --> block of that page)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,11 +70,31 @@ def planner_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def source_table(matrix_dir: str) -> list[str]:
+    """sglang_source_diff.py's table (it reads the installed SGLang environments)."""
+    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("sglang_source_diff.py")),
+                           "--matrix-dir", matrix_dir],
+                          capture_output=True, text=True, check=False)
+    return proc.stdout.strip().splitlines()
+
+
 def main() -> int:
-    """Print both tables."""
-    print("\n".join(engine_table(_load("engine"), _load("witness"))))
-    print()
-    print("\n".join(planner_table(_load("planner"))))
+    """Print the tables, or write them into the page's marked blocks."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write")
+    ap.add_argument("--matrix-dir", default=str(Path(__file__).resolve().parents[2] / ".engines-matrix"))
+    args = ap.parse_args()
+    tables = {"ENGINE_TABLE": engine_table(_load("engine"), _load("witness")),
+              "PLANNER_TABLE": planner_table(_load("planner")), "SOURCE_TABLE": source_table(args.matrix_dir)}
+    if not args.write:
+        print("\n\n".join("\n".join(t) for t in tables.values()))
+        return 0
+    page = Path(args.write)
+    text = page.read_text()
+    for name, lines in tables.items():
+        block = f"<!-- {name} -->\n" + "\n".join(lines) + f"\n<!-- /{name} -->"
+        text = re.sub(rf"<!-- {name} -->.*?<!-- /{name} -->", lambda _m, b=block: b, text, flags=re.S)
+    page.write_text(text)
     return 0
 
 
