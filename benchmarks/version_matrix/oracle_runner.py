@@ -36,7 +36,7 @@ from vllm.engine.arg_utils import EngineArgs
 try:
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
 except ImportError:  # 0.28.0 and before
-    from vllm.entrypoints.openai.cli_args import make_arg_parser  # type: ignore[no-redef]
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
 from vllm.usage.usage_lib import UsageContext
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 from vllm.v1.engine.llm_engine import LLMEngine

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -93,7 +92,8 @@ def main() -> int:
     text = page.read_text()
     for name, lines in tables.items():
         block = f"<!-- {name} -->\n" + "\n".join(lines) + f"\n<!-- /{name} -->"
-        text = re.sub(rf"<!-- {name} -->.*?<!-- /{name} -->", lambda _m, b=block: b, text, flags=re.S)
+        start, end = text.index(f"<!-- {name} -->"), text.index(f"<!-- /{name} -->") + len(f"<!-- /{name} -->")
+        text = text[:start] + block + text[end:]
     page.write_text(text)
     return 0
 

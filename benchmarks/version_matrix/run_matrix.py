@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "engine"), str(ROOT)]
 
-import vllm_harness  # noqa: E402
+import vllm_harness  # type: ignore[import-not-found]  # noqa: E402
 from vllm_harness import OracleCase, run_batch  # noqa: E402
 
 # run_batch starts HERE/oracle_runner.py: the copy beside this file reads any release from 0.28.0.
@@ -42,7 +42,7 @@ PIN = 28_000_000_000
 
 def engine_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
     """Real engine per release on the tiny models; dspark's pure prediction beside each line."""
-    import test_vllm_oracle as oracle  # noqa: PLC0415 - the oracle suite's cases and dspark's direct prediction
+    import test_vllm_oracle as oracle  # type: ignore[import-not-found]  # noqa: PLC0415 - the oracle suite's cases and dspark's direct prediction
 
     cases: list[OracleCase] = [c for c in oracle.CASES if c.id in ENGINE_CASES]
     models = Path(tempfile.gettempdir()) / "dspark-matrix-models"

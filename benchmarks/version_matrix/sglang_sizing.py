@@ -76,7 +76,7 @@ def _install_stubs() -> None:
     def virtual_memory() -> Any:
         return types.SimpleNamespace(available=DEVICE.free) if DEVICE.integrated else real_vm()
 
-    psutil.virtual_memory = virtual_memory  # type: ignore[assignment]
+    psutil.virtual_memory = virtual_memory
 
 
 def _platform_facts() -> dict[str, Any]:
@@ -119,7 +119,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - one eng
     from sglang.srt.utils import common  # noqa: PLC0415
 
     DEVICE.gpu_mib = int(case["gpu_mib"])
-    DEVICE.capability = tuple(case.get("capability", (9, 0)))  # type: ignore[assignment]
+    DEVICE.capability = tuple(case.get("capability", (9, 0)))
     DEVICE.free = int(case["free_before"])
     DEVICE.integrated = bool(case.get("integrated", False))
     import torch  # noqa: PLC0415

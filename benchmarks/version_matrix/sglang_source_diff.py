@@ -34,7 +34,7 @@ def _strip_docstrings(node: ast.AST) -> ast.AST:
         body = getattr(child, "body", None)
         if (isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body
                 and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)):
-            child.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+            child.body = body[1:] or [ast.Pass()]
     return node
 
 

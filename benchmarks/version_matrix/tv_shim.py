@@ -27,7 +27,7 @@ class _Any(type):
 
 def install() -> None:
     """Put the stand-ins in sys.modules (idempotent)."""
-    import transformers  # noqa: F401, PLC0415 - decides torchvision is absent before the stand-ins exist
+    import transformers  # type: ignore[import-not-found]  # noqa: F401, PLC0415 - decides torchvision is absent before the stand-ins exist
 
     for name in NAMES:
         if name in sys.modules:
@@ -48,7 +48,7 @@ def install() -> None:
 def _stub_image_processors() -> None:
     """transformers 5.12 without torchvision makes AutoImageProcessor a placeholder whose every use raises;
     SGLang 0.5.18-0.5.20 register their multimodal processors with it at import time: let register pass."""
-    from transformers.utils import import_utils  # noqa: PLC0415
+    from transformers.utils import import_utils  # type: ignore[import-not-found]  # noqa: PLC0415
 
     dummy = getattr(import_utils, "DummyObject", None)
     if dummy is None or getattr(dummy, "_matrix_patched", False):
@@ -60,5 +60,5 @@ def _stub_image_processors() -> None:
             return lambda *a, **k: None
         return original(cls, key)
 
-    dummy.__getattribute__ = getattribute  # type: ignore[method-assign,assignment]
+    dummy.__getattribute__ = getattribute
     dummy._matrix_patched = True

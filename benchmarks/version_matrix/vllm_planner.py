@@ -81,7 +81,7 @@ def _align(vllm_config: Any, backend: type) -> str:
 
     if hasattr(Platform, "_align_hybrid_block_size"):
         if hasattr(Platform, "_find_non_ssm_backends"):
-            Platform._find_non_ssm_backends = classmethod(lambda cls, cfg: [backend])  # type: ignore[assignment]
+            Platform._find_non_ssm_backends = classmethod(lambda cls, cfg: [backend])
         Platform._align_hybrid_block_size(vllm_config, backend)
         return "Platform._align_hybrid_block_size"
     from vllm.model_executor.models import config as model_configs  # noqa: PLC0415
@@ -92,7 +92,7 @@ def _align(vllm_config: Any, backend: type) -> str:
         # The release asks the current platform for the attention backend: answer with the CUDA stand-in.
         from vllm.attention import selector  # noqa: PLC0415
 
-        selector.get_attn_backend = lambda *a, **k: backend  # type: ignore[attr-defined]
+        selector.get_attn_backend = lambda *a, **k: backend
         if hasattr(model_configs, "get_attn_backend"):
             model_configs.get_attn_backend = lambda *a, **k: backend
     hybrid.verify_and_update_config(vllm_config)
