@@ -38,14 +38,16 @@ ENGINE_CASES = ("dense-1gib-env", "dense-fp8-odd", "hybrid-1gib-env", "hybrid-no
                 "mla-default", "mla-fp8-noprefix")
 RESULTS = HERE / "results"
 PIN = 28_000_000_000
+# No "dspark" in this path: vLLM renames speculative method "mtp" to "dspark" when the draft path contains it.
+MODELS = Path(tempfile.gettempdir()) / "vm-tiny-models"
 
 
-def engine_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
+def engine_part(matrix: Path, releases: list[str], only: set[str] | None = None) -> dict[str, Any]:
     """Real engine per release on the tiny models; dspark's pure prediction beside each line."""
     import test_vllm_oracle as oracle  # type: ignore[import-not-found]  # noqa: PLC0415 - the oracle suite's cases and dspark's direct prediction
 
-    cases: list[OracleCase] = [c for c in oracle.CASES if c.id in ENGINE_CASES]
-    models = Path(tempfile.gettempdir()) / "dspark-matrix-models"
+    cases: list[OracleCase] = [c for c in oracle.CASES if c.id in (only or ENGINE_CASES)]
+    models = MODELS
     builder = str(matrix / "vllm-0.32.0" / "bin" / "python")
     subprocess.run([builder, str(ROOT / "tests/engine/build_tiny_models.py"), str(models),
                     "dense-qwen3", "hybrid-qwen3-next", "mla-deepseek-v3"], check=True, capture_output=True)
@@ -84,7 +86,7 @@ def witness_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
     from dspark.engines.vllm.witness_input import vllm_witness_request  # noqa: PLC0415
 
     cases: list[OracleCase] = [c for c in oracle.CASES if c.id in ENGINE_CASES]
-    models = Path(tempfile.gettempdir()) / "dspark-matrix-models"
+    models = MODELS
     requests = []
     for c in cases:
         cap = oracle.predict_direct(models, c)
@@ -187,15 +189,20 @@ def main() -> int:
     ap.add_argument("part", choices=("engine", "planner", "witness"))
     ap.add_argument("--matrix-dir", default=str(ROOT / ".engines-matrix"))
     ap.add_argument("--releases", default="0.28.0,0.29.0,0.30.0,0.31.0,0.32.0")
+    ap.add_argument("--cases", help="engine part: only these case ids (comma-separated); rows merge into the file")
     args = ap.parse_args()
     matrix = Path(args.matrix_dir)
     releases = args.releases.split(",")
-    parts = {"engine": engine_part, "planner": planner_part, "witness": witness_part}
-    report = parts[args.part](matrix, releases)
+    if args.part == "engine" and args.cases:
+        report = engine_part(matrix, releases, set(args.cases.split(",")))
+    else:
+        parts = {"engine": engine_part, "planner": planner_part, "witness": witness_part}
+        report = parts[args.part](matrix, releases)
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{args.part}.json"
     merged = json.loads(path.read_text()) if path.exists() else {}
-    merged.update(report)
+    for release, rows in report.items():  # a rerun of some cases replaces those rows only
+        merged.setdefault(release, {}).update(rows)
     path.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
     return 0
 
