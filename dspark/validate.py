@@ -31,6 +31,7 @@ from dspark.engine_version import ENV_VAR as ENGINE_VERSION_ENV
 from dspark.engine_version import EngineVersion, normalize, resolve_engine_version
 from dspark.engines import ENGINE_NAMES, engine_spec, get_engine
 from dspark.engines.base import ServeConfig, find_engine_python
+from dspark.engines.release_matrix import matrix_note
 from dspark.errors import EngineNotInstalledError, InputError, RefusedError, SettingsError
 from dspark.findings import (
     Finding,
@@ -255,7 +256,8 @@ def _version_findings(engine_name: str, version: EngineVersion) -> list[Finding]
         "warn", "engine-version-not-modelled",
         f"{engine_name} {version.requested} ({version.source}) is not modelled: the figures are "
         f"{engine_name} {version.modelled}'s, the nearest modelled version "
-        f"(modelled: {', '.join(engine_spec(engine_name).modelled_versions)})",
+        f"(modelled: {', '.join(engine_spec(engine_name).modelled_versions)}); "
+        f"{matrix_note(engine_name, str(version.requested))}",
     )]
 
 
