@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from dspark.engines import get_engine
-from dspark.engines.base import ArgvCheck, Engine, check_argv, find_engine_python, require_ok
-from dspark.errors import EngineArgError, RefusedError, SettingsError
+from dspark.engines import engine_spec, get_engine
+from dspark.engines.base import ArgvCheck, check_argv, find_engine_python, require_ok
+from dspark.errors import EngineArgError, EngineNotInstalledError, RefusedError, SettingsError
+from dspark.findings import Finding, verdict_of
 from dspark.launch import LaunchPlan
 from dspark.validate import ValidateRequest, ValidationReport, validate
+from dspark.witness import judge, with_engine_figures, witness_finding
 
-ArgvChecker = Callable[[Engine, LaunchPlan, str], ArgvCheck]
+ArgvChecker = Callable[..., ArgvCheck]  # check_argv's signature: (engine, plan, python, witness_request=...)
 
 
 @dataclass(frozen=True)
@@ -22,19 +24,28 @@ class StartRequest:
     validate: ValidateRequest
     force: bool = False  # start even when the verdict fails
     engine_python: str | None = None
+    dry_run: bool = False  # only print the plan: no engine or live hardware needed
 
 
 @dataclass(frozen=True)
 class StartResult:
     """A checked plan: the report it rests on, the argv, and the engine parser's verdict on it."""
 
-    report: ValidationReport
+    report: ValidationReport  # on the engine planner's figures where it disagreed with dspark's
     plan: LaunchPlan
     check: ArgvCheck
+    findings: tuple[Finding, ...] = ()  # what planning the launch added (argv-not-checked, ...)
+
+    @property
+    def all_findings(self) -> tuple[Finding, ...]:
+        """validate's findings, then the launch's."""
+        return (*self.report.findings, *self.findings)
 
     def to_json(self) -> dict[str, Any]:
         """validate's JSON with the real argv and the engine's parse of it."""
         out = self.report.to_json()
+        out["findings"] = [f.to_json() for f in self.all_findings]
+        out["verdict"] = verdict_of(self.all_findings)
         out["argv"] = self.plan.to_json()["argv"]
         out["env"] = self.plan.to_json()["env"]
         out["engine_check"] = {
@@ -45,22 +56,6 @@ class StartResult:
         return out
 
 
-# How each engine's parser names the values dspark pins; checked after parsing so a silently
-# ignored or renamed flag cannot launch something other than what was validated.
-_PINNED = {
-    "vllm": {
-        "max_num_seqs": "max_num_seqs",
-        "kv_cache_memory_bytes": "kv_cache_memory_bytes",
-        "max_model_len": "max_model_len",
-    },
-    "sglang": {
-        "max_num_seqs": "max_running_requests",
-        "max_total_tokens": "max_total_tokens",
-        "max_model_len": "context_length",
-    },
-}
-
-
 def plan_start(
     request: StartRequest, *, checker: ArgvChecker = check_argv, env: Mapping[str, str] | None = None
 ) -> StartResult:
@@ -69,7 +64,7 @@ def plan_start(
     if report.verdict == "fail" and not request.force:
         reasons = "; ".join(f.message for f in report.findings if f.level == "fail")
         raise RefusedError(f"refusing to start: {reasons}", hint="fix the plan, or pass --force to start anyway")
-    missing = report.settings.missing_for_launch()
+    missing = report.settings.missing_for_launch(dry_run=request.dry_run)
     if missing:
         raise SettingsError("; ".join(missing))
     runtime = report.settings.distributed_runtime
@@ -81,13 +76,79 @@ def plan_start(
             hint="set parallel.runtime: native (or DSPARK_DISTRIBUTED_RUNTIME=native), or bring up Ray yourself "
             "and start the engine with --distributed-executor-backend ray",
         )
+    if not request.dry_run:
+        _require_real_hardware(report)
     engine = get_engine(report.serve.engine)
-    python = find_engine_python(engine, request.engine_python, request.validate.env if env is None else env)
+    env_map = request.validate.env if env is None else env
+    try:
+        python = find_engine_python(engine, request.engine_python, env_map)
+    except EngineNotInstalledError as exc:
+        if not request.dry_run:
+            raise
+        # A plan printed on a laptop: the argv is shown as built, and said to be unchecked.
+        plan = engine.build_plan(report.serve, None)
+        unchecked = Finding("warn", "argv-not-checked",
+                            f"{exc.message}: the argv below was not checked by the engine's own parser "
+                            "(a real `dspark start` checks it, and needs the engine)")
+        return StartResult(report=report, plan=plan, check=ArgvCheck(ok=False, engine_version=None, parsed={}),
+                           findings=(unchecked,))
     plan = engine.build_plan(report.serve, python)
-    check = checker(engine, plan, python)
+    # The engine's own planner runs in the same process as its parser: the engine is imported once.
+    check = checker(engine, plan, python, witness_request=report.witness_request)
     require_ok(engine, plan, check)
+    report = _with_witness(report, check, force=request.force)
+    if report.serve != engine_serve(report):
+        plan = engine.build_plan(report.serve, python)
     _confirm_pinned(report, check)
     return StartResult(report=report, plan=plan, check=check)
+
+
+def _require_real_hardware(report: ValidationReport) -> None:
+    """A launch is planned against live GPUs (or this host for the CPU build) or hardware named on purpose."""
+    chosen = report.settings.hardware
+    if report.hardware.source == "profile" and chosen.layer not in ("flag", "env"):
+        raise RefusedError(
+            f"refusing to start: no live GPU was read here, and the plan is against a built-in profile "
+            f"({report.hardware.description}); its figures describe another machine",
+            hint="start on the machine with the GPUs, or name the hardware on purpose with --hardware "
+            "PROFILE|FILE (or DSPARK_HARDWARE); `dspark start --dry-run` prints the plan anyway",
+        )
+
+
+def engine_serve(report: ValidationReport) -> Any:
+    """The launch values for the report's capacity: a token pin (SGLang) follows the figure launched on."""
+    if engine_spec(report.serve.engine).pool_pin != "tokens" or report.settings.max_total_tokens.value is not None:
+        return report.serve
+    return replace(report.serve, max_total_tokens=report.capacity.kv_pool_tokens)
+
+
+def _with_witness(report: ValidationReport, check: ArgvCheck, *, force: bool) -> ValidationReport:
+    """Judge the model by the engine's planner; launch on the engine's figure; refuse when nothing vouches.
+
+    An unmodelled installed version launches only on the witness's figure, or with --force.
+    """
+    version = report.engine_version
+    witness = judge(check.witness, report.capacity) if check.witness is not None else None
+    vouched = version.exact or (witness is not None and witness.error is None)
+    if not vouched and not force:
+        why = witness.error if witness is not None and witness.error else "no planner the witness can run"
+        raise RefusedError(
+            f"refusing to start: {report.serve.engine} {version.requested} is not modelled (figures are "
+            f"{version.modelled}'s) and the engine's own planner could not vouch for the pool: {why}",
+            hint=f"install a modelled version ({', '.join(engine_spec(report.serve.engine).modelled_versions)}), "
+            "or pass --force to start on the nearest modelled version's figures",
+        )
+    if witness is None:
+        return report
+    findings = [*report.findings, witness_finding(witness, report.capacity)]
+    capacity = report.capacity
+    if not witness.agrees and witness.error is None:
+        capacity = with_engine_figures(capacity, witness)
+        findings.append(Finding("warn", "launch-on-engine-figure",
+                                f"launching on the engine planner's figure: {witness.kv_pool_tokens:,} tokens, "
+                                f"{witness.max_concurrency:.2f}x"))
+    out = replace(report, capacity=capacity, findings=tuple(findings), witness=witness)
+    return replace(out, serve=engine_serve(out))
 
 
 def _confirm_pinned(report: ValidationReport, check: ArgvCheck) -> None:
@@ -99,7 +160,8 @@ def _confirm_pinned(report: ValidationReport, check: ArgvCheck) -> None:
         "max_total_tokens": serve.max_total_tokens,
         "max_model_len": serve.max_model_len,
     }
-    for ours, theirs in _PINNED[serve.engine].items():
+    # Checked after parsing so a silently ignored or renamed flag cannot launch something other than validated.
+    for ours, theirs in engine_spec(serve.engine).pinned.items():
         want = planned[ours]
         if want is not None and check.parsed.get(theirs) != want:
             raise EngineArgError(

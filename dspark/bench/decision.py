@@ -1,4 +1,4 @@
-"""The decision rule for adopting a seat count, frozen before the runs (DESIGN.md §2); pure."""
+"""The decision rule for adopting a seat count, frozen before the runs (docs/deployment.md); pure."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from dspark.bench.results import (
 )
 from dspark.bench.sweep import SweepResult
 
-MINUS = "−"  # typographic minus, as in DESIGN.md's tables
+MINUS = "−"  # typographic minus, as in docs/deployment.md's tables
 
 
 def fmt_value(info: MetricInfo, value: float | None) -> str:

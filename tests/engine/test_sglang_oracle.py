@@ -2,7 +2,7 @@
 
 Each case is a launch_server argv, a GPU (nvidia-smi MiB, compute capability) and two free-memory
 readings (before and after the weights). SGLang's parser, resolution pipeline, ModelConfig and
-KVCacheConfigurator._resolve_memory_pool_config size the pools; dspark.capacity.sglang predicts the same
+KVCacheConfigurator._resolve_memory_pool_config size the pools; dspark.engines.sglang.capacity predicts the same
 figures from config.json alone. Every figure must be equal, the float ones bit for bit.
 """
 
@@ -17,15 +17,16 @@ from typing import Any
 import pytest
 
 from dspark.architecture import parse_config, parse_drafter
-from dspark.capacity.sglang import SglangCapacity, compute_sglang_capacity
-from dspark.engines.sglang_options import parse_sglang_flags
+from dspark.engines.sglang.capacity import compute_sglang_capacity
+from dspark.engines.sglang.options import parse_sglang_flags
+from dspark.engines.sglang.sizing_types import SglangCapacity
 
 pytestmark = pytest.mark.engine
 
 HERE = Path(__file__).resolve().parent
 PREFIX = "SGLANG-ORACLE "
 GIB = 1 << 30
-H200_MIB = 143771  # nvidia-smi memory.total on the H200 of DESIGN.md §3
+H200_MIB = 143771  # nvidia-smi memory.total on the H200 of docs/hardware.md
 H200_FREE = 150_109_880_320  # NVML free there
 WEIGHTS = 20 * GIB + 12_345_679  # an odd figure, so float32 rounding at TP > 1 shows
 
@@ -46,7 +47,7 @@ _NEXT = {
     "partial_rotary_factor": 0.25, "num_nextn_predict_layers": 1,
 }
 _NEXT_UNLISTED_MTP = {k: v for k, v in _NEXT.items() if k != "num_nextn_predict_layers"}
-# Flash-Next: the Qwen3-Next-80B shape (DESIGN.md §2); its config does not list the MTP layer.
+# Flash-Next: the Qwen3-Next-80B shape (docs/deployment.md); its config does not list the MTP layer.
 _FLASH_NEXT = {
     **_NEXT_UNLISTED_MTP, "hidden_size": 2048, "intermediate_size": 5120, "num_hidden_layers": 48,
     "num_attention_heads": 16, "head_dim": 256, "vocab_size": 151936, "max_position_embeddings": 262144,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -18,8 +19,9 @@ import pytest
 from vllm_harness import OracleCase, OracleResult
 
 from dspark.architecture import ModelArchitecture, parse_config
-from dspark.capacity.vllm import VllmCapacity, compute_vllm_capacity
-from dspark.engines.vllm_options import parse_vllm_serve_flags
+from dspark.engines.vllm.capacity import VllmCapacity, compute_vllm_capacity, cpu_features_from_flags
+from dspark.engines.vllm.options import parse_vllm_serve_flags
+from dspark.hardware.select import read_cpu_flags
 
 pytestmark = pytest.mark.engine
 
@@ -88,8 +90,13 @@ def architecture(models: Path, model: str) -> ModelArchitecture:
     return parse_config(json.loads((models / model / "config.json").read_text()), str(models / model))
 
 
+# The engine beside these tests runs on this host: predict for its CPU (AMX or not, AVX512-BF16 or not) the way
+# `dspark validate --platform cpu` reads it. tests/capacity/test_vllm.py covers each branch with explicit features.
+HOST_CPU = cpu_features_from_flags(read_cpu_flags(), platform.machine())
+
+
 def predict_direct(models: Path, c: OracleCase) -> VllmCapacity:
-    """compute_vllm_capacity on the case, as `dspark validate --platform cpu` would call it."""
+    """compute_vllm_capacity on the case for this host's CPU, as `dspark validate --platform cpu` would call it."""
     options = parse_vllm_serve_flags(c.flags)
     return compute_vllm_capacity(
         architecture(models, c.model),
@@ -100,6 +107,8 @@ def predict_direct(models: Path, c: OracleCase) -> VllmCapacity:
         compute_capability=None,
         weights_per_gpu_bytes=None,
         environ=c.env,
+        cpu_features=HOST_CPU,
+        engine_version="0.32.0",  # the engine beside these tests
     )
 
 
@@ -120,6 +129,8 @@ def predict_via_validate(dspark_exe: str, models: Path, c: OracleCase) -> Mappin
         "cpu",
         "--kv-cache-memory",
         c.kv_pin,
+        "--engine-version",
+        "0.32.0",  # the engine beside these tests (detection itself: test_engine_versions_e2e.py)
         "--json",
         "--",
         *flags,

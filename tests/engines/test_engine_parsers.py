@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dspark.engines.base import ServeConfig, check_argv
-from dspark.engines.sglang import SglangEngine
-from dspark.engines.vllm import VllmEngine
+from dspark.engines.sglang.adapter import SglangEngine
+from dspark.engines.vllm.adapter import VllmEngine
 
 pytestmark = pytest.mark.engine
 

@@ -10,8 +10,8 @@ import pytest
 
 from dspark.engines import get_engine
 from dspark.engines.base import ArgvCheck, ServeConfig, check_argv, require_ok, strip_flags
-from dspark.engines.sglang import SglangEngine
-from dspark.engines.vllm import VllmEngine
+from dspark.engines.sglang.adapter import SglangEngine
+from dspark.engines.vllm.adapter import VllmEngine
 from dspark.errors import EngineArgError, EngineNotInstalledError, InputError
 from dspark.launch import LaunchPlan
 

@@ -1,0 +1,1 @@
+"""SGLang: flag reader (options), launch plan (adapter), memory-pool accounting (capacity), registry entry (spec)."""

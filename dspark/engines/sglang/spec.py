@@ -1,0 +1,36 @@
+"""SGLang's registry entry (dspark.engines.EngineSpec)."""
+
+from __future__ import annotations
+
+from dspark.engines.base import EngineSpec
+from dspark.engines.sglang.adapter import SglangEngine
+from dspark.engines.sglang.options import parse_sglang_flags
+from dspark.engines.sglang.versions import MODELLED_VERSIONS
+
+SPEC = EngineSpec(
+    name="sglang",
+    module="sglang",
+    distributions=("sglang",),
+    adapter=SglangEngine,
+    parse_flags=parse_sglang_flags,
+    flag_knobs={
+        "max_running_requests": "max_num_seqs",
+        "context_length": "max_model_len",
+        "kv_cache_dtype": "kv_cache_dtype",
+        "max_total_tokens": "max_total_tokens",
+        "mem_fraction_static": "mem_fraction_static",
+        "tp_size": "tensor_parallel_size",
+        "pp_size": "pipeline_parallel_size",
+        "chunked_prefill_size": "max_num_batched_tokens",
+    },
+    pinned={
+        "max_num_seqs": "max_running_requests",
+        "max_total_tokens": "max_total_tokens",
+        "max_model_len": "context_length",
+    },
+    pool_pin="tokens",
+    modelled_versions=MODELLED_VERSIONS,
+    default_port=30000,
+    # scheduler's start-up log: "max_total_num_tokens=N, chunked_prefill_size=..., max_running_requests=..."
+    kv_log_pattern=r"max_total_num_tokens=(\d+)",
+)

@@ -1,0 +1,1 @@
+"""vLLM: flag reader (options), launch plan (adapter), KV accounting by version (capacity), registry entry (spec)."""

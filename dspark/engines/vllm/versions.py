@@ -1,0 +1,75 @@
+"""The vLLM releases dspark models, and what changes between them, as named facts (no arithmetic here).
+
+Each field says where a release computes differently from the one before, citing the function of that
+release it mirrors; the capacity code asks the fact, never the version string, so the next release is one
+more entry here plus the code its new facts need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class VllmRelease:
+    """What one vLLM release does that KV sizing depends on."""
+
+    version: str
+    # Speculative methods the V2 model runner cannot run (VllmConfig._get_v2_model_runner_unsupported_features).
+    v1_only_methods: frozenset[str] = frozenset({"suffix", "medusa", "mlp_speculator", "custom_class"})
+    # Async scheduling with a non-EAGLE speculative method: 0.32 turns it off on every runner; 0.33 only on
+    # the V1 runner (VllmConfig.__post_init__, v1_async_sched_incompat). It sets the in-flight tokens.
+    async_any_method_on_v2: bool = False
+    # FlashInfer's GDN prefill exports mid-prefill checkpoints on this token grid (0.33: gdn_attn.py
+    # FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64): in "align" mode the hybrid block aligns to lcm(block, grid)
+    # (Platform._align_hybrid_block_size) and each GDN layer keeps one prefill checkpoint block
+    # (GatedDeltaNetAttention.get_kv_cache_spec: num_prefill_checkpoint_blocks=1). None: no such export.
+    gdn_flashinfer_checkpoint_grid: int | None = None
+    # CpuPlatform.get_attn_backend_cls checks the KV dtype: MLA takes auto/bfloat16/float16 only, and
+    # CPU_ATTN's fp8 needs AVX-512 or AMX (CPUAttentionBackend.supports_kv_cache_dtype).
+    cpu_checks_kv_dtype: bool = False
+    # VllmConfig._reject_mismatched_float_kv_cache: an explicit float16/bfloat16 KV dtype must be the model's.
+    rejects_mismatched_float_kv: bool = False
+    # EngineArgs.get_batch_defaults keeps GB10 (cc 12.1) on the small tier despite its memory.
+    gb10_small_batch_defaults: bool = False
+    # EngineArgs.create_engine_config warns that --mamba-cache-mode has no effect (prefix caching decides).
+    mamba_cache_mode_deprecated: bool = False
+    # gpu_worker.init_device creates cuBLAS handles before the start-up memory snapshot (baseline, not non-torch).
+    cublas_in_baseline: bool = False
+    changes: tuple[str, ...] = field(default=(), compare=False)  # what differs from the previous release, in words
+
+
+V0_32_0 = VllmRelease("0.32.0")
+V0_33_0 = replace(
+    V0_32_0,
+    version="0.33.0",
+    v1_only_methods=frozenset({"suffix", "custom_class"}),
+    async_any_method_on_v2=True,
+    gdn_flashinfer_checkpoint_grid=64,
+    cpu_checks_kv_dtype=True,
+    rejects_mismatched_float_kv=True,
+    gb10_small_batch_defaults=True,
+    mamba_cache_mode_deprecated=True,
+    cublas_in_baseline=True,
+    changes=(
+        "planning moved to kv_cache_planning.py / kv_cache_config_builder.py (same arithmetic)",
+        "FlashInfer GDN prefill (SM90; SM10x/SM12x with head_k_dim 128 and CUDA >= 13) in align mode: "
+        "hybrid block aligned to lcm(block, 64), one prefill checkpoint block per GDN layer and request",
+        "CPU: MLA refuses a KV dtype other than auto/bfloat16/float16; fp8 attention needs AVX-512 or AMX",
+        "an explicit float16/bfloat16 KV dtype other than the model's is rejected",
+        "GB10 (cc 12.1) keeps the small batch defaults (2,048 tokens, 256 seats for the API server)",
+        "the V2 model runner runs medusa and mlp_speculator; async scheduling stays on with any method on V2",
+        "--mamba-cache-mode is deprecated and has no effect",
+        "cuBLAS handles are created before the start-up memory snapshot",
+        "NOT MODELLED: VllmConfig._limit_max_model_len_to_draft lowers max_model_len to a separate draft "
+        "model's on the V2 runner (dspark does not read the drafter's window)",
+    ),
+)
+
+RELEASES: dict[str, VllmRelease] = {r.version: r for r in (V0_32_0, V0_33_0)}
+MODELLED_VERSIONS = tuple(RELEASES)  # oldest first
+
+
+def release(version: str) -> VllmRelease:
+    """The facts of a modelled release (KeyError for others: callers pick the nearest modelled first)."""
+    return RELEASES[version]
