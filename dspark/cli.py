@@ -75,7 +75,7 @@ def cli(debug: bool) -> None:
 @click.option(
     "--hardware",
     metavar="FILE|PROFILE",
-    help="A file saved by `dspark probe --json`, or a built-in profile (gb10x2, h200, ...).",
+    help="A file saved by `dspark probe --json`, or a built-in profile (gb10x2, h200, ...; h200:8 for 8 GPUs).",
 )
 @click.pass_context
 def probe(ctx: click.Context, as_json: bool, hardware: str | None) -> None:
@@ -127,7 +127,7 @@ def recipes_schema_cmd(ctx: click.Context) -> None:
 
 def _env_help(knob: str, text: str) -> str:
     """An option's help with the environment variable that sets the same knob (from the settings table)."""
-    from dspark.settings import KNOBS  # noqa: PLC0415 - light: no pydantic, no recipes
+    from dspark.knobs import KNOBS  # noqa: PLC0415 - light: no pydantic, no recipes
 
     env = next(k.env for k in KNOBS if k.name == knob)
     return f"{text} [env: {env}]"

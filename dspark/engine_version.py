@@ -14,7 +14,7 @@ from typing import Literal
 from dspark.errors import InputError
 
 ENV_VAR = "DSPARK_ENGINE_VERSION"
-_VERSION = re.compile(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-][0-9A-Za-z.+-]*)?\s*")
+_VERSION = re.compile(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?[A-Za-z][0-9A-Za-z.+-]*|[+-][0-9A-Za-z.+-]*)?\s*")
 
 
 @dataclass(frozen=True)

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dspark.engines import engine_spec, get_engine
-from dspark.engines.base import ArgvCheck, Engine, check_argv, find_engine_python, require_ok
+from dspark.engines.base import ArgvCheck, check_argv, find_engine_python, require_ok
 from dspark.errors import EngineArgError, EngineNotInstalledError, RefusedError, SettingsError
 from dspark.findings import Finding, verdict_of
 from dspark.launch import LaunchPlan
 from dspark.validate import ValidateRequest, ValidationReport, validate
+from dspark.witness import judge, with_engine_figures, witness_finding
 
-ArgvChecker = Callable[[Engine, LaunchPlan, str], ArgvCheck]
+ArgvChecker = Callable[..., ArgvCheck]  # check_argv's signature: (engine, plan, python, witness_request=...)
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class StartRequest:
 class StartResult:
     """A checked plan: the report it rests on, the argv, and the engine parser's verdict on it."""
 
-    report: ValidationReport
+    report: ValidationReport  # on the engine planner's figures where it disagreed with dspark's
     plan: LaunchPlan
     check: ArgvCheck
     findings: tuple[Finding, ...] = ()  # what planning the launch added (argv-not-checked, ...)
@@ -92,8 +93,12 @@ def plan_start(
         return StartResult(report=report, plan=plan, check=ArgvCheck(ok=False, engine_version=None, parsed={}),
                            findings=(unchecked,))
     plan = engine.build_plan(report.serve, python)
-    check = checker(engine, plan, python)
+    # The engine's own planner runs in the same process as its parser: the engine is imported once.
+    check = checker(engine, plan, python, witness_request=report.witness_request)
     require_ok(engine, plan, check)
+    report = _with_witness(report, check, force=request.force)
+    if report.serve != engine_serve(report):
+        plan = engine.build_plan(report.serve, python)
     _confirm_pinned(report, check)
     return StartResult(report=report, plan=plan, check=check)
 
@@ -108,6 +113,42 @@ def _require_real_hardware(report: ValidationReport) -> None:
             hint="start on the machine with the GPUs, or name the hardware on purpose with --hardware "
             "PROFILE|FILE (or DSPARK_HARDWARE); `dspark start --dry-run` prints the plan anyway",
         )
+
+
+def engine_serve(report: ValidationReport) -> Any:
+    """The launch values for the report's capacity: a token pin (SGLang) follows the figure launched on."""
+    if engine_spec(report.serve.engine).pool_pin != "tokens" or report.settings.max_total_tokens.value is not None:
+        return report.serve
+    return replace(report.serve, max_total_tokens=report.capacity.kv_pool_tokens)
+
+
+def _with_witness(report: ValidationReport, check: ArgvCheck, *, force: bool) -> ValidationReport:
+    """Judge the model by the engine's planner; launch on the engine's figure; refuse when nothing vouches.
+
+    An unmodelled installed version launches only on the witness's figure, or with --force.
+    """
+    version = report.engine_version
+    witness = judge(check.witness, report.capacity) if check.witness is not None else None
+    vouched = version.exact or (witness is not None and witness.error is None)
+    if not vouched and not force:
+        why = witness.error if witness is not None and witness.error else "no planner the witness can run"
+        raise RefusedError(
+            f"refusing to start: {report.serve.engine} {version.requested} is not modelled (figures are "
+            f"{version.modelled}'s) and the engine's own planner could not vouch for the pool: {why}",
+            hint=f"install a modelled version ({', '.join(engine_spec(report.serve.engine).modelled_versions)}), "
+            "or pass --force to start on the nearest modelled version's figures",
+        )
+    if witness is None:
+        return report
+    findings = [*report.findings, witness_finding(witness, report.capacity)]
+    capacity = report.capacity
+    if not witness.agrees and witness.error is None:
+        capacity = with_engine_figures(capacity, witness)
+        findings.append(Finding("warn", "launch-on-engine-figure",
+                                f"launching on the engine planner's figure: {witness.kv_pool_tokens:,} tokens, "
+                                f"{witness.max_concurrency:.2f}x"))
+    out = replace(report, capacity=capacity, findings=tuple(findings), witness=witness)
+    return replace(out, serve=engine_serve(out))
 
 
 def _confirm_pinned(report: ValidationReport, check: ArgvCheck) -> None:

@@ -11,7 +11,6 @@ import dataclasses
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,10 +20,18 @@ from dspark.capacity import CapacitySummary
 from dspark.capacity.seats import default_seats
 from dspark.capacity.typical import typical_context_seats
 from dspark.engine_capacity import CapacityResult, compute_capacity
+from dspark.engine_flags import (
+    data_parallel_of,
+    flag_values_from_engine_flags,
+    merge_flags,
+    parse_engine_flags,
+    unplaced_flag_findings,
+)
 from dspark.engine_version import ENV_VAR as ENGINE_VERSION_ENV
 from dspark.engine_version import EngineVersion, normalize, resolve_engine_version
 from dspark.engines import ENGINE_NAMES, engine_spec, get_engine
 from dspark.engines.base import ServeConfig, find_engine_python
+from dspark.engines.release_matrix import matrix_note
 from dspark.errors import EngineNotInstalledError, InputError, RefusedError, SettingsError
 from dspark.findings import (
     Finding,
@@ -126,58 +133,6 @@ class ValidationReport:
             "env": self.plan.to_json()["env"],
             "notices": list(self.settings.notices()),
         }
-
-
-def _parse_engine_flags(engine: str, argv: tuple[str, ...]) -> Any:
-    """The pasted engine flags as the engine's own flag reader sees them."""
-    return engine_spec(engine).parse_flags(argv)
-
-
-def _flag_values_from_engine_flags(engine: str, options: Any) -> dict[str, object]:
-    """Knob values the pasted engine flags set (only those dspark plans with)."""
-    out: dict[str, object] = {}
-    for attr, knob in engine_spec(engine).flag_knobs.items():
-        value = getattr(options, attr, None)
-        if value is None or (knob == "max_model_len" and not isinstance(value, int)):
-            continue
-        out[knob] = value
-    if getattr(options, "disable_radix_cache", None):  # SGLang's way of turning prefix caching off
-        out["enable_prefix_caching"] = False
-    return out
-
-
-def _merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object]) -> dict[str, object | None]:
-    """dspark's flags and the pasted engine flags together; the same knob given differently is an error."""
-    merged = dict(own)
-    for knob, value in pasted.items():
-        mine = merged.get(knob)
-        if mine is not None and mine != value:
-            raise SettingsError(
-                f"{knob} is given twice on the command line: {mine!r} (dspark flag) and {value!r} (engine flag)",
-                hint="give it once",
-            )
-        merged[knob] = value
-    return merged
-
-
-def unplaced_flag_findings(engine: str, options: Any) -> list[Finding]:
-    """Engine flags after `--` that dspark's reader does not know: said, with a guess where one is close.
-
-    dspark reads only the flags that change capacity; the rest reach the engine untouched. validate does not
-    run the engine's parser, so a typo such as --max-num-seq would otherwise pass unremarked.
-    """
-    flags = [arg.partition("=")[0] for arg in getattr(options, "unknown", ()) if arg.startswith("-")]
-    if not flags:
-        return []
-    known = import_module(f"dspark.engines.{engine}.options").known_flags()
-    named = []
-    for flag_name in flags:
-        close = difflib.get_close_matches(flag_name, known, n=1, cutoff=0.85)
-        named.append(f"{flag_name} (did you mean {close[0]}?)" if close else flag_name)
-    return [Finding("warn", "argv-not-checked",
-                    f"dspark cannot place these {engine} flags: {', '.join(named)}; they are passed to the engine "
-                    "unchecked here (dspark reads the flags that change capacity; `dspark start` runs the installed "
-                    "engine's own parser, which rejects unknown ones)")]
 
 
 def _load_recipe(request: ValidateRequest) -> tuple[Recipe | None, Setting[str | None]]:
@@ -301,7 +256,8 @@ def _version_findings(engine_name: str, version: EngineVersion) -> list[Finding]
         "warn", "engine-version-not-modelled",
         f"{engine_name} {version.requested} ({version.source}) is not modelled: the figures are "
         f"{engine_name} {version.modelled}'s, the nearest modelled version "
-        f"(modelled: {', '.join(engine_spec(engine_name).modelled_versions)})",
+        f"(modelled: {', '.join(engine_spec(engine_name).modelled_versions)}); "
+        f"{matrix_note(engine_name, str(version.requested))}",
     )]
 
 
@@ -319,8 +275,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     recipe, _ = _load_recipe(request)
     engine_name = _engine_name(request, recipe)
     engine_spec(engine_name)  # unknown engine names fail here, naming the known ones
-    options = _parse_engine_flags(engine_name, request.engine_flags)
-    flags = _merge_flags(request.flags, _flag_values_from_engine_flags(engine_name, options))
+    options = parse_engine_flags(engine_name, request.engine_flags)
+    flags = merge_flags(request.flags, flag_values_from_engine_flags(engine_name, options))
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
@@ -328,7 +284,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     drafter = _drafter(settings, recipe, options, arch)
     weights = _weights(arch, headers, drafter, settings, recipe)
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
-    data_parallel, dp_attention = _data_parallel(engine_name, options)
+    data_parallel, dp_attention = data_parallel_of(engine_name, options)
     replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
     gpu = _first_gpu(hardware, settings, replicas)
     version = _engine_version(engine_name, request)
@@ -377,7 +333,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
     if weights is None:
         findings.append(WEIGHTS_UNKNOWN)
-    planner_request = witness_request(engine_name, result.detail, arch.num_layers)
+    planner_request = witness_request(engine_name, result.detail)
     witness = None
     if request.engine_check:
         witness = _check_with_engine(engine_name, request, planner_request, summary)
@@ -501,17 +457,6 @@ def _draft_ref(options: Any, recipe: Recipe | None) -> str | None:
     if ref is None and recipe is not None and recipe.speculative is not None:
         ref = recipe.speculative.draft_model
     return ref if isinstance(ref, str) else None
-
-
-def _data_parallel(engine: str, options: Any) -> tuple[int, bool]:
-    """(DP size, DP attention) from the engine flags: vLLM --data-parallel-size, SGLang --dp-size.
-
-    SGLang's --enable-dp-attention runs the DP ranks inside the TP group (no extra GPUs); plain DP adds
-    replicas of TP × PP GPUs each, as vLLM's does.
-    """
-    dp = getattr(options, "data_parallel_size", None) or getattr(options, "dp_size", None) or 1
-    dp_attention = engine == "sglang" and "--enable-dp-attention" in getattr(options, "unknown", ())
-    return int(dp), dp_attention
 
 
 def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings, data_parallel: int = 1) -> GpuInfo | None:

@@ -44,14 +44,14 @@ class Witness:
         }
 
 
-def witness_request(engine: str, detail: Any, num_layers: int) -> dict[str, Any] | None:
+def witness_request(engine: str, detail: Any) -> dict[str, Any] | None:
     """The planner request for a computed capacity (None: nothing to witness, or a layer kind it cannot take)."""
     if engine != "vllm" or detail is None or not getattr(detail, "engine_layers", ()):
         return None
     from dspark.engines.vllm.witness_input import WitnessNotPossibleError, vllm_witness_request  # noqa: PLC0415
 
     try:
-        return vllm_witness_request(detail, num_layers)
+        return vllm_witness_request(detail)
     except WitnessNotPossibleError:
         return None
 
@@ -70,8 +70,11 @@ def judge(answer: Mapping[str, Any], summary: CapacitySummary) -> Witness:
     )
 
 
-def run_witness(python: str, request: Mapping[str, Any], timeout: float = 180.0) -> dict[str, Any]:
-    """Run the witness alone in the engine's interpreter (validate --engine-check) and return its answer."""
+def run_witness(python: str, request: Mapping[str, Any] | list[Mapping[str, Any]], timeout: float = 180.0) -> Any:
+    """Run the witness alone in the engine's interpreter (validate --engine-check) and return its answer.
+
+    A list of requests is answered with a list, from one engine import.
+    """
     try:
         proc = subprocess.run([python, str(WITNESS_SCRIPT)], input=json.dumps(request), capture_output=True,
                               text=True, timeout=timeout, check=False)
@@ -81,8 +84,7 @@ def run_witness(python: str, request: Mapping[str, Any], timeout: float = 180.0)
     if line is None:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return {"ok": False, "error": f"no answer from {python} (exit {proc.returncode}): {' | '.join(tail)}"}
-    answer: dict[str, Any] = json.loads(line[len(MARKER):])
-    return answer
+    return json.loads(line[len(MARKER):])
 
 
 def witness_finding(witness: Witness, summary: CapacitySummary) -> Finding:

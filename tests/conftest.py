@@ -28,3 +28,9 @@ def vllm_python() -> str:
 def sglang_python() -> str:
     """The python of SGLang's virtualenv (parser and sizing code)."""
     return _engine_python("sglang")
+
+
+@pytest.fixture(scope="session")
+def vllm033_python() -> str:
+    """The python where vLLM 0.33.0's planning code imports (its CUDA wheel, no deps, beside CPU torch)."""
+    return _engine_python("vllm033")

@@ -10,7 +10,7 @@ import pytest
 
 from dspark import cli
 from dspark.errors import ExitCode
-from dspark.settings import KNOBS
+from dspark.knobs import KNOBS
 
 
 @pytest.fixture(autouse=True)

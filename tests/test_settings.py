@@ -9,10 +9,10 @@ import pytest
 
 import dspark.settings as settings_module
 from dspark.errors import SettingsError
+from dspark.knobs import KNOB_NAMES, KNOBS, Knob
 from dspark.recipes import Recipe, load_recipe_text
 from dspark.settings import (
-    KNOB_NAMES,
-    KNOBS,
+    OTHER_DSPARK_ENV,
     ResolvedSettings,
     Setting,
     resolve_settings,
@@ -403,7 +403,7 @@ def test_every_knob_has_a_resolved_field_and_every_field_a_knob() -> None:
 
 
 @pytest.mark.parametrize("knob", [k for k in KNOBS if k.recipe_path is not None], ids=lambda k: k.name)
-def test_every_recipe_path_is_a_recipe_key(knob: settings_module._Knob) -> None:
+def test_every_recipe_path_is_a_recipe_key(knob: Knob) -> None:
     model: object = Recipe
     for part in (knob.recipe_path or "").split("."):
         fields = model.model_fields  # type: ignore[attr-defined]
@@ -413,6 +413,14 @@ def test_every_recipe_path_is_a_recipe_key(knob: settings_module._Knob) -> None:
 
 
 @pytest.mark.parametrize("knob", KNOBS, ids=lambda k: k.name)
-def test_every_variable_is_documented_in_the_module_docstring(knob: settings_module._Knob) -> None:
+def test_every_variable_is_documented_in_the_module_docstring(knob: Knob) -> None:
     doc = settings_module.__doc__ or ""
     assert re.search(rf"^  {knob.env}\s+{knob.name}\s", doc, re.MULTILINE), knob.env
+
+
+def test_variables_read_outside_the_settings_table_are_not_called_typos() -> None:
+    for name in OTHER_DSPARK_ENV:
+        notes = resolve_settings({}, {name: "x"}, None).notes
+        assert not any(name in note for note in notes), name
+    typo = resolve_settings({}, {"DSPARK_ENGNE": "vllm"}, None).notes
+    assert any("DSPARK_ENGNE is not a dspark setting" in note for note in typo)

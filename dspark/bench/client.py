@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import httpx
 
+from dspark.bench.http import HttpError, RawHttp
 from dspark.bench.prompts import Prompt
 from dspark.bench.stats import RequestRecord
 from dspark.errors import InputError
@@ -122,28 +123,62 @@ class _Stream:
         return True
 
 
-async def _consume(resp: httpx.Response, stream: _Stream) -> None:
-    """Split the byte stream into SSE events ourselves: cheaper than decoding text line by line."""
-    buf = b""
-    done = False
-    async for piece in resp.aiter_raw():
-        # After [DONE] the body is still read to its end: a response left unread costs its connection, and a
-        # new connection per request is churn the engine's API server pays for during the measurement.
-        if done:
-            continue
-        now = time.perf_counter()
-        buf += piece
+class _SseSink:
+    """Splits body bytes into SSE events for a _Stream (cheaper than decoding text line by line); keeps the
+    first bytes too, for the message of a response that was not a stream."""
+
+    __slots__ = ("buf", "done", "head", "stream")
+
+    def __init__(self, stream: _Stream) -> None:
+        self.stream = stream
+        self.buf = b""
+        self.head = b""
+        self.done = False
+
+    def feed(self, piece: bytes, now: float) -> None:
+        """Bytes of the body as they arrived at `now`."""
+        # After [DONE] the body is still read to its end by the caller: a response left unread costs its
+        # connection, and a new connection per request is churn the engine's API server pays for.
+        if self.done:
+            return
+        if len(self.head) < 300:
+            self.head += piece[:300]
+        buf = self.buf + piece if self.buf else piece
         if b"\r" in buf:  # SSE allows CRLF line ends; a CR may end one piece and its LF start the next
             buf = buf.replace(b"\r\n", b"\n")
-        while not done:
+        while True:
             cut = buf.find(b"\n\n")
             if cut < 0:
                 break
             event, buf = buf[:cut], buf[cut + 2 :]
             for line in event.split(b"\n"):
-                if line.startswith(b"data:") and not stream.event(line[5:].strip(), now):
-                    done = True
-                    break
+                if line.startswith(b"data:") and not self.stream.event(line[5:].strip(), now):
+                    self.done = True
+                    self.buf = b""
+                    return
+        self.buf = buf
+
+
+async def _consume(resp: httpx.Response, stream: _Stream) -> None:
+    """Feed an httpx streamed response to the SSE splitter, to its end."""
+    sink = _SseSink(stream)
+    async for piece in resp.aiter_raw():
+        sink.feed(piece, time.perf_counter())
+
+
+async def send_one_raw(conn: RawHttp, cfg: ClientConfig, index: int, prompt: Prompt) -> RequestRecord:
+    """send_one over the Protocol-level client (plain http): the same record at a fraction of the CPU."""
+    stream = _Stream(chat=cfg.endpoint == "chat")
+    sink = _SseSink(stream)
+    body = json.dumps(request_body(cfg, prompt)).encode()
+    start = time.perf_counter()
+    try:
+        status = await conn.post(_PATHS[cfg.endpoint], body, sink.feed)
+        if status != 200:
+            stream.error = f"HTTP {status}: {sink.head.decode('utf-8', 'replace')[:200]}"
+    except HttpError as exc:
+        stream.error = f"{type(exc).__name__}: {exc}"[:300]
+    return _record(stream, index, start, time.perf_counter())
 
 
 async def send_one(client: httpx.AsyncClient, cfg: ClientConfig, index: int, prompt: Prompt) -> RequestRecord:
@@ -159,7 +194,10 @@ async def send_one(client: httpx.AsyncClient, cfg: ClientConfig, index: int, pro
                 await _consume(resp, stream)
     except (httpx.HTTPError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         stream.error = f"{type(exc).__name__}: {exc}"[:300]
-    end = time.perf_counter()
+    return _record(stream, index, start, time.perf_counter())
+
+
+def _record(stream: _Stream, index: int, start: float, end: float) -> RequestRecord:
     if stream.error is None and stream.first is None:
         stream.error = "the stream ended without output"
     tokens = stream.completion_tokens if stream.completion_tokens is not None else stream.chunks
@@ -206,19 +244,38 @@ async def run_clients(
     on_start is called once the clients are built, just before the first request (building them is not load),
     and returns the perf_counter time the pass starts.
     """
-    # One SSL context for every client: httpx builds (and loads CA certificates into) one per transport
-    # otherwise, ~40 ms each, even for http URLs.
-    ssl_context = httpx.create_ssl_context()
-    clients = [make_client(cfg, connections=1, ssl_context=ssl_context)
-               for _ in range(max(1, min(cfg.concurrency, len(prompts))))]
-
+    n = max(1, min(cfg.concurrency, len(prompts)))
     t0 = 0.0
+
+    async def wait_turn(i: int) -> None:
+        if schedule is not None and (delay := t0 + schedule[i] - time.perf_counter()) > 0:
+            await asyncio.sleep(delay)
+
+    if cfg.base_url.startswith("http://"):
+        # Plain http: the Protocol-level client (dspark.bench.http), a fraction of httpx's CPU per token.
+        headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+        conns = [RawHttp(cfg.base_url, headers, cfg.timeout_s) for _ in range(n)]
+
+        async def raw_loop(conn: RawHttp) -> None:
+            try:
+                while (i := take()) is not None:
+                    await wait_turn(i)
+                    on_record(await send_one_raw(conn, cfg, i, prompts[i]))
+            finally:
+                conn.close()
+
+        t0 = on_start() if on_start is not None else time.perf_counter()
+        await asyncio.gather(*(raw_loop(c) for c in conns))
+        return
+    # One SSL context for every client: httpx builds (and loads CA certificates into) one per transport
+    # otherwise, ~40 ms each.
+    ssl_context = httpx.create_ssl_context()
+    clients = [make_client(cfg, connections=1, ssl_context=ssl_context) for _ in range(n)]
 
     async def client_loop(client: httpx.AsyncClient) -> None:
         async with client:
             while (i := take()) is not None:
-                if schedule is not None and (delay := t0 + schedule[i] - time.perf_counter()) > 0:
-                    await asyncio.sleep(delay)
+                await wait_turn(i)
                 on_record(await send_one(client, cfg, i, prompts[i]))
 
     t0 = on_start() if on_start is not None else time.perf_counter()

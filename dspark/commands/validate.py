@@ -86,9 +86,11 @@ def render_report(
     from rich.table import Table  # noqa: PLC0415
 
     cap = report.capacity
+    version = report.engine_version
+    installed = f", installed {version.installed}" if version.installed and version.source != "installed" else ""
     console.print(
-        f"[bold]{report.serve.engine}[/] {cap.engine_version} · {report.architecture.source} · "
-        f"{report.hardware.description}"
+        f"[bold]{report.serve.engine}[/] {version.label()} ({version.source}{installed}) · "
+        f"{report.architecture.source} · {report.hardware.description}"
     )
     table = Table(show_header=False, box=None, pad_edge=False)
     rows: list[tuple[str, str]] = [
@@ -107,6 +109,11 @@ def render_report(
         ("CUDA graph max capture size", str(cap.cudagraph_max_capture_size) if cap.cudagraph_max_capture_size else
          ("does not apply (CPU build)" if report.serve.platform == "cpu" else "none (no graphs captured)")),
     ]
+    if report.witness is not None and report.witness.kv_pool_tokens is not None:
+        w = report.witness
+        rows.append((f"engine's own planner ({w.engine_version})",
+                     f"{w.kv_pool_tokens:,} tokens, {w.max_concurrency or 0:.2f}x "
+                     f"({'agrees' if w.agrees else 'DISAGREES'})"))
     if cap.expert_coverage is not None:
         rows.append(("experts touched per decode step", f"{cap.expert_coverage:.1%}"))
     if report.weights is not None:

@@ -1,9 +1,11 @@
 """Run inside the ENGINE's interpreter: parse an argv with the engine's own argument parser.
 
-Usage: <engine python> _argv_check.py vllm|sglang  < JSON list of serve arguments (no program name)
+Usage: <engine python> _argv_check.py vllm|sglang  < JSON list of serve arguments (no program name),
+       or {"argv": [...], "witness": {...}} to also run the engine's own KV planner (_witness.py) in this
+       same process, so that the engine is imported once.
 Prints one line `DSPARK_ARGV_CHECK {json}` with ok, error (argparse's message), version and the
-values that differ from the parser's defaults. Imports nothing from dspark: it runs where dspark
-may not be installed.
+values that differ from the parser's defaults; with a witness request also `DSPARK_WITNESS {json}`.
+Imports nothing from dspark: it runs where dspark may not be installed.
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ def _vllm_parser() -> tuple[argparse.ArgumentParser, str]:
     except ImportError:  # vLLM <= 0.11 kept it in vllm.utils
         from vllm.utils import FlexibleArgumentParser  # noqa: PLC0415
     try:
-        from vllm.entrypoints.launchers.cli_args import make_arg_parser  # noqa: PLC0415
-    except ImportError:  # vLLM before the launchers package
-        from vllm.entrypoints.openai.cli_args import make_arg_parser  # noqa: PLC0415
+        from vllm.entrypoints.common.cli_args import make_arg_parser  # noqa: PLC0415 - 0.33+
+    except ImportError:
+        try:
+            from vllm.entrypoints.launchers.cli_args import make_arg_parser  # noqa: PLC0415
+        except ImportError:  # vLLM before the launchers package
+            from vllm.entrypoints.openai.cli_args import make_arg_parser  # noqa: PLC0415
     root = FlexibleArgumentParser(prog="vllm")
     serve = root.add_subparsers().add_parser("serve", prog="vllm serve")
     make_arg_parser(serve)
@@ -60,9 +65,24 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _run_witness(request: dict[str, Any]) -> None:
+    """_witness.py beside this file, loaded by path (this folder is off sys.path), its answer on stdout."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location("_dspark_witness", _HERE / "_witness.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {_HERE / '_witness.py'}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    answer = module.witness(request)
+    sys.stdout.write(module.MARKER + json.dumps(answer) + "\n")
+
+
 def main() -> int:
     engine = sys.argv[1]
-    argv = json.loads(sys.stdin.read())
+    payload = json.loads(sys.stdin.read())
+    argv = payload["argv"] if isinstance(payload, dict) else payload
+    witness_request = payload.get("witness") if isinstance(payload, dict) else None
     captured = io.StringIO()
     result: dict[str, Any] = {"ok": False, "engine": engine}
     try:
@@ -84,6 +104,8 @@ def main() -> int:
         result["error"] = f"cannot import the engine here: {exc}"
         result["import_error"] = True
     sys.stdout.write(MARKER + json.dumps(result) + "\n")
+    if witness_request is not None and not result.get("import_error"):
+        _run_witness(witness_request)
     return 0
 
 

@@ -1,7 +1,8 @@
 """Run inside the ENGINE's interpreter: the installed engine's own KV planner on dspark's inputs (the witness).
 
 Interface (imported by _argv_check.py, which runs it in the same process as the argv check; runnable alone as
-`<engine python> _witness.py < request.json`, printing one line `DSPARK_WITNESS {json}`):
+`<engine python> _witness.py < request.json`, printing one line `DSPARK_WITNESS {json}`; a JSON list of
+requests gets a list of answers, from one engine import):
 
     witness(request: dict) -> dict
 
@@ -24,6 +25,9 @@ get_max_concurrency_for_kv_cache_config x max_model_len. The layers' specs thems
 (block size, hybrid alignment, state shapes): the witness judges the planning arithmetic from specs and a
 budget to pool and concurrency, not the platform's block-size choice.
 
+A release without those pieces (a planner that takes other arguments, a spec class the request needs) is
+answered plainly as outside what the witness reads, naming what it lacks. vLLM 0.28.0 through 0.33.0 are
+read (docs/version-matrix.md).
 SGLang ("engine": "sglang") is not witnessed here yet: the answer says so (ok false, error set).
 Imports nothing from dspark: it runs where dspark may not be installed.
 """
@@ -153,7 +157,34 @@ def _config(req: dict[str, Any]) -> Any:
     )
 
 
+def _vllm_missing(req: dict[str, Any]) -> list[str]:
+    """What this release lacks of the pieces the witness calls (empty: it can read the release)."""
+    missing = []
+    try:
+        planner = _planner()
+    except ImportError:
+        return ["get_kv_cache_configs (in vllm.v1.core.kv_cache_planning or kv_cache_utils)"]
+    import inspect  # noqa: PLC0415
+
+    params = list(inspect.signature(planner.get_kv_cache_configs).parameters)
+    wanted = 4 if hasattr(planner, "get_global_kv_cache_groups") else 3
+    if len(params) != wanted:
+        missing.append(f"get_kv_cache_configs taking {wanted} arguments (this one takes {', '.join(params)})")
+    utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
+    if not (hasattr(utils, "get_kv_cache_capacity") or hasattr(utils, "get_max_concurrency_for_kv_cache_config")):
+        missing.append("get_kv_cache_capacity or get_max_concurrency_for_kv_cache_config")
+    from vllm.v1 import kv_cache_interface as kvi  # noqa: PLC0415
+
+    for cls in sorted({layer["class"] for stage in req["workers"] for layer in stage}):
+        if not hasattr(kvi, cls):
+            missing.append(f"kv_cache_interface.{cls}")
+    return missing
+
+
 def _vllm(req: dict[str, Any]) -> dict[str, Any]:
+    missing = _vllm_missing(req)
+    if missing:  # say so plainly rather than fail somewhere inside the engine
+        raise LookupError(f"vllm {_engine_version()} is outside what the witness reads: no {'; no '.join(missing)}")
     planner = _planner()
     utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
     called = [f"{planner.__name__}.get_kv_cache_configs"]
@@ -203,7 +234,11 @@ def witness(request: dict[str, Any]) -> dict[str, Any]:
     answer: dict[str, Any] = {"ok": False, "engine": request.get("engine")}
     try:
         with contextlib.redirect_stdout(sys.stderr):  # engines log on import; stdout carries our line
-            answer.update(_PLANNERS[request.get("engine", "")](request))
+            planner = _PLANNERS.get(request.get("engine", ""))
+            if planner is None:
+                answer["error"] = f"no witness for engine {request.get('engine')!r} yet"
+            else:
+                answer.update(planner(request))
     except Exception as exc:  # noqa: BLE001 - the engine's refusal or a missing function is the answer
         answer["error"] = f"{type(exc).__name__}: {exc}"
     answer["seconds"] = round(time.monotonic() - start, 3)
@@ -211,7 +246,9 @@ def witness(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    result = witness(json.loads(sys.stdin.read()))
+    request = json.loads(sys.stdin.read())
+    # A list of requests is answered with a list, in one process (one engine import): tests, benchmarks.
+    result = [witness(r) for r in request] if isinstance(request, list) else witness(request)
     sys.stdout.write(MARKER + json.dumps(result) + "\n")
     return 0
 

@@ -23,6 +23,7 @@ from dspark.redact import redact_argv
 
 ARGV_CHECK_SCRIPT = Path(__file__).with_name("_argv_check.py")
 _MARKER = "DSPARK_ARGV_CHECK "
+_WITNESS_MARKER = "DSPARK_WITNESS "
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class ArgvCheck:
     parsed: Mapping[str, Any]  # values that differ from the parser's defaults
     error: str | None = None
     num_options: int | None = None
+    witness: Mapping[str, Any] | None = None  # the engine planner's answer, when asked for in the same run
 
 
 @dataclass(frozen=True)
@@ -196,12 +198,17 @@ def _dist_info_version(python: Path, distributions: Sequence[str]) -> str | None
 
 
 def check_argv(
-    engine: Engine, plan: LaunchPlan, python: str, runner: Runner = _run, timeout: float = 180.0
+    engine: Engine, plan: LaunchPlan, python: str, runner: Runner = _run, timeout: float = 180.0,
+    witness_request: Mapping[str, Any] | None = None,
 ) -> ArgvCheck:
-    """Parse the plan's argv with the installed engine's own parser in its interpreter; never starts it."""
+    """Parse the plan's argv with the installed engine's own parser in its interpreter; never starts it.
+
+    witness_request: also run the engine's own KV planner on it, in the same process (one engine import).
+    """
     argv = engine.parser_argv(plan)
+    payload: object = argv if witness_request is None else {"argv": argv, "witness": dict(witness_request)}
     try:
-        proc = runner([python, str(ARGV_CHECK_SCRIPT), engine.name], json.dumps(argv), timeout)
+        proc = runner([python, str(ARGV_CHECK_SCRIPT), engine.name], json.dumps(payload), timeout)
     except FileNotFoundError as exc:
         raise EngineNotInstalledError(f"cannot run the engine interpreter {python!r}: {exc}") from exc
     except subprocess.TimeoutExpired as exc:
@@ -218,12 +225,19 @@ def check_argv(
             f"{python} cannot import {engine.name}: {result.get('error')}",
             hint="set DSPARK_ENGINE_PYTHON (or --engine-python) to the interpreter that has the engine",
         )
+    witness_line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(_WITNESS_MARKER)), None)
+    if witness_request is not None and witness_line is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-2:]
+        witness: Mapping[str, Any] | None = {"ok": False, "error": f"the planner gave no answer: {' | '.join(tail)}"}
+    else:
+        witness = json.loads(witness_line[len(_WITNESS_MARKER):]) if witness_line else None
     return ArgvCheck(
         ok=bool(result["ok"]),
         engine_version=result.get("version"),
         parsed=result.get("non_default", {}),
         error=result.get("error"),
         num_options=result.get("num_options"),
+        witness=witness,
     )
 
 

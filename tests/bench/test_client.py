@@ -170,3 +170,28 @@ def test_fast_path_agrees_with_the_full_parse() -> None:
     for i, c in enumerate(chunks):
         assert s.event(c, float(i)) is True
     assert (s.first, s.last, s.chunks, s.completion_tokens, s.prompt_tokens) == (0.0, 2.0, 3, 3, 4)
+
+
+def test_raw_http_parses_chunked_framing_split_anywhere() -> None:
+    from dspark.bench.http import _Response  # noqa: PLC0415
+
+    pieces = (b"data: a", b"\n\ndata: [DONE", b"]\n\n")  # chunk borders that cut the events anywhere
+    raw = (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+           + b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n")
+    for step in (1, 2, 5, len(raw)):
+        got: list[bytes] = []
+        resp = _Response(lambda b, _t, got=got: got.append(b))  # type: ignore[misc]
+        for i in range(0, len(raw), step):
+            resp.feed(raw[i:i + step], 0.0)
+        assert (b"".join(got), resp.done, resp.status) == (b"data: a\n\ndata: [DONE]\n\n", True, 200)
+
+
+def test_raw_http_keeps_one_connection_per_client_and_reports_http_errors() -> None:
+    async def go() -> None:
+        async with FakeServer(FakeConfig(fail_every=2)) as srv:
+            records, _ = await run_pass(cfg(srv.url, concurrency=1), synthetic_token_prompts(4, 4, vocab_size=500,
+                                                                                            seed=0))
+            assert [r.error for r in records] == [None, 'HTTP 500: {"error": {"message": "injected failure"}}'] * 2
+            assert srv.state.connections == 1  # kept alive across 4 requests, the failed ones included
+            assert [r.output_tokens for r in records if r.ok] == [5, 5]
+    asyncio.run(go())

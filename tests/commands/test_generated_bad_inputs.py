@@ -24,8 +24,8 @@ import yaml
 from dspark.cli import main
 from dspark.hardware.nvml import NvmlUnavailable
 from dspark.hardware.select import resolve_hardware
+from dspark.knobs import KNOBS
 from dspark.recipes import shipped_recipes_dir
-from dspark.settings import KNOBS
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from dspark.architecture import parse_config, parse_drafter
-from dspark.engines.sglang.capacity import SglangCapacity, compute_sglang_capacity
+from dspark.engines.sglang.capacity import compute_sglang_capacity
 from dspark.engines.sglang.options import parse_sglang_flags
+from dspark.engines.sglang.sizing_types import SglangCapacity
 
 pytestmark = pytest.mark.engine
 

@@ -129,6 +129,8 @@ def predict_via_validate(dspark_exe: str, models: Path, c: OracleCase) -> Mappin
         "cpu",
         "--kv-cache-memory",
         c.kv_pin,
+        "--engine-version",
+        "0.32.0",  # the engine beside these tests (detection itself: test_engine_versions_e2e.py)
         "--json",
         "--",
         *flags,

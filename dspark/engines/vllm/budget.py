@@ -88,6 +88,11 @@ def _estimate_budget(
         weights = weights_per_gpu_bytes
     overhead, overhead_assumptions = runtime_overhead(arch, r, graphs)
     assumptions += overhead_assumptions
+    if r.release.cublas_in_baseline:
+        # 0.33 gpu_worker.init_device: cuBLAS handles exist before the start-up snapshot, so their memory is
+        # baseline rather than growth after it; the non-torch heuristic above does not separate them.
+        assumptions.append(f"vLLM {r.release.version} counts cuBLAS handles in its start-up baseline "
+                           "(not separated in the non-torch heuristic)")
     activation, non_torch, graph_bytes = (value for _, value in overhead)
     budget = requested - weights - activation - non_torch - graph_bytes
     terms = (

@@ -181,6 +181,7 @@ def compute_vllm_capacity(
         max_in_flight_tokens=in_flight,
         auto_fit=r.auto_fit,
         engine_max_model_len=r.max_model_len,
+        model_layers=arch.num_layers,
         disable_hybrid_kv_cache_manager=bool(options.disable_hybrid_kv_cache_manager),
         num_gpu_blocks_override=options.num_gpu_blocks_override,
     )

@@ -169,6 +169,7 @@ class VllmCapacity:
     max_in_flight_tokens: int = 0
     auto_fit: bool = False
     engine_max_model_len: int = 0  # the length the planner starts from (auto-fit may shorten it)
+    model_layers: int = 0  # the main model's layers, which pipeline stages split
     disable_hybrid_kv_cache_manager: bool = False
     num_gpu_blocks_override: int | None = None
 

@@ -20,11 +20,11 @@ def _layer(spec: LayerSpec) -> dict[str, object]:
     return {"name": spec.name, "class": _SPEC_CLASS[spec.kind], "block_size": spec.block_size, "kwargs": kwargs}
 
 
-def vllm_witness_request(cap: VllmCapacity, num_layers: int) -> dict[str, object]:
+def vllm_witness_request(cap: VllmCapacity) -> dict[str, object]:
     """The request for the engine's planner: the layers' specs per pipeline stage, the budget and the settings."""
     stages: list[list[dict[str, object]]] = [[] for _ in range(cap.pipeline_parallel_size)]
     for spec in cap.engine_layers:
-        stages[pp_stage_of(spec.name, num_layers, cap.pipeline_parallel_size)].append(_layer(spec))
+        stages[pp_stage_of(spec.name, cap.model_layers, cap.pipeline_parallel_size)].append(_layer(spec))
     return {
         "engine": "vllm",
         "max_model_len": cap.engine_max_model_len,

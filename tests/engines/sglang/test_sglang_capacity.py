@@ -13,22 +13,24 @@ import pytest
 from dspark.architecture import AttentionLayer, LinearStateLayer, MLALayer, ModelArchitecture, MoE, parse_config
 from dspark.engines.sglang.capacity import (
     available_gib,
-    captured_batch_sizes,
     compute_sglang_capacity,
+    float32,
+    mamba_ratio,
+    resolve_max_num_reqs,
+)
+from dspark.engines.sglang.options import SglangOptions, human_readable_int, parse_sglang_flags
+from dspark.engines.sglang.server_args import resolve_page_size
+from dspark.engines.sglang.server_defaults import (
+    captured_batch_sizes,
     decode_graph_batch_sizes,
     default_mem_fraction_static,
     dsa_indexer_cell_size,
-    float32,
     gpu_memory_defaults,
     linear_state_bytes,
-    mamba_ratio,
     mha_cell_size,
     mla_cell_size,
-    resolve_max_num_reqs,
-    resolve_page_size,
     speculative_params,
 )
-from dspark.engines.sglang.options import SglangOptions, human_readable_int, parse_sglang_flags
 from dspark.errors import SettingsError
 
 GIB = 1 << 30

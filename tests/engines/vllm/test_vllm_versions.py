@@ -172,3 +172,15 @@ def test_mamba_cache_mode_flag_is_noted_as_deprecated_in_0_33() -> None:
     new = cuda(fixture("qwen3.5-27b"), argv, "0.33.0")
     assert any("--mamba-cache-mode is deprecated" in n for n in new.notes)
     assert not any("deprecated" in n for n in cuda(fixture("qwen3.5-27b"), argv, "0.32.0").notes)
+
+
+def test_ngram_keeps_async_scheduling_on_the_v2_runner_in_0_33() -> None:
+    """Mistral-7B (window 4,096), SM90, ngram: 0.32 turns async scheduling off (one batch of 8,192 in flight):
+    a request's window takes cdiv(4,095 + 8,192, 16) + 1 = 769 blocks -> 2.00x; 0.33 keeps it on (V2 runner: 2
+    batches, 16,384 in flight): cdiv(min(4,095 + 16,384, 16,384), 16) + 1 = 1,025 -> 1,536 / 1,025 = 1.50x."""
+    ngram = '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3}'
+    argv = ["--max-model-len", "16384", "--speculative-config", ngram, "--kv-cache-memory-bytes", "3G"]
+    old = cuda(fixture("mistral-7b-v0.1"), argv, "0.32.0")
+    new = cuda(fixture("mistral-7b-v0.1"), argv, "0.33.0")
+    assert (old.num_blocks, old.blocks_per_request, new.blocks_per_request) == (1_536, 769, 1_025)
+    assert new.kv_line == "GPU KV cache size: 24,552 tokens, Maximum concurrency for 16,384 tokens per request: 1.50x"

@@ -7,7 +7,8 @@ import time
 import pytest
 
 from dspark.errors import RecipeError
-from dspark.recipes import MAX_YAML_DEPTH, MAX_YAML_NODES, load_recipe_text
+from dspark.recipe_yaml import MAX_YAML_DEPTH, MAX_YAML_NODES
+from dspark.recipes import load_recipe_text
 
 GOOD = """\
 name: tiny
