@@ -297,15 +297,17 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
                 "memory check; give model.weights_bytes in the recipe or a directory with weights",
             )
         )
-    planner_request = witness_request(engine_name, result.detail)
+    serve = serve_config(
+        engine_name, settings, recipe, request.engine_flags, summary, drafter_model=_draft_ref(options, recipe)
+    )
+    adapter = get_engine(engine_name)
+    plan = adapter.build_plan(serve, None)
+    planner_request = witness_request(engine_name, result.detail, adapter.parser_argv(plan),
+                                      user_pinned=settings.max_total_tokens.value is not None)
     witness = None
     if request.engine_check:
         witness = _check_with_engine(engine_name, request, planner_request, summary)
         findings.append(witness_finding(witness, summary))
-    serve = serve_config(
-        engine_name, settings, recipe, request.engine_flags, summary, drafter_model=_draft_ref(options, recipe)
-    )
-    plan = get_engine(engine_name).build_plan(serve, None)
     return ValidationReport(
         recipe=recipe,
         settings=settings,
