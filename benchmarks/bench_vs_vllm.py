@@ -77,6 +77,8 @@ def run_ours(url: str, model: str, a: argparse.Namespace, seed: int, read_metric
     assert s.errors == 0, s.error_messages
     return {"aggregate_decode_tps": s.aggregate_decode_tps, "ttft_mean_s": s.ttft_mean_s,
             "per_stream_decode_tps": s.per_stream_decode_tps, "wall_s": s.wall_time_s,
+            "tpot_mean_ms": s.tpot_ms.mean, "itl_mean_ms": s.itl_ms.mean, "e2e_mean_ms": s.e2e_ms.mean,
+            "request_throughput": s.request_throughput,
             "output_tokens": float(s.output_tokens), "client_cpu_s": cpu}
 
 
@@ -94,7 +96,9 @@ def run_vllm(vllm: str, url: str, model: str, a: argparse.Namespace, seed: int, 
     assert r["failed"] == 0, r
     return {"aggregate_decode_tps": r["output_throughput"], "ttft_mean_s": r["mean_ttft_ms"] / 1000,
             "per_stream_decode_tps": 1000 / r["mean_tpot_ms"] if r["mean_tpot_ms"] else float("nan"),
-            "wall_s": r["duration"], "output_tokens": float(r["total_output_tokens"])}
+            "wall_s": r["duration"], "output_tokens": float(r["total_output_tokens"]),
+            "tpot_mean_ms": r["mean_tpot_ms"], "itl_mean_ms": r["mean_itl_ms"], "e2e_mean_ms": r["mean_e2el_ms"],
+            "request_throughput": r["request_throughput"]}
 
 
 def main() -> int:
@@ -147,7 +151,8 @@ def main() -> int:
         return float(next(r[key] for r in rows if r["round"] == n and r["client"] == client))
 
     rounds = range(1, a.rounds + 1)
-    keys = ("aggregate_decode_tps", "ttft_mean_s", "per_stream_decode_tps")
+    keys = ("aggregate_decode_tps", "ttft_mean_s", "per_stream_decode_tps", "tpot_mean_ms", "itl_mean_ms",
+            "e2e_mean_ms", "request_throughput")
     summary = {k: {c: statistics.mean(value(n, c, k) for n in rounds) for c in CLIENTS} for k in keys}
     # Paired per round against vllm bench serve: the machine's load drifts (other engines share its cores),
     # one round's runs less so; the median resists the rounds a neighbour's engine start lands in.

@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from dspark.bench.client import ClientConfig, run_pass  # noqa: E402
+from dspark.bench.client import ClientConfig  # noqa: E402
+from dspark.bench.shard import run_pass  # noqa: E402
 from dspark.bench.stats import summarize  # noqa: E402
 
 FAKE = ROOT / "tests" / "bench" / "fake_server.py"

@@ -1,7 +1,8 @@
-"""Command line: parse, call one core function, map exceptions to exit codes (DESIGN.md §4)."""
+"""Command line: parse, call one core function, map exceptions to exit codes (docs/exit-codes.md)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import traceback
@@ -16,19 +17,27 @@ from dspark import __version__
 from dspark.errors import DsparkError, ExitCode
 
 
+def _emit_error(code: str, message: str, hint: str | None, exit_code: int, *, as_json: bool) -> None:
+    """The error for people on stderr; with --json also exactly one JSON object on stdout."""
+    click.echo(f"error: {message}" + (f"\n  hint: {hint}" if hint else ""), err=True)
+    if as_json:
+        error = {"code": code, "message": message, "hint": hint}
+        click.echo(json.dumps({"error": error, "exit_code": exit_code}))
+
+
 @contextmanager
-def error_boundary(debug: bool) -> Iterator[None]:
+def error_boundary(debug: bool, *, as_json: bool = False) -> Iterator[None]:
     """The single place where exceptions become messages and exit codes; tracebacks only with --debug."""
     try:
         yield
     except DsparkError as exc:
         if debug:
             traceback.print_exc()
-        click.echo(f"error: {exc}", err=True)
+        _emit_error(exc.code, exc.message, exc.hint, int(exc.exit_code), as_json=as_json)
         raise SystemExit(int(exc.exit_code)) from None
     except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        raise SystemExit(130) from None
+        _emit_error("interrupted", "interrupted", None, int(ExitCode.INTERRUPTED), as_json=as_json)
+        raise SystemExit(int(ExitCode.INTERRUPTED)) from None
     except click.exceptions.Exit:
         raise
     except click.ClickException:
@@ -36,15 +45,20 @@ def error_boundary(debug: bool) -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - the boundary: anything unexpected is an internal error
         if debug:
             traceback.print_exc()
-        else:
-            click.echo(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", err=True)
+        _emit_error("internal_error", f"internal error: {type(exc).__name__}: {exc}",
+                    None if debug else "run with --debug for the traceback", int(ExitCode.INTERNAL), as_json=as_json)
         raise SystemExit(int(ExitCode.INTERNAL)) from None
 
 
-def run_core(ctx: click.Context, func: Callable[..., int | None], *args: Any, **kwargs: Any) -> None:
-    """Call one core function inside the error boundary and exit with its code."""
+def run_core(ctx: click.Context, func: Callable[..., int | None], *args: Any, json_errors: bool = False,
+             **kwargs: Any) -> None:
+    """Call one core function inside the error boundary and exit with its code.
+
+    `func` may be a closure that also builds its request, so a bad value found while building it is
+    mapped like any other input error; `json_errors` makes a failure print one JSON object on stdout.
+    """
     debug = bool(ctx.find_root().params.get("debug"))
-    with error_boundary(debug):
+    with error_boundary(debug, as_json=json_errors):
         code = func(*args, **kwargs)
     ctx.exit(int(code or 0))
 
@@ -61,14 +75,14 @@ def cli(debug: bool) -> None:
 @click.option(
     "--hardware",
     metavar="FILE|PROFILE",
-    help="A file saved by `dspark probe --json`, or a built-in profile (gb10x2, h200, ...).",
+    help="A file saved by `dspark probe --json`, or a built-in profile (gb10x2, h200, ...; h200:8 for 8 GPUs).",
 )
 @click.pass_context
 def probe(ctx: click.Context, as_json: bool, hardware: str | None) -> None:
     """Show the GPUs and memory dspark plans against."""
     from dspark.commands.probe import probe as probe_core  # noqa: PLC0415 - keep CLI start-up light
 
-    run_core(ctx, probe_core, hardware=hardware, as_json=as_json)
+    run_core(ctx, probe_core, hardware=hardware, as_json=as_json, json_errors=as_json)
 
 
 @cli.group(invoke_without_command=True)
@@ -88,7 +102,7 @@ def recipes_list_cmd(ctx: click.Context, as_json: bool) -> None:
     """List the shipped recipes (the default one is marked *)."""
     from dspark.commands.recipes import recipes_list  # noqa: PLC0415 - keep CLI start-up light
 
-    run_core(ctx, recipes_list, as_json=as_json)
+    run_core(ctx, recipes_list, as_json=as_json, json_errors=as_json)
 
 
 @recipes.command("show")
@@ -99,7 +113,7 @@ def recipes_show_cmd(ctx: click.Context, name_or_path: str, as_json: bool) -> No
     """Validate a recipe and print it: a shipped recipe by name, or a file."""
     from dspark.commands.recipes import recipes_show  # noqa: PLC0415 - keep CLI start-up light
 
-    run_core(ctx, recipes_show, name_or_path, as_json=as_json)
+    run_core(ctx, recipes_show, name_or_path, as_json=as_json, json_errors=as_json)
 
 
 @recipes.command("schema")
@@ -111,28 +125,43 @@ def recipes_schema_cmd(ctx: click.Context) -> None:
     run_core(ctx, recipes_schema)
 
 
+def _env_help(knob: str, text: str) -> str:
+    """An option's help with the environment variable that sets the same knob (from the settings table)."""
+    from dspark.knobs import KNOBS  # noqa: PLC0415 - light: no pydantic, no recipes
+
+    env = next(k.env for k in KNOBS if k.name == knob)
+    return f"{text} [env: {env}]"
+
+
+# (flags, knob, metavar, help) of the options that set a knob; --help shows each one's variable beside it.
+_KNOB_FLAGS: tuple[tuple[tuple[str, ...], str, str | None, str], ...] = (
+    (("--model",), "model", "DIR|REPO", "Model directory (config.json; weights optional) or cached HF repo id."),
+    (("--hardware",), "hardware", "FILE|PROFILE",
+     "Plan against a saved probe or a profile (gb10, gb10x2, rtx5090, h100-80gb, h200, b200; h200:8 = 8 GPUs)."),
+    (("--kv-cache-memory", "kv_cache_memory_bytes"), "kv_cache_memory_bytes", "SIZE",
+     "KV pin per GPU: 28GB, 28GiB, 1073741824 (vLLM --kv-cache-memory-bytes)."),
+    (("--max-num-seqs",), "max_num_seqs", "N", "Seats (vLLM --max-num-seqs, SGLang --max-running-requests)."),
+    (("--max-model-len",), "max_model_len", "TOKENS", "Context window (also 32k, 256K)."),
+    (("--kv-cache-dtype",), "kv_cache_dtype", "DTYPE", "KV-cache dtype: auto, fp8, bfloat16, ..."),
+    (("--tp", "tensor_parallel_size"), "tensor_parallel_size", "N", "Tensor-parallel size."),
+    (("--nnodes",), "nnodes", "N", "Nodes the engine spans."),
+    (("--node-rank",), "node_rank", "R", "This node's rank in a multi-node launch."),
+    (("--master-addr",), "master_addr", "ADDR", "Address of node 0 (multi-node)."),
+    (("--master-port",), "master_port", "PORT", "Port of node 0 (multi-node)."),
+    (("--port",), "port", "PORT", "Port the server listens on."),
+)
+
+
 def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by validate and start: each maps to one setting (flag > env > recipe > default)."""
     options = [
         click.argument("recipe", required=False, metavar="[RECIPE]"),
-        click.option("--model", help="Model directory (config.json; weights optional) or cached HF repo id."),
         click.option("--engine", type=click.Choice(["vllm", "sglang"]),
-                     help="Engine (default: the recipe's, else vllm)."),
+                     help=_env_help("engine", "Engine (default: the recipe's, else vllm).")),
         click.option("--platform", type=click.Choice(["cuda", "cpu"]),
-                     help="cuda (default) or cpu (vLLM's CPU build)."),
-        click.option("--hardware", metavar="FILE|PROFILE",
-                     help="Plan against a saved probe or a profile (gb10, gb10x2, rtx5090, h100-80gb, h200, b200)."),
-        click.option("--kv-cache-memory", "kv_cache_memory_bytes", metavar="SIZE",
-                     help="KV pin per GPU: 28GB, 28GiB, 1073741824 (vLLM --kv-cache-memory-bytes)."),
-        click.option("--max-num-seqs", metavar="N", help="Seats (vLLM --max-num-seqs, SGLang --max-running-requests)."),
-        click.option("--max-model-len", metavar="TOKENS", help="Context window (also 32k, 256K)."),
-        click.option("--kv-cache-dtype", metavar="DTYPE", help="KV-cache dtype: auto, fp8, bfloat16, ..."),
-        click.option("--tp", "tensor_parallel_size", metavar="N", help="Tensor-parallel size."),
-        click.option("--nnodes", metavar="N", help="Nodes the engine spans."),
-        click.option("--node-rank", metavar="R", help="This node's rank in a multi-node launch."),
-        click.option("--master-addr", metavar="ADDR", help="Address of node 0 (multi-node)."),
-        click.option("--master-port", metavar="PORT", help="Port of node 0 (multi-node)."),
-        click.option("--port", metavar="PORT", help="Port the server listens on."),
+                     help=_env_help("platform", "cuda (default) or cpu (vLLM's CPU build).")),
+        *(click.option(*names, metavar=metavar, help=_env_help(knob, text))
+          for names, knob, metavar, text in _KNOB_FLAGS),
         click.option("--typical-context", metavar="TOKENS",
                      help="Seats for requests of about this length (plus --prefix-cache-reserve) too."),
         click.option("--prefix-cache-reserve", metavar="TOKENS", help="Pool tokens kept for cached prefixes."),
@@ -184,7 +213,8 @@ def _tokens(raw: object, flag: str) -> int | None:
     return value
 
 
-@cli.command(epilog="Engine flags go after --: dspark validate --model DIR -- --max-model-len 4096")
+@cli.command(epilog="RECIPE: a shipped recipe name or a file [env: DSPARK_RECIPE]. Engine flags go after --: "
+             "dspark validate --model DIR -- --max-model-len 4096")
 @_plan_options
 @click.option("--engine-check", is_flag=True,
               help="Also run the installed engine's own KV planner on the same inputs (the witness).")
@@ -197,10 +227,12 @@ def validate(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: 
     """
     from dspark.commands.validate import run_validate  # noqa: PLC0415 - keep CLI start-up light
 
-    run_core(ctx, run_validate, _validate_request(ctx, recipe, params), as_json=as_json, explain=explain)
+    run_core(ctx, lambda: run_validate(_validate_request(ctx, recipe, params), as_json=as_json, explain=explain),
+             json_errors=as_json)
 
 
-@cli.command(epilog="Engine flags go after --, e.g.: dspark start --max-num-seqs 12 -- --enforce-eager")
+@cli.command(epilog="RECIPE: a shipped recipe name or a file [env: DSPARK_RECIPE]. Engine flags go after --, "
+             "e.g.: dspark start --max-num-seqs 12 -- --enforce-eager")
 @_plan_options
 @click.option("--dry-run", is_flag=True, help="Print the plan (argv and environment, secrets redacted); do not start.")
 @click.option("--force", is_flag=True, help="Start even when the verdict is fail.")
@@ -212,9 +244,51 @@ def start(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
     from dspark.commands.validate import run_start  # noqa: PLC0415 - keep CLI start-up light
     from dspark.start import StartRequest  # noqa: PLC0415
 
-    request = StartRequest(validate=_validate_request(ctx, recipe, params), force=force,
-                           engine_python=params.get("engine_python"))
-    run_core(ctx, run_start, request, dry_run=dry_run, as_json=as_json, explain=explain, watch=watch)
+    def start_core() -> int:
+        request = StartRequest(validate=_validate_request(ctx, recipe, params), force=force,
+                               engine_python=params.get("engine_python"), dry_run=dry_run)
+        return run_start(request, dry_run=dry_run, as_json=as_json, explain=explain, watch=watch)
+
+    run_core(ctx, start_core, json_errors=as_json)
+
+
+@cli.command(epilog="Example: dspark advise flash-next-vllm --seats 6,8,16 --clients 32 --input-len 2048 "
+             "--output-len 512 --calibrate sweep-results/sweep.json")
+@_plan_options
+@click.option("--seats", required=True, metavar="N,N,...", help="Seat counts to predict, baseline first.")
+@click.option("--clients", type=int, default=32, show_default=True, help="Closed-loop clients.")
+@click.option("--requests", type=int, help="Requests in the workload (default: 100, or the prompts file's).")
+@click.option("--input-len", type=int, default=2048, show_default=True, help="Prompt tokens per request.")
+@click.option("--output-len", type=int, default=512, show_default=True, help="Output tokens per request.")
+@click.option("--prefix-hit-rate", type=float, default=0.0, show_default=True,
+              help="Share of each prompt already in the prefix cache.")
+@click.option("--prompts", "prompts_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="JSONL of real prompts (as bench takes them): their mean length is the prompt length.")
+@click.option("--calibrate", multiple=True, metavar="FILE",
+              help="A `dspark bench --json` result or a sweep.json of this deployment; repeatable.")
+@click.option("--accepted-tokens", type=float, metavar="N",
+              help="Tokens a seat keeps per decode step, 1 + accepted speculative tokens (default: estimated).")
+@click.option("--primary", default="wall_time", show_default=True, help="The metric the decision rule judges.")
+@click.option("--adopt-at", default="10%", show_default=True, help="Adopt only at this improvement of --primary.")
+@click.option("--max-regression", default="10%", show_default=True,
+              help="No secondary metric may worsen by more than this.")
+@click.option("--secondary", "secondaries", metavar="M,M,...", help="Secondary metrics (as sweep; 'none').")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Also draw the predictions (PNG).")
+@click.pass_context
+def advise(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, seats: str, **params: Any) -> None:
+    """Predict aggregate and per-stream decode, TTFT and KV use at each seat count; recommend one by the sweep's rule.
+
+    Exit 0 with a recommendation, 1 when no seat count can be recommended, 2 for bad input.
+    """
+    from dspark.commands.advise import AdviseOptions, run_advise  # noqa: PLC0415 - keep CLI start-up light
+
+    del explain
+    own = ("clients", "requests", "input_len", "output_len", "prefix_hit_rate", "prompts_file", "calibrate",
+           "accepted_tokens", "primary", "adopt_at", "max_regression", "secondaries", "plot")
+    opts = AdviseOptions(seats=seats, **{k: params.pop(k) for k in own})
+    if params.get("max_num_seqs") is not None:
+        raise click.UsageError("advise predicts the seats itself: use --seats, not --max-num-seqs")
+    run_core(ctx, run_advise, _validate_request(ctx, recipe, params), opts, as_json=as_json)
 
 
 def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -235,7 +309,13 @@ def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Synthetic token ids are drawn from [10, N)."),
         click.option("--requests", "-n", type=int, default=64, show_default=True, help="Requests per repetition."),
         click.option("--concurrency", "-c", type=int, default=8, show_default=True,
-                     help="Concurrent clients, each streaming one request at a time."),
+                     help="Concurrent clients, each streaming one request at a time (with --request-rate: the "
+                     "most requests in flight)."),
+        click.option("--request-rate", type=float, metavar="R",
+                     help="Open loop: R requests per second, Poisson arrivals (see --burstiness); default: closed "
+                     "loop."),
+        click.option("--burstiness", type=float, default=1.0, show_default=True,
+                     help="Gamma shape of the arrival intervals with --request-rate (1: Poisson; lower: burstier)."),
         click.option("--max-tokens", type=int, default=128, show_default=True, help="Output tokens per request."),
         click.option("--ignore-eos/--no-ignore-eos", default=True, show_default=True,
                      help="Decode exactly --max-tokens per request (vLLM/SGLang extension)."),
@@ -269,7 +349,8 @@ def _load(params: dict[str, Any]) -> Any:
         ignore_eos=params.pop("ignore_eos"), reps=params.pop("reps"), warm_rerun=params.pop("warm_rerun"),
         read_metrics=not params.pop("no_metrics"), metrics_url=params.pop("metrics_url"),
         sample_interval_s=params.pop("sample_interval_s"), timeout_s=params.pop("timeout_s"), seed=params.pop("seed"),
-        client_processes=params.pop("client_processes"),
+        client_processes=params.pop("client_processes"), request_rate=params.pop("request_rate"),
+        burstiness=params.pop("burstiness"),
     )
 
 
@@ -288,7 +369,8 @@ def bench(ctx: click.Context, /, url: str, as_json: bool, out_file: Path | None,
     """
     from dspark.commands.bench import bench as bench_core  # noqa: PLC0415 - keep CLI start-up light
 
-    run_core(ctx, bench_core, _load(params), url=url, as_json=as_json, out_file=out_file, progress=not no_progress)
+    run_core(ctx, lambda: bench_core(_load(params), url=url, as_json=as_json, out_file=out_file,
+                                     progress=not no_progress), json_errors=as_json)
 
 
 @cli.command(epilog="Example: dspark sweep RECIPE --seats 8,16 --reps 3 --primary wall_time --adopt-at 10% "
@@ -322,32 +404,48 @@ def sweep(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
     del explain  # each setting's plan is recorded in sweep.json
     if params.get("max_num_seqs") is not None:
         raise click.UsageError("sweep sets the seats itself: use --seats, not --max-num-seqs")
-    load = _load(params)
-    request = StartRequest(validate=_validate_request(ctx, recipe, params), engine_python=params.get("engine_python"))
-    run_core(ctx, sweep_command, request, seats=seats, load=load, primary=primary, adopt_at=adopt_at,
-             max_regression=max_regression, secondaries=secondaries, out_dir=out_dir, as_json=as_json,
-             progress=not no_progress, health_timeout_s=health_timeout, stop_timeout_s=stop_timeout)
+
+    def sweep_core() -> int:
+        load = _load(params)
+        request = StartRequest(validate=_validate_request(ctx, recipe, params),
+                               engine_python=params.get("engine_python"))
+        return sweep_command(request, seats=seats, load=load, primary=primary, adopt_at=adopt_at,
+                             max_regression=max_regression, secondaries=secondaries, out_dir=out_dir,
+                             as_json=as_json, progress=not no_progress, health_timeout_s=health_timeout,
+                             stop_timeout_s=stop_timeout)
+
+    run_core(ctx, sweep_core, json_errors=as_json)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point; click usage errors exit 2."""
+    """Console-script entry point; click usage errors exit 2 (one JSON object on stdout with --json)."""
     args = list(sys.argv[1:] if argv is None else argv)
     # Everything after the first `--` is the engine's own flags, kept verbatim (click would drop the `--`).
     engine_flags: list[str] = []
     if "--" in args:
         cut = args.index("--")
         args, engine_flags = args[:cut], args[cut + 1:]
+    # --debug is a group option; accept it after the subcommand too (dspark validate --debug).
+    if "--debug" in args:
+        args = ["--debug", *(a for a in args if a != "--debug")]
+    as_json = "--json" in args
     try:
         # Without standalone mode click returns ctx.exit()'s code instead of raising it: keep it.
         rc = cli.main(args=args, prog_name="dspark", standalone_mode=False, obj={"engine_flags": engine_flags})
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        if as_json:
+            _emit_error("usage_error", exc.format_message(), None, int(ExitCode.USAGE), as_json=True)
+        else:
+            exc.show()
         return int(ExitCode.USAGE)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        return 130
+        _emit_error("interrupted", "interrupted", None, int(ExitCode.INTERRUPTED), as_json=as_json)
+        return int(ExitCode.INTERRUPTED)
+    except KeyboardInterrupt:  # Ctrl-C while click itself was parsing
+        _emit_error("interrupted", "interrupted", None, int(ExitCode.INTERRUPTED), as_json=as_json)
+        return int(ExitCode.INTERRUPTED)
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else int(ExitCode.INTERNAL)
     return rc if isinstance(rc, int) else 0

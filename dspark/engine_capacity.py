@@ -107,16 +107,20 @@ def _vllm(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Re
     weights_per_gpu = weights.per_gpu_bytes if weights else None
     engine_env = {**(recipe.env if recipe else {}), **{k: v for k, v in env.items() if k.startswith("VLLM_")}}
 
-    cap = compute_vllm_capacity(
-        arch, opts, platform=platform,
-        device_total_bytes=gpu.total_bytes if gpu else None,
-        device_free_bytes=gpu.free_bytes if gpu else None,
-        compute_capability=gpu.compute_capability if gpu else None,
-        weights_per_gpu_bytes=weights_per_gpu, drafter=drafter, environ=engine_env,
-        device_name=gpu.name if gpu else None, cpu_features=cpu if platform == "cpu" else None,
-        engine_version=version or MODELLED_VERSIONS[-1],
-    )
-    findings = [Finding("fail", r.code, r.message + _suggestion(r)) for r in (*cap.refusals, *cap.checks)]
+    def at(options: Any, weights_bytes: int | None) -> Any:
+        return compute_vllm_capacity(
+            arch, options, platform=platform,
+            device_total_bytes=gpu.total_bytes if gpu else None,
+            device_free_bytes=gpu.free_bytes if gpu else None,
+            compute_capability=gpu.compute_capability if gpu else None,
+            weights_per_gpu_bytes=weights_bytes, drafter=drafter, environ=engine_env,
+            device_name=gpu.name if gpu else None, cpu_features=cpu if platform == "cpu" else None,
+            engine_version=version or MODELLED_VERSIONS[-1],
+        )
+
+    cap = at(opts, weights_per_gpu)
+    findings = [*_weights_fit(cap, weights, at, opts),
+                *(Finding("fail", r.code, r.message + _suggestion(r)) for r in (*cap.refusals, *cap.checks))]
     if cap.budget.source == "estimate":
         findings.append(Finding("info", "kv-budget-estimate",
                                 "KV budget is an estimate (no pin): " + "; ".join(cap.budget.assumptions)))
@@ -124,6 +128,41 @@ def _vllm(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: Re
         findings.append(Finding("info", "engine-note", note))
     footprint = _vllm_footprint(cap, platform, weights_per_gpu)
     return CapacityResult(cap.summary(), tuple(findings), footprint, cap)
+
+
+def _weights_fit(cap: Any, weights: WeightBytes | None, at: Any, opts: Any) -> list[Finding]:
+    """CUDA, KV estimated: the weights per GPU must leave room for one max-length request's KV beside the
+    runtime; when they do not, say by how much and the smallest tensor-parallel size whose plan starts."""
+    if cap.platform != "cuda" or weights is None or cap.budget.source != "estimate":
+        return []
+    terms = dict(cap.budget.terms)
+    runtime = terms["activation_peak"] + terms["non_torch"] + terms["cudagraphs"]
+    one_request = cap.bytes_per_block * (cap.blocks_per_request + 1)  # + the null block
+    room = terms["requested"] - runtime - one_request
+    if weights.per_gpu_bytes <= room:
+        return []
+    tp = cap.tensor_parallel_size
+    message = (
+        f"{gib(weights.per_gpu_bytes)} of weights per GPU (TP={tp}) do not fit: "
+        f"{gib(terms['requested'])} (gpu_memory_utilization x total) less {gib(runtime)} of runtime and "
+        f"{gib(one_request)} of KV for one {cap.max_model_len:,}-token request leaves {gib(max(0, room))} for "
+        f"weights, {gib(weights.per_gpu_bytes - room)} short"
+    )
+    for size in (2, 4, 8, 16, 32, 64):
+        if size <= tp:
+            continue
+        per_gpu = weights.per_gpu_bytes * tp // size  # TP shards the weights (a few replicated tensors aside)
+        try:
+            wider = at(replace(opts, tensor_parallel_size=size), per_gpu)
+        except InputError:
+            continue  # heads or experts that this size does not divide
+        if wider.fits:
+            message += (f"; --tp {size} would put about {gib(per_gpu)} of weights on each GPU "
+                        f"and start with a pool of {wider.kv_pool_tokens:,} tokens")
+            break
+    else:
+        message += "; no tensor-parallel size up to 64 makes it start on this GPU"
+    return [Finding("fail", "weights-do-not-fit", message)]
 
 
 def _suggestion(refusal: Any) -> str:

@@ -1,7 +1,8 @@
-"""The error types the core raises; the CLI maps each to one exit code (DESIGN.md §4)."""
+"""The error types the core raises; the CLI maps each to one exit code (docs/exit-codes.md)."""
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 
 
@@ -12,6 +13,7 @@ class ExitCode(IntEnum):
     REFUSED = 1  # does not fit, or refused (danger band, failing verdict)
     USAGE = 2  # bad input: flags, files, environment values
     INTERNAL = 3  # a bug in dspark or an engine that behaved unexpectedly
+    INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report 128 + 2
 
 
 class DsparkError(Exception):
@@ -26,6 +28,11 @@ class DsparkError(Exception):
 
     def __str__(self) -> str:
         return self.message if self.hint is None else f"{self.message}\n  hint: {self.hint}"
+
+    @property
+    def code(self) -> str:
+        """A stable name for scripts: the class name in snake case (settings_error, refused_error, ...)."""
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__).lower()
 
 
 class InputError(DsparkError):

@@ -8,6 +8,7 @@ read, only each safetensors file's header.
 from __future__ import annotations
 
 import json
+import shlex
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from dspark.architecture import ModelArchitecture, parse_config
 from dspark.errors import InputError
+from dspark.jsonfile import read_json_file
 from dspark.weights import TensorInfo, WeightsInfo
 
 CONFIG_FILE = "config.json"
@@ -39,6 +41,11 @@ class ModelLocation:
         return self.path / CONFIG_FILE
 
 
+def config_download_command(repo_id: str) -> str:
+    """A command that fetches only what planning reads: config.json and the safetensors index (for the weights)."""
+    return f"huggingface-cli download {shlex.quote(repo_id)} {CONFIG_FILE} {INDEX_FILE}"
+
+
 def resolve_model(ref: str, *, cache_dir: Path | str | None = None) -> ModelLocation:
     """A directory, or a Hugging Face repo id already in the local hub cache (never the network)."""
     path = Path(ref).expanduser()
@@ -57,24 +64,16 @@ def resolve_model(ref: str, *, cache_dir: Path | str | None = None) -> ModelLoca
     except (OSError, ValueError) as exc:
         raise InputError(
             f"model '{ref}' is neither a directory nor a repo in the local Hugging Face cache "
-            f"({cache_dir or 'HF_HUB_CACHE'}); download it first (huggingface-cli download {ref}) "
-            "or pass its directory"
+            f"({cache_dir or 'HF_HUB_CACHE'})",
+            hint=f"{config_download_command(ref)} (planning needs only these, not the weights), "
+            "or pass the model's directory",
         ) from exc
     return ModelLocation(ref=ref, path=Path(str(snapshot)), repo_id=ref)
 
 
 def _read_json(path: Path) -> Any:
     """A JSON file's contents; InputError naming the file, and the line and column of a syntax error."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise InputError(f"{path}: no such file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot be read: {exc}") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
+    return read_json_file(path)
 
 
 def load_config(location: ModelLocation) -> dict[str, Any]:
@@ -104,6 +103,8 @@ def _shard_files(location: ModelLocation) -> list[Path]:
             raise InputError(f"{index}: has no 'weight_map' of tensor name to shard file")
         files = [location.path / name for name in sorted(set(weight_map.values()))]
         missing = [f.name for f in files if not f.is_file()]
+        if len(missing) == len(files):
+            return []  # config.json and the index only (what planning asks to download): weights are estimated
         if missing:
             raise InputError(f"{index}: lists shards that are not in the directory: {', '.join(missing[:5])}")
         return files

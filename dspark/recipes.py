@@ -12,8 +12,8 @@ Knob fields (seats, window, KV, parallelism, ...) are None when the file does no
 defaults live in dspark.settings, which also applies the flag > environment > recipe > default precedence.
 Read knobs from dspark.settings.ResolvedSettings, and the rest (model, observations, env, engine_args) here.
 
-Shipped recipes: the canonical files are recipes/*.yaml at the top of the repository; dspark/data/recipes/
-holds a byte-identical copy that is installed as package data (a test fails when the two differ).
+Shipped recipes: dspark/data/recipes/*.yaml, installed as package data; the repository's top-level recipes/
+is a symbolic link to that directory, so there is one copy and nothing to keep in step.
 """
 
 from __future__ import annotations
@@ -23,30 +23,28 @@ import json
 import os
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import date as Date
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
+    Strict,
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from dspark.constants import DEFAULT_RECIPE, MAX_NUM_SEQS_LIMIT, KvCacheDtype
 from dspark.errors import RecipeError
-from dspark.redact import is_secret_name
+from dspark.recipe_errors import kind_of, problem_from_pydantic, render_problems
+from dspark.recipe_yaml import Problem, dotted, duplicate_keys, parse_yaml
 from dspark.units import SIZE_PATTERN, SIZE_UNITS_HELP, parse_count, parse_size
 
 Engine = Literal["vllm", "sglang"]
@@ -62,6 +60,7 @@ Metric = Literal[
     "ttft_s",
     "wall_s",
     "decode_step_ms",
+    "prefill_ms_per_token",
     "kv_usage_peak",
     "prefix_hit_rate",
 ]
@@ -86,9 +85,14 @@ def _count(value: object) -> object:
     return value
 
 
+# Strict numbers: YAML reads `true` as a bool, which lax validation would take as the count 1.
+Whole = Annotated[int, Strict()]
+Real = Annotated[float, Strict()]
+
 ByteSize = Annotated[
     int,
     BeforeValidator(_size),
+    Strict(),
     Field(gt=0),
     WithJsonSchema(
         {
@@ -103,6 +107,7 @@ ByteSize = Annotated[
 TokenCount = Annotated[
     int,
     BeforeValidator(_count),
+    Strict(),
     Field(gt=0),
     WithJsonSchema(
         {
@@ -153,13 +158,15 @@ class ModelSpec(_Strict):
 class Parallel(_Strict):
     """How the model is split: tensor and pipeline parallelism, and the nodes it spans."""
 
-    tensor: int | None = Field(default=None, ge=1, description="Tensor-parallel size (GPUs per pipeline stage).")
-    pipeline: int | None = Field(default=None, ge=1, description="Pipeline-parallel size.")
-    nodes: int | None = Field(default=None, ge=1, description="Number of machines the engine spans.")
+    tensor: Whole | None = Field(default=None, ge=1, description="Tensor-parallel size (GPUs per pipeline stage).")
+    pipeline: Whole | None = Field(default=None, ge=1, description="Pipeline-parallel size.")
+    nodes: Whole | None = Field(default=None, ge=1, description="Number of machines the engine spans.")
     master_addr: str | None = Field(
         default=None, min_length=1, description="Address of node 0 for a multi-node launch."
     )
-    master_port: int | None = Field(default=None, ge=1, le=65535, description="Port of node 0 for a multi-node launch.")
+    master_port: Whole | None = Field(
+        default=None, ge=1, le=65535, description="Port of node 0 for a multi-node launch."
+    )
     runtime: Literal["native", "ray"] | None = Field(
         default=None, description="Multi-node runtime: the engine's own (torch.distributed) or Ray."
     )
@@ -182,18 +189,26 @@ class KvCache(_Strict):
         description="KV pin per GPU. vLLM: --kv-cache-memory-bytes; SGLang: converted to --max-total-tokens.",
     )
     tokens: TokenCount | None = Field(default=None, description="KV pool pin in tokens (SGLang --max-total-tokens).")
-    gpu_memory_utilization: float | None = Field(
-        default=None, gt=0, le=1, description="vLLM --gpu-memory-utilization (share of GPU memory vLLM may use)."
+    gpu_memory_utilization: Real | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="vLLM --gpu-memory-utilization (share of GPU memory vLLM may use).",
     )
-    mem_fraction_static: float | None = Field(
-        default=None, gt=0, lt=1, description="SGLang --mem-fraction-static (share for weights plus KV pool)."
+    mem_fraction_static: Real | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="SGLang --mem-fraction-static (share for weights plus KV pool).",
     )
 
 
 class Batching(_Strict):
     """Seats and the prefill budget."""
 
-    max_num_seqs: int | None = Field(
+    max_num_seqs: Whole | None = Field(
         default=None,
         ge=1,
         le=MAX_NUM_SEQS_LIMIT,
@@ -209,7 +224,7 @@ class Speculative(_Strict):
     """Speculative decoding: built-in MTP layers or a separate drafter that keeps KV of its own."""
 
     method: SpeculativeMethod = Field(description="mtp uses the model's own layers; others need draft_model.")
-    num_speculative_tokens: int = Field(
+    num_speculative_tokens: Whole = Field(
         ge=1,
         le=64,
         description="Tokens proposed per step (vLLM num_speculative_tokens; SGLang draft tokens = this + 1).",
@@ -228,18 +243,19 @@ class Observation(_Strict):
             "kv_pool_tokens: the engine's KV pool (vLLM 'KV cache size', SGLang max_total_num_tokens); "
             "full_contexts: the engine's 'Maximum concurrency' (pool / window); decode_tok_s, "
             "stream_decode_tok_s: aggregate and per-request decode tokens/s; ttft_s, wall_s: seconds; "
-            "decode_step_ms: one decode step; kv_usage_peak, prefix_hit_rate: shares from 0 to 1."
+            "decode_step_ms: one decode step; prefill_ms_per_token: prompt compute per token; kv_usage_peak, "
+            "prefix_hit_rate: shares from 0 to 1."
         )
     )
-    value: float = Field(ge=0)
-    seats: int | None = Field(default=None, ge=1, le=MAX_NUM_SEQS_LIMIT, description="max_num_seqs in force.")
-    max_model_len: int | None = Field(
+    value: Real = Field(ge=0, allow_inf_nan=False)
+    seats: Whole | None = Field(default=None, ge=1, le=MAX_NUM_SEQS_LIMIT, description="max_num_seqs in force.")
+    max_model_len: Whole | None = Field(
         default=None, ge=1, description="Window the figure refers to; default the recipe's."
     )
     workload: str | None = Field(
         default=None, description="The benchmark workload, for throughput and latency figures."
     )
-    reps: int | None = Field(default=None, ge=1, description="Runs averaged.")
+    reps: Whole | None = Field(default=None, ge=1, description="Runs averaged.")
     engine_version: str | None = None
     hardware: str | None = Field(default=None, description="Where it was measured, in words.")
     source: str = Field(min_length=1, description="Provenance: the log line, benchmark or document it comes from.")
@@ -302,7 +318,7 @@ class Recipe(_Strict):
             if isinstance(sink, list):
                 sink.extend(problems)
             else:
-                raise ValueError("; ".join(f"{_dotted(p.loc)}: {p.message}" for p in problems))
+                raise ValueError("; ".join(f"{dotted(p.loc)}: {p.message}" for p in problems))
         return self
 
 
@@ -310,19 +326,9 @@ class Recipe(_Strict):
 # Checks that span fields. Each names the key to change, so the loader can point at its line.
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a recipe: where (key path), what, and the offending value when it helps."""
-
-    loc: tuple[str | int, ...]
-    message: str
-    value: object = field(default=None)
-    show_value: bool = False
-
-
 # Engine flags (underscored, no dashes) that a recipe models as fields: passing them in engine_args too
 # would give one setting two sources, and the precedence chain could not see the second one.
-_FLAG_FIELDS: dict[str, str] = {
+FLAG_FIELDS: dict[str, str] = {
     "max_num_seqs": "batching.max_num_seqs",
     "max_running_requests": "batching.max_num_seqs",
     "max_num_batched_tokens": "batching.max_num_batched_tokens",
@@ -364,7 +370,7 @@ _FLAG_FIELDS: dict[str, str] = {
     "disable_radix_cache": "prefix_caching",
 }
 # Flags that belong to one machine or one run, not to a recipe.
-_RUN_FLAGS: dict[str, str] = {
+RUN_FLAGS: dict[str, str] = {
     "node_rank": "--node-rank / DSPARK_NODE_RANK",
     "port": "--port / DSPARK_PORT",
     "host": "--host / DSPARK_HOST",
@@ -376,7 +382,7 @@ def _flag_key(arg: str) -> str | None:
     if not arg.startswith("-") or arg == "-" or arg[1:2].isdigit():
         return None
     key = arg.lstrip("-").split("=", 1)[0].replace("-", "_").lower()
-    if key.startswith("no_") and key[3:] in _FLAG_FIELDS:
+    if key.startswith("no_") and key[3:] in FLAG_FIELDS:
         key = key[3:]
     return key
 
@@ -435,15 +441,15 @@ def _passthrough_problems(recipe: Recipe) -> Iterator[Problem]:
     for i, arg in enumerate(recipe.engine_args):
         key = _flag_key(arg)
         flag = arg.split("=", 1)[0]
-        if key in _FLAG_FIELDS:
+        if key in FLAG_FIELDS:
             yield Problem(
                 ("engine_args", i),
-                f"{flag} is a recipe field: set {_FLAG_FIELDS[key]} instead "
+                f"{flag} is a recipe field: set {FLAG_FIELDS[key]} instead "
                 "(one place per setting, so the precedence chain sees it)",
             )
-        elif key in _RUN_FLAGS:
+        elif key in RUN_FLAGS:
             yield Problem(
-                ("engine_args", i), f"{flag} belongs to one machine or run, not a recipe: use {_RUN_FLAGS[key]}"
+                ("engine_args", i), f"{flag} belongs to one machine or run, not a recipe: use {RUN_FLAGS[key]}"
             )
     for name in recipe.env:
         if not _ENV_NAME_RE.fullmatch(name):
@@ -468,7 +474,8 @@ def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Loading: YAML with line numbers, then pydantic, then errors that name file, line, key and value.
+# Loading: YAML with line numbers (dspark.recipe_yaml), then pydantic, then errors that name file, line, key and
+# value. MAX_YAML_DEPTH and MAX_YAML_NODES bound what a recipe file may build.
 
 
 def load_recipe(path: str | os.PathLike[str]) -> Recipe:
@@ -489,286 +496,26 @@ def load_recipe(path: str | os.PathLike[str]) -> Recipe:
 
 def load_recipe_text(text: str, source: str = "<recipe>") -> Recipe:
     """Validate recipe YAML held in memory; `source` names it in messages; raise RecipeError."""
-    root, data = _parse_yaml(text, source)
+    root, data = parse_yaml(text, source)
     if root is None or data is None:
         raise RecipeError(f"{source}: the recipe is empty; it needs at least name, engine and model.path")
-    duplicates = list(_duplicate_keys(root, ()))
+    duplicates = list(duplicate_keys(root, ()))
     if duplicates:
-        raise RecipeError(_render(source, root, duplicates))
+        raise RecipeError(render_problems(source, root, duplicates))
     if not isinstance(data, dict):
         raise RecipeError(
             f"{source}:{root.start_mark.line + 1}: a recipe is a mapping of keys (name:, engine:, model:, ...), "
-            f"not {_kind(data)}"
+            f"not {kind_of(data)}"
         )
     collected: list[Problem] = []
     try:
         recipe = Recipe.model_validate(data, context={"problems": collected})
     except ValidationError as exc:
-        raise RecipeError(_render(source, root, [_from_pydantic(err) for err in exc.errors()])) from None
+        raise RecipeError(render_problems(source, root, [problem_from_pydantic(err) for err in exc.errors()])) from None
     if collected:
-        raise RecipeError(_render(source, root, collected))
+        raise RecipeError(render_problems(source, root, collected))
     recipe._source = source
     return recipe
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that keeps timestamps as text: pydantic parses dates and reports a bad one like any value."""
-
-
-def _timestamp_as_text(loader: _Loader, node: Node) -> str:
-    return str(node.value)
-
-
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
-
-
-def _parse_yaml(text: str, source: str) -> tuple[Node | None, object]:
-    """The node tree (for line numbers) and the data built from it; RecipeError for broken YAML."""
-    loader = _Loader(text)
-    try:
-        root = loader.get_single_node()
-        data = loader.construct_document(root) if root is not None else None
-    except yaml.MarkedYAMLError as exc:
-        # Built from the parts, never str(exc): that quotes the offending line, which may hold a secret.
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
-        what = "; ".join(part for part in (exc.context, exc.problem) if part)
-        raise RecipeError(f"{where}: not valid YAML: {what}") from None
-    except (yaml.YAMLError, ValueError) as exc:
-        # No message text: a constructor's message may quote the value.
-        raise RecipeError(f"{source}: not valid YAML ({type(exc).__name__})") from None
-    finally:
-        loader.dispose()
-    return root, data
-
-
-def _duplicate_keys(node: Node, loc: tuple[str | int, ...]) -> Iterator[Problem]:
-    """Keys given twice in one mapping (YAML would silently keep the last one)."""
-    if isinstance(node, MappingNode):
-        seen: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, ScalarNode) else None
-            if key is None:
-                continue
-            if key in seen:
-                yield Problem((*loc, key), f"duplicate key (first given on line {seen[key]})")
-            else:
-                seen[key] = key_node.start_mark.line + 1
-            yield from _duplicate_keys(value_node, (*loc, key))
-    elif isinstance(node, SequenceNode):
-        for i, item in enumerate(node.value):
-            yield from _duplicate_keys(item, (*loc, i))
-
-
-def _line_of(root: Node, loc: tuple[str | int, ...]) -> int:
-    """1-based line of the deepest node on `loc` that exists (a missing key points at its parent)."""
-    node: Node = root
-    line = root.start_mark.line + 1
-    for part in loc:
-        if isinstance(node, MappingNode) and isinstance(part, str):
-            # The last one: that is the value YAML keeps when a key repeats.
-            found = [(k, v) for k, v in node.value if isinstance(k, ScalarNode) and k.value == part]
-            if not found:
-                break
-            key_node, node = found[-1]
-            line = key_node.start_mark.line + 1
-        elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
-
-
-def _render(source: str, root: Node, problems: list[Problem]) -> str:
-    """One line per problem, `file:line: key.path: message (got value)`, in file order."""
-    lines = sorted(
-        ((_line_of(root, p.loc), _dotted(p.loc), _message(p)) for p in problems),
-        key=lambda item: item[0],
-    )
-    count = f"{len(lines)} problem" + ("s" if len(lines) != 1 else "")
-    body = "\n".join(f"  {source}:{line}: {path}: {message}" for line, path, message in lines)
-    return f"{source}: invalid recipe ({count}):\n{body}"
-
-
-def _message(p: Problem) -> str:
-    if not p.show_value:
-        return p.message
-    return f"{p.message} (got {_show(p.value, p.loc)})"
-
-
-def _dotted(loc: tuple[str | int, ...]) -> str:
-    """('observations', 0, 'value') -> 'observations[0].value'."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out or "(top level)"
-
-
-def _is_secret_loc(loc: tuple[str | int, ...]) -> bool:
-    """True where a value may be a credential: env values, engine flags, any secret-looking key on the path."""
-    return (bool(loc) and loc[0] in ("env", "engine_args")) or any(
-        isinstance(p, str) and is_secret_name(p) for p in loc
-    )
-
-
-def _show(value: object, loc: tuple[str | int, ...]) -> str:
-    """A value as the user wrote it in YAML, shortened; never a secret."""
-    if _is_secret_loc(loc):
-        shown = "***" if isinstance(value, str) else _kind(value)
-    elif isinstance(value, bool) or value is None:
-        shown = {True: "true", False: "false", None: "null"}[value]
-    elif isinstance(value, int | float):
-        shown = repr(value)
-    elif isinstance(value, str):
-        shown = repr(value if len(value) <= 60 else value[:57] + "...")
-    elif isinstance(value, Date):
-        shown = value.isoformat()
-    else:
-        shown = _kind(value)
-    return shown
-
-
-# Most specific first: bool is an int, and datetime a date.
-_KINDS: tuple[tuple[type, str], ...] = (
-    (bool, "a boolean"),
-    (int, "a whole number"),
-    (float, "a number"),
-    (str, "a string"),
-    (dict, "a mapping"),
-    (list, "a list"),
-    (Date, "a date"),
-    (type(None), "null"),
-)
-
-
-def _kind(value: object) -> str:
-    """Plain words for a YAML value's type."""
-    return next((words for kind, words in _KINDS if isinstance(value, kind)), type(value).__name__)
-
-
-# pydantic error type -> our wording; the keys are pydantic's stable error codes.
-_EXPECTED: dict[str, str] = {
-    "int_type": "expected a whole number",
-    "int_parsing": "expected a whole number",
-    "int_from_float": "expected a whole number",
-    "float_type": "expected a number",
-    "float_parsing": "expected a number",
-    "string_type": "expected a string",
-    "bool_type": "expected true or false",
-    "bool_parsing": "expected true or false",
-    "dict_type": "expected a mapping",
-    "model_type": "expected a mapping of keys",
-    "model_attributes_type": "expected a mapping of keys",
-    "list_type": "expected a list",
-    "date_type": "expected a date (YYYY-MM-DD)",
-    "date_parsing": "expected a date (YYYY-MM-DD)",
-    "date_from_datetime_parsing": "expected a date (YYYY-MM-DD)",
-    "missing": "missing required key",
-}
-
-
-def _from_pydantic(err: ErrorDetails) -> Problem:
-    """Turn one pydantic error into a Problem with our wording and a suggestion where one is possible."""
-    loc = tuple(part for part in err["loc"] if part != "[key]")
-    kind = err["type"]
-    value = err.get("input")
-    if kind == "extra_forbidden":
-        return Problem(loc, _unknown_key(loc))
-    if kind == "missing":
-        return Problem(loc, _EXPECTED[kind])
-    if kind == "literal_error":
-        expected = _literal_choices(err)
-        message = f"expected one of: {', '.join(expected)}"
-        if isinstance(value, str):
-            close = difflib.get_close_matches(value, expected, n=1)
-            if close:
-                message += f"; did you mean {close[0]!r}?"
-        return Problem(loc, message, value, True)
-    if kind == "value_error":
-        return Problem(loc, str(err["msg"]).removeprefix("Value error, "), value, True)
-    if kind in _EXPECTED:
-        message = _EXPECTED[kind]
-        if (
-            kind == "string_type"
-            and isinstance(value, int | float)
-            and not isinstance(value, bool)
-            and not _is_secret_loc(loc)
-        ):
-            message += f' (quote it: "{value}")'
-        return Problem(loc, message, value, True)
-    # Constraint errors read well once pydantic's "Input should be" is turned into "must be".
-    msg = str(err["msg"]).replace("Input should be", "must be").replace("String should have", "must have")
-    return Problem(loc, msg, value, True)
-
-
-def _literal_choices(err: ErrorDetails) -> list[str]:
-    ctx = err.get("ctx") or {}
-    raw = str(ctx.get("expected", ""))
-    return [part.strip().strip("'") for part in re.split(r",| or ", raw) if part.strip()]
-
-
-def _model_of(annotation: object) -> type[BaseModel] | None:
-    """The recipe section class inside an annotation (Optional, list[...] and Annotated unwrapped)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if get_origin(annotation) is not None:
-        for arg in get_args(annotation):
-            found = _model_of(arg)
-            if found is not None:
-                return found
-    return None
-
-
-def _section(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
-    """The model class describing the mapping at `loc` (list indices skipped)."""
-    model: type[BaseModel] = Recipe
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        info = model.model_fields.get(part)
-        inner = _model_of(info.annotation) if info is not None else None
-        if inner is None:
-            return None
-        model = inner
-    return model
-
-
-def _all_paths(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, str]]:
-    """(leaf name, dotted path) for every key of the recipe tree."""
-    for name, info in model.model_fields.items():
-        path = f"{prefix}{name}"
-        yield name, path
-        inner = _model_of(info.annotation)
-        if inner is not None:
-            yield from _all_paths(inner, f"{path}.")
-
-
-def _unknown_key(loc: tuple[str | int, ...]) -> str:
-    """'unknown key' plus the most useful suggestion: a near spelling here, or the key's real home."""
-    key = str(loc[-1])
-    here = _section(loc[:-1])
-    local = list(here.model_fields) if here is not None else []
-    close = difflib.get_close_matches(key, local, n=1, cutoff=0.6)
-    if close:
-        return f"unknown key; did you mean {close[0]!r}?"
-    prefix = ".".join(str(p) for p in loc[:-1] if isinstance(p, str))
-    norm = key.lstrip("-").replace("-", "_").lower()
-    target = _FLAG_FIELDS.get(norm)
-    if target is None:
-        paths: dict[str, str] = {}
-        for leaf, path in _all_paths(Recipe):
-            paths.setdefault(leaf, path)  # the shallowest home of a name wins
-        if norm in paths:
-            target = paths[norm]
-        else:
-            near = difflib.get_close_matches(norm, list(paths), n=1, cutoff=0.8)
-            target = paths[near[0]] if near else None
-    if target is not None and target != f"{prefix}.{key}".lstrip("."):
-        return f"unknown key here; did you mean {target!r}?"
-    if norm in _RUN_FLAGS:
-        return f"unknown key: {key} belongs to one machine or run, not a recipe ({_RUN_FLAGS[norm]})"
-    return f"unknown key; valid keys here: {', '.join(local)}" if local else "unknown key"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -776,7 +523,7 @@ def _unknown_key(loc: tuple[str | int, ...]) -> str:
 
 
 def shipped_recipes_dir() -> Path:
-    """Where the installed package keeps its recipes (a copy of the repository's recipes/)."""
+    """Where the installed package keeps its recipes (the repository's recipes/ links here)."""
     return Path(__file__).parent / "data" / "recipes"
 
 

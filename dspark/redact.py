@@ -1,19 +1,29 @@
-"""Secrets never printed: which names hold them, and argv / environment with their values replaced."""
+"""Secrets never printed: which names hold them, and argv / environment with their values replaced.
+
+Only values of secrets are hidden, by exact flag names and by name patterns that end in a secret's word
+(HF_TOKEN, OPENAI_API_KEY, --api-key, --ssl-keyfile-password); counts such as --max-num-batched-tokens,
+--max-total-tokens or --speculative-num-draft-tokens are numbers a user must be able to paste back.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 
-# Names whose values are never printed: tokens, keys, passwords.
-_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|CREDENTIAL|PRIVATE)", re.IGNORECASE)
-_SECRET_FLAGS = frozenset({"--api-key", "--hf-token", "--token", "--ssl-keyfile-password", "--admin-api-key"})
+# A name (flag or environment variable, normalised to UPPER_SNAKE) whose last word names a secret.
+_SECRET_NAME = re.compile(r"(?:^|_)(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?|APIKEY)$")
+# Flags that take a secret whose names the pattern does not catch.
+_SECRET_FLAGS = frozenset({"--api-key", "--admin-api-key", "--hf-token", "--token", "--ssl-keyfile-password"})
 REDACTED = "***"
 
 
+def _normalised(name: str) -> str:
+    return name.lstrip("-").replace("-", "_").upper()
+
+
 def is_secret_name(name: str) -> bool:
-    """True for environment variable or flag names that hold secrets."""
-    return bool(_SECRET_NAME.search(name)) or name in _SECRET_FLAGS
+    """True for environment variable or flag names that hold secrets (HF_TOKEN, --api-key), never for counts."""
+    return name in _SECRET_FLAGS or bool(_SECRET_NAME.search(_normalised(name)))
 
 
 def redact_argv(argv: tuple[str, ...] | list[str]) -> list[str]:
@@ -21,10 +31,11 @@ def redact_argv(argv: tuple[str, ...] | list[str]) -> list[str]:
     out: list[str] = []
     hide_next = False
     for arg in argv:
-        if hide_next:
+        if hide_next and not arg.startswith("--"):
             out.append(REDACTED)
             hide_next = False
             continue
+        hide_next = False
         name, eq, _ = arg.partition("=")
         if arg.startswith("--") and is_secret_name(name):
             if eq:

@@ -23,7 +23,7 @@ Environment variables, the full list (one setting each; a set-but-empty value is
   DSPARK_KV_CACHE_TOKENS           max_total_tokens         KV pool pin in tokens (SGLang)
   DSPARK_GPU_MEMORY_UTILIZATION    gpu_memory_utilization   (0, 1] (vLLM)
   DSPARK_MEM_FRACTION_STATIC       mem_fraction_static      (0, 1) (SGLang)
-  MAX_NUM_SEQS                     max_num_seqs             seats, 1..65536 (default 6)
+  MAX_NUM_SEQS                     max_num_seqs             seats, 1..65536 (default: the computed safe count)
   DSPARK_MAX_NUM_BATCHED_TOKENS    max_num_batched_tokens   prefill budget in tokens
   DSPARK_NUM_SPECULATIVE_TOKENS    num_speculative_tokens   1..64, with the recipe's speculative method
   DSPARK_PREFIX_CACHING            enable_prefix_caching    1/0, true/false, yes/no, on/off
@@ -42,25 +42,24 @@ Sources, as --explain and --json print them:
 from __future__ import annotations
 
 import difflib
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from dspark.constants import DEFAULT_RECIPE, MAX_NUM_SEQS_LIMIT, KvCacheDtype
+from dspark.constants import DEFAULT_RECIPE
 from dspark.errors import SettingsError
 
 if TYPE_CHECKING:  # pydantic models cost start-up time; settings only reads recipe attributes
     from dspark.recipes import Recipe
-from dspark.units import SIZE_UNITS_HELP, format_size, parse_count, parse_size
+from dspark.knobs import BY_NAME, ENV_NAMES, KNOB_NAMES, KNOBS, Invalid, Knob
+from dspark.units import format_size
 
 T = TypeVar("T")
 
-DEFAULT_MAX_NUM_SEQS = 6  # DESIGN.md §2: the documented fallback when nothing sets seats
 FALLBACK_NOTICE = "MAX_NUM_SEQS not set, using default: {value}"
 
 # DSPARK_* names other parts of dspark read, so their presence is not reported as a typo.
-OTHER_DSPARK_ENV = frozenset({"DSPARK_ENGINE_PYTHON", "DSPARK_ENGINES_DIR", "DSPARK_IMAGE"})
+OTHER_DSPARK_ENV = frozenset({"DSPARK_ENGINE_PYTHON", "DSPARK_ENGINE_VERSION", "DSPARK_ENGINES_DIR", "DSPARK_IMAGE"})
 
 _SOURCE_RANK = {"flag": 0, "env": 1, "recipe": 2, "default": 3, "computed": 3}
 
@@ -80,265 +79,6 @@ class Setting(Generic[T]):
     def to_json(self) -> dict[str, object]:
         """{"value": ..., "source": ...}."""
         return {"value": self.value, "source": self.source}
-
-
-class _Invalid(Exception):
-    """A raw value a knob rejects; the resolver adds where it came from and what is valid."""
-
-    def __init__(self, reason: str, suggestion: str | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.suggestion = suggestion
-
-
-Convert = Callable[[object], Any]
-
-
-@dataclass(frozen=True)
-class _Knob:
-    name: str
-    env: str
-    flag: str
-    recipe_path: str | None
-    convert: Convert
-    expected: str  # what is valid, in words, for messages
-    default: object = None
-    computed: bool = False  # when nothing sets it, a later layer derives it
-
-
-def _blank(raw: object) -> bool:
-    return isinstance(raw, str) and not raw.strip()
-
-
-def _whole(lo: int, hi: int | None = None) -> Convert:
-    def convert(raw: object) -> int:
-        if isinstance(raw, bool):
-            raise _Invalid("not a whole number")
-        if isinstance(raw, int):
-            value = raw
-        elif isinstance(raw, str) and re.fullmatch(r"\s*[+-]?\d+\s*", raw):
-            value = int(raw)
-        else:
-            raise _Invalid("not a whole number")
-        if value < lo or (hi is not None and value > hi):
-            raise _Invalid("out of range")
-        return value
-
-    return convert
-
-
-def _tokens(raw: object) -> int:
-    try:
-        value = parse_count(raw) if isinstance(raw, str | int) else None
-    except (ValueError, TypeError) as exc:
-        raise _Invalid(str(exc)) from None
-    if value is None:
-        raise _Invalid("not a whole number of tokens")
-    if value < 1:
-        raise _Invalid("out of range")
-    return value
-
-
-def _bytes(raw: object) -> int:
-    try:
-        value = parse_size(raw) if isinstance(raw, str | int) else None
-    except (ValueError, TypeError) as exc:
-        # The parser's message ends with the accepted units, which `expected` already lists.
-        raise _Invalid(str(exc).split("; use ", 1)[0]) from None
-    if value is None:
-        raise _Invalid("not a size")
-    if value < 1:
-        raise _Invalid("out of range")
-    return value
-
-
-def _fraction(*, upper_inclusive: bool) -> Convert:
-    def convert(raw: object) -> float:
-        if isinstance(raw, bool):
-            raise _Invalid("not a number")
-        if isinstance(raw, str):
-            if not re.fullmatch(r"\s*(\d+(\.\d*)?|\.\d+)\s*", raw):
-                raise _Invalid("not a number")
-            raw = float(raw)
-        if not isinstance(raw, int | float):
-            raise _Invalid("not a number")
-        value = float(raw)
-        if not (0 < value < 1 or (upper_inclusive and value == 1)):
-            raise _Invalid("out of range")
-        return value
-
-    return convert
-
-
-def _choice(*options: str) -> Convert:
-    def convert(raw: object) -> str:
-        value = str(raw).strip().lower() if isinstance(raw, str) else None
-        if value not in options:
-            close = difflib.get_close_matches(str(raw), options, n=1)
-            raise _Invalid("not one of the choices", close[0] if close else None)
-        return value
-
-    return convert
-
-
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
-
-
-def _boolean(raw: object) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = raw.strip().lower() if isinstance(raw, str) else ""
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise _Invalid("not a yes/no value")
-
-
-def _text(raw: object) -> str:
-    if not isinstance(raw, str) or not raw.strip():
-        raise _Invalid("not a non-empty string")
-    return raw.strip()
-
-
-_KV_DTYPES: tuple[str, ...] = get_args(KvCacheDtype)
-
-KNOBS: tuple[_Knob, ...] = (
-    _Knob("engine", "DSPARK_ENGINE", "--engine", "engine", _choice("vllm", "sglang"), "vllm or sglang", "vllm"),
-    _Knob("model", "DSPARK_MODEL", "--model", "model.path", _text, "a model directory or repo id"),
-    _Knob("served_model_name", "DSPARK_SERVED_MODEL_NAME", "--served-model-name", "model.served_name", _text, "a name"),
-    _Knob("platform", "DSPARK_PLATFORM", "--platform", None, _choice("cuda", "cpu"), "cuda or cpu", computed=True),
-    _Knob(
-        "hardware",
-        "DSPARK_HARDWARE",
-        "--hardware",
-        "hardware",
-        _text,
-        "a hardware profile name or a file saved by `dspark probe --json`",
-        computed=True,
-    ),
-    _Knob(
-        "tensor_parallel_size",
-        "DSPARK_TP",
-        "--tensor-parallel-size",
-        "parallel.tensor",
-        _whole(1, 1024),
-        "1 to 1024",
-        1,
-    ),
-    _Knob(
-        "pipeline_parallel_size",
-        "DSPARK_PP",
-        "--pipeline-parallel-size",
-        "parallel.pipeline",
-        _whole(1, 1024),
-        "1 to 1024",
-        1,
-    ),
-    _Knob("nnodes", "DSPARK_NNODES", "--nnodes", "parallel.nodes", _whole(1, 1024), "1 to 1024 nodes", 1),
-    _Knob("node_rank", "DSPARK_NODE_RANK", "--node-rank", None, _whole(0, 1023), "0 to nnodes - 1", 0),
-    _Knob("master_addr", "DSPARK_MASTER_ADDR", "--master-addr", "parallel.master_addr", _text, "an address"),
-    _Knob("master_port", "DSPARK_MASTER_PORT", "--master-port", "parallel.master_port", _whole(1, 65535), "1 to 65535"),
-    _Knob(
-        "distributed_runtime",
-        "DSPARK_DISTRIBUTED_RUNTIME",
-        "--distributed-runtime",
-        "parallel.runtime",
-        _choice("native", "ray"),
-        "native or ray",
-        "native",
-    ),
-    _Knob(
-        "max_model_len",
-        "DSPARK_MAX_MODEL_LEN",
-        "--max-model-len",
-        "context.max_model_len",
-        _tokens,
-        "a positive number of tokens (e.g. 262144 or 256K)",
-        computed=True,
-    ),
-    _Knob(
-        "kv_cache_dtype",
-        "DSPARK_KV_CACHE_DTYPE",
-        "--kv-cache-dtype",
-        "kv_cache.dtype",
-        _choice(*_KV_DTYPES),
-        "one of " + ", ".join(_KV_DTYPES),
-        "auto",
-    ),
-    _Knob(
-        "kv_cache_memory_bytes",
-        "DSPARK_KV_CACHE_MEMORY",
-        "--kv-cache-memory",
-        "kv_cache.memory",
-        _bytes,
-        f"a positive size: {SIZE_UNITS_HELP.removeprefix('use ')}",
-        computed=True,
-    ),
-    _Knob(
-        "max_total_tokens",
-        "DSPARK_KV_CACHE_TOKENS",
-        "--max-total-tokens",
-        "kv_cache.tokens",
-        _tokens,
-        "a positive number of tokens",
-    ),
-    _Knob(
-        "gpu_memory_utilization",
-        "DSPARK_GPU_MEMORY_UTILIZATION",
-        "--gpu-memory-utilization",
-        "kv_cache.gpu_memory_utilization",
-        _fraction(upper_inclusive=True),
-        "a fraction above 0 and at most 1 (e.g. 0.85)",
-    ),
-    _Knob(
-        "mem_fraction_static",
-        "DSPARK_MEM_FRACTION_STATIC",
-        "--mem-fraction-static",
-        "kv_cache.mem_fraction_static",
-        _fraction(upper_inclusive=False),
-        "a fraction between 0 and 1 (e.g. 0.85)",
-    ),
-    _Knob(
-        "max_num_seqs",
-        "MAX_NUM_SEQS",
-        "--max-num-seqs",
-        "batching.max_num_seqs",
-        _whole(1, MAX_NUM_SEQS_LIMIT),
-        f"a whole number of seats from 1 to {MAX_NUM_SEQS_LIMIT}",
-        DEFAULT_MAX_NUM_SEQS,
-    ),
-    _Knob(
-        "max_num_batched_tokens",
-        "DSPARK_MAX_NUM_BATCHED_TOKENS",
-        "--max-num-batched-tokens",
-        "batching.max_num_batched_tokens",
-        _tokens,
-        "a positive number of tokens (e.g. 8192 or 8K)",
-    ),
-    _Knob(
-        "num_speculative_tokens",
-        "DSPARK_NUM_SPECULATIVE_TOKENS",
-        "--num-speculative-tokens",
-        "speculative.num_speculative_tokens",
-        _whole(1, 64),
-        "1 to 64",
-    ),
-    _Knob(
-        "enable_prefix_caching",
-        "DSPARK_PREFIX_CACHING",
-        "--enable-prefix-caching",
-        "prefix_caching",
-        _boolean,
-        "1/0, true/false, yes/no or on/off",
-    ),
-    _Knob("host", "DSPARK_HOST", "--host", None, _text, "an address"),
-    _Knob("port", "DSPARK_PORT", "--port", None, _whole(1, 65535), "1 to 65535"),
-)
-KNOB_NAMES = tuple(k.name for k in KNOBS)
-ENV_NAMES = ("DSPARK_RECIPE", *(k.env for k in KNOBS))
-_BY_NAME = {k.name: k for k in KNOBS}
 
 
 @dataclass(frozen=True)
@@ -378,8 +118,8 @@ class ResolvedSettings:
 
     @property
     def max_num_seqs_is_fallback(self) -> bool:
-        """True when nothing set the seats and the built-in default applies."""
-        return self.max_num_seqs.source == "default"
+        """True when nothing set the seats: the built-in default, or the safe count capacity computed for it."""
+        return self.max_num_seqs.layer in ("default", "computed")
 
     def notices(self) -> tuple[str, ...]:
         """Lines to print before launching: the seats fallback (as the deployment's scripts said it), then notes."""
@@ -411,10 +151,15 @@ class ResolvedSettings:
             changes[name] = Setting(value, "computed")
         return replace(self, **changes)
 
-    def missing_for_launch(self) -> tuple[str, ...]:
-        """What `start` still needs that planning does not (the address of node 0 for a multi-node launch)."""
+    def missing_for_launch(self, *, dry_run: bool = False) -> tuple[str, ...]:
+        """What `start` still needs that planning does not (the address of node 0 for a multi-node launch).
+
+        A dry run on node 0 prints its plan without the address (node 0 listens; only the others dial it).
+        """
         missing: list[str] = []
-        if self.nnodes.value > 1 and self.distributed_runtime.value == "native" and self.master_addr.value is None:
+        needs_addr = not dry_run or self.node_rank.value >= 1
+        if (self.nnodes.value > 1 and self.distributed_runtime.value == "native" and self.master_addr.value is None
+                and needs_addr):
             missing.append(
                 f"a launch across {self.nnodes.value} nodes needs the address of node 0: "
                 "set --master-addr or DSPARK_MASTER_ADDR (or parallel.master_addr in the recipe)"
@@ -436,10 +181,20 @@ def _shown(name: str, value: object, source: str) -> str:
 
 def select_recipe(cli_recipe: str | None, env: Mapping[str, str], *, model_given: bool = False) -> Setting[str | None]:
     """Which recipe to load: --recipe > DSPARK_RECIPE > the default recipe (none when --model is given)."""
-    if cli_recipe is not None and cli_recipe.strip():
+    # Set-but-empty is an error, as for every setting: '' usually means a broken script or compose file.
+    if cli_recipe is not None:
+        if not cli_recipe.strip():
+            raise SettingsError(f"RECIPE {cli_recipe!r}: empty; expected a shipped recipe name or a recipe file",
+                                hint="leave the argument out to use DSPARK_RECIPE or the default recipe")
         return Setting(cli_recipe.strip(), "flag")
     raw = env.get("DSPARK_RECIPE")
-    if raw is not None and raw.strip():
+    if raw is not None:
+        if not raw.strip():
+            raise SettingsError(
+                f"DSPARK_RECIPE={raw!r}: empty; expected a shipped recipe name or a recipe file",
+                hint="unset DSPARK_RECIPE to use the default recipe (in compose files, leave the variable out "
+                "rather than writing ${DSPARK_RECIPE:-})",
+            )
         return Setting(raw.strip(), "env:DSPARK_RECIPE")
     return Setting(None if model_given else DEFAULT_RECIPE, "default")
 
@@ -479,7 +234,7 @@ def resolve_settings(
 
 
 def _resolve_one(
-    knob: _Knob,
+    knob: Knob,
     flag_value: object | None,
     *,
     env: Mapping[str, str],
@@ -507,10 +262,10 @@ def _resolve_one(
     return Setting(knob.default, "computed" if knob.computed and knob.default is None else "default")
 
 
-def _convert(knob: _Knob, raw: object, where: str) -> object:
+def _convert(knob: Knob, raw: object, where: str) -> object:
     try:
         return knob.convert(raw)
-    except _Invalid as exc:
+    except Invalid as exc:
         shown = f"{where} {raw!r}" if where.startswith("--") else f"{where}={raw!r}"
         hint = None
         if not where.startswith("--"):
@@ -561,7 +316,7 @@ def _check_against_recipe(values: dict[str, Setting[Any]], recipe: Recipe | None
     if recipe is not None and engine.value != recipe.engine:
         raise SettingsError(
             f"recipe {recipe.name} is for {recipe.engine}, but {_where(engine)} asks for {engine.value}",
-            hint=f"pick a {engine.value} recipe (dspark recipes list) or unset {_BY_NAME['engine'].env}",
+            hint=f"pick a {engine.value} recipe (dspark recipes list) or unset {BY_NAME['engine'].env}",
         )
     spec = values["num_speculative_tokens"]
     if spec.value is not None and (recipe is None or recipe.speculative is None):
@@ -582,7 +337,7 @@ def _check_combinations(values: dict[str, Setting[Any]]) -> None:
         if setting.value is not None:
             raise SettingsError(
                 f"{name} from {_where(setting)} does not apply to {engine}",
-                hint=f"use {instead} ({_BY_NAME[instead].flag} / {_BY_NAME[instead].env}) for {engine}",
+                hint=f"use {instead} ({BY_NAME[instead].flag} / {BY_NAME[instead].env}) for {engine}",
             )
     nodes, rank = values["nnodes"], values["node_rank"]
     if rank.value >= nodes.value:

@@ -8,8 +8,8 @@ from typing import Any
 
 from dspark.engines import engine_spec, get_engine
 from dspark.engines.base import ArgvCheck, check_argv, find_engine_python, require_ok
-from dspark.errors import EngineArgError, RefusedError, SettingsError
-from dspark.findings import Finding
+from dspark.errors import EngineArgError, EngineNotInstalledError, RefusedError, SettingsError
+from dspark.findings import Finding, verdict_of
 from dspark.launch import LaunchPlan
 from dspark.validate import ValidateRequest, ValidationReport, validate
 from dspark.witness import judge, with_engine_figures, witness_finding
@@ -24,6 +24,7 @@ class StartRequest:
     validate: ValidateRequest
     force: bool = False  # start even when the verdict fails
     engine_python: str | None = None
+    dry_run: bool = False  # only print the plan: no engine or live hardware needed
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,18 @@ class StartResult:
     report: ValidationReport  # on the engine planner's figures where it disagreed with dspark's
     plan: LaunchPlan
     check: ArgvCheck
+    findings: tuple[Finding, ...] = ()  # what planning the launch added (argv-not-checked, ...)
+
+    @property
+    def all_findings(self) -> tuple[Finding, ...]:
+        """validate's findings, then the launch's."""
+        return (*self.report.findings, *self.findings)
 
     def to_json(self) -> dict[str, Any]:
         """validate's JSON with the real argv and the engine's parse of it."""
         out = self.report.to_json()
+        out["findings"] = [f.to_json() for f in self.all_findings]
+        out["verdict"] = verdict_of(self.all_findings)
         out["argv"] = self.plan.to_json()["argv"]
         out["env"] = self.plan.to_json()["env"]
         out["engine_check"] = {
@@ -55,7 +64,7 @@ def plan_start(
     if report.verdict == "fail" and not request.force:
         reasons = "; ".join(f.message for f in report.findings if f.level == "fail")
         raise RefusedError(f"refusing to start: {reasons}", hint="fix the plan, or pass --force to start anyway")
-    missing = report.settings.missing_for_launch()
+    missing = report.settings.missing_for_launch(dry_run=request.dry_run)
     if missing:
         raise SettingsError("; ".join(missing))
     runtime = report.settings.distributed_runtime
@@ -67,8 +76,22 @@ def plan_start(
             hint="set parallel.runtime: native (or DSPARK_DISTRIBUTED_RUNTIME=native), or bring up Ray yourself "
             "and start the engine with --distributed-executor-backend ray",
         )
+    if not request.dry_run:
+        _require_real_hardware(report)
     engine = get_engine(report.serve.engine)
-    python = find_engine_python(engine, request.engine_python, request.validate.env if env is None else env)
+    env_map = request.validate.env if env is None else env
+    try:
+        python = find_engine_python(engine, request.engine_python, env_map)
+    except EngineNotInstalledError as exc:
+        if not request.dry_run:
+            raise
+        # A plan printed on a laptop: the argv is shown as built, and said to be unchecked.
+        plan = engine.build_plan(report.serve, None)
+        unchecked = Finding("warn", "argv-not-checked",
+                            f"{exc.message}: the argv below was not checked by the engine's own parser "
+                            "(a real `dspark start` checks it, and needs the engine)")
+        return StartResult(report=report, plan=plan, check=ArgvCheck(ok=False, engine_version=None, parsed={}),
+                           findings=(unchecked,))
     plan = engine.build_plan(report.serve, python)
     # The engine's own planner runs in the same process as its parser: the engine is imported once.
     check = checker(engine, plan, python, witness_request=report.witness_request)
@@ -78,6 +101,18 @@ def plan_start(
         plan = engine.build_plan(report.serve, python)
     _confirm_pinned(report, check)
     return StartResult(report=report, plan=plan, check=check)
+
+
+def _require_real_hardware(report: ValidationReport) -> None:
+    """A launch is planned against live GPUs (or this host for the CPU build) or hardware named on purpose."""
+    chosen = report.settings.hardware
+    if report.hardware.source == "profile" and chosen.layer not in ("flag", "env"):
+        raise RefusedError(
+            f"refusing to start: no live GPU was read here, and the plan is against a built-in profile "
+            f"({report.hardware.description}); its figures describe another machine",
+            hint="start on the machine with the GPUs, or name the hardware on purpose with --hardware "
+            "PROFILE|FILE (or DSPARK_HARDWARE); `dspark start --dry-run` prints the plan anyway",
+        )
 
 
 def engine_serve(report: ValidationReport) -> Any:

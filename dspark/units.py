@@ -2,7 +2,8 @@
 
 Byte sizes (`parse_size`), one convention, stated once:
 
-- "GB", "MB", "KB", "TB" (any case) are decimal: 28GB = 28 * 10**9 bytes. DESIGN.md's "28 GB KV pin" is this.
+- "GB", "MB", "KB", "TB" (any case) are decimal: 28GB = 28 * 10**9 bytes: the deployment's "28 GB KV pin"
+  (docs/deployment.md).
 - "GiB", "MiB", "KiB", "TiB" (any case) are binary: 28GiB = 28 * 2**30 bytes.
 - A single-letter suffix follows vLLM's own `--kv-cache-memory-bytes` parser (`human_readable_int`), so a
   value copied from a vLLM command line means the same number of bytes here: lower case k/m/g/t is

@@ -1,6 +1,6 @@
 """validate: recipe + flags + environment + model + hardware -> capacity, findings and a launch plan.
 
-Data flows one way (DESIGN.md §5): settings (each with its source) and the model's architecture and the
+Data flows one way: settings (each with its source) and the model's architecture and the
 hardware snapshot feed the engine's capacity arithmetic; the verdict and the launch plan follow from those.
 This module reads files and hardware only through the edge modules it calls (modeldir, hardware.select).
 """
@@ -8,6 +8,7 @@ This module reads files and hardware only through the edge modules it calls (mod
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,21 +17,33 @@ from typing import TYPE_CHECKING, Any
 from dspark import __version__
 from dspark.architecture import Drafter, ModelArchitecture, parse_config, parse_drafter
 from dspark.capacity import CapacitySummary
-from dspark.capacity.seats import seats_for_typical_context
+from dspark.capacity.seats import default_seats
+from dspark.capacity.typical import typical_context_seats
 from dspark.engine_capacity import CapacityResult, compute_capacity
+from dspark.engine_flags import (
+    data_parallel_of,
+    flag_values_from_engine_flags,
+    merge_flags,
+    parse_engine_flags,
+    unplaced_flag_findings,
+)
 from dspark.engine_version import ENV_VAR as ENGINE_VERSION_ENV
 from dspark.engine_version import EngineVersion, normalize, resolve_engine_version
-from dspark.engines import engine_spec, get_engine
+from dspark.engines import ENGINE_NAMES, engine_spec, get_engine
 from dspark.engines.base import ServeConfig, find_engine_python
-from dspark.errors import EngineNotInstalledError, InputError, SettingsError
+from dspark.engines.release_matrix import matrix_note
+from dspark.errors import EngineNotInstalledError, InputError, RefusedError, SettingsError
 from dspark.findings import (
     Finding,
+    data_parallel_findings,
     gpus_per_node,
     memory_findings,
     observation_findings,
     observations,
+    reconcile,
     seat_findings,
     verdict_of,
+    weights_findings,
     with_observed_safe_seats,
 )
 from dspark.hardware import GpuInfo, HardwareSnapshot
@@ -39,17 +52,17 @@ from dspark.hardware.select import host_snapshot, resolve_hardware
 from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.launch import LaunchPlan
 from dspark.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
-from dspark.weights import WeightBytes, drafter_weight_bytes, weight_bytes
+from dspark.weights import WeightBytes, drafter_weight_bytes, weight_bytes, weights_from_checkpoint_total
 from dspark.witness import Witness, judge, run_witness, witness_finding, witness_request
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.recipes import Recipe
 
-HardwareResolver = Callable[[str | None, str], HardwareSnapshot]
+HardwareResolver = Callable[[str | None, str, str], HardwareSnapshot]
 
 
-def _resolve_hw(spec: str | None, default_profile: str) -> HardwareSnapshot:
-    return resolve_hardware(spec, default_profile=default_profile)
+def _resolve_hw(spec: str | None, default_profile: str, origin: str) -> HardwareSnapshot:
+    return resolve_hardware(spec, default_profile=default_profile, origin=origin)
 
 
 @dataclass(frozen=True)
@@ -122,38 +135,6 @@ class ValidationReport:
         }
 
 
-def _parse_engine_flags(engine: str, argv: tuple[str, ...]) -> Any:
-    """The pasted engine flags as the engine's own flag reader sees them."""
-    return engine_spec(engine).parse_flags(argv)
-
-
-def _flag_values_from_engine_flags(engine: str, options: Any) -> dict[str, object]:
-    """Knob values the pasted engine flags set (only those dspark plans with)."""
-    out: dict[str, object] = {}
-    for attr, knob in engine_spec(engine).flag_knobs.items():
-        value = getattr(options, attr, None)
-        if value is None or (knob == "max_model_len" and not isinstance(value, int)):
-            continue
-        out[knob] = value
-    if getattr(options, "disable_radix_cache", None):  # SGLang's way of turning prefix caching off
-        out["enable_prefix_caching"] = False
-    return out
-
-
-def _merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object]) -> dict[str, object | None]:
-    """dspark's flags and the pasted engine flags together; the same knob given differently is an error."""
-    merged = dict(own)
-    for knob, value in pasted.items():
-        mine = merged.get(knob)
-        if mine is not None and mine != value:
-            raise SettingsError(
-                f"{knob} is given twice on the command line: {mine!r} (dspark flag) and {value!r} (engine flag)",
-                hint="give it once",
-            )
-        merged[knob] = value
-    return merged
-
-
 def _load_recipe(request: ValidateRequest) -> tuple[Recipe | None, Setting[str | None]]:
     model_given = request.flags.get("model") is not None or bool(request.env.get("DSPARK_MODEL", "").strip())
     choice = select_recipe(request.recipe, request.env, model_given=model_given)
@@ -168,9 +149,17 @@ def _engine_name(request: ValidateRequest, recipe: Recipe | None) -> str:
     flag = request.flags.get("engine")
     if isinstance(flag, str) and flag:
         return flag
-    env = request.env.get("DSPARK_ENGINE", "").strip()
-    if env:
-        return env
+    raw = request.env.get("DSPARK_ENGINE")
+    if raw is not None:
+        value = raw.strip().lower()
+        if value not in ENGINE_NAMES:
+            close = difflib.get_close_matches(value, ENGINE_NAMES, n=1)
+            raise SettingsError(
+                f"DSPARK_ENGINE={raw!r}: " + ("empty" if not value else "not an engine dspark knows")
+                + f"; expected one of {', '.join(ENGINE_NAMES)}" + (f"; did you mean {close[0]!r}?" if close else ""),
+                hint="unset DSPARK_ENGINE to use the recipe's engine (or vllm)",
+            )
+        return value
     return recipe.engine if recipe else "vllm"
 
 
@@ -235,11 +224,50 @@ def _drafter(
 
 def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: HardwareResolver) -> HardwareSnapshot:
     """This machine's GPUs; a recipe's `hardware` is only the profile to use when there are none here."""
+    chosen = settings.hardware
+    origin = chosen.source.split(":", 1)[1] if chosen.layer == "env" else "--hardware"
+    spec = chosen.value if chosen.layer in ("flag", "env") else None
     if settings.platform.value == "cpu":
+        if spec is not None:
+            # Never silently dropped: the CPU build plans against this host's memory, not a GPU snapshot.
+            raise SettingsError(
+                f"{origin} {spec!r} does not apply with platform cpu ({settings.platform.source}): the CPU "
+                "build keeps its KV cache in this host's memory, which dspark reads itself",
+                hint=f"drop {origin}, or plan for GPUs (platform cuda)",
+            )
         return host_snapshot()
     default_profile = (recipe.hardware if recipe and recipe.hardware else None) or DEFAULT_PROFILE
-    spec = settings.hardware.value if settings.hardware.layer in ("flag", "env") else None
-    return resolver(spec, default_profile)
+    return resolver(spec, default_profile, origin)
+
+
+WEIGHTS_UNKNOWN = Finding(
+    "warn",
+    "weights-unknown",
+    "no safetensors here and no parameter estimate: weights are not counted in the memory check; give "
+    "model.weights_bytes in the recipe or a directory with weights",
+)
+
+
+def _version_findings(engine_name: str, version: EngineVersion) -> list[Finding]:
+    """An unmodelled engine version is said, with the version whose figures stand in for it."""
+    if version.exact:
+        return []
+    return [Finding(
+        "warn", "engine-version-not-modelled",
+        f"{engine_name} {version.requested} ({version.source}) is not modelled: the figures are "
+        f"{engine_name} {version.modelled}'s, the nearest modelled version "
+        f"(modelled: {', '.join(engine_spec(engine_name).modelled_versions)}); "
+        f"{matrix_note(engine_name, str(version.requested))}",
+    )]
+
+
+def _generic_weights_findings(found: list[Finding], weights: WeightBytes | None, hardware: HardwareSnapshot,
+                              settings: ResolvedSettings, arch: ModelArchitecture) -> list[Finding]:
+    """Weights that overflow a GPU, judged generically only where the engine model has not (its check is finer)."""
+    if any(f.code == "weights-do-not-fit" for f in found):
+        return []
+    return weights_findings(weights.total_bytes if weights else None, weights.per_gpu_bytes if weights else None,
+                            hardware, settings, arch.num_attention_heads)
 
 
 def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
@@ -247,8 +275,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     recipe, _ = _load_recipe(request)
     engine_name = _engine_name(request, recipe)
     engine_spec(engine_name)  # unknown engine names fail here, naming the known ones
-    options = _parse_engine_flags(engine_name, request.engine_flags)
-    flags = _merge_flags(request.flags, _flag_values_from_engine_flags(engine_name, options))
+    options = parse_engine_flags(engine_name, request.engine_flags)
+    flags = merge_flags(request.flags, flag_values_from_engine_flags(engine_name, options))
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
@@ -256,54 +284,59 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     drafter = _drafter(settings, recipe, options, arch)
     weights = _weights(arch, headers, drafter, settings, recipe)
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
-    gpu = _first_gpu(hardware, settings)
+    data_parallel, dp_attention = data_parallel_of(engine_name, options)
+    replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
+    gpu = _first_gpu(hardware, settings, replicas)
     version = _engine_version(engine_name, request)
 
     from dspark.engines.vllm.capacity import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
 
-    try:
-        result = compute_capacity(
-            engine_name, arch, options, settings, recipe, gpu=gpu, weights=weights, drafter=drafter, env=request.env,
-            cpu_flags=hardware.cpu_flags if settings.platform.value == "cpu" else None, cpu_arch=hardware.cpu_arch,
-            engine_version=version.modelled,
-        )
-    except VllmNotModelledError as exc:
-        result = _observed_capacity(exc, recipe, settings, arch, gpu, version.modelled)
-    # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
-    summary = with_observed_safe_seats(result.summary, recipe, settings)
+    def capacity_at(resolved: ResolvedSettings) -> tuple[CapacityResult, CapacitySummary]:
+        try:
+            found = compute_capacity(
+                engine_name, arch, options, resolved, recipe, gpu=gpu, weights=weights, drafter=drafter,
+                env=request.env, cpu_flags=hardware.cpu_flags if resolved.platform.value == "cpu" else None,
+                cpu_arch=hardware.cpu_arch, engine_version=version.modelled,
+            )
+        except VllmNotModelledError as exc:
+            found = _observed_capacity(exc, recipe, resolved, arch, gpu, version.modelled)
+        # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
+        return found, with_observed_safe_seats(found.summary, recipe, resolved)
+
+    result, summary = capacity_at(settings)
+    if settings.max_num_seqs.layer == "default":
+        # Nothing set the seats: use the computed safe count, as the deployment's scripts fell back to the 6
+        # its pin held. On hybrid SGLang models the pool depends on the seats, so settle it in a few rounds.
+        for _ in range(3):
+            target = default_seats(summary.safe_max_num_seqs, engine_name)
+            if target == settings.max_num_seqs.value:
+                break
+            settings = settings.with_computed(max_num_seqs=target)
+            result, summary = capacity_at(settings)
     if request.typical_context is not None:
         summary = replace(summary, typical_context=request.typical_context,
                           prefix_cache_reserve=request.prefix_cache_reserve,
-                          typical_context_seats=seats_for_typical_context(
-                              summary.kv_pool_tokens, request.typical_context, request.prefix_cache_reserve))
+                          typical_context_seats=typical_context_seats(
+                              result.detail, summary.kv_pool_tokens, request.typical_context,
+                              request.prefix_cache_reserve))
+    if summary.avg_context_at_max_num_seqs > summary.max_model_len:
+        # No request is longer than the window: past it the bound only says every seat holds a full window.
+        summary = replace(summary, avg_context_at_max_num_seqs=summary.max_model_len)
     findings = list(result.findings)
-    if not version.exact:
-        findings.append(Finding(
-            "warn", "engine-version-not-modelled",
-            f"{engine_name} {version.requested} ({version.source}) is not modelled: the figures are "
-            f"{engine_name} {version.modelled}'s, the nearest modelled version "
-            f"(modelled: {', '.join(engine_spec(engine_name).modelled_versions)})",
-        ))
+    findings += unplaced_flag_findings(engine_name, options)
+    findings += _version_findings(engine_name, version)
     peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
-    findings += memory_findings(result.footprint_bytes, hardware, settings, peers)
+    findings += memory_findings(result.footprint_bytes, hardware, settings, peers, data_parallel=replicas)
+    findings += data_parallel_findings(engine_name, data_parallel, dp_attention, summary.max_num_seqs)
     findings += observation_findings(result.summary, recipe, settings)
     findings += seat_findings(summary, settings, arch)
+    findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
     if weights is None:
-        findings.append(
-            Finding(
-                "warn",
-                "weights-unknown",
-                "no safetensors here and no parameter estimate: weights are not counted in the "
-                "memory check; give model.weights_bytes in the recipe or a directory with weights",
-            )
-        )
+        findings.append(WEIGHTS_UNKNOWN)
     serve = serve_config(
         engine_name, settings, recipe, request.engine_flags, summary, drafter_model=_draft_ref(options, recipe)
     )
-    adapter = get_engine(engine_name)
-    plan = adapter.build_plan(serve, None)
-    planner_request = witness_request(engine_name, result.detail, adapter.parser_argv(plan),
-                                      user_pinned=settings.max_total_tokens.value is not None)
+    plan, planner_request = _plan_and_witness_request(engine_name, serve, result.detail, settings)
     witness = None
     if request.engine_check:
         witness = _check_with_engine(engine_name, request, planner_request, summary)
@@ -316,13 +349,24 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         drafter=drafter,
         hardware=hardware,
         capacity=summary,
-        findings=tuple(findings),
+        findings=tuple(reconcile(findings)),
         serve=serve,
         plan=plan,
         engine_version=version,
         witness=witness,
         witness_request=planner_request,
     )
+
+
+def _plan_and_witness_request(
+    engine_name: str, serve: ServeConfig, detail: Any, settings: ResolvedSettings
+) -> tuple[LaunchPlan, dict[str, Any] | None]:
+    """The launch plan (display form), and what the engine's own planner would be handed for the witness."""
+    adapter = get_engine(engine_name)
+    plan = adapter.build_plan(serve, None)
+    request = witness_request(engine_name, detail, adapter.parser_argv(plan),
+                              user_pinned=settings.max_total_tokens.value is not None)
+    return plan, request
 
 
 def _check_with_engine(
@@ -398,7 +442,12 @@ def _weights(arch: ModelArchitecture, headers: Any, drafter: Drafter | None, set
              recipe: Recipe | None) -> WeightBytes | None:
     """Weights per GPU: the model's (with its MTP layers when MTP drafts) plus a separate drafter's."""
     tp, pp = settings.tensor_parallel_size.value, settings.pipeline_parallel_size.value
-    weights = weight_bytes(arch, headers, tp=tp, pp=pp, include_mtp=drafter is not None and drafter.method == "mtp")
+    mtp = drafter is not None and drafter.method == "mtp"
+    weights = weight_bytes(arch, headers, tp=tp, pp=pp, include_mtp=mtp)
+    if weights is not None and not weights.exact and recipe is not None and recipe.model.weights_bytes is not None:
+        # The recipe's stored total (the checkpoint index) outranks the estimate; the estimate only splits it.
+        weights = weights_from_checkpoint_total(arch, recipe.model.weights_bytes, tp=tp, pp=pp, include_mtp=mtp,
+                                                source=f"{recipe.source}: model.weights_bytes") or weights
     if weights is None and recipe is not None and recipe.model.weights_bytes is not None:
         total = recipe.model.weights_bytes
         weights = WeightBytes(total_bytes=total, per_gpu_bytes=total // (tp * pp), exact=False,
@@ -420,16 +469,19 @@ def _draft_ref(options: Any, recipe: Recipe | None) -> str | None:
     return ref if isinstance(ref, str) else None
 
 
-def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings) -> GpuInfo | None:
+def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings, data_parallel: int = 1) -> GpuInfo | None:
     if not hardware.gpus:
         return None
-    need = gpus_per_node(settings)
+    need = gpus_per_node(settings, data_parallel)
     if len(hardware.gpus) < need and settings.platform.value != "cpu":
-        raise InputError(
+        dp = f" × DP {data_parallel}" if data_parallel > 1 else ""
+        # Valid input that this hardware cannot hold: a refusal (exit 1), as any other plan that does not fit.
+        raise RefusedError(
             f"the plan needs {need} GPU(s) per node (TP {settings.tensor_parallel_size.value} × PP "
-            f"{settings.pipeline_parallel_size.value} over {settings.nnodes.value} node(s)) but "
+            f"{settings.pipeline_parallel_size.value}{dp} over {settings.nnodes.value} node(s)) but "
             f"{hardware.description} has {len(hardware.gpus)}",
-            hint="lower --tp, spread over more nodes, or plan against other hardware (--hardware)",
+            hint="lower --tp (or the data-parallel size), spread over more nodes, or plan against other hardware "
+            "(--hardware PROFILE:N names N GPUs per node)",
         )
     # The engines size every rank by the smallest free memory among them.
     return min(hardware.gpus[:need], key=lambda g: g.free_bytes)

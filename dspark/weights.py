@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from dspark.architecture import AttentionLayer, Drafter, ModelArchitecture, dtype_bytes
 from dspark.errors import InputError
 
-# Bytes per parameter of each stored weight format (DESIGN.md §2, models.md §4).
+# Bytes per parameter of each stored weight format (docs/hardware.md).
 BYTES_PER_PARAMETER: dict[str, float] = {
     "float32": 4.0,
     "bfloat16": 2.0,
@@ -147,6 +147,43 @@ def weight_bytes(
     if arch.parameters is not None:
         return _from_estimate(arch, tp, pp, include_mtp)
     return None
+
+
+def weights_from_checkpoint_total(
+    arch: ModelArchitecture, total_bytes: int, *, tp: int = 1, pp: int = 1, include_mtp: bool = False, source: str = ""
+) -> WeightBytes | None:
+    """A checkpoint's stored total (model.safetensors.index.json total_size: every tensor, MTP modules
+    included) split across GPUs as the parameter estimate splits it: each format's share (FP4 experts,
+    FP8 elsewhere, ...) scaled so that all of it, MTP included, adds up to the stored total; the MTP
+    modules' share is left out unless MTP drafts. None without a parameter estimate to split by."""
+    _check_parallel(tp, pp, arch.num_layers)
+    if arch.parameters is None:
+        return None
+    stored = _from_estimate(arch, tp, pp, include_mtp=True)
+    used = stored if include_mtp else _from_estimate(arch, tp, pp, include_mtp=False)
+    factor = total_bytes / stored.total_bytes
+    per_stage = tuple(math.ceil(b * factor) for b in used.per_stage_bytes)
+    left_out = stored.total_bytes - used.total_bytes
+    notes = (
+        f"checkpoint total {total_bytes:,} B split as the parameter estimate splits it (x{factor:.4f} of the "
+        "estimate's bytes)",
+        *used.notes[1:],
+        *(
+            [f"MTP modules' share ({math.ceil(left_out * factor):,} B) not loaded: the engine loads them only "
+             "for speculative method mtp"]
+            if left_out else []
+        ),
+    )
+    return WeightBytes(
+        total_bytes=math.ceil(used.total_bytes * factor),
+        per_gpu_bytes=max(per_stage),
+        exact=False,
+        source=source or "checkpoint total",
+        notes=notes,
+        tp=tp,
+        pp=pp,
+        per_stage_bytes=per_stage,
+    )
 
 
 def _place(name: str, num_layers: int) -> tuple[str, int | None]:

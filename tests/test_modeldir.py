@@ -271,7 +271,6 @@ def test_metadata_entry_is_not_a_tensor(tmp_path: Path) -> None:
     [
         ({"metadata": {}}, "has no 'weight_map'"),
         ({"weight_map": {"a": 1}}, "has no 'weight_map'"),
-        ({"weight_map": {"a": "model-00009.safetensors"}}, "not in the directory: model-00009.safetensors"),
     ],
 )
 def test_bad_index(tmp_path: Path, index: dict[str, Any], needle: str) -> None:
@@ -279,6 +278,32 @@ def test_bad_index(tmp_path: Path, index: dict[str, Any], needle: str) -> None:
     (path / "model.safetensors.index.json").write_text(json.dumps(index))
     with pytest.raises(InputError, match=needle):
         load_architecture(str(path))
+
+
+def test_index_with_some_shards_missing_is_an_incomplete_download(tmp_path: Path) -> None:
+    path = model_dir(tmp_path)
+    header = {"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
+    write_raw(path / "model-00001.safetensors", header_bytes(header, data=8))
+    index = {"weight_map": {"t": "model-00001.safetensors", "u": "model-00009.safetensors"}}
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(InputError, match=r"not in the directory: model-00009\.safetensors"):
+        load_architecture(str(path))
+
+
+def test_config_and_index_alone_plan_without_weights(tmp_path: Path) -> None:
+    # What the hint for an uncached repo downloads: config.json and the index, no shard.
+    path = model_dir(tmp_path)
+    (path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"t": "model-00001.safetensors"}}))
+    arch, weights = load_architecture(str(path))
+    assert weights is None
+    assert arch.num_layers > 0
+
+
+def test_uncached_repo_hint_downloads_only_what_planning_reads(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as err:
+        resolve_model("nosuch-org/nosuch-model", cache_dir=tmp_path)
+    assert err.value.hint is not None
+    assert "huggingface-cli download nosuch-org/nosuch-model config.json model.safetensors.index.json" in err.value.hint
 
 
 def test_real_fixture_config_in_a_directory(tmp_path: Path) -> None:

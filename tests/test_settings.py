@@ -9,10 +9,10 @@ import pytest
 
 import dspark.settings as settings_module
 from dspark.errors import SettingsError
+from dspark.knobs import KNOB_NAMES, KNOBS, Knob
 from dspark.recipes import Recipe, load_recipe_text
 from dspark.settings import (
-    KNOB_NAMES,
-    KNOBS,
+    OTHER_DSPARK_ENV,
     ResolvedSettings,
     Setting,
     resolve_settings,
@@ -314,13 +314,20 @@ def test_unknown_setting_names_are_a_programming_error() -> None:
     [
         ("mine.yaml", {"DSPARK_RECIPE": "flash-next-sglang"}, False, Setting("mine.yaml", "flag")),
         (None, {"DSPARK_RECIPE": "flash-next-sglang"}, False, Setting("flash-next-sglang", "env:DSPARK_RECIPE")),
-        (None, {"DSPARK_RECIPE": " "}, False, Setting("flash-next-vllm", "default")),
         (None, {}, False, Setting("flash-next-vllm", "default")),
         (None, {}, True, Setting(None, "default")),
     ],
 )
 def test_select_recipe(cli: str | None, env: dict[str, str], model_given: bool, expected: Setting[str | None]) -> None:
     assert select_recipe(cli, env, model_given=model_given) == expected
+
+
+@pytest.mark.parametrize(("cli", "env", "named"), [(None, {"DSPARK_RECIPE": " "}, "DSPARK_RECIPE=' '"),
+                                                 (None, {"DSPARK_RECIPE": ""}, "DSPARK_RECIPE=''"),
+                                                 ("", {}, "RECIPE ''")])
+def test_set_but_empty_recipe_is_an_error(cli: str | None, env: dict[str, str], named: str) -> None:
+    with pytest.raises(SettingsError, match=f"{re.escape(named)}: empty"):
+        select_recipe(cli, env)
 
 
 def test_resolved_settings_record_the_recipe_choice() -> None:
@@ -371,10 +378,11 @@ def test_with_computed_fills_only_what_nothing_else_set() -> None:
         s.with_computed(seats=4)
 
 
-def test_a_computed_seat_count_replaces_the_fallback_and_its_notice() -> None:
+def test_a_computed_seat_count_is_announced_as_the_default() -> None:
+    # Nothing set the seats: the computed safe count is what the deployment's words announce.
     s = resolve_settings({}, {}, None).with_computed(max_num_seqs=5)
     assert s.max_num_seqs == Setting(5, "computed")
-    assert s.notices() == ()
+    assert s.notices() == ("MAX_NUM_SEQS not set, using default: 5",)
 
 
 def test_missing_for_launch() -> None:
@@ -395,7 +403,7 @@ def test_every_knob_has_a_resolved_field_and_every_field_a_knob() -> None:
 
 
 @pytest.mark.parametrize("knob", [k for k in KNOBS if k.recipe_path is not None], ids=lambda k: k.name)
-def test_every_recipe_path_is_a_recipe_key(knob: settings_module._Knob) -> None:
+def test_every_recipe_path_is_a_recipe_key(knob: Knob) -> None:
     model: object = Recipe
     for part in (knob.recipe_path or "").split("."):
         fields = model.model_fields  # type: ignore[attr-defined]
@@ -405,6 +413,14 @@ def test_every_recipe_path_is_a_recipe_key(knob: settings_module._Knob) -> None:
 
 
 @pytest.mark.parametrize("knob", KNOBS, ids=lambda k: k.name)
-def test_every_variable_is_documented_in_the_module_docstring(knob: settings_module._Knob) -> None:
+def test_every_variable_is_documented_in_the_module_docstring(knob: Knob) -> None:
     doc = settings_module.__doc__ or ""
     assert re.search(rf"^  {knob.env}\s+{knob.name}\s", doc, re.MULTILINE), knob.env
+
+
+def test_variables_read_outside_the_settings_table_are_not_called_typos() -> None:
+    for name in OTHER_DSPARK_ENV:
+        notes = resolve_settings({}, {name: "x"}, None).notes
+        assert not any(name in note for note in notes), name
+    typo = resolve_settings({}, {"DSPARK_ENGNE": "vllm"}, None).notes
+    assert any("DSPARK_ENGNE is not a dspark setting" in note for note in typo)

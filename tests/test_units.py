@@ -17,7 +17,7 @@ HELP = (
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("28GB", 28_000_000_000),  # DESIGN.md's "28 GB KV pin": decimal
+        ("28GB", 28_000_000_000),  # the deployment's "28 GB KV pin" (docs/deployment.md): decimal
         ("28 GB", 28_000_000_000),
         ("28gb", 28_000_000_000),
         ("28GiB", 30_064_771_072),

@@ -1,7 +1,9 @@
-"""The shipped recipes through `validate` against the built-in profiles (issue #3's figures, DESIGN.md §2)."""
+"""The shipped recipes through `validate` against the built-in profiles (issue #3's figures, docs/deployment.md)."""
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 import pytest
@@ -27,14 +29,29 @@ def test_flash_next_vllm_on_gb10x2_six_safe_seats_and_capture_80_at_8_seats() ->
     assert "observed-contexts-differ" in codes
 
 
-def test_deepseek_v4_flash_falls_back_to_the_observed_pool_and_says_so() -> None:
+def test_deepseek_v4_flash_computes_its_pool_and_shows_the_observed_one_beside_it() -> None:
     report = _validate("deepseek-v4-flash-vllm")
     cap = report.capacity  # type: ignore[attr-defined]
+    assert cap.kv_budget_source == "estimate" and cap.kv_budget_bytes > 0 and cap.kv_bytes_per_token > 0
+    codes = {f.code for f in report.findings}  # type: ignore[attr-defined]
+    assert "engine-not-modelled" not in codes and "fits" in codes
+    differs = next(f for f in report.findings if f.code == "observed-pool-differs")  # type: ignore[attr-defined]
+    assert f"predicted {cap.kv_pool_tokens:,}" in differs.message
+    assert f"{cap.kv_pool_tokens - 181_777:+,} tokens" in differs.message
+    assert cap.safe_max_num_seqs == 1  # the observed 1.39 contexts, the lower
+
+
+# vLLM 0.32.0 gives a GB10 (>= 70 GiB) the 8,192-token prefill budget; 0.33.0 keeps it on 2,048.
+GB10_032_PREFILL = ("--max-num-batched-tokens", "8192")
+
+
+def test_deepseek_v4_flash_with_a_10_gb_pin_reproduces_the_logged_pool() -> None:
+    report = validate(ValidateRequest(flags={"hardware": "gb10x2", "kv_cache_memory_bytes": 10**10},
+                                      recipe="deepseek-v4-flash-vllm", engine_flags=GB10_032_PREFILL, env={}))
+    cap = report.capacity
     figures = (cap.kv_pool_tokens, f"{cap.max_concurrency:.2f}", cap.avg_context_at_max_num_seqs)
     assert figures == (181_777, "1.39", 22_722)
-    assert cap.kv_budget_source == "observed"
-    assert cap.safe_max_num_seqs == 1
-    assert "engine-not-modelled" in {f.code for f in report.findings}  # type: ignore[attr-defined]
+    assert cap.kv_budget_source == "pinned"
 
 
 @pytest.mark.parametrize(("recipe", "engine"), [("flash-next-sglang", "sglang"), ("qwen27b-dflash-sglang", "sglang")])
@@ -66,9 +83,8 @@ def test_each_node_is_checked_with_the_peers_saved_probe() -> None:
     assert busy.verdict == "fail"
     failing = [f for f in busy.findings if f.code == "does-not-fit"]
     assert len(failing) == 1
-    assert failing[0].message.startswith(
-        "node 1 (vm): GPU 0 NVIDIA H200: the engine needs about 49.16 GiB but only 39.29"
-    )
+    assert failing[0].message.startswith("node 1 (vm): GPU 0 NVIDIA H200: the engine needs about ")
+    assert "but only 39.29 GiB is free" in failing[0].message  # the busy probe's free memory
 
 
 def test_a_live_node_without_peer_probes_says_the_others_were_not_checked() -> None:
@@ -79,10 +95,30 @@ def test_a_live_node_without_peer_probes_says_the_others_were_not_checked() -> N
 
 
 def test_typical_context_policy_seats_requests_of_a_given_length_with_a_prefix_reserve() -> None:
-    report = validate(ValidateRequest(flags={"hardware": "gb10x2"}, recipe="deepseek-v4-flash-vllm", env={},
+    report = validate(ValidateRequest(flags={"hardware": "gb10x2", "kv_cache_memory_bytes": 10**10},
+                                      recipe="deepseek-v4-flash-vllm", engine_flags=GB10_032_PREFILL, env={},
                                       typical_context=20_000, prefix_cache_reserve=30_000))
     cap = report.capacity
-    # (181,777 - 30,000) // 20,000 = 7 seats at once, below the 8 configured: a warning says so.
-    assert (cap.typical_context, cap.prefix_cache_reserve, cap.typical_context_seats) == (20_000, 30_000, 7)
+    assert cap.kv_pool_tokens == 181_777
+    # Token arithmetic alone would seat (181,777 - 30,000) // 20,000 = 7; but every DeepSeek-V4 request also
+    # holds its sliding-window and compressor-state rings, whatever its length. Counted in blocks, as vLLM's
+    # Maximum concurrency is: the growing groups take ceil(T / block) blocks, the rings their fixed count.
+    groups = cap.details["groups"]
+    per_request = sum(g["blocks_per_request"] if g["kind"] == "sliding" else math.ceil(20_000 / g["block_size"])
+                      for g in groups)
+    reserved = sum(math.ceil(30_000 / g["block_size"]) for g in groups if g["kind"] != "sliding")
+    by_blocks = (cap.details["num_blocks"] - reserved) // per_request
+    assert (cap.typical_context, cap.prefix_cache_reserve, cap.typical_context_seats) == (20_000, 30_000, by_blocks)
+    assert 0 < by_blocks < 7  # below the token-only count and the 8 configured: a warning says so
     finding = next(f for f in report.findings if f.code == "typical-context-seats")
     assert finding.level == "warn"
+
+
+def test_deepseek_v4_flash_on_an_rtx5090_fails_on_its_weights_and_names_a_tp_that_starts() -> None:
+    report = _validate("deepseek-v4-flash-vllm", hardware="rtx5090")
+    assert report.verdict == "fail"  # type: ignore[attr-defined]
+    finding = next(f for f in report.findings if f.code == "weights-do-not-fit")  # type: ignore[attr-defined]
+    assert finding.level == "fail"
+    per_gpu = report.weights.per_gpu_bytes / (1 << 30)  # type: ignore[attr-defined]
+    assert finding.message.startswith(f"{per_gpu:.2f} GiB of weights per GPU (TP=2) do not fit")
+    assert re.search(r"--tp (\d+) would put about [\d.]+ GiB of weights on each GPU", finding.message)

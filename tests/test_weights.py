@@ -19,6 +19,7 @@ from dspark.weights import (
     format_bytes_per_parameter,
     pp_partition,
     weight_bytes,
+    weights_from_checkpoint_total,
 )
 
 CONFIGS = Path(__file__).parent / "fixtures" / "configs"
@@ -313,3 +314,18 @@ def test_drafter_headers_and_unknown() -> None:
     assert drafter_weight_bytes(bare) is None
     with pytest.raises(InputError, match="TP=0"):
         drafter_weight_bytes(drafter, tp=0)
+
+
+def test_a_checkpoint_total_is_split_as_the_estimate_splits_it_and_mtp_counts_only_when_it_drafts() -> None:
+    arch = arch_of("deepseek-v4-flash.json")
+    total = 159_609_485_896  # the release index's total_size, MTP layer included
+    drafting = weights_from_checkpoint_total(arch, total, tp=2, include_mtp=True)
+    plain = weights_from_checkpoint_total(arch, total, tp=2)
+    assert drafting is not None and plain is not None
+    assert abs(drafting.total_bytes - total) <= 1  # everything stored is loaded when MTP drafts
+    stored, without_mtp = (weight_bytes(arch, tp=2, include_mtp=m) for m in (True, False))
+    assert stored is not None and without_mtp is not None
+    # Without MTP the MTP layer's share is left out, in the estimate's proportion of the stored total.
+    assert abs(plain.total_bytes - total * without_mtp.total_bytes / stored.total_bytes) <= 1
+    assert abs(plain.per_gpu_bytes - without_mtp.per_gpu_bytes * total / stored.total_bytes) <= 1
+    assert any("MTP modules' share" in note for note in plain.notes)

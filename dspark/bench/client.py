@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import httpx
 
+from dspark.bench.http import HttpError, RawHttp
 from dspark.bench.prompts import Prompt
 from dspark.bench.stats import RequestRecord
 from dspark.errors import InputError
@@ -73,7 +74,7 @@ def _carries_output(choice: dict[str, Any], chat: bool) -> bool:
 class _Stream:
     """Accumulates one response's SSE events: output chunk times, usage and any error."""
 
-    __slots__ = ("chat", "chunks", "completion_tokens", "error", "first", "last", "prompt_tokens")
+    __slots__ = ("chat", "chunks", "completion_tokens", "error", "first", "gaps", "last", "prompt_tokens")
 
     def __init__(self, chat: bool) -> None:
         self.chat = chat
@@ -83,6 +84,7 @@ class _Stream:
         self.completion_tokens: int | None = None
         self.prompt_tokens: int | None = None
         self.error: str | None = None
+        self.gaps: list[float] = []  # between output chunks: vLLM bench's inter-token latencies
 
     def event(self, data: bytes, now: float) -> bool:
         """Handle one `data:` payload; False once the stream is done."""
@@ -94,8 +96,10 @@ class _Stream:
             # A plain completion chunk with a choice is one output chunk: skip the JSON parse, the client's
             # largest cost per token after HTTP itself. Keys quoted inside generated text are escaped (\"),
             # so they cannot match; anything unusual falls through to the full parse.
-            if self.first is None:
+            if (last := self.last) is None:
                 self.first = now
+            else:
+                self.gaps.append(now - last)
             self.last = now
             self.chunks += 1
             return True
@@ -106,8 +110,10 @@ class _Stream:
             return False
         choices = obj.get("choices")
         if choices and _carries_output(choices[0], self.chat):
-            if self.first is None:
+            if (last := self.last) is None:
                 self.first = now
+            else:
+                self.gaps.append(now - last)
             self.last = now
             self.chunks += 1
         usage = obj.get("usage")
@@ -117,28 +123,62 @@ class _Stream:
         return True
 
 
-async def _consume(resp: httpx.Response, stream: _Stream) -> None:
-    """Split the byte stream into SSE events ourselves: cheaper than decoding text line by line."""
-    buf = b""
-    done = False
-    async for piece in resp.aiter_raw():
-        # After [DONE] the body is still read to its end: a response left unread costs its connection, and a
-        # new connection per request is churn the engine's API server pays for during the measurement.
-        if done:
-            continue
-        now = time.perf_counter()
-        buf += piece
+class _SseSink:
+    """Splits body bytes into SSE events for a _Stream (cheaper than decoding text line by line); keeps the
+    first bytes too, for the message of a response that was not a stream."""
+
+    __slots__ = ("buf", "done", "head", "stream")
+
+    def __init__(self, stream: _Stream) -> None:
+        self.stream = stream
+        self.buf = b""
+        self.head = b""
+        self.done = False
+
+    def feed(self, piece: bytes, now: float) -> None:
+        """Bytes of the body as they arrived at `now`."""
+        # After [DONE] the body is still read to its end by the caller: a response left unread costs its
+        # connection, and a new connection per request is churn the engine's API server pays for.
+        if self.done:
+            return
+        if len(self.head) < 300:
+            self.head += piece[:300]
+        buf = self.buf + piece if self.buf else piece
         if b"\r" in buf:  # SSE allows CRLF line ends; a CR may end one piece and its LF start the next
             buf = buf.replace(b"\r\n", b"\n")
-        while not done:
+        while True:
             cut = buf.find(b"\n\n")
             if cut < 0:
                 break
             event, buf = buf[:cut], buf[cut + 2 :]
             for line in event.split(b"\n"):
-                if line.startswith(b"data:") and not stream.event(line[5:].strip(), now):
-                    done = True
-                    break
+                if line.startswith(b"data:") and not self.stream.event(line[5:].strip(), now):
+                    self.done = True
+                    self.buf = b""
+                    return
+        self.buf = buf
+
+
+async def _consume(resp: httpx.Response, stream: _Stream) -> None:
+    """Feed an httpx streamed response to the SSE splitter, to its end."""
+    sink = _SseSink(stream)
+    async for piece in resp.aiter_raw():
+        sink.feed(piece, time.perf_counter())
+
+
+async def send_one_raw(conn: RawHttp, cfg: ClientConfig, index: int, prompt: Prompt) -> RequestRecord:
+    """send_one over the Protocol-level client (plain http): the same record at a fraction of the CPU."""
+    stream = _Stream(chat=cfg.endpoint == "chat")
+    sink = _SseSink(stream)
+    body = json.dumps(request_body(cfg, prompt)).encode()
+    start = time.perf_counter()
+    try:
+        status = await conn.post(_PATHS[cfg.endpoint], body, sink.feed)
+        if status != 200:
+            stream.error = f"HTTP {status}: {sink.head.decode('utf-8', 'replace')[:200]}"
+    except HttpError as exc:
+        stream.error = f"{type(exc).__name__}: {exc}"[:300]
+    return _record(stream, index, start, time.perf_counter())
 
 
 async def send_one(client: httpx.AsyncClient, cfg: ClientConfig, index: int, prompt: Prompt) -> RequestRecord:
@@ -154,7 +194,10 @@ async def send_one(client: httpx.AsyncClient, cfg: ClientConfig, index: int, pro
                 await _consume(resp, stream)
     except (httpx.HTTPError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         stream.error = f"{type(exc).__name__}: {exc}"[:300]
-    end = time.perf_counter()
+    return _record(stream, index, start, time.perf_counter())
+
+
+def _record(stream: _Stream, index: int, start: float, end: float) -> RequestRecord:
     if stream.error is None and stream.first is None:
         stream.error = "the stream ended without output"
     tokens = stream.completion_tokens if stream.completion_tokens is not None else stream.chunks
@@ -167,6 +210,7 @@ async def send_one(client: httpx.AsyncClient, cfg: ClientConfig, index: int, pro
         output_tokens=tokens,
         prompt_tokens=stream.prompt_tokens,
         error=stream.error,
+        itl=tuple(stream.gaps),
     )
 
 
@@ -188,67 +232,54 @@ async def run_clients(
     prompts: Sequence[Prompt],
     take: Callable[[], int | None],
     on_record: Callable[[RequestRecord], None],
-    on_start: Callable[[], None] | None = None,
+    on_start: Callable[[], float] | None = None,
+    schedule: Sequence[float] | None = None,
 ) -> None:
-    """Run cfg.concurrency closed-loop clients in this event loop; each takes the next prompt index until none.
+    """Run cfg.concurrency clients in this event loop; each takes the next prompt index until none.
 
+    Closed loop without a schedule; with one (seconds after the start, per prompt index: open-loop arrivals),
+    a client holding index i waits until that time before sending, so at most cfg.concurrency are in flight.
     Each client has its own one-connection pool, kept alive across its requests: one pool shared by hundreds
     of streams costs httpcore O(connections²) work whenever a request ends (its idle-connection scan).
-    on_start is called once the clients are built, just before the first request: building them is not load.
+    on_start is called once the clients are built, just before the first request (building them is not load),
+    and returns the perf_counter time the pass starts.
     """
+    n = max(1, min(cfg.concurrency, len(prompts)))
+    t0 = 0.0
+
+    async def wait_turn(i: int) -> None:
+        if schedule is not None and (delay := t0 + schedule[i] - time.perf_counter()) > 0:
+            await asyncio.sleep(delay)
+
+    if cfg.base_url.startswith("http://"):
+        # Plain http: the Protocol-level client (dspark.bench.http), a fraction of httpx's CPU per token.
+        headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+        conns = [RawHttp(cfg.base_url, headers, cfg.timeout_s) for _ in range(n)]
+
+        async def raw_loop(conn: RawHttp) -> None:
+            try:
+                while (i := take()) is not None:
+                    await wait_turn(i)
+                    on_record(await send_one_raw(conn, cfg, i, prompts[i]))
+            finally:
+                conn.close()
+
+        t0 = on_start() if on_start is not None else time.perf_counter()
+        await asyncio.gather(*(raw_loop(c) for c in conns))
+        return
     # One SSL context for every client: httpx builds (and loads CA certificates into) one per transport
-    # otherwise, ~40 ms each, even for http URLs.
+    # otherwise, ~40 ms each.
     ssl_context = httpx.create_ssl_context()
-    clients = [make_client(cfg, connections=1, ssl_context=ssl_context)
-               for _ in range(max(1, min(cfg.concurrency, len(prompts))))]
+    clients = [make_client(cfg, connections=1, ssl_context=ssl_context) for _ in range(n)]
 
     async def client_loop(client: httpx.AsyncClient) -> None:
         async with client:
             while (i := take()) is not None:
+                await wait_turn(i)
                 on_record(await send_one(client, cfg, i, prompts[i]))
 
-    if on_start is not None:
-        on_start()
+    t0 = on_start() if on_start is not None else time.perf_counter()
     await asyncio.gather(*(client_loop(c) for c in clients))
-
-
-async def run_pass(
-    cfg: ClientConfig,
-    prompts: Sequence[Prompt],
-    *,
-    on_start: Callable[[float], None] | None = None,
-    on_record: Callable[[RequestRecord], None] | None = None,
-    cpu: list[float] | None = None,
-) -> tuple[list[RequestRecord], float]:
-    """Send every prompt through cfg.concurrency closed-loop clients (in cfg.processes processes).
-
-    Returns the records in prompt order and the wall time from the first request to the end of the last.
-    on_start receives the perf_counter time the pass started (after any client processes are ready); `cpu`,
-    when given, receives the CPU seconds the clients used during the pass (all their processes).
-    """
-    if cfg.processes > 1:
-        from dspark.bench.shard import run_sharded  # noqa: PLC0415 - multiprocessing only when asked for
-
-        return await run_sharded(cfg, prompts, on_start=on_start, on_record=on_record, cpu=cpu)
-    records: list[RequestRecord | None] = [None] * len(prompts)
-    pending = iter(range(len(prompts)))
-    clock = {"start": 0.0, "cpu": 0.0}
-
-    def keep(rec: RequestRecord) -> None:
-        records[rec.index] = rec
-        if on_record is not None:
-            on_record(rec)
-
-    def started() -> None:
-        clock["start"], clock["cpu"] = time.perf_counter(), time.process_time()
-        if on_start is not None:
-            on_start(clock["start"])
-
-    await run_clients(cfg, prompts, lambda: next(pending, None), keep, started)
-    wall = time.perf_counter() - clock["start"]
-    if cpu is not None:
-        cpu.append(time.process_time() - clock["cpu"])
-    return [r for r in records if r is not None], wall
 
 
 async def first_model(client: httpx.AsyncClient, base_url: str) -> str:

@@ -1,4 +1,4 @@
-"""The decision rule for adopting a seat count, frozen before the runs (DESIGN.md §2); pure."""
+"""The decision rule for adopting a seat count, frozen before the runs (docs/deployment.md); pure."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dspark.bench.results import METRICS
+from dspark.bench.results import METRICS, SPREAD_SUFFIX
 from dspark.bench.stats import relative_change
 from dspark.errors import InputError
 
@@ -70,9 +70,9 @@ class DecisionRule:
         """The rule in one sentence, as recorded with the results."""
         sec = ", ".join(s for s in self.secondaries if s != self.primary) or "none"
         return (
-            f"adopt only at >= +{self.adopt_at:.0%} on {self.primary} with no secondary ({sec}) worse than "
-            f"-{self.max_regression:.0%}" + ("; every pass clean (0 errors, 0 preemptions, launch verified)"
-                                            if self.require_clean else "")
+            f"adopt only at >= +{self.adopt_at:.0%} on {self.primary}, and beyond its between-rep spread, with no "
+            f"secondary ({sec}) worse than -{self.max_regression:.0%}"
+            + ("; every pass clean (0 errors, 0 preemptions, launch verified)" if self.require_clean else "")
         )
 
 
@@ -106,6 +106,7 @@ class Comparison:
     candidate: float | None
     improvement: float | None  # positive is better; None when either side was not measured
     passed: bool | None  # None: not measured, so not judged
+    noise: float | None = None  # between-rep spread of the two settings, (max − min) / mean, averaged
 
 
 @dataclass(frozen=True)
@@ -139,13 +140,25 @@ class Setting:
     problems: tuple[str, ...] = ()
 
 
+def noise_of(metric: str, base: Setting, cand: Setting) -> float | None:
+    """The between-rep noise of a metric on a pair of settings: the mean of their spreads; None if unmeasured."""
+    spreads = [s.summary.get(metric + SPREAD_SUFFIX) for s in (base, cand)]
+    present = [x for x in spreads if x is not None and not math.isnan(x)]
+    return math.fsum(present) / len(present) if len(present) == 2 else None
+
+
 def _compare(rule: DecisionRule, metric: str, role: str, base: Setting, cand: Setting) -> Comparison:
     b, c = base.summary.get(metric), cand.summary.get(metric)
     if b is None or c is None or math.isnan(b) or math.isnan(c) or b == 0:
         return Comparison(metric, role, b, c, None, None)
     imp = improvement(metric, b, c)
-    ok = imp >= rule.adopt_at - _EPS if role == "primary" else imp >= -rule.max_regression - _EPS
-    return Comparison(metric, role, b, c, imp, ok)
+    noise = noise_of(metric, base, cand)
+    if role == "primary":
+        # An improvement the reps themselves scatter by is not an improvement: it must beat the noise too.
+        ok = imp >= rule.adopt_at - _EPS and (noise is None or imp > noise)
+    else:
+        ok = imp >= -rule.max_regression - _EPS
+    return Comparison(metric, role, b, c, imp, ok, noise)
 
 
 def judge(rule: DecisionRule, base: Setting, cand: Setting) -> Verdict:
@@ -159,8 +172,11 @@ def judge(rule: DecisionRule, base: Setting, cand: Setting) -> Verdict:
     primary = comps[0]
     if primary.passed is None:
         reasons.append(f"{rule.primary} was not measured on both settings")
-    elif not primary.passed:
+    elif not primary.passed and (primary.improvement or 0.0) < rule.adopt_at - _EPS:
         reasons.append(f"{rule.primary} improved {primary.improvement:+.1%}, below the +{rule.adopt_at:.0%} needed")
+    elif not primary.passed:
+        reasons.append(f"{rule.primary} improved {primary.improvement:+.1%}, within the between-rep noise "
+                       f"(spread {primary.noise:.1%})")
     for c in comps[1:]:
         if c.passed is False:
             reasons.append(f"{c.metric} worsened {c.improvement:+.1%}, beyond the -{rule.max_regression:.0%} allowed")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-# Sample names per concept, vLLM V1 first (reference/vllm.md §7), then SGLang's equivalents.
+# Sample names per concept, vLLM V1 first (vLLM's /metrics, docs/engines/vllm.md), then SGLang's equivalents.
 # Counters are matched by their exposed sample name (with _total); label sets are summed (one per engine/DP rank).
 _COUNTERS: dict[str, tuple[str, ...]] = {
     "prefix_queries": ("vllm:prefix_cache_queries_total", "sglang:prompt_tokens_total"),

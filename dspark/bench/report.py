@@ -16,10 +16,18 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from dspark.bench.results import METRICS, BenchResult, MetricInfo, jsonable, pass_values
+from dspark.bench.results import (
+    METRICS,
+    SPREAD_SUFFIX,
+    VLLM_BENCH_METRICS,
+    BenchResult,
+    MetricInfo,
+    jsonable,
+    pass_values,
+)
 from dspark.bench.sweep import SweepResult
 
-MINUS = "−"  # typographic minus, as in DESIGN.md's tables
+MINUS = "−"  # typographic minus, as in docs/deployment.md's tables
 
 
 def fmt_value(info: MetricInfo, value: float | None) -> str:
@@ -96,6 +104,8 @@ def sweep_table(result: SweepResult) -> Table:
     table = _table(["", *heads, *deltas])
     summaries = [s.bench.summary if s.bench else {} for s in settings]
     for name, info in METRICS.items():
+        if name in VLLM_BENCH_METRICS:
+            continue
         vals = [summ.get(name) for summ in summaries]
         changes = [fmt_change(info, vals[0], v) for v in vals[1:]]
         table.add_row(info.label, *(fmt_value(info, v) for v in vals), *changes)
@@ -113,7 +123,10 @@ def sweep_text(result: SweepResult) -> str:
     """The sweep table, then the rule, each verdict with its reasons, and every setting's problems."""
     base = result.settings[0].label
     lines = [f"Seat sweep: {result.reps}-rep mean per setting; Δ against {base}", "",
-             to_text(sweep_table(result)).rstrip(), "", f"Decision rule (fixed before the runs): {result.rule_text}"]
+             to_text(sweep_table(result)).rstrip(), ""]
+    for extra in (spread_lines(result), prediction_lines(result)):
+        lines += [*extra, ""] if extra else []
+    lines.append(f"Decision rule (fixed before the runs): {result.rule_text}")
     for v in result.decision.verdicts:
         why = "; ".join(v.reasons) if v.reasons else "meets the rule"
         lines.append(f"  {v.label}: {'adopt' if v.adopt else 'do not adopt'} ({why})")
@@ -124,11 +137,59 @@ def sweep_text(result: SweepResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+_SPREAD_SHOWN = (("aggregate_decode_tps", "aggregate"), ("per_stream_decode_tps", "per-stream"),
+                 ("ttft_mean_s", "TTFT"), ("wall_time_s", "wall"))
+
+
+def spread_lines(result: SweepResult) -> list[str]:
+    """Each setting's between-rep spread of the judged metrics, (max − min) / mean; nothing for 1 rep."""
+    if result.reps < 2:
+        return []
+    out = [f"Spread over {result.reps} reps ((max − min) / mean), the noise the rule must beat:"]
+    for s in result.settings:
+        summary = s.bench.summary if s.bench else {}
+        parts = []
+        for name, label in _SPREAD_SHOWN:
+            v = summary.get(name + SPREAD_SUFFIX)
+            parts.append(f"{label} {'–' if v is None else f'{v:.1%}'}")
+        out.append(f"  {s.label}: " + ", ".join(parts))
+    return out
+
+
+def prediction_lines(result: SweepResult) -> list[str]:
+    """What dspark advise predicted before the runs, beside what was measured."""
+    pred = result.prediction
+    if not pred:
+        return []
+    if "error" in pred:
+        return [f"Prediction before the runs: none ({pred['error']})"]
+    fitted = pred.get("model", {}).get("fitted") or []
+    out = ["Predicted before the runs (dspark advise, " + (f"fitted: {', '.join(fitted)}" if fitted else
+                                                          "uncalibrated") + ") against measured:"]
+    measured = {s.seats: (s.bench.summary if s.bench else {}) for s in result.settings}
+    for p in pred.get("predictions", []):
+        m = measured.get(p["seats"], {})
+        cells = []
+        for key, mkey, label in (("aggregate_decode_tps", "aggregate_decode_tps", "aggregate tok/s"),
+                                 ("per_stream_decode_tps", "per_stream_decode_tps", "per-stream tok/s"),
+                                 ("ttft_s", "ttft_mean_s", "TTFT s")):
+            got = m.get(mkey)
+            err = f" ({p[key] / got - 1:+.0%})" if got else ""
+            cells.append(f"{label} {p[key]:.3g} vs {'–' if got is None else f'{got:.3g}'}{err}")
+        out.append(f"  {p['seats']} seats: " + "; ".join(cells))
+    return out
+
+
 def bench_text(result: BenchResult) -> str:
     """The bench table and any errors or preemptions, never hidden."""
+    meta = result.metadata
+    engine = " ".join(str(v) for v in (meta.get("engine"), meta.get("engine_version")) if v) or "engine –"
+    load = (f"open loop at {meta['request_rate']:g} req/s (burstiness {meta.get('burstiness', 1.0):g}), at most "
+            f"{result.concurrency} in flight" if meta.get("request_rate") else f"{result.concurrency} clients")
     lines = [
-        f"{result.model} at {result.url} ({result.endpoint}): {result.requests} requests × {result.max_tokens} "
-        f"max tokens, {result.concurrency} clients; prompts: {result.prompt_source}",
+        f"{result.model} at {result.url} ({result.endpoint}; {engine}): {result.requests} requests × "
+        f"{result.max_tokens} max tokens, {load}; prompts: {result.prompt_source}",
+        f"dspark {meta.get('dspark_version', '–')}, started {meta.get('started_at', '–')}",
         "",
         to_text(bench_table(result)).rstrip(),
     ]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dspark.bench.metrics import EngineDelta
-from dspark.bench.stats import PassStats, mean
+from dspark.bench.stats import Distribution, PassStats, mean
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,13 @@ METRICS: dict[str, MetricInfo] = {
     "ttft_p99_s": MetricInfo("Time to first token, p99, s", "lower", "seconds"),
     "queue_time_mean_s": MetricInfo("Queueing time (engine), mean, s", "lower", "seconds"),
     "wall_time_s": MetricInfo("Wall time, s", "lower", "seconds"),
+    "tpot_mean_ms": MetricInfo("Time per output token, mean, ms", "lower", "seconds"),
+    "tpot_p99_ms": MetricInfo("Time per output token, p99, ms", "lower", "seconds"),
+    "itl_mean_ms": MetricInfo("Inter-token latency, mean, ms", "lower", "seconds"),
+    "itl_p99_ms": MetricInfo("Inter-token latency, p99, ms", "lower", "seconds"),
+    "e2e_mean_ms": MetricInfo("End-to-end latency, mean, ms", "lower", "seconds"),
+    "request_throughput": MetricInfo("Request throughput, req/s", "higher", "rate"),
+    "total_token_throughput": MetricInfo("Total token throughput, tok/s", "higher", "rate"),
     "kv_usage_peak": MetricInfo("KV pool used, peak", None, "fraction"),
     "running_peak": MetricInfo("Running requests, peak", None, "count"),
     "prefix_hit_rate": MetricInfo("Prefix-cache hit rate", None, "fraction"),
@@ -38,6 +45,11 @@ METRICS: dict[str, MetricInfo] = {
     "errors": MetricInfo("Errors (sum over reps)", None, "count"),
     "preemptions": MetricInfo("Preemptions (sum over reps)", None, "count"),
 }
+
+
+# `vllm bench serve`'s latency and throughput figures: in the bench table and JSON, not in the sweep's table.
+VLLM_BENCH_METRICS = frozenset({"tpot_mean_ms", "tpot_p99_ms", "itl_mean_ms", "itl_p99_ms", "e2e_mean_ms",
+                                "request_throughput", "total_token_throughput"})
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,15 @@ class BenchResult:
     reps: tuple[PassResult, ...]
     warm: PassResult | None
     summary: dict[str, float | None]
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)  # versions, argv, start time, load mode
+    # `vllm bench serve`'s figures, means over the repetitions (one repetition: exactly its figures), in ms.
+    tpot_ms: Distribution | None = None
+    itl_ms: Distribution | None = None
+    e2e_ms: Distribution | None = None
+    ttft_ms: Distribution | None = None
+    request_throughput: float | None = None
+    total_token_throughput: float | None = None
+    output_throughput: float | None = None
 
     @property
     def passes(self) -> tuple[PassResult, ...]:
@@ -85,6 +106,13 @@ PASS_METRICS = (
     "ttft_p99_s",
     "queue_time_mean_s",
     "wall_time_s",
+    "tpot_mean_ms",
+    "tpot_p99_ms",
+    "itl_mean_ms",
+    "itl_p99_ms",
+    "e2e_mean_ms",
+    "request_throughput",
+    "total_token_throughput",
     "kv_usage_peak",
     "running_peak",
     "prefix_hit_rate",
@@ -107,6 +135,13 @@ def pass_values(p: PassResult) -> dict[str, float | None]:
         "ttft_p99_s": _finite(s.ttft_p99_s),
         "queue_time_mean_s": e.queue_time_mean_s if e else None,
         "wall_time_s": _finite(s.wall_time_s),
+        "tpot_mean_ms": _finite(s.tpot_ms.mean),
+        "tpot_p99_ms": _finite(s.tpot_ms.p99),
+        "itl_mean_ms": _finite(s.itl_ms.mean),
+        "itl_p99_ms": _finite(s.itl_ms.p99),
+        "e2e_mean_ms": _finite(s.e2e_ms.mean),
+        "request_throughput": _finite(s.request_throughput),
+        "total_token_throughput": _finite(s.total_token_throughput),
         "kv_usage_peak": e.kv_usage_peak if e else None,
         "running_peak": e.running_peak if e else None,
         "prefix_hit_rate": e.prefix_hit_rate if e else None,
@@ -122,11 +157,27 @@ def _mean_present(values: Sequence[float | None]) -> float | None:
     return mean([v for v in values if v is not None])
 
 
+SPREAD_SUFFIX = "_spread"
+
+
+def spread(values: Sequence[float | None]) -> float | None:
+    """Between-rep spread of one metric: (max − min) / mean; None with fewer than 2 measured reps."""
+    present = [v for v in values if v is not None]
+    if len(present) < 2 or len(present) != len(values):
+        return None
+    m = mean(present)
+    return (max(present) - min(present)) / abs(m) if m else None
+
+
 def summarize_reps(reps: Sequence[PassResult], warm: PassResult | None) -> dict[str, float | None]:
     """Means over repetitions of PASS_METRICS, the warm re-run's hit rate and wall time, and sums of errors and
-    preemptions over every pass (the warm one included; an unknown preemption count makes the sum unknown)."""
+    preemptions over every pass (the warm one included; an unknown preemption count makes the sum unknown).
+    Each judged metric also gets its between-rep spread under NAME_spread ((max − min) / mean)."""
     per = [pass_values(p) for p in reps]
     out: dict[str, float | None] = {name: _mean_present([v[name] for v in per]) for name in PASS_METRICS}
+    for name in PASS_METRICS:
+        if METRICS[name].better is not None:
+            out[name + SPREAD_SUFFIX] = spread([v[name] for v in per])
     wv = pass_values(warm) if warm else None
     out["warm_prefix_hit_rate"] = wv["prefix_hit_rate"] if wv else None
     out["warm_wall_time_s"] = wv["wall_time_s"] if wv else None
@@ -148,3 +199,11 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def mean_distribution(stats: Sequence[PassStats], name: str) -> Distribution | None:
+    """Each of mean, p50, p90, p99 averaged over passes; None when no pass measured it."""
+    dists = [getattr(s, name) for s in stats if not math.isnan(getattr(s, name).mean)]
+    if not dists:
+        return None
+    return Distribution(*(mean([getattr(d, f) for d in dists]) for f in ("mean", "p50", "p90", "p99")))

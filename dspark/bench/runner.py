@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from datetime import datetime, timezone
+from typing import Any, Protocol
 
 import httpx
 
-from dspark.bench.client import ClientConfig, first_model, make_client, run_pass
+from dspark import __version__
+from dspark.bench.client import ClientConfig, first_model, make_client
 from dspark.bench.metrics import EngineSnapshot, MetricsSampler, Sample, engine_delta, scrape
 from dspark.bench.prompts import Prompt
-from dspark.bench.results import BenchResult, PassResult, summarize_reps
+from dspark.bench.results import BenchResult, PassResult, mean_distribution, summarize_reps
+from dspark.bench.shard import run_pass
 from dspark.bench.stats import RequestRecord, summarize
 
 # After the last response the engine may not have logged its final step yet: poll briefly until it settles.
@@ -46,6 +50,8 @@ class BenchSpec:
     metrics_url: str | None = None  # default: base_url + "/metrics"
     sample_interval_s: float = 5.0  # each scrape costs the engine's API server time: keep it sparse
     read_metrics: bool = True
+    schedule_for_rep: Callable[[int], Sequence[float]] | None = None  # open loop: arrival times per rep
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # argv, load mode: recorded as given
 
 
 async def _scrape_or_error(client: httpx.AsyncClient, url: str) -> tuple[EngineSnapshot | None, str | None]:
@@ -78,6 +84,7 @@ async def _one_pass(
     label: str,
     prompts: Sequence[Prompt],
     observer: PassObserver | None,
+    schedule: Sequence[float] | None = None,
 ) -> PassResult:
     murl = spec.metrics_url or cfg.base_url + "/metrics"
     before, err = (await _scrape_or_error(mhttp, murl)) if spec.read_metrics else (None, "not read")
@@ -90,9 +97,8 @@ async def _one_pass(
             sampler.start(t0)
 
     try:
-        records, wall = await run_pass(
-            cfg, prompts, on_start=started, on_record=observer.record if observer is not None else None
-        )
+        records, wall = await run_pass(cfg, prompts, schedule=schedule, on_start=started,
+                                       on_record=observer.record if observer is not None else None)
     finally:
         samples = await sampler.stop() if sampler is not None else []
         if before is not None:
@@ -110,24 +116,48 @@ async def _one_pass(
     return PassResult(label=label, stats=stats, engine=engine, metrics_error=None if engine else err)
 
 
+async def server_identity(client: httpx.AsyncClient, base_url: str) -> dict[str, str | None]:
+    """The engine's name (/v1/models `owned_by`) and version (/version), None where the server does not say."""
+    out: dict[str, str | None] = {"engine": None, "engine_version": None}
+    with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, AttributeError):
+        data = (await client.get(base_url + "/v1/models")).json().get("data") or []
+        owner = data[0].get("owned_by") if data else None
+        out["engine"] = str(owner) if owner else None
+    with contextlib.suppress(httpx.HTTPError, ValueError, TypeError, AttributeError):
+        resp = await client.get(base_url + "/version")
+        if resp.status_code == 200:
+            version = resp.json().get("version")
+            out["engine_version"] = str(version) if version else None
+    return out
+
+
 async def run_bench(spec: BenchSpec, observer: PassObserver | None = None) -> BenchResult:
     """Run spec.reps passes (and the warm re-run of the last rep's prompts); failures are recorded, not raised."""
     cfg = spec.client
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     async with httpx.AsyncClient(timeout=10.0) as mhttp:
         if not cfg.model:
             async with make_client(cfg, connections=1) as http:
                 cfg = dataclasses.replace(cfg, model=await first_model(http, cfg.base_url))
+        identity = await server_identity(mhttp, cfg.base_url)
         reps: list[PassResult] = []
         last: Sequence[Prompt] = ()
+        last_schedule: Sequence[float] | None = None
         for rep in range(spec.reps):
             last = spec.prompts_for_rep(rep)
+            last_schedule = spec.schedule_for_rep(rep) if spec.schedule_for_rep is not None else None
             label = f"rep {rep + 1}"
-            reps.append(await _one_pass(mhttp, spec, cfg, label=label, prompts=last, observer=observer))
+            reps.append(await _one_pass(mhttp, spec, cfg, label=label, prompts=last, observer=observer,
+                                        schedule=last_schedule))
         warm = (
-            await _one_pass(mhttp, spec, cfg, label="warm re-run", prompts=last, observer=observer)
+            await _one_pass(mhttp, spec, cfg, label="warm re-run", prompts=last, observer=observer,
+                            schedule=last_schedule)
             if spec.warm_rerun
             else None
         )
+    stats = [p.stats for p in reps]
+    metadata = {"dspark_version": __version__, **identity, "started_at": started, **spec.metadata}
+    summary = summarize_reps(reps, warm)
     return BenchResult(
         url=cfg.base_url,
         model=cfg.model,
@@ -139,5 +169,13 @@ async def run_bench(spec: BenchSpec, observer: PassObserver | None = None) -> Be
         prompt_source=spec.prompt_source,
         reps=tuple(reps),
         warm=warm,
-        summary=summarize_reps(reps, warm),
+        summary=summary,
+        metadata=metadata,
+        tpot_ms=mean_distribution(stats, "tpot_ms"),
+        itl_ms=mean_distribution(stats, "itl_ms"),
+        e2e_ms=mean_distribution(stats, "e2e_ms"),
+        ttft_ms=mean_distribution(stats, "ttft_ms"),
+        request_throughput=summary.get("request_throughput"),
+        total_token_throughput=summary.get("total_token_throughput"),
+        output_throughput=summary.get("aggregate_decode_tps"),
     )

@@ -19,11 +19,31 @@ class RequestRecord:
     output_tokens: int  # the server's usage count when it sent one, else chunks with output
     prompt_tokens: int | None
     error: str | None = None
+    itl: tuple[float, ...] = ()  # seconds between successive output chunks (vLLM bench's inter-token latencies)
 
     @property
     def ok(self) -> bool:
         """True when the request completed without an error."""
         return self.error is None
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Mean and percentiles of one latency, in milliseconds, as `vllm bench serve` reports them."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    @classmethod
+    def of_seconds(cls, values: Sequence[float]) -> Distribution:
+        """The distribution of `values` (seconds) in ms; nan when there are none."""
+        ms = [v * 1e3 for v in values]
+        return cls(mean=mean(ms), p50=percentile(ms, 50), p90=percentile(ms, 90), p99=percentile(ms, 99))
+
+
+_EMPTY = Distribution(math.nan, math.nan, math.nan, math.nan)
 
 
 @dataclass(frozen=True)
@@ -41,6 +61,14 @@ class PassStats:
     ttft_p99_s: float
     latency_mean_s: float
     error_messages: tuple[str, ...] = ()
+    # vLLM bench serve's figures: TPOT = (latency − TTFT) / (output tokens − 1) per request; ITL between chunks.
+    tpot_ms: Distribution = _EMPTY
+    itl_ms: Distribution = _EMPTY
+    e2e_ms: Distribution = _EMPTY
+    ttft_ms: Distribution = _EMPTY
+    request_throughput: float = math.nan  # successful requests per second of wall time
+    total_token_throughput: float = math.nan  # (prompt + output tokens) per second of wall time
+    prompt_tokens_mean: float = math.nan  # the server's usage count, over successful requests
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -79,6 +107,11 @@ def summarize(records: Sequence[RequestRecord], wall_time_s: float) -> PassStats
     decode_tokens = sum(r.output_tokens - 1 for r in streams)
     decode_time = math.fsum((r.last_token or 0.0) - (r.first_token or 0.0) for r in streams)
     tokens = sum(r.output_tokens for r in good)
+    # vLLM's TPOT counts requests with more than one output token; the latency ends with the stream.
+    tpots = [(r.end - r.start - (r.first_token - r.start)) / (r.output_tokens - 1)
+             for r in good if r.first_token is not None and r.output_tokens > 1]
+    prompts = [r.prompt_tokens for r in good if r.prompt_tokens is not None]
+    rate = (lambda n: n / wall_time_s) if wall_time_s > 0 else (lambda _n: math.nan)
     return PassStats(
         requests=len(records),
         errors=len(records) - len(good),
@@ -91,6 +124,13 @@ def summarize(records: Sequence[RequestRecord], wall_time_s: float) -> PassStats
         ttft_p99_s=percentile(ttfts, 99),
         latency_mean_s=mean([r.end - r.start for r in good]),
         error_messages=tuple(sorted({r.error for r in records if r.error is not None})),
+        tpot_ms=Distribution.of_seconds(tpots),
+        itl_ms=Distribution.of_seconds([gap for r in good for gap in r.itl]),
+        e2e_ms=Distribution.of_seconds([r.end - r.start for r in good]),
+        ttft_ms=Distribution.of_seconds(ttfts),
+        request_throughput=rate(len(good)),
+        total_token_throughput=rate(tokens + sum(prompts)),
+        prompt_tokens_mean=mean([float(p) for p in prompts]),
     )
 
 

@@ -39,9 +39,10 @@ _PR_SET_PDEATHSIG = 1
 
 
 class EngineFailure(DsparkError):
-    """The engine died, never became healthy, or did not start as planned."""
+    """The engine died, never became healthy, or did not start as planned: the run failed (exit 1), with the
+    engine's own last lines; exit 3 stays for dspark's own bugs."""
 
-    exit_code = ExitCode.INTERNAL
+    exit_code = ExitCode.REFUSED
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,8 @@ class EngineLog:
         self.engine_args: dict[str, object] | None = None
         self.last_error: str | None = None
         self.kv_seen = threading.Event()
+        self.reader_error: str | None = None  # the first exception the reader thread survived
+        self.reader_errors = 0
 
     def feed(self, line: str) -> None:
         """Record one log line (without its newline) and parse the lines dspark checks."""
@@ -123,11 +126,20 @@ class EngineLog:
         if (err := _ERROR_LINE.search(line)) is not None:
             self.last_error = f"{err.group(1)}: {err.group(2)}"
 
+    def reader_failed(self, error: str) -> None:
+        """Note an exception in the reader thread (it keeps draining the pipe)."""
+        with self._lock:
+            self.reader_errors += 1
+            if self.reader_error is None:
+                self.reader_error = error
+
     def failure_context(self) -> str:
         """The error line the engine printed, if any, and its last log lines, for failure messages."""
         tail = "\n  ".join(self.tail(12))
         head = f"{self.last_error}\n" if self.last_error else ""
-        return f"{head}last log lines:\n  {tail}"
+        reader = (f"dspark's log reader failed {self.reader_errors} time(s), first: {self.reader_error}\n"
+                  if self.reader_error else "")
+        return f"{head}{reader}last log lines:\n  {tail}"
 
     def tail(self, n: int = 20) -> list[str]:
         """The last n lines."""
@@ -231,19 +243,27 @@ class EngineProcess:
             return
         try:
             for raw in iter(stream.readline, b""):
-                line = raw.decode("utf-8", "replace").rstrip("\r\n")
-                self.log.feed(line)
-                for watch in self._watchers:
-                    watch(line)
-                if log_file is not None:
-                    log_file.write(line + "\n")
-                    log_file.flush()
-                if self._echo is not None:
-                    self._echo.write(line + "\n")
-                    self._echo.flush()
+                try:
+                    self._handle(raw, log_file)
+                except Exception as exc:  # noqa: BLE001 - keep draining: a full pipe would block the engine
+                    self.log.reader_failed(f"{type(exc).__name__}: {exc}")
         finally:
             if log_file is not None:
-                log_file.close()
+                with contextlib.suppress(OSError):
+                    log_file.close()
+
+    def _handle(self, raw: bytes, log_file: IO[str] | None) -> None:
+        """One line: parse it, show it to the watchers, append it to the log file, echo it."""
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        self.log.feed(line)
+        for watch in self._watchers:
+            watch(line)
+        if log_file is not None:
+            log_file.write(line + "\n")
+            log_file.flush()
+        if self._echo is not None:
+            self._echo.write(line + "\n")
+            self._echo.flush()
 
     def poll(self) -> int | None:
         """The exit code once the engine's main process has ended, else None."""
@@ -361,8 +381,9 @@ def watch_plan(
 ) -> int:
     """Run the plan in front of the user: stream its log, forward SIGINT/SIGTERM/SIGHUP, check the printed KV pool.
 
-    Returns the engine's exit status (128 + N when a signal ended it). After a forwarded signal the engine has
-    `grace_s` seconds to exit before its whole process group is killed.
+    Returns 0 when the engine exits cleanly; 1 when it crashes on its own (its last lines go to `err`); after
+    a signal the user sent (forwarded to it), the engine's own exit status (128 + N when a signal ended it).
+    After a forwarded signal the engine has `grace_s` seconds to exit before its whole process group is killed.
     """
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
@@ -392,4 +413,12 @@ def watch_plan(
         outcome = engine.stop(timeout=5.0)
     if outcome.stragglers:
         err.write(f"dspark: killed {len(outcome.stragglers)} engine process(es) left behind by the main one\n")
-    return exit_status(outcome.returncode)
+    if engine.log.reader_error:
+        err.write(f"dspark: warning: reading the engine's log failed {engine.log.reader_errors} time(s) (it was "
+                  f"still drained); first: {engine.log.reader_error}\n")
+    if received or outcome.returncode == 0:
+        return exit_status(outcome.returncode)
+    # A crash, not a stop the user asked for: a failed run (1) with the engine's own words, not dspark's bug (3).
+    err.write(f"dspark: the engine exited with status {exit_status(outcome.returncode)}: "
+              f"{engine.log.failure_context()}\n")
+    return int(ExitCode.REFUSED)

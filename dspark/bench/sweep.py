@@ -10,12 +10,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from dspark.bench.decision import Decision, DecisionRule, Setting, decide
 from dspark.bench.results import BenchResult
 from dspark.bench.runner import BenchSpec, PassObserver, run_bench
+from dspark.bench.shard import ClientFailure
 from dspark.bench.stats import RequestRecord
 from dspark.bench.supervise import EngineFailure, EngineProcess, KvPoolLine, StopOutcome
 from dspark.engines import engine_spec
@@ -181,6 +183,9 @@ class SweepResult:
     finished_at: str
     settings: tuple[SettingResult, ...]
     decision: Decision
+    # What `dspark advise` predicted for these seats and this load before the runs (its --json object, or
+    # {"error": ...}), kept beside what was measured.
+    prediction: dict[str, Any] | None = None
 
     @property
     def clean(self) -> bool:
@@ -255,7 +260,7 @@ def run_setting(
             problems += bench_problems(result)
             if (rc := engine.poll()) is not None:
                 problems.append(f"the engine exited with code {rc} during the bench: {engine.log.failure_context()}")
-    except EngineFailure as exc:
+    except (EngineFailure, ClientFailure) as exc:
         problems.append(exc.message)
     except httpx.HTTPError as exc:
         tail = f"; {engine.log.failure_context()}" if engine.poll() is not None else ""

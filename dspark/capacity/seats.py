@@ -4,6 +4,16 @@ from __future__ import annotations
 
 import math
 
+# The engines' own seat defaults when nothing sets them, which the computed default never exceeds:
+# vLLM's EngineArgs.get_batch_defaults gives `vllm serve` 256 seats below 70 GiB of GPU memory (1,024 above);
+# SGLang's pool_configurator._resolve_max_running_requests_per_worker estimates at least 2,048.
+ENGINE_DEFAULT_SEATS = {"vllm": 256, "sglang": 2048}
+
+
+def default_seats(safe_seats: int, engine: str) -> int:
+    """Seats when nothing sets them: the safe count (every seat holds a full window), capped by the engine's default."""
+    return max(1, min(safe_seats, ENGINE_DEFAULT_SEATS[engine]))
+
 
 def safe_seats_full_window(max_concurrency: float) -> int:
     """Seats such that every seat can hold a full window at once: floor of full contexts (6.52 -> 6), at least 1."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
+import random
 import sys
 import time
 from collections.abc import Sequence
@@ -49,6 +51,8 @@ class LoadOptions:
     timeout_s: float = 600.0
     seed: int = 0
     client_processes: int = 0  # 0: one per STREAMS_PER_PROCESS streams, at most one per CPU
+    request_rate: float | None = None  # open loop: requests per second (Poisson at burstiness 1); None: closed
+    burstiness: float = 1.0  # gamma shape of the arrival intervals, as vllm bench serve's --burstiness
 
 
 def client_processes(requested: int, concurrency: int, cpus: int | None = None) -> int:
@@ -69,8 +73,22 @@ def _positive(name: str, value: float) -> None:
         raise InputError(f"{name} must be positive, got {value}")
 
 
-def bench_spec(load: LoadOptions, base_url: str) -> BenchSpec:
+def arrival_schedule(count: int, rate: float, burstiness: float, seed: int) -> list[float]:
+    """Open-loop arrival times (s after the start): gamma intervals of mean 1/rate and shape `burstiness`
+    (1: Poisson), the first request at 0, as `vllm bench serve --request-rate R --burstiness B` sends them."""
+    rng = random.Random(seed)  # noqa: S311 - a reproducible load pattern, not a secret
+    times = [0.0]
+    for _ in range(count - 1):
+        times.append(times[-1] + rng.gammavariate(burstiness, 1.0 / (rate * burstiness)))
+    return times
+
+
+def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = ()) -> BenchSpec:
     """The runner's spec: synthetic prompts differ per rep (no cross-rep cache hits); a file's are reused."""
+    if load.request_rate is not None and not (math.isfinite(load.request_rate) and load.request_rate > 0):
+        raise InputError(f"--request-rate must be a positive number of requests per second, got {load.request_rate}")
+    if not (math.isfinite(load.burstiness) and load.burstiness > 0):
+        raise InputError(f"--burstiness must be positive, got {load.burstiness}")
     for name, value in (("--requests", load.requests), ("--concurrency", load.concurrency),
                         ("--max-tokens", load.max_tokens), ("--reps", load.reps), ("--input-len", load.input_len),
                         ("--sample-interval", load.sample_interval_s), ("--timeout", load.timeout_s),
@@ -106,6 +124,7 @@ def bench_spec(load: LoadOptions, base_url: str) -> BenchSpec:
         api_key=os.environ.get("OPENAI_API_KEY") or None,
         processes=client_processes(load.client_processes, load.concurrency),
     )
+    rate = load.request_rate
     return BenchSpec(
         client=client,
         prompts_for_rep=prompts_for_rep,
@@ -115,6 +134,11 @@ def bench_spec(load: LoadOptions, base_url: str) -> BenchSpec:
         metrics_url=load.metrics_url,
         sample_interval_s=load.sample_interval_s,
         read_metrics=load.read_metrics,
+        schedule_for_rep=None if rate is None else (
+            lambda rep: arrival_schedule(load.requests, rate, load.burstiness, load.seed + 7919 * rep)),
+        metadata={"argv": list(argv), "mode": "closed loop" if rate is None else "open loop",
+                  "request_rate": rate, "burstiness": load.burstiness if rate is not None else None,
+                  "max_concurrency": load.concurrency},
     )
 
 
@@ -165,7 +189,7 @@ class RichProgress:
 def bench(load: LoadOptions, *, url: str, as_json: bool = False, out_file: Path | None = None,
           progress: bool = True, out: IO[str] | None = None) -> int:
     """Run the bench at `url`; print the table (or JSON), write JSON to out_file; exit 1 when a request failed."""
-    spec = bench_spec(load, url)
+    spec = bench_spec(load, url, argv=sys.argv)
     observer = RichProgress() if progress else None
     try:
         result = asyncio.run(run_bench(spec, observer))

@@ -12,6 +12,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from dspark.errors import RefusedError
 from dspark.hardware import GpuInfo, HardwareSnapshot
 from dspark.hardware.select import resolve_hardware
 from dspark.hardware.snapshot import dumps_snapshot
@@ -30,6 +31,15 @@ def probe(
     """Print the snapshot for `hardware` (None: this machine, else a profile or saved file); returns 0."""
     stream = out if out is not None else sys.stdout
     snapshot = resolve(hardware)
+    if as_json and hardware is None and snapshot.source == "profile":
+        # A saved probe stands for the machine it was taken on (`--hardware peer.json`): a built-in profile
+        # written out here would later read as measured figures of this machine.
+        raise RefusedError(
+            f"nothing to probe: {snapshot.description}; `probe --json` saves live figures of this machine",
+            hint="run it on the machine with the GPUs; to plan with a profile, name it where you plan "
+            f"(--hardware {snapshot.hostname.removeprefix('profile:')}), or see its figures with "
+            "`dspark probe --hardware PROFILE`",
+        )
     if as_json:
         stream.write(dumps_snapshot(snapshot) + "\n")
         return 0

@@ -6,7 +6,7 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console
 
@@ -15,7 +15,7 @@ from dspark.bench.plot import sweep_png
 from dspark.bench.report import sweep_text, to_json, write_atomic
 from dspark.bench.sweep import PlanBuilder, PlannedLaunch, SweepResult, run_sweep
 from dspark.commands.bench import LoadOptions, RichProgress, bench_spec
-from dspark.errors import ExitCode, InputError
+from dspark.errors import DsparkError, ExitCode, InputError
 from dspark.start import StartRequest, plan_start
 
 
@@ -63,8 +63,13 @@ def sweep(
     health_timeout_s: float = 600.0,
     stop_timeout_s: float = 30.0,
     out: IO[str] | None = None,
+    prediction: dict[str, Any] | None = None,
 ) -> int:
-    """Run the sweep and write its outputs; exit 0 when every setting was clean, 1 otherwise (results kept)."""
+    """Run the sweep and write its outputs; exit 0 when every setting was clean, 1 otherwise (results kept).
+
+    `prediction` (dspark advise's JSON for these seats and this load, made before the runs) is kept beside
+    the measurements in sweep.json and the table.
+    """
     # Plans are built (validated, argv checked) for every seat count before any engine starts: a bad flag
     # fails in seconds, not after the first engine's bench.
     plans = {n: build(n) for n in seats}
@@ -79,6 +84,7 @@ def sweep(
     finally:
         if observer is not None:
             observer.close()
+    result = dataclasses.replace(result, prediction=prediction)
     paths = write_outputs(result, out_dir)
     stream = out or sys.stdout
     if as_json:
@@ -108,4 +114,19 @@ def sweep_command(
     seat_list = parse_seats(seats)
     rule = make_rule(primary, adopt_at, max_regression, secondaries)
     return sweep(seat_list, load, rule, start_plan_builder(request), out_dir=out_dir, as_json=as_json,
-                 progress=progress, health_timeout_s=health_timeout_s, stop_timeout_s=stop_timeout_s)
+                 progress=progress, health_timeout_s=health_timeout_s, stop_timeout_s=stop_timeout_s,
+                 prediction=predict_before(request, seats, load, primary, adopt_at, max_regression, secondaries))
+
+
+def predict_before(request: StartRequest, seats: str, load: LoadOptions, primary: str, adopt_at: str,
+                   max_regression: str, secondaries: str | None) -> dict[str, Any]:
+    """dspark advise's prediction for the sweep's seats and load (its JSON), or {"error": why not}."""
+    from dspark.commands.advise import AdviseOptions, build_advice  # noqa: PLC0415
+
+    opts = AdviseOptions(seats=seats, clients=load.concurrency, requests=load.requests, input_len=load.input_len,
+                         output_len=load.max_tokens, prompts_file=load.prompts_file, primary=primary,
+                         adopt_at=adopt_at, max_regression=max_regression, secondaries=secondaries)
+    try:
+        return build_advice(request.validate, opts).to_json()
+    except (DsparkError, ValueError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 from dspark.errors import ExitCode
+from dspark.findings import Finding, verdict_of
 from dspark.launch import LaunchPlan, exec_plan
 from dspark.validate import ValidateRequest, ValidationReport, validate
 
@@ -51,7 +52,7 @@ def run_start(
     else:
         _print_notices(result.report)
         console = make_console(stream)
-        render_report(result.report, console, explain=explain)
+        render_report(result.report, console, explain=explain, extra=result.findings)
         render_plan(result, console)
     stream.flush()
     if dry_run:
@@ -78,8 +79,10 @@ def _print_notices(report: ValidationReport) -> None:
         print(line, file=sys.stderr)
 
 
-def render_report(report: ValidationReport, console: Console, *, explain: bool) -> None:
-    """The capacity figures, the findings and the verdict as people read them."""
+def render_report(
+    report: ValidationReport, console: Console, *, explain: bool, extra: tuple[Finding, ...] = ()
+) -> None:
+    """The capacity figures, the findings (validate's, then `extra` from planning a launch) and the verdict."""
     from rich.table import Table  # noqa: PLC0415
 
     cap = report.capacity
@@ -103,7 +106,8 @@ def render_report(report: ValidationReport, console: Console, *, explain: bool) 
         *([(f"seats at a typical {cap.typical_context:,} tokens", str(cap.typical_context_seats))]
           if cap.typical_context_seats is not None and cap.typical_context is not None else []),
         (f"average context at {cap.max_num_seqs} seats", f"≤ {cap.avg_context_at_max_num_seqs:,} tokens"),
-        ("CUDA graph max capture size", str(cap.cudagraph_max_capture_size)),
+        ("CUDA graph max capture size", str(cap.cudagraph_max_capture_size) if cap.cudagraph_max_capture_size else
+         ("does not apply (CPU build)" if report.serve.platform == "cpu" else "none (no graphs captured)")),
     ]
     if report.witness is not None and report.witness.kv_pool_tokens is not None:
         w = report.witness
@@ -125,9 +129,11 @@ def render_report(report: ValidationReport, console: Console, *, explain: bool) 
     console.print(table)
     for note in cap.kv_budget_assumptions:
         console.print(f"  [dim]assumes: {note}[/]")
-    for f in report.findings:
+    findings = (*report.findings, *extra)
+    for f in findings:
         console.print(f"[{_STYLE[f.level]}]{f.level:>4}[/] {f.code}: {f.message}")
-    console.print(f"verdict: [{_STYLE[report.verdict]}]{report.verdict}[/]")
+    verdict = verdict_of(findings)
+    console.print(f"verdict: [{_STYLE[verdict]}]{verdict}[/]")
     if explain:
         console.print(report.settings.explain(), markup=False)
 
@@ -135,10 +141,13 @@ def render_report(report: ValidationReport, console: Console, *, explain: bool) 
 def render_plan(result: StartResult, console: Console) -> None:
     """The command about to run, secrets redacted, and what the engine's parser made of it."""
     check = result.check
-    console.print(
-        f"engine parser ({check.engine_version}) accepted the argv: "
-        f"{', '.join(f'{k}={v}' for k, v in _shown(check.parsed).items())}"
-    )
+    if check.engine_version is None:
+        console.print(f"engine parser: not run ({result.plan.engine} is not installed here)")
+    else:
+        console.print(
+            f"engine parser ({check.engine_version}) accepted the argv: "
+            f"{', '.join(f'{k}={v}' for k, v in _shown(check.parsed).items())}"
+        )
     console.print(f"exec: {result.plan.shell_line()}", markup=False, highlight=False)
 
 

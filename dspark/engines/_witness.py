@@ -25,6 +25,10 @@ get_max_concurrency_for_kv_cache_config x max_model_len. The layers' specs thems
 (block size, hybrid alignment, state shapes): the witness judges the planning arithmetic from specs and a
 budget to pool and concurrency, not the platform's block-size choice.
 
+A release without those pieces (a planner that takes other arguments, a spec class the request needs) is
+answered plainly as outside what the witness reads, naming what it lacks. vLLM 0.28.0 through 0.33.0 are
+read (docs/version-matrix.md).
+
 request, for "engine": "sglang" (dspark.engines.sglang.witness_input): argv (launch_server flags, --model-path
     a directory with config.json), gpu_mib, integrated, free_before, free_after (bytes, dspark's readings),
     capability; answered by _witness_sglang.py (SGLang's own memory-pool resolution, in-process, no GPU):
@@ -157,7 +161,34 @@ def _config(req: dict[str, Any]) -> Any:
     )
 
 
+def _vllm_missing(req: dict[str, Any]) -> list[str]:
+    """What this release lacks of the pieces the witness calls (empty: it can read the release)."""
+    missing = []
+    try:
+        planner = _planner()
+    except ImportError:
+        return ["get_kv_cache_configs (in vllm.v1.core.kv_cache_planning or kv_cache_utils)"]
+    import inspect  # noqa: PLC0415
+
+    params = list(inspect.signature(planner.get_kv_cache_configs).parameters)
+    wanted = 4 if hasattr(planner, "get_global_kv_cache_groups") else 3
+    if len(params) != wanted:
+        missing.append(f"get_kv_cache_configs taking {wanted} arguments (this one takes {', '.join(params)})")
+    utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
+    if not (hasattr(utils, "get_kv_cache_capacity") or hasattr(utils, "get_max_concurrency_for_kv_cache_config")):
+        missing.append("get_kv_cache_capacity or get_max_concurrency_for_kv_cache_config")
+    from vllm.v1 import kv_cache_interface as kvi  # noqa: PLC0415
+
+    for cls in sorted({layer["class"] for stage in req["workers"] for layer in stage}):
+        if not hasattr(kvi, cls):
+            missing.append(f"kv_cache_interface.{cls}")
+    return missing
+
+
 def _vllm(req: dict[str, Any]) -> dict[str, Any]:
+    missing = _vllm_missing(req)
+    if missing:  # say so plainly rather than fail somewhere inside the engine
+        raise LookupError(f"vllm {_engine_version()} is outside what the witness reads: no {'; no '.join(missing)}")
     planner = _planner()
     utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
     called = [f"{planner.__name__}.get_kv_cache_configs"]

@@ -8,9 +8,10 @@ take their memory from the host (unified.py).
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -62,7 +63,7 @@ def integrated_signal(
 ) -> str | None:
     """Why this device shares the host's memory, or None when nothing says it does.
 
-    The NOT_SUPPORTED error alone is not proof (ollama #12619 review, anchors.md §4.4): it must
+    The NOT_SUPPORTED error alone is not proof (ollama #12619 review; docs/hardware.md): it must
     come with an integrated name, ATS addressing, or a device size equal to the host's.
     """
     if _UNIFIED_NAMES.search(name):
@@ -91,10 +92,12 @@ class NvmlSource:
         *,
         host_memory: Callable[[], HostMemory] = read_host_memory,
         hostname: Callable[[], str] = socket.gethostname,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self._module = pynvml_module
         self._host_memory = host_memory
         self._hostname = hostname
+        self._environ = environ
 
     def snapshot(self) -> HardwareSnapshot:
         """Read every GPU now; NvmlUnavailable when there is no NVIDIA GPU to read."""
@@ -114,10 +117,14 @@ class NvmlSource:
         count = int(nv.nvmlDeviceGetCount())
         if count == 0:
             raise NvmlUnavailable("NVML is loaded but reports no GPUs")
+        environ = os.environ if self._environ is None else self._environ
+        indices, visibility_note = visible_indices(environ.get("CUDA_VISIBLE_DEVICES"), count,
+                                                   lambda i: _optional_text(nv, "nvmlDeviceGetUUID",
+                                                                            nv.nvmlDeviceGetHandleByIndex(i)) or "")
         host = self._host_memory()
         gpus: list[GpuInfo] = []
-        notes: list[str] = []
-        for index in range(count):
+        notes: list[str] = [visibility_note] if visibility_note else []
+        for index in indices:
             gpu, gpu_notes = _read_device(nv, index, host)
             gpus.append(gpu)
             notes.extend(gpu_notes)
@@ -141,6 +148,42 @@ class NvmlSource:
             cgroup_limit_bytes=host.cgroup_limit_bytes,
             notes=tuple(notes),
         )
+
+
+def visible_indices(
+    visible: str | None, count: int, uuid_of: Callable[[int], str]
+) -> tuple[list[int], str | None]:
+    """The NVML indices the engine will use, in CUDA_VISIBLE_DEVICES order, and a note saying so.
+
+    NVML numbers every GPU whatever CUDA_VISIBLE_DEVICES says; CUDA (and so the engine) sees only the
+    listed ones, in the order listed, as cuda:0, cuda:1, ... Entries are indices or UUIDs (GPU-..., a unique
+    prefix is enough); as in CUDA, the list ends at the first entry that names no GPU (or repeats one).
+    Unset: every GPU. Set but empty: no GPU at all (NvmlUnavailable).
+    """
+    if visible is None:
+        return list(range(count)), None
+    entries = [e.strip() for e in visible.split(",")] if visible.strip() else []
+    chosen: list[int] = []
+    uuids: list[str] | None = None
+    for entry in entries:
+        index: int | None = None
+        if re.fullmatch(r"\d+", entry):
+            index = int(entry) if int(entry) < count else None
+        elif entry.upper().startswith(("GPU-", "MIG-")):
+            uuids = uuids if uuids is not None else [uuid_of(i) for i in range(count)]
+            matches = [i for i, u in enumerate(uuids) if u and u.upper().startswith(entry.upper())]
+            index = matches[0] if len(matches) == 1 else None
+        if index is None or index in chosen:
+            break
+        chosen.append(index)
+    if not chosen:
+        raise NvmlUnavailable(
+            f"CUDA_VISIBLE_DEVICES={visible!r} leaves the engine no GPU (NVML lists {count}: indices 0 to {count - 1})"
+        )
+    if chosen == list(range(count)):
+        return chosen, None
+    shown = ", ".join(f"GPU {i} as cuda:{n}" for n, i in enumerate(chosen))
+    return chosen, f"CUDA_VISIBLE_DEVICES={visible!r}: planning against {shown} (of {count} NVML lists)"
 
 
 def _import_pynvml() -> Any:
@@ -229,7 +272,7 @@ def _read_device(nv: Any, index: int, host: HostMemory) -> tuple[GpuInfo, list[s
     label = f"GPU {index} ({name})"
     if memory is None:
         # A discrete GPU that will not report memory: host RAM says nothing about its HBM/GDDR,
-        # so guessing would plan against the wrong pool (anchors.md §4.4). Refuse instead.
+        # so guessing would plan against the wrong pool (docs/hardware.md). Refuse instead.
         raise HardwareError(
             f"{label}: NVML answers NOT_SUPPORTED for memory and nothing shows the device is integrated "
             "(unified memory); dspark will not guess its memory from host RAM",

@@ -31,7 +31,7 @@ class _Spec:
 
 
 def _gb10(summary: str, nodes: int) -> _Spec:
-    """A DGX Spark: 128 GB nominal LPDDR5X shared with the CPU; vLLM/torch see 121.69 GiB (anchors.md §6)."""
+    """A DGX Spark: 128 GB nominal LPDDR5X shared with the CPU; vLLM/torch see 121.69 GiB (docs/hardware.md)."""
     return _Spec(
         gpu_name="NVIDIA GB10",
         total_bytes=round(121.69 * _GIB),
@@ -82,27 +82,56 @@ _SPECS: dict[str, _Spec] = {
     ),
 }
 
-DEFAULT_PROFILE = "gb10x2"  # the deployment dspark was born on (DESIGN.md §1)
+DEFAULT_PROFILE = "gb10x2"  # the deployment dspark was born on (docs/hardware.md)
+MAX_GPUS_PER_NODE = 64  # "PROFILE:N": far above the 8 of an HGX board
+
+
+def bandwidth_gbps_for(gpu_name: str) -> float | None:
+    """The memory bandwidth (GB/s) of the profile whose GPU is `gpu_name` (as NVML names it), or None."""
+    wanted = gpu_name.strip().lower()
+    for spec in _SPECS.values():
+        if spec.gpu_name.lower() == wanted or spec.gpu_name.lower().removeprefix("nvidia ") in wanted:
+            return spec.bandwidth_gbps
+    return None
 
 
 def profile_names() -> tuple[str, ...]:
-    """The built-in profile names, in a stable order."""
+    """The built-in profile names, in a stable order (each also as NAME:N for N GPUs per node)."""
     return tuple(_SPECS)
 
 
+def _parse(name: str) -> tuple[_Spec, int] | None:
+    """(spec, GPUs per node) for "h200" or "h200:8"; None when the base name is not a profile."""
+    base, colon, count = name.partition(":")
+    spec = _SPECS.get(base)
+    if spec is None:
+        return None
+    if not colon:
+        return spec, spec.gpus_per_node
+    if not count.isdigit() or not 1 <= int(count) <= MAX_GPUS_PER_NODE:
+        raise InputError(
+            f"hardware profile {name!r}: the GPU count after ':' must be a whole number from 1 to "
+            f"{MAX_GPUS_PER_NODE}",
+            hint=f"e.g. {base}:8 for a node of 8 GPUs",
+        )
+    return spec, int(count)
+
+
 def is_profile(name: str) -> bool:
-    """True when `name` names a built-in profile."""
-    return name in _SPECS
+    """True when `name` names a built-in profile, alone or as NAME:N."""
+    return name.partition(":")[0] in _SPECS
 
 
 def get_profile(name: str) -> HardwareSnapshot:
-    """The snapshot of built-in profile `name`; InputError listing the valid names otherwise."""
-    spec = _SPECS.get(name)
-    if spec is None:
+    """The snapshot of built-in profile `name` ("h200", or "h200:8" for 8 GPUs per node); InputError otherwise."""
+    parsed = _parse(name)
+    if parsed is None:
         raise InputError(
             f"unknown hardware profile {name!r}",
-            hint=f"built-in profiles: {', '.join(profile_names())}; or a file saved by `dspark probe --json`",
+            hint=f"built-in profiles: {', '.join(profile_names())} (NAME:N for N GPUs per node, e.g. h200:8); "
+            "or a file saved by `dspark probe --json`",
         )
+    spec, per_node = parsed
     free = spec.total_bytes - spec.reserved_bytes
     gpus = tuple(
         GpuInfo(
@@ -118,7 +147,7 @@ def get_profile(name: str) -> HardwareSnapshot:
             memory_source="profile",
             bandwidth_gbps=spec.bandwidth_gbps,
         )
-        for i in range(spec.gpus_per_node)
+        for i in range(per_node)
     )
     idle = "free = total" + (" less the measured driver reservation" if spec.reserved_bytes else "")
     notes = [f"total: {spec.source}", f"{idle}: an idle machine; run `dspark probe` there for live figures"]
@@ -133,7 +162,8 @@ def get_profile(name: str) -> HardwareSnapshot:
         hostname=f"profile:{name}",
         gpus=gpus,
         source="profile",
-        description=f"built-in profile {name}: {spec.summary}; {idle} (an idle machine)",
+        description=f"built-in profile {name}: {spec.summary.replace('1 × ', f'{per_node} × ', 1)}; {idle} "
+        "(an idle machine)",
         nodes=spec.nodes,
         notes=tuple(notes),
     )

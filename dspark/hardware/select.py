@@ -21,12 +21,14 @@ def resolve_hardware(
     *,
     default_profile: str | None = DEFAULT_PROFILE,
     nvml_factory: Callable[[], HardwareSource] = NvmlSource,
+    origin: str = "--hardware",
 ) -> HardwareSnapshot:
     """The snapshot to plan against.
 
     spec None: this machine through NVML (unified memory for integrated GPUs); with no NVIDIA GPU
     here, `default_profile` with the reason in its description, or NvmlUnavailable when it is None.
     spec a profile name: that profile. Otherwise a path to a file saved by `dspark probe --json`.
+    origin names where spec came from in messages: the flag, or the environment variable (DSPARK_HARDWARE).
     """
     if spec is None:
         try:
@@ -37,12 +39,16 @@ def resolve_hardware(
             return _fallback(default_profile, exc.reason)
     if is_profile(spec):
         return get_profile(spec)
+    if ":" in spec and not Path(spec).expanduser().exists():
+        return get_profile(spec)  # "h200:x" / "nope:8": the profile's own error names the part that is wrong
     path = Path(spec).expanduser()
     if path.exists():
         return load_snapshot(path)
+    shown = f"{origin} {spec!r}" if origin.startswith("-") else f"{origin}={spec!r}"
     raise InputError(
-        f"--hardware {spec!r} is neither a built-in profile nor an existing file",
-        hint=f"built-in profiles: {', '.join(profile_names())}; or a file saved by `dspark probe --json`",
+        f"{shown} is neither a built-in profile nor an existing file",
+        hint=f"built-in profiles: {', '.join(profile_names())} (NAME:N for N GPUs per node, e.g. h200:8); "
+        "or a file saved by `dspark probe --json`",
     )
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from dspark.errors import InputError
 from dspark.hardware import GpuInfo, GpuProcess, HardwareSnapshot
+from dspark.jsonfile import read_json_file
 
 FORMAT = "dspark.hardware-snapshot/1"  # written into every file; a file without it is still read
 
@@ -78,17 +79,7 @@ def save_snapshot(snapshot: HardwareSnapshot, path: Path) -> None:
 def load_snapshot(path: Path) -> HardwareSnapshot:
     """A saved probe as a snapshot of source "file"; InputError naming the file and the problem."""
     hint = "make it with `dspark probe --json > FILE` on the machine it describes"
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read hardware file {path}: {exc.strerror or exc}", hint=hint) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"hardware file {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-            hint=hint,
-        ) from None
+    data = read_json_file(path, what="hardware file", hint=hint)
     try:
         saved = snapshot_from_dict(data)
     except (TypeError, ValueError) as exc:

@@ -46,6 +46,50 @@ class FakeConfig:
     preempt_every: int = 0  # count a preemption every k-th request
     model: str = "fake-model"
     chunk_batch: int = 1  # tokens per write (1: one write per token)
+    # A continuously batched engine with a known step cost: up to `seats` requests run, and every step takes
+    # step_fixed_s + step_per_running_s × running requests and gives each running request one token (its
+    # first step is its prefill). 0: off (tokens as fast as written, or token_delay apart).
+    step_fixed_s: float = 0.0
+    step_per_running_s: float = 0.0
+    seats: int = 1
+
+
+class _Stepper:
+    """The engine loop of a stepping fake: one step at a time, every running request advances together."""
+
+    def __init__(self, cfg: FakeConfig) -> None:
+        self.cfg = cfg
+        self.running = 0
+        self.step = 0
+        self.seats = asyncio.Semaphore(cfg.seats)
+        self.cond = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _loop(self) -> None:
+        while self.running:
+            await asyncio.sleep(self.cfg.step_fixed_s + self.cfg.step_per_running_s * self.running)
+            async with self.cond:
+                self.step += 1
+                self.cond.notify_all()
+        self._task = None
+
+    async def join(self) -> int:
+        """Take a seat (waiting for one); the step number the request joins at."""
+        await self.seats.acquire()
+        self.running += 1
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop())
+        return self.step
+
+    async def after(self, step: int) -> int:
+        """Wait until step `step` has finished; the current step number."""
+        async with self.cond:
+            await self.cond.wait_for(lambda: self.step > step)
+            return self.step
+
+    def leave(self) -> None:
+        self.running -= 1
+        self.seats.release()
 
 
 def _chunked(data: bytes) -> bytes:
@@ -61,6 +105,7 @@ class FakeServer:
         self._host = host
         self._port = port
         self._server: asyncio.base_events.Server | None = None
+        self._stepper = _Stepper(self.config) if self.config.step_fixed_s > 0 else None
         self.url = ""
 
     async def __aenter__(self) -> FakeServer:
@@ -135,14 +180,29 @@ class FakeServer:
         if method == "GET" and path == "/health":
             await self._reply(writer, 200, b"", "text/plain")
         elif method == "GET" and path == "/v1/models":
-            data = json.dumps({"object": "list", "data": [{"id": self.config.model, "object": "model"}]})
+            data = json.dumps({"object": "list", "data": [{"id": self.config.model, "object": "model",
+                                                           "owned_by": "fake-engine"}]})
             await self._reply(writer, 200, data.encode(), "application/json")
+        elif method == "GET" and path == "/version":
+            await self._reply(writer, 200, b'{"version": "0.0-fake"}', "application/json")
         elif method == "GET" and path == "/metrics":
             await self._reply(writer, 200, self.metrics_text().encode(), "text/plain; version=0.0.4")
         elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
             await self._stream(json.loads(body), path.endswith("chat/completions"), writer)
         else:
             await self._reply(writer, 404, b'{"error": "not found"}', "application/json")
+
+    def _count_prompt(self, req: dict[str, Any], chat: bool) -> int:
+        """Prompt tokens of a request, counted into the prefix-cache counters (a prompt seen before hits)."""
+        st = self.state
+        prompt = req.get("messages") if chat else req.get("prompt")
+        key = json.dumps(prompt)
+        n_prompt = len(prompt) if isinstance(prompt, list) and not chat else len(key.split())
+        st.queries += n_prompt
+        if key in st.seen:
+            st.hits += n_prompt
+        st.seen.add(key)
+        return n_prompt
 
     async def _stream(self, req: dict[str, Any], chat: bool, writer: asyncio.StreamWriter) -> None:
         cfg, st = self.config, self.state
@@ -152,15 +212,12 @@ class FakeServer:
             return
         if cfg.preempt_every and st.requests % cfg.preempt_every == 0:
             st.preemptions += 1
-        prompt = req.get("messages") if chat else req.get("prompt")
-        key = json.dumps(prompt)
-        n_prompt = len(prompt) if isinstance(prompt, list) and not chat else len(key.split())
-        st.queries += n_prompt
-        if key in st.seen:
-            st.hits += n_prompt
-        st.seen.add(key)
+        n_prompt = self._count_prompt(req, chat)
         n = int(req.get("max_tokens", 16))
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        if self._stepper is not None:
+            await self._stepped(req, n, n_prompt, writer)
+            return
         st.running += 1
         st.max_running = max(st.max_running, st.running)
         try:
@@ -194,6 +251,31 @@ class FakeServer:
             await writer.drain()
         finally:
             st.running -= 1
+
+
+    async def _stepped(self, req: dict[str, Any], n: int, n_prompt: int, writer: asyncio.StreamWriter) -> None:
+        """Stream n tokens, one per engine step, holding a seat from the first step to the last."""
+        stepper, st = self._stepper, self.state
+        assert stepper is not None
+        step = await stepper.join()
+        st.running = stepper.running
+        st.max_running = max(st.max_running, st.running)
+        frame = _chunked(b'data: {"id":"cmpl-fake","object":"text_completion","model":"fake-model",'
+                         b'"choices":[{"index":0,"text":"","finish_reason":null}]}\n\n')
+        try:
+            for _ in range(n):
+                step = await stepper.after(step)
+                writer.write(frame)
+                await writer.drain()
+                st.generation += 1
+            usage = {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n}
+            msg = {"id": "cmpl-fake", "object": "text_completion", "choices": [], "usage": usage}
+            writer.write(_chunked(b"data: " + json.dumps(msg).encode() + b"\n\n") + _chunked(b"data: [DONE]\n\n")
+                         + b"0\r\n\r\n")
+        finally:
+            stepper.leave()
+            st.running = stepper.running
+        await writer.drain()
 
 
 def main(argv: list[str]) -> int:

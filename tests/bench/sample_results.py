@@ -1,4 +1,4 @@
-"""Hand-made results shaped like DESIGN.md §2's 8-versus-16-seat experiment, for report and plot tests."""
+"""Hand-made results shaped like docs/deployment.md's 8-versus-16-seat experiment, for report and plot tests."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def setting(seats: int, b: BenchResult, pool: int) -> SettingResult:
                          stop=StopOutcome(returncode=0, killed=False, seconds=1.0), problems=())
 
 def design_sweep() -> SweepResult:
-    """DESIGN.md §2's means as a 2-rep sweep, judged on wall time with the default secondaries."""
+    """docs/deployment.md's means as a 2-rep sweep, judged on wall time with the default secondaries."""
     s8 = setting(8, bench((348.4, 348.4), 147.0, 20.3, 71.9, 0.16, 0.73, 179.6), 181777)
     s16 = setting(16, bench((278.8, 278.8), 183.6, 13.4, 40.7, 0.31, 0.11, 387.6), 181777)
     rule = make_rule("wall_time", "10%", "10%", None)

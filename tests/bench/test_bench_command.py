@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,7 +62,8 @@ def test_table_and_jsonl_prompts(server: str, tmp_path: Path, capsys: pytest.Cap
     rc = main(["bench", "--url", server + "/v1", *ARGS, "--prompts", str(prompts)])
     text = capsys.readouterr().out
     assert rc == 0
-    assert text.splitlines()[0] == (f"fake-model at {server} (completions): 4 requests × 3 max tokens, 2 clients; "
+    assert text.splitlines()[0] == (f"fake-model at {server} (completions; fake-engine 0.0-fake): 4 requests × 3 "
+                                    "max tokens, 2 clients; "
                                     f"prompts: {prompts} (4 requests)")
     assert "| Aggregate decode, tok/s " in text
 
@@ -99,3 +101,58 @@ def test_client_processes_rule() -> None:
     assert client_processes(0, 1024, cpus=4) == 4
     assert client_processes(0, 256, cpus=1) == 1
     assert client_processes(3, 8, cpus=1) == 3
+
+
+def test_json_has_vllm_bench_serve_figures_and_metadata(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--url", server, *ARGS, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in ("tpot_ms", "itl_ms", "e2e_ms", "ttft_ms"):
+        assert set(data[key]) == {"mean", "p50", "p90", "p99"}
+        assert data[key]["p50"] <= data[key]["p99"]
+    stats = data["reps"][0]["stats"]
+    # 4 requests over the pass's wall time, 3 output + 8 prompt tokens each.
+    assert data["request_throughput"] == pytest.approx(4 / stats["wall_time_s"])
+    assert data["total_token_throughput"] == pytest.approx(4 * (3 + 8) / stats["wall_time_s"])
+    meta = data["metadata"]
+    assert (meta["engine"], meta["engine_version"], meta["mode"]) == ("fake-engine", "0.0-fake", "closed loop")
+    assert meta["argv"] and meta["dspark_version"] and meta["started_at"].endswith("+00:00")
+
+
+def test_open_loop_request_rate_spaces_the_arrivals(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # 6 requests at 20 req/s: the last arrives ~0.25 s in on average, so the pass cannot be much shorter.
+    args = ["--requests", "6", "--concurrency", "6", "--max-tokens", "2", "--input-len", "4", "--no-progress",
+            "--request-rate", "20", "--burstiness", "1", "--no-metrics", "--json"]
+    assert main(["bench", "--url", server, *args]) == 0
+    data = json.loads(capsys.readouterr().out)
+    from dspark.commands.bench import arrival_schedule  # noqa: PLC0415
+
+    last_arrival = arrival_schedule(6, 20.0, 1.0, 0)[-1]
+    assert data["reps"][0]["stats"]["wall_time_s"] >= last_arrival
+    assert data["metadata"]["mode"] == "open loop"
+    assert data["metadata"]["request_rate"] == 20.0
+
+
+def test_arrival_schedule_is_poisson_at_burstiness_1() -> None:
+    from dspark.commands.bench import arrival_schedule  # noqa: PLC0415
+
+    times = arrival_schedule(20_001, 50.0, 1.0, seed=3)
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    mean_gap = sum(gaps) / len(gaps)
+    var = sum((g - mean_gap) ** 2 for g in gaps) / len(gaps)
+    assert times[0] == 0.0
+    assert mean_gap == pytest.approx(1 / 50, rel=0.03)
+    assert var / mean_gap**2 == pytest.approx(1.0, rel=0.06)  # exponential: variance = mean²
+    bursty = arrival_schedule(20_001, 50.0, 0.25, seed=3)
+    bgaps = [b - a for a, b in itertools.pairwise(bursty)]
+    bmean = sum(bgaps) / len(bgaps)
+    assert sum((g - bmean) ** 2 for g in bgaps) / len(bgaps) / bmean**2 == pytest.approx(4.0, rel=0.1)
+
+
+def test_unmeasured_engine_figures_print_a_dash(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--url", server, *ARGS, "--no-metrics"]) == 0
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip()
+            for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "|" in line[2:]}
+    for label in ("KV pool used, peak", "Preemptions (sum over reps)", "Prefix-cache hit rate",
+                  "Queueing time (engine), mean, s", "Running requests, peak"):
+        assert rows[label] == "–"
+    assert rows["Errors (sum over reps)"] == "0"

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from dspark.bench.client import ClientConfig, _consume, _Stream, make_client, request_body, run_pass, send_one
+from dspark.bench.client import ClientConfig, _consume, _Stream, make_client, request_body, send_one
 from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.runner import BenchSpec, run_bench
-from dspark.bench.shard import split
+from dspark.bench.shard import run_pass
 from dspark.errors import InputError
 from tests.bench.fake_server import FakeConfig, FakeServer
 from tests.bench.helpers import free_port
@@ -172,24 +172,26 @@ def test_fast_path_agrees_with_the_full_parse() -> None:
     assert (s.first, s.last, s.chunks, s.completion_tokens, s.prompt_tokens) == (0.0, 2.0, 3, 3, 4)
 
 
-def test_split_shares() -> None:
-    assert split(10, 4) == [3, 3, 2, 2]
-    assert split(256, 2) == [128, 128]
-    assert split(3, 8) == [1, 1, 1]
+def test_raw_http_parses_chunked_framing_split_anywhere() -> None:
+    from dspark.bench.http import _Response  # noqa: PLC0415
+
+    pieces = (b"data: a", b"\n\ndata: [DONE", b"]\n\n")  # chunk borders that cut the events anywhere
+    raw = (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+           + b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n")
+    for step in (1, 2, 5, len(raw)):
+        got: list[bytes] = []
+        resp = _Response(lambda b, _t, got=got: got.append(b))  # type: ignore[misc]
+        for i in range(0, len(raw), step):
+            resp.feed(raw[i:i + step], 0.0)
+        assert (b"".join(got), resp.done, resp.status) == (b"data: a\n\ndata: [DONE]\n\n", True, 200)
 
 
-def test_clients_spread_over_processes() -> None:
+def test_raw_http_keeps_one_connection_per_client_and_reports_http_errors() -> None:
     async def go() -> None:
-        async with FakeServer(FakeConfig(token_delay=0.002)) as srv:
-            c = cfg(srv.url, concurrency=4, processes=2)
-            starts: list[float] = []
-            seen: list[int] = []
-            records, wall = await run_pass(c, synthetic_token_prompts(10, 6, vocab_size=500, seed=3),
-                                           on_start=starts.append, on_record=lambda r: seen.append(r.index))
-            assert [r.index for r in records] == list(range(10)) and sorted(seen) == list(range(10))
-            assert all(r.ok and r.output_tokens == 5 for r in records)
-            assert len(starts) == 1 and all(r.start >= starts[0] for r in records)  # one clock for all processes
-            assert wall == max(r.end for r in records) - starts[0]
-            # At most one connection per client (a client the others outpaced may never have had a prompt).
-            assert srv.state.max_running <= 4 and srv.state.connections <= 4
+        async with FakeServer(FakeConfig(fail_every=2)) as srv:
+            records, _ = await run_pass(cfg(srv.url, concurrency=1), synthetic_token_prompts(4, 4, vocab_size=500,
+                                                                                            seed=0))
+            assert [r.error for r in records] == [None, 'HTTP 500: {"error": {"message": "injected failure"}}'] * 2
+            assert srv.state.connections == 1  # kept alive across 4 requests, the failed ones included
+            assert [r.output_tokens for r in records if r.ok] == [5, 5]
     asyncio.run(go())

@@ -1,4 +1,4 @@
-"""The decision rule on DESIGN.md §2's 8-versus-16-seat means, and at its thresholds."""
+"""The decision rule on docs/deployment.md's 8-versus-16-seat means, and at its thresholds."""
 
 from __future__ import annotations
 
@@ -47,8 +47,9 @@ def test_design_table_judged_on_throughput_and_ttft_adopts_sixteen() -> None:
     assert d.chosen == "16 seats"
     assert d.summary == "adopt 16 seats: wall_time_s +20.0% against 8 seats"
     assert rule.describe() == (
-        "adopt only at >= +10% on wall_time_s with no secondary (aggregate_decode_tps, ttft_mean_s) worse than "
-        "-10%; every pass clean (0 errors, 0 preemptions, launch verified)"
+        "adopt only at >= +10% on wall_time_s, and beyond its between-rep spread, with no secondary "
+        "(aggregate_decode_tps, ttft_mean_s) worse than -10%; every pass clean (0 errors, 0 preemptions, launch "
+        "verified)"
     )
 
 
@@ -104,3 +105,26 @@ def test_rule_spellings() -> None:
     assert make_rule("aggregate", "5", "20%", "none").secondaries == ()
     assert make_rule("wall_time", "10%", "10%", None).secondaries == (
         "aggregate_decode_tps", "per_stream_decode_tps", "ttft_mean_s", "warm_wall_time_s")
+
+
+def test_an_improvement_within_the_between_rep_noise_is_not_adopted() -> None:
+    rule = DecisionRule(primary="wall_time_s", adopt_at=0.10, max_regression=0.10, secondaries=())
+    # 20% shorter, but each setting's reps scatter by 25% of their mean: not distinguishable from noise.
+    base = Setting("8 seats", {"wall_time_s": 348.4, "wall_time_s_spread": 0.25})
+    noisy = Setting("16 seats", {"wall_time_s": 278.8, "wall_time_s_spread": 0.25})
+    d = decide(rule, [base, noisy])
+    assert d.chosen == "8 seats"
+    assert d.verdicts[0].reasons == ("wall_time_s improved +20.0%, within the between-rep noise (spread 25.0%)",)
+    assert d.verdicts[0].comparisons[0].noise == 0.25
+    # The same means with reps that agree within 5%: adopted.
+    quiet = decide(rule, [Setting("8 seats", {"wall_time_s": 348.4, "wall_time_s_spread": 0.05}),
+                          Setting("16 seats", {"wall_time_s": 278.8, "wall_time_s_spread": 0.05})])
+    assert quiet.chosen == "16 seats"
+
+
+def test_spread_is_max_minus_min_over_the_mean() -> None:
+    from dspark.bench.results import spread  # noqa: PLC0415
+
+    assert spread([90.0, 100.0, 110.0]) == pytest.approx(0.2)
+    assert spread([100.0]) is None  # one rep: the noise is not measured
+    assert spread([100.0, None]) is None

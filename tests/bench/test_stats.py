@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
 from dspark.bench.results import PassResult, pass_values, summarize_reps
-from dspark.bench.stats import PassStats, RequestRecord, percentile, relative_change, stream_decode_tps, summarize
+from dspark.bench.stats import (
+    Distribution,
+    PassStats,
+    RequestRecord,
+    percentile,
+    relative_change,
+    stream_decode_tps,
+    summarize,
+)
+
+_NAN = Distribution(math.nan, math.nan, math.nan, math.nan)
 
 
 def rec(i: int, start: float, first: float | None, last: float | None, end: float, tokens: int,
@@ -42,7 +53,7 @@ def test_summarize_counts_errors_and_excludes_them_from_rates() -> None:
         rec(2, 1.0, None, None, 1.2, 0, error="HTTP 500: x"),
     ]
     s = summarize(records, wall_time_s=4.0)
-    assert s == PassStats(
+    assert dataclasses.replace(s, tpot_ms=_NAN, itl_ms=_NAN, e2e_ms=_NAN, ttft_ms=_NAN) == PassStats(
         requests=3,
         errors=1,
         wall_time_s=4.0,
@@ -54,7 +65,27 @@ def test_summarize_counts_errors_and_excludes_them_from_rates() -> None:
         ttft_p99_s=pytest.approx(1.49),
         latency_mean_s=3.0,
         error_messages=("HTTP 500: x",),
+        request_throughput=0.5,  # 2 good requests in 4 s
+        total_token_throughput=(62 + 20) / 4.0,
+        prompt_tokens_mean=10.0,
+        tpot_ms=_NAN, itl_ms=_NAN, e2e_ms=_NAN, ttft_ms=_NAN,
     )
+
+
+def test_vllm_bench_figures_tpot_itl_e2e() -> None:
+    """TPOT = (latency − TTFT) / (tokens − 1) per request, vLLM's definition; ITL over every chunk gap."""
+    records = [
+        RequestRecord(0, 0.0, 2.5, 0.5, 2.5, 21, 10, itl=(0.1, 0.1, 0.3)),  # TPOT (2.5 − 0.5) / 20 = 100 ms
+        RequestRecord(1, 0.0, 3.5, 1.5, 3.5, 41, 10, itl=(0.05,)),  # TPOT 2.0 / 40 = 50 ms
+        RequestRecord(2, 0.0, 1.0, 1.0, 1.0, 1, 10),  # one token: no TPOT, as in vLLM
+    ]
+    s = summarize(records, wall_time_s=4.0)
+    assert s.tpot_ms == Distribution(mean=pytest.approx(75.0), p50=pytest.approx(75.0), p90=pytest.approx(95.0),
+                                     p99=pytest.approx(99.5))
+    assert s.itl_ms.mean == pytest.approx(137.5)
+    assert s.itl_ms.p50 == pytest.approx(100.0)
+    assert s.e2e_ms.mean == pytest.approx(7000 / 3)
+    assert s.ttft_ms.p50 == pytest.approx(1000.0)
 
 
 def test_relative_change() -> None:

@@ -163,10 +163,37 @@ def test_watch_streams_log_warns_on_pool_and_returns_exit_code() -> None:
     """)
     out, err = io.StringIO(), io.StringIO()
     rc = watch_plan(child, 16384, out=out, err=err)
-    assert rc == 3
+    assert rc == 1  # an engine crash is a failed run, not dspark's internal error (3)
     assert out.getvalue().splitlines() == [
         "CPU KV cache size: 15,000 tokens, Maximum concurrency for 1,024 tokens per request: 14.65x", "served"]
     assert "warning: the engine's KV pool is 15,000 tokens, dspark predicted 16,384" in err.getvalue()
+    assert "the engine exited with status 3: last log lines:\n  CPU KV cache size" in err.getvalue()
+    assert err.getvalue().rstrip().endswith("served")
+
+
+def test_reader_keeps_draining_when_a_watcher_raises() -> None:
+    # 20,000 lines (~1.4 MB) overflow a 64 KiB pipe many times over: a reader that stopped would block the child.
+    child = plan("""
+        import sys
+        for i in range(20_000):
+            print(f"line {i:05d} " + "x" * 60)
+        print("CPU KV cache size: 2,048 tokens")
+    """)
+    calls = []
+
+    def broken(line: str) -> None:
+        calls.append(line)
+        raise ValueError("watcher bug")
+
+    eng = EngineProcess(child, watchers=[broken])
+    eng.start()
+    assert eng.wait(30) == 0
+    eng.stop(5)
+    assert len(calls) == 20_001
+    assert eng.log.kv_pool is not None and eng.log.kv_pool.pool_tokens == 2048  # parsing went on too
+    assert eng.log.reader_errors == 20_001
+    assert eng.log.reader_error == "ValueError: watcher bug"
+    assert "dspark's log reader failed 20001 time(s), first: ValueError: watcher bug" in eng.log.failure_context()
 
 
 def test_watch_forwards_sigterm_to_the_engine() -> None:

@@ -64,5 +64,8 @@ def test_real_sweep_two_seat_counts_two_reps(tiny_model: Path, vllm_python: str,
     assert table.startswith("Seat sweep: 2-rep mean per setting; Δ against 2 seats")
     assert "| Warm re-run: prefix hits " in table and printed.out.startswith(table)
     assert (out_dir / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # dspark advise's prediction, made before the runs, is kept beside what they measured.
+    assert [p["seats"] for p in data["prediction"]["predictions"]] == [2, 4]
+    assert "Predicted before the runs (dspark advise, uncalibrated) against measured:" in table
     # No engine process survives the sweep.
     assert not [p for p in psutil.process_iter(["cmdline"]) if str(tiny_model) in " ".join(p.info["cmdline"] or [])]

@@ -112,6 +112,29 @@ def test_an_engine_dying_mid_bench_is_reported() -> None:
     assert any(p.startswith("the engine exited with code 1 during the bench") for p in s.problems)
 
 
+def test_an_engine_crash_under_sweep_is_exit_1_with_its_last_lines(tmp_path: Path) -> None:
+    load = LoadOptions(requests=4, concurrency=2, max_tokens=200, input_len=8, reps=1, sample_interval_s=0.05)
+    buf = io.StringIO()
+    rc = sweep((2,), load, DecisionRule(secondaries=()), lambda n: fake_plan(n, "--token-delay", "0.05",
+                                                                            "--die-after", "1.5"),
+               out_dir=tmp_path, progress=False, out=buf)
+    assert rc == 1  # a failed run, not dspark's internal error (3)
+    problems = [line for line in buf.getvalue().splitlines() if line.startswith("  problem, 2 seats: ")]
+    assert any("the engine exited with code 1 during the bench" in p for p in problems)
+    assert "last log lines:" in buf.getvalue() and "serving on http://" in buf.getvalue()
+
+
+def test_a_bench_client_crash_is_a_problem_of_its_setting() -> None:
+    # Token ids cannot go to the chat endpoint: the sharded client's request builder raises in the child.
+    bad = BenchSpec(client=ClientConfig(base_url="", model="", endpoint="chat", max_tokens=4, concurrency=2,
+                                        processes=2),
+                    prompts_for_rep=lambda rep: synthetic_token_prompts(4, 8, vocab_size=500, seed=rep),
+                    prompt_source="synthetic", sample_interval_s=0.05)
+    s = setting(fake_plan(2), bad)
+    assert any(p.startswith("a bench client process failed: InputError") for p in s.problems)
+    assert s.stop is not None and s.stop.returncode == 0  # the engine was still stopped cleanly
+
+
 def test_an_engine_that_never_starts() -> None:
     plan = LaunchPlan(engine="vllm", argv=fake_engine_argv(free_port(), "--no-such-flag"))
     s = setting(PlannedLaunch(plan, POOL), spec())

@@ -23,9 +23,9 @@ STEP8_TO_248 = list(range(8, 256, 8))  # 8, 16, ..., 248
 @pytest.mark.parametrize(
     ("seats", "spec", "cc", "expected"),
     [
-        (8, 4, GB10, 80),  # DESIGN.md §2: 8 seats x (1 + 4) x 2
+        (8, 4, GB10, 80),  # docs/deployment.md: 8 seats x (1 + 4) x 2
         (8, 0, H200, 16),
-        (32, 3, H200, 256),  # reference/vllm.md §4
+        (32, 3, H200, 256),  # docs/engines/vllm.md §6
         (64, 3, H200, 512),
         (1024, 0, H200, 512),
         (1024, 0, B200, 1024),  # SM 10.x doubles the ceiling
@@ -50,7 +50,7 @@ def sizes(
 
 
 def test_reference_lists_without_speculation() -> None:
-    """reference/vllm.md §4's generated lists: 256 and 1024 seats -> 51 sizes up to 512, 64 -> 19, 16, 8."""
+    """vLLM's _set_cudagraph_sizes lists (docs/engines/vllm.md): 256/1024 seats -> 51 sizes up to 512, 64 -> 19."""
     expected_512 = (1, 2, 4, *STEP8_TO_248, *range(256, 513, 16))
     assert sizes(256) == CaptureSizes(512, expected_512)
     assert len(expected_512) == 51
@@ -76,7 +76,7 @@ def test_v1_runner_rounds_to_the_decode_query_length() -> None:
     assert round_for_spec_decode(sizes(8, 4, cc=GB10), 4) == CaptureSizes(
         80, (5, 10, 20, 25, 35, 40, 50, 60, 65, 75, 80)
     )
-    # reference/vllm.md §4: 32 seats, 3 spec tokens -> max 256, rounded to multiples of 4: [4, 8, 16, ..., 256].
+    # docs/engines/vllm.md §6: 32 seats, 3 spec tokens -> max 256, rounded to multiples of 4: [4, 8, 16, ..., 256].
     plain = sizes(32, 3)
     assert plain == CaptureSizes(256, (1, 2, 4, *STEP8_TO_248, 256))
     assert round_for_spec_decode(plain, 3) == CaptureSizes(256, (4, *range(8, 257, 8)))

@@ -1,4 +1,4 @@
-"""DESIGN.md §2's seat figures as tables: safe seats, the average-context bound, full contexts, expert coverage."""
+"""The deployment's seat figures (docs/deployment.md): safe seats, average-context bound, contexts, experts."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_deepseek_v4_flash_average_context_at_8_seats() -> None:
     [(1_720_000, 6, "6.6"), (1_482_304, 16, "5.7"), (1_140_288, 32, "4.35")],
 )
 def test_sglang_flash_next_pools_in_full_contexts(pool: int, seats: int, contexts: str) -> None:
-    # DESIGN.md §2 prints these to the precision shown; the pool shrinks as seats grow (state slots per seat).
+    # docs/deployment.md prints these to the precision shown; the pool shrinks as seats grow (state slots per seat).
     window = 262_144
     assert f"{pool / window:.{len(contexts.split('.')[1])}f}" == contexts
 
@@ -42,7 +42,7 @@ def test_expert_coverage_512_experts_top_10(tokens: int, share: float) -> None:
 def test_ninety_percent_coverage_needs_117_tokens_about_23_seats_at_5_tokens() -> None:
     tokens = tokens_for_expert_coverage(512, 10, 0.90)
     assert tokens == 117
-    assert -(-tokens // 5) == 24  # 23 seats x 5 tokens = 115 is just short; DESIGN.md says "~23 seats"
+    assert -(-tokens // 5) == 24  # 23 seats x 5 tokens = 115 is just short; docs/deployment.md says "~23 seats"
     assert expert_coverage(512, 10, 23 * 5) == pytest.approx(0.8966, abs=5e-4)
 
 

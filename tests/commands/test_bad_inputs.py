@@ -133,8 +133,8 @@ def _run_with_nvml(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixtur
     from dspark.cli import main  # noqa: PLC0415
     from dspark.hardware.select import resolve_hardware  # noqa: PLC0415
 
-    def resolver(spec: str | None, default_profile: str) -> object:
-        return resolve_hardware(spec, default_profile=default_profile, nvml_factory=lambda: source)
+    def resolver(spec: str | None, default_profile: str, origin: str = "--hardware") -> object:
+        return resolve_hardware(spec, default_profile=default_profile, nvml_factory=lambda: source, origin=origin)
 
     monkeypatch.setattr(validate_module, "_resolve_hw", resolver)
     for name in [k for k in os.environ if k == "MAX_NUM_SEQS" or k.startswith("DSPARK_")]:
@@ -236,3 +236,24 @@ def test_a_ray_runtime_is_refused_by_start_not_ignored() -> None:
     assert proc.returncode == 2
     assert "distributed_runtime 'ray' (env:DSPARK_DISTRIBUTED_RUNTIME) is not launched by dspark start" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_deepseek_v4_flash_on_an_rtx5090_exits_1_naming_the_weights_shortfall() -> None:
+    result = run_dspark(["validate", "deepseek-v4-flash-vllm", "--hardware", "rtx5090", "--json"])
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    finding = next(f for f in report["findings"] if f["code"] == "weights-do-not-fit")
+    assert "GiB of weights per GPU (TP=2) do not fit" in finding["message"]
+    assert "--tp " in finding["message"]
+
+
+def test_a_config_only_deepseek_v4_directory_validates_with_a_kv_pin(tmp_path: Path) -> None:
+    config = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "deepseek-v4-flash.json"
+    (tmp_path / "config.json").write_text(config.read_text())
+    result = run_dspark(["validate", "--model", str(tmp_path), "--engine", "vllm", "--hardware", "gb10x2",
+                         "--tp", "2", "--nnodes", "2", "--max-model-len", "131072", "--kv-cache-memory", "10GB",
+                         "--json"])
+    assert result.returncode == 0, result.stderr
+    capacity = json.loads(result.stdout)["capacity"]
+    assert capacity["kv_budget_source"] == "pinned" and capacity["kv_budget_bytes"] == 10**10
+    assert capacity["kv_pool_tokens"] > 0 and capacity["kv_bytes_per_token"] > 0

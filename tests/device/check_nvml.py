@@ -20,7 +20,7 @@ from typing import Any
 
 import pynvml
 
-from dspark.hardware.nvml import NvmlSource
+from dspark.hardware.nvml import NvmlSource, NvmlUnavailable
 
 
 def _try(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -62,11 +62,31 @@ def raw() -> dict[str, Any]:
         pynvml.nvmlShutdown()
 
 
+def visible_devices_checks(full: Any) -> list[str]:
+    """CUDA_VISIBLE_DEVICES against the real NVML: '' = none, an index, a UUID, an index past the end."""
+    failures: list[str] = []
+    count = len(full.gpus)
+    cases: list[tuple[str, list[int] | None]] = [("", None), ("0", [0]), (str(count), None),
+                                                  (full.gpus[-1].uuid, [full.gpus[-1].index])]
+    if count > 1:
+        cases.append((f"{count - 1},0", [count - 1, 0]))
+    for visible, want in cases:
+        try:
+            snap = NvmlSource(environ={"CUDA_VISIBLE_DEVICES": visible}).snapshot()
+            got: list[int] | None = [g.index for g in snap.gpus]
+        except NvmlUnavailable:
+            got = None
+        print(f"CUDA_VISIBLE_DEVICES={visible!r}: {got}", file=sys.stderr)
+        if got != want:
+            failures.append(f"CUDA_VISIBLE_DEVICES={visible!r}: planned against {got}, the engine would see {want}")
+    return failures
+
+
 def main(argv: list[str]) -> int:
     """Print raw NVML and dspark's snapshot; 1 when the snapshot disagrees with NVML v2."""
     expect_pid = int(argv[argv.index("--expect-pid") + 1]) if "--expect-pid" in argv else None
     facts = raw()
-    snap = NvmlSource().snapshot()
+    snap = NvmlSource(environ={}).snapshot()  # every GPU, whatever this shell's CUDA_VISIBLE_DEVICES says
     print(json.dumps({"raw_nvml": facts, "dspark": dataclasses.asdict(snap)}, indent=2, default=str))
     failures = []
     for gpu, dev in zip(snap.gpus, facts["devices"], strict=True):
@@ -84,6 +104,7 @@ def main(argv: list[str]) -> int:
         print(f"expected pid {expect_pid}: {held}", file=sys.stderr)
         if not held or not (held[0].used_bytes or 0) > 0:
             failures.append(f"pid {expect_pid} not listed with memory among {[g.processes for g in snap.gpus]}")
+    failures += visible_devices_checks(snap)
     for f in failures:
         print("FAIL", f, file=sys.stderr)
     print("OK" if not failures else "FAILED", file=sys.stderr)

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.engine
 HERE = Path(__file__).resolve().parent
 PREFIX = "SGLANG-ORACLE "
 GIB = 1 << 30
-H200_MIB = 143771  # nvidia-smi memory.total on the H200 of DESIGN.md §3
+H200_MIB = 143771  # nvidia-smi memory.total on the H200 of docs/hardware.md
 H200_FREE = 150_109_880_320  # NVML free there
 WEIGHTS = 20 * GIB + 12_345_679  # an odd figure, so float32 rounding at TP > 1 shows
 
@@ -47,7 +47,7 @@ _NEXT = {
     "partial_rotary_factor": 0.25, "num_nextn_predict_layers": 1,
 }
 _NEXT_UNLISTED_MTP = {k: v for k, v in _NEXT.items() if k != "num_nextn_predict_layers"}
-# Flash-Next: the Qwen3-Next-80B shape (DESIGN.md §2); its config does not list the MTP layer.
+# Flash-Next: the Qwen3-Next-80B shape (docs/deployment.md); its config does not list the MTP layer.
 _FLASH_NEXT = {
     **_NEXT_UNLISTED_MTP, "hidden_size": 2048, "intermediate_size": 5120, "num_hidden_layers": 48,
     "num_attention_heads": 16, "head_dim": 256, "vocab_size": 151936, "max_position_embeddings": 262144,

@@ -1,6 +1,6 @@
 """Two nodes from one recipe: `dspark start --node-rank 0` and `--node-rank 1` join over loopback (TP=2).
 
-vLLM's native multi-node runtime on its CPU build (DESIGN.md §3): rank 1 runs headless; rank 0 prints the
+vLLM's native multi-node runtime on its CPU build (docs/testing.md): rank 1 runs headless; rank 0 prints the
 KV line (KV heads split across the two ranks) and answers a completion. The pool must equal `dspark validate`.
 """
 

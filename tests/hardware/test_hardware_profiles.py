@@ -37,7 +37,7 @@ def test_profile_figures(row: tuple[str, str, int, int, tuple[int, int], float, 
 
 def test_h200_profile_matches_the_measured_machine() -> None:
     (g,) = get_profile("h200").gpus
-    assert g.free_bytes == 150_109_880_320  # what NVML v2 reported free on the idle H200 (DESIGN.md §3)
+    assert g.free_bytes == 150_109_880_320  # what NVML v2 reported free on the idle H200 (docs/hardware.md)
 
 
 def test_names_and_default() -> None:
@@ -53,3 +53,25 @@ def test_unknown_profile_lists_the_valid_ones() -> None:
     assert info.value.exit_code == ExitCode.USAGE
     assert "unknown hardware profile 'a100'" in str(info.value)
     assert "gb10, gb10x2, rtx5090, h100-80gb, h200, b200" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["h100-80gb:8", "h200:8", "b200:8", "rtx5090:4", "gb10:1"])
+def test_any_profile_takes_a_gpu_count(name: str) -> None:
+    base, _, count = name.partition(":")
+    snap = get_profile(name)
+    single = get_profile(base).gpus[0]
+    assert len(snap.gpus) == int(count)
+    assert [g.index for g in snap.gpus] == list(range(int(count)))
+    assert all(g.total_bytes == single.total_bytes and g.free_bytes == single.free_bytes for g in snap.gpus)
+    assert f"{count} × " in snap.description
+
+
+@pytest.mark.parametrize("name", ["h200:0", "h200:x", "h200:65", "h200:", "h200:-1"])
+def test_bad_gpu_counts_are_refused(name: str) -> None:
+    with pytest.raises(InputError, match="GPU count after ':'"):
+        get_profile(name)
+
+
+def test_unknown_base_with_a_count_names_the_profiles() -> None:
+    with pytest.raises(InputError, match="unknown hardware profile 'nope:8'"):
+        get_profile("nope:8")

@@ -123,7 +123,9 @@ def _with(**changes: object) -> str:
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ("{not json", "is not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
+        ("{not json", "not valid JSON at line 1, column 2: Expecting property name enclosed in double quotes"),
+        ("[" * 100_000 + "]" * 100_000, "JSON nested deeper than 64 levels"),
+        ('{"nodes": NaN}', "NaN is not a number JSON allows"),
         ("[1, 2]", "not a dspark hardware snapshot: expected a JSON object, got list"),
         (_with(format="other/9"), "format is 'other/9', this dspark reads 'dspark.hardware-snapshot/1'"),
         (_with(gpu_total_bytes="lots"), "gpus.0.total_bytes: Input should be a valid integer"),
@@ -141,5 +143,12 @@ def test_bad_files_name_the_file_and_problem(tmp_path: Path, text: str, problem:
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=r"cannot read hardware file .*nope\.json: No such file or directory"):
+    with pytest.raises(InputError, match=r"hardware file .*nope\.json: no such file"):
         load_snapshot(tmp_path / "nope.json")
+
+
+def test_a_file_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "probe.json"
+    path.write_bytes(b'{"nodes": "\xff\xfe"}')
+    with pytest.raises(InputError, match=r"hardware file .*probe\.json: not UTF-8 text"):
+        load_snapshot(path)

@@ -30,7 +30,7 @@ def test_h200_v2_reports_reserved_apart_from_used(fakes: SimpleNamespace) -> Non
     nv = fakes.Nvml([fakes.Device()])
     snap = _source(nv).snapshot()
     (gpu,) = snap.gpus
-    # DESIGN.md §3: v2 on the H200 is total 150,754,820,096, free 150,109,880,320, used 0, reserved 644,939,776.
+    # docs/hardware.md: v2 on the H200 is total 150,754,820,096, free 150,109,880,320, used 0, reserved 644,939,776.
     assert (gpu.total_bytes, gpu.free_bytes, gpu.used_bytes, gpu.reserved_bytes) == (
         H200_TOTAL,
         H200_FREE,

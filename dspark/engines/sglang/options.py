@@ -19,13 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-from dspark.engines.flag_values import float_value, int_value
+from dspark.engines.flag_values import choice, float_value, int_value, positive_int
 from dspark.errors import SettingsError
 
 KV_CACHE_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16")
 MAMBA_SSM_DTYPES = ("float32", "bfloat16", "float16")
 MAMBA_RADIX_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 GRAPH_BACKENDS = ("full", "breakable", "disabled")
+# SpeculativeAlgorithm (srt/speculative/spec_info.py) members, plus NEXTN, which from_string reads as EAGLE.
+SPECULATIVE_ALGORITHMS = ("DFLASH", "UNO", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NEXTN")
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,16 @@ def human_readable_int(value: str, *, flag: str) -> int:
 
 
 def _choice(value: str, flag: str, choices: Sequence[str]) -> str:
-    if value not in choices:
-        raise SettingsError(f"{flag} {value}: not one of {', '.join(choices)}")
+    return choice(value, flag, choices)
+
+
+def _algorithm(value: str, flag: str) -> str:
+    """SpeculativeAlgorithm.from_string: case-insensitive names; anything else raises in SGLang's words."""
+    if value.upper() not in SPECULATIVE_ALGORITHMS:
+        raise SettingsError(
+            f"{flag} {value}: Unknown speculative algorithm name: {value} (SGLang SpeculativeAlgorithm.from_string)",
+            hint=f"one of {', '.join(SPECULATIVE_ALGORITHMS)}",
+        )
     return value
 
 
@@ -99,25 +109,25 @@ def _choice(value: str, flag: str, choices: Sequence[str]) -> str:
 _VALUE_FLAGS: dict[str, tuple[str, str]] = {
     "--model-path": ("model_path", "str"),
     "--model": ("model_path", "str"),
-    "--tp-size": ("tp_size", "int"),
-    "--tp": ("tp_size", "int"),  # argparse accepts the unambiguous prefix
-    "--tensor-parallel-size": ("tp_size", "int"),
-    "--pp-size": ("pp_size", "int"),
-    "--pipeline-parallel-size": ("pp_size", "int"),
-    "--dp-size": ("dp_size", "int"),
-    "--data-parallel-size": ("dp_size", "int"),
+    "--tp-size": ("tp_size", "pos"),
+    "--tp": ("tp_size", "pos"),  # argparse accepts the unambiguous prefix
+    "--tensor-parallel-size": ("tp_size", "pos"),
+    "--pp-size": ("pp_size", "pos"),
+    "--pipeline-parallel-size": ("pp_size", "pos"),
+    "--dp-size": ("dp_size", "pos"),
+    "--data-parallel-size": ("dp_size", "pos"),
     "--mem-fraction-static": ("mem_fraction_static", "float"),
-    "--max-running-requests": ("max_running_requests", "int"),
+    "--max-running-requests": ("max_running_requests", "pos"),
     "--max-total-tokens": ("max_total_tokens", "hint"),
     "--context-length": ("context_length", "hint"),
     "--chunked-prefill-size": ("chunked_prefill_size", "int"),
     "--max-prefill-tokens": ("max_prefill_tokens", "hint"),
     "--kv-cache-dtype": ("kv_cache_dtype", "kv"),
-    "--page-size": ("page_size", "int"),
-    "--speculative-algorithm": ("speculative_algorithm", "str"),
-    "--speculative-num-steps": ("speculative_num_steps", "int"),
-    "--speculative-eagle-topk": ("speculative_eagle_topk", "int"),
-    "--speculative-num-draft-tokens": ("speculative_num_draft_tokens", "int"),
+    "--page-size": ("page_size", "pos"),
+    "--speculative-algorithm": ("speculative_algorithm", "algo"),
+    "--speculative-num-steps": ("speculative_num_steps", "pos"),
+    "--speculative-eagle-topk": ("speculative_eagle_topk", "pos"),
+    "--speculative-num-draft-tokens": ("speculative_num_draft_tokens", "pos"),
     "--speculative-draft-model-path": ("speculative_draft_model_path", "str"),
     "--speculative-draft-model": ("speculative_draft_model_path", "str"),
     "--mamba-ssm-dtype": ("mamba_ssm_dtype", "ssm"),
@@ -151,8 +161,18 @@ def _convert(kind: str, value: str, flag: str) -> object:
         return _choice(value, flag, GRAPH_BACKENDS) == "disabled"
     if kind == "hint":
         return human_readable_int(value, flag=flag)
+    if kind == "pos":
+        # Sizes, counts and group sizes: SGLang divides or allocates by them, so 0 or less cannot start.
+        return positive_int(value, flag, "SGLang ServerArgs", problem="must be a positive integer")
+    if kind == "algo":
+        return _algorithm(value, flag)
     numbers = {"int": int_value, "float": float_value}
     return numbers[kind](value, flag) if kind in numbers else value
+
+
+def known_flags() -> tuple[str, ...]:
+    """The flags this reader interprets (for suggestions when a flag is not one of them)."""
+    return (*_VALUE_FLAGS, *_BOOL_FLAGS, *_LIST_FLAGS)
 
 
 def parse_sglang_flags(argv: Sequence[str]) -> SglangOptions:

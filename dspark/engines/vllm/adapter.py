@@ -65,7 +65,7 @@ class VllmEngine:
             return self._plan(config, ["vllm", "serve", config.model])
         console = console_usable(python) if self._console is None else self._console
         if config.nnodes > 1 and config.node_rank > 0 and not console:
-            # --headless exists only on `vllm serve` (DESIGN.md §3).
+            # --headless exists only on `vllm serve` (the vllm console script's subcommand; docs/testing.md).
             from dspark.errors import EngineNotInstalledError  # noqa: PLC0415
 
             raise EngineNotInstalledError(

@@ -27,6 +27,8 @@ from dspark.architecture import (
 )
 from dspark.capacity.graphs import CaptureSizeError, VllmGraphPlan, vllm_graph_plan
 from dspark.engines.vllm.budget import kv_budget, runtime_overhead, startup_checks
+from dspark.engines.vllm.deepseek_v4 import is_deepseek_v4
+from dspark.engines.vllm.deepseek_v4_fit import deepseek_v4_fit
 from dspark.engines.vllm.groups import fit_blocks
 from dspark.engines.vllm.kv_types import (
     CpuFeatures,
@@ -111,7 +113,6 @@ def compute_vllm_capacity(
     if hybrid and hybrid.mode == "align" and not r.chunked_prefill:
         raise InputError("Chunked prefill is required for mamba cache mode 'align' (prefix caching on a hybrid)")
 
-    specs = final_specs(arch, r, options, hybrid, block)
     runner = model_runner(platform, r.spec_method, env, rel)
     graphs = _graphs(r, options, platform, compute_capability, runner)
     budget, refusals = kv_budget(
@@ -119,7 +120,12 @@ def compute_vllm_capacity(
     )
     checks = startup_checks(r, options, budget, device_total_bytes, device_free_bytes)
     in_flight = max_in_flight(platform, r, runner)
-    fit = fit_blocks(specs, r, options, budget.bytes, in_flight, arch.num_layers)
+    context_bytes: int | None = None
+    if is_deepseek_v4(arch):  # its own caches and block-outermost packing (engines/vllm/deepseek_v4.py)
+        specs, fit, context_bytes = deepseek_v4_fit(arch, r, options, budget.bytes, in_flight, engine_version)
+    else:
+        specs = final_specs(arch, r, options, hybrid, block)
+        fit = fit_blocks(specs, r, options, budget.bytes, in_flight, arch.num_layers)
     # Config-time refusals (method re-detection, an invalid VLLM_CPU_KVCACHE_SPACE) stop the engine before
     # it sizes anything; only without them do the KV checks speak.
     refusals = [*r.refusals, *refusals] or fit.refusals
@@ -169,7 +175,8 @@ def compute_vllm_capacity(
         notes=tuple(notes),
         moe=(arch.moe.num_experts, arch.moe.top_k) if arch.moe else None,
         runtime_overhead_bytes=sum(v for _, v in runtime_overhead(arch, r, graphs)[0]) if platform == "cuda" else 0,
-        engine_layers=tuple(engine_layer_specs(arch, r, hybrid, block)),
+        context_bytes_per_token=context_bytes,
+        engine_layers=() if is_deepseek_v4(arch) else tuple(engine_layer_specs(arch, r, hybrid, block)),
         prefill_lookahead_tokens=prefill_lookahead_tokens(arch, r),
         max_in_flight_tokens=in_flight,
         auto_fit=r.auto_fit,

@@ -161,6 +161,7 @@ class VllmCapacity:
     notes: tuple[str, ...]
     moe: tuple[int, int] | None = None  # (experts, top_k) for expert coverage
     runtime_overhead_bytes: int = 0  # CUDA: activation peak + non-torch + graphs beside weights and KV (heuristic)
+    context_bytes_per_token: int | None = None  # DeepSeek-V4: compressed pages hold fractions of a token each
     # What the engine's own planner takes, for the witness: the layers' specs before planning, and the settings
     # its planning functions read.
     engine_layers: tuple[LayerSpec, ...] = ()
@@ -185,6 +186,8 @@ class VllmCapacity:
     @property
     def kv_bytes_per_token(self) -> int:
         """Bytes one token of context adds per GPU: per-token pages of the layers that grow with context."""
+        if self.context_bytes_per_token is not None:
+            return self.context_bytes_per_token
         return sum(spec.per_token_bytes for spec in self.layers if spec.kind in ("full", "mla", "indexer"))
 
     def summary(self, max_num_seqs: int | None = None) -> CapacitySummary:

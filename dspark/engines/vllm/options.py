@@ -16,10 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dspark.engines.flag_values import float_value, int_value
+from dspark.engines.flag_values import choice, float_value, int_value, json_count, positive_int
 from dspark.errors import SettingsError
 
 MaxModelLen = int | Literal["auto"]
+
+# vLLM 0.32.0's own choices (config/model.py ModelDType, config/cache.py MambaDType): argparse refuses others.
+MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+MAMBA_DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 # vLLM's MTPModelTypes (config/speculative.py): every name is rewritten to "mtp" by SpeculativeConfig.
 MTP_METHOD_ALIASES = frozenset(
@@ -30,6 +34,13 @@ MTP_METHOD_ALIASES = frozenset(
         "bailing_hybrid_mtp", "mtp", "kimi_k3_mtp", "pangu_ultra_moe_mtp", "step3p5_mtp", "hy_v3_mtp",
         "hy_v4_mtp", "gemma4_mtp", "inkling_mtp", "glm5_next_mtp",
     }
+)  # fmt: skip
+
+
+# vLLM's SpeculativeMethod (config/speculative.py): pydantic refuses any other method name.
+SPECULATIVE_METHODS = MTP_METHOD_ALIASES | frozenset(
+    {"ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom_class", "eagle", "eagle3",
+     "extract_hidden_states", "dflash", "ngram_gpu", "dspark"}
 )  # fmt: skip
 
 
@@ -121,13 +132,13 @@ def _dotted_value(text: str) -> Any:
 _VALUE_FLAGS: dict[str, tuple[str, str]] = {
     "--model": ("model", "str"),
     "--max-model-len": ("max_model_len", "len"),
-    "--dtype": ("dtype", "str"),
+    "--dtype": ("dtype", "dtype"),
     "--kv-cache-dtype": ("kv_cache_dtype", "str"),
-    "--block-size": ("block_size", "int"),
+    "--block-size": ("block_size", "cache_pos"),
     "--mamba-cache-mode": ("mamba_cache_mode", "str"),
-    "--mamba-cache-dtype": ("mamba_cache_dtype", "str"),
-    "--mamba-ssm-cache-dtype": ("mamba_ssm_cache_dtype", "str"),
-    "--mamba-block-size": ("mamba_block_size", "int"),
+    "--mamba-cache-dtype": ("mamba_cache_dtype", "mamba_dtype"),
+    "--mamba-ssm-cache-dtype": ("mamba_ssm_cache_dtype", "mamba_dtype"),
+    "--mamba-block-size": ("mamba_block_size", "cache_pos"),
     "--max-num-seqs": ("max_num_seqs", "int"),
     "--max-num-batched-tokens": ("max_num_batched_tokens", "size"),
     "--gpu-memory-utilization": ("gpu_memory_utilization", "float"),
@@ -135,13 +146,13 @@ _VALUE_FLAGS: dict[str, tuple[str, str]] = {
     "--num-gpu-blocks-override": ("num_gpu_blocks_override", "int"),
     "--tensor-parallel-size": ("tensor_parallel_size", "int"),
     "--pipeline-parallel-size": ("pipeline_parallel_size", "int"),
-    "--data-parallel-size": ("data_parallel_size", "int"),
+    "--data-parallel-size": ("data_parallel_size", "parallel_pos"),
     "--max-cudagraph-capture-size": ("max_cudagraph_capture_size", "int"),
     "--performance-mode": ("performance_mode", "str"),
     "--quantization": ("quantization", "str"),
     "--spec-method": ("speculative_method", "str"),
     "--spec-model": ("speculative_model", "str"),
-    "--spec-tokens": ("num_speculative_tokens", "int"),
+    "--spec-tokens": ("num_speculative_tokens", "spec_pos"),
 }
 _BOOL_FLAGS: dict[str, str] = {
     "--enable-prefix-caching": "enable_prefix_caching",
@@ -167,16 +178,29 @@ def _normalise(name: str) -> str:
     return _ALIASES.get(name, name)
 
 
+# Positive integers, with the engine config class whose pydantic field (gt=0 / ge=1) refuses the rest.
+_POSITIVE_OWNERS = {
+    "cache_pos": "vLLM CacheConfig",
+    "parallel_pos": "vLLM ParallelConfig",
+    "spec_pos": "vLLM SpeculativeConfig.num_speculative_tokens",
+}
+
+
+_CHOICES = {"dtype": MODEL_DTYPES, "mamba_dtype": MAMBA_DTYPES}
+
+
 def _convert(kind: str, value: str, flag: str) -> Any:
-    if kind == "int":
-        return int_value(value, flag)
-    if kind == "size":
-        return human_readable_int(value, flag=flag)
-    if kind == "len":
-        return _max_model_len(value, flag)
-    if kind == "float":
-        return float_value(value, flag)
-    return value
+    if kind in _POSITIVE_OWNERS:
+        return positive_int(value, flag, _POSITIVE_OWNERS[kind])
+    if kind in _CHOICES:
+        return choice(value, flag, _CHOICES[kind])
+    readers = {
+        "int": int_value,
+        "size": lambda v, f: human_readable_int(v, flag=f),
+        "len": _max_model_len,
+        "float": float_value,
+    }
+    return readers[kind](value, flag) if kind in readers else value
 
 
 def _apply_speculative(values: dict[str, Any], conf: dict[str, Any], flag: str) -> None:
@@ -184,10 +208,9 @@ def _apply_speculative(values: dict[str, Any], conf: dict[str, Any], flag: str) 
     if "method" in conf and conf["method"] is not None:
         values["speculative_method"] = str(conf["method"])
     if "num_speculative_tokens" in conf and conf["num_speculative_tokens"] is not None:
-        try:
-            values["num_speculative_tokens"] = int(conf["num_speculative_tokens"])
-        except (TypeError, ValueError):
-            raise SettingsError(f"{flag}: num_speculative_tokens must be an integer") from None
+        values["num_speculative_tokens"] = json_count(
+            conf["num_speculative_tokens"], f"{flag} num_speculative_tokens", "vLLM SpeculativeConfig"
+        )
     if "model" in conf and conf["model"] is not None:
         values["speculative_model"] = str(conf["model"])
 
@@ -267,10 +290,16 @@ class _Reader:
         elif name in _VALUE_FLAGS:
             field, kind = _VALUE_FLAGS[name]
             self.values[field] = _convert(kind, self.value(name, inline), name)
-        elif name in _BOOL_FLAGS:
-            self.values[_BOOL_FLAGS[name]] = inline is None or inline.lower() in ("1", "true", "yes")
-        elif name.startswith("--no-") and "--" + name[5:] in _BOOL_FLAGS:
-            self.values[_BOOL_FLAGS["--" + name[5:]]] = False
+        elif name in _BOOL_FLAGS or (name.startswith("--no-") and "--" + name[5:] in _BOOL_FLAGS):
+            positive = name in _BOOL_FLAGS
+            if inline is not None:
+                # argparse's BooleanOptionalAction takes no value, not even "true".
+                on, off = (name, f"--no-{name[2:]}") if positive else (f"--{name[5:]}", name)
+                raise SettingsError(
+                    f"argument {on}/{off}: ignored explicit argument {inline!r}",
+                    hint=f"write {on} to turn it on or {off} to turn it off, with no value",
+                )
+            self.values[_BOOL_FLAGS[name if positive else "--" + name[5:]]] = positive
         elif name == "--cudagraph-capture-sizes":
             self.capture_sizes(name, inline)
         else:
@@ -292,13 +321,26 @@ class _Reader:
                 raise SettingsError(f"--speculative-config sets {key!r} and so does a --spec-* flag")
         _apply_speculative(self.values, spec, "--speculative-config")
         _apply_compilation(self.values, self.json_parts["--compilation-config"], "--compilation-config")
-        if self.values.get("speculative_method") in MTP_METHOD_ALIASES:
+        method = self.values.get("speculative_method")
+        if method is not None and method not in SPECULATIVE_METHODS:
+            raise SettingsError(
+                f"--speculative-config: method {method!r} is not one vLLM 0.32.0 knows "
+                f"(SpeculativeConfig.method: {', '.join(sorted(SPECULATIVE_METHODS - MTP_METHOD_ALIASES))}, "
+                "or an MTP name such as mtp / qwen3_next_mtp)"
+            )
+        if method in MTP_METHOD_ALIASES:
             self.values["speculative_method"] = "mtp"
         return VllmOptions(**self.values, unknown=tuple(self.unknown))
 
 
 _SPEC_SHORTCUTS = {"method": "speculative_method", "num_speculative_tokens": "num_speculative_tokens",
                    "model": "speculative_model"}  # fmt: skip
+
+
+def known_flags() -> tuple[str, ...]:
+    """The long flags this reader interprets (for suggestions when a flag is not one of them)."""
+    return (*_VALUE_FLAGS, *_BOOL_FLAGS, *(f"--no-{f[2:]}" for f in _BOOL_FLAGS), *_JSON_FLAGS,
+            "--cudagraph-capture-sizes")
 
 
 def parse_vllm_serve_flags(argv: Sequence[str]) -> VllmOptions:

@@ -38,7 +38,7 @@ GIB = 1 << 30
 GDN = LinearStateLayer(family="gated_delta_net", conv_kernel=4, num_k_heads=16, num_v_heads=32, head_k_dim=128,
                        head_v_dim=128)
 FULL = AttentionLayer(num_kv_heads=2, head_dim=256)
-# Flash-Next (DESIGN.md §2): 48 layers, every 4th full attention (2 KV heads x 256), 36 Gated-DeltaNet layers.
+# Flash-Next (docs/deployment.md): 48 layers, every 4th full attention (2 KV heads x 256), 36 Gated-DeltaNet layers.
 FLASH_NEXT = ModelArchitecture(
     model_type="qwen3_next", architecture="Qwen3NextForCausalLM", dtype="bfloat16", hidden_size=2048,
     vocab_size=151936, max_position_embeddings=262144,
@@ -97,7 +97,7 @@ def test_parse_flags(argv: list[str], expected: dict[str, object]) -> None:
     [
         (["--tp-size", "two"], "--tp-size two: not an integer"),
         (["--mem-fraction-static"], "--mem-fraction-static needs a value"),
-        (["--kv-cache-dtype", "fp16"], "--kv-cache-dtype fp16: not one of"),
+        (["--kv-cache-dtype", "fp16"], "argument --kv-cache-dtype: invalid choice: 'fp16'"),
         (["--disable-radix-cache=true"], "--disable-radix-cache takes no value"),
         (["--max-total-tokens", "1.5Mi"], "decimals are not allowed with IEC suffixes"),
     ],
@@ -392,7 +392,7 @@ def test_max_total_tokens_pin(flags: list[str], pinned: bool, source: str) -> No
     assert cap.max_total_num_tokens == (99_968 if pinned else cap.profiled_tokens)
 
 
-# --- the deployment's figures (DESIGN.md §2) -------------------------------------------------------
+# --- the deployment's figures (docs/deployment.md) -------------------------------------------------------
 
 @pytest.mark.parametrize(
     ("seats", "pool", "contexts", "safe", "avg"),

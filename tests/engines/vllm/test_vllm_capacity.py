@@ -24,7 +24,7 @@ from dspark.errors import InputError, SettingsError
 
 GiB = 1 << 30
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
-H200_TOTAL = 150_754_820_096  # DESIGN.md §3: NVML total of the H200 host
+H200_TOTAL = 150_754_820_096  # docs/hardware.md: NVML total of the H200 host
 H200_FREE = 150_109_880_320
 
 
@@ -100,7 +100,7 @@ def fixture(name: str) -> ModelArchitecture:
 
 
 def test_dense_cpu_design_figure() -> None:
-    """DESIGN.md §3 / engine: page 2 x 128 x 2 x 32 x 2 B = 32,768; 4 layers -> 131,072 B a block;
+    """docs/testing.md / engine: page 2 x 128 x 2 x 32 x 2 B = 32,768; 4 layers -> 131,072 B a block;
     1 GiB -> 8,192 blocks; 2,048 tokens = 16 blocks -> 512.00x, pool 512 x 2,048."""
     c = cpu(DENSE, "--max-model-len 2048 --kv-cache-memory-bytes 1073741824")
     assert (c.block_size, c.bytes_per_block, c.num_blocks, c.blocks_per_request) == (128, 131_072, 8_192, 16)
@@ -228,7 +228,7 @@ def test_estimate_without_a_pin_lists_its_terms() -> None:
 
 
 def test_hybrid_cpu_design_figure() -> None:
-    """DESIGN.md §3 / engine: state = conv (3, 256) bf16 1,536 B + ssm (4, 32, 32) float32 16,384 B (the CPU
+    """docs/testing.md / engine: state = conv (3, 256) bf16 1,536 B + ssm (4, 32, 32) float32 16,384 B (the CPU
     resets the SSM dtype) = 17,920 B; attention 512 B a token -> block 128, page 65,536 (+265.71%);
     4 groups of 1 layer; 1 GiB -> 16,384 blocks; a request: 16 attention + 3 x 2 state blocks ("align")."""
     c = cpu(HYBRID, "--max-model-len 2048", env={"VLLM_CPU_KVCACHE_SPACE": "1"})
@@ -430,9 +430,42 @@ def test_deepseek_v32_indexer_shares_the_group() -> None:
     assert c.bytes_per_block == 16 * 61 * (576 * 2 + 132)
 
 
-def test_deepseek_v4_is_refused_not_guessed() -> None:
-    with pytest.raises(VllmNotModelledError, match="DeepSeek-V4"):
-        cuda(fixture("deepseek-v4-flash"), ["--kv-cache-memory-bytes", "40G"])
+TINY_V4 = {  # DeepSeek-V4-shaped: window-only, ratio-4 and ratio-128 layers; unquantised, so the CPU build runs it
+    **json.loads((FIXTURES / "deepseek-v4-flash.json").read_text()), "hidden_size": 256, "num_hidden_layers": 4,
+    "num_attention_heads": 8, "q_lora_rank": 128, "o_lora_rank": 128, "o_groups": 2, "n_routed_experts": 8,
+    "num_experts_per_tok": 2, "moe_intermediate_size": 128, "index_n_heads": 4, "index_topk": 64, "vocab_size": 1024,
+    "max_position_embeddings": 4096, "num_hash_layers": 1, "compress_ratios": [0, 4, 128, 0, 0],
+}
+
+
+def test_deepseek_v4_on_the_cpu_build_without_amx_gives_the_engines_line() -> None:
+    """Seen on vllm-cpu 0.32.0 on an AMD host without AMX (--load-format dummy, VLLM_CPU_KVCACHE_SPACE=1):
+    'CPU KV cache size: 50,712 tokens, Maximum concurrency for 4,096 tokens per request: 12.38x'. No chunked
+    prefill there, so one batch of max(4,096, 2,048) tokens is in flight beside each window."""
+    tiny = {k: v for k, v in TINY_V4.items() if k != "quantization_config"}
+    c = cpu(parse_config(tiny), "--max-model-len 4096", {"VLLM_CPU_KVCACHE_SPACE": "1"},
+            cpu_features=NO_AMX)
+    assert c.kv_line == "CPU KV cache size: 50,712 tokens, Maximum concurrency for 4,096 tokens per request: 12.38x"
+    assert (c.block_size, c.enable_chunked_prefill, c.max_num_batched_tokens) == (256, False, 4096)
+
+
+def test_deepseek_v4_flash_packs_its_caches_block_outermost() -> None:
+    """fp8_ds_mla pages (584 B a row, rounded up to 576 B) packed side by side: the widest group, the 21
+    indexer key pages (64 rows x 132 B), 21 ratio-4 pages (64 rows) and 20 ratio-128 pages (2 rows), sets
+    the block; a 10 GB pin at vLLM's 8,192-token prefill default gives the 181,777 the GB10 pair logged."""
+    c = cuda(fixture("deepseek-v4-flash"), ["--kv-cache-memory-bytes", "10g", "--max-model-len", "131072", "-tp", "2",
+                                           "--max-num-batched-tokens", "8192"], cc=(12, 1))
+    page = lambda rows, row_bytes: -(-rows * row_bytes // 576) * 576  # noqa: E731
+    widest = 21 * page(64, 132) + 21 * page(64, 584) + 20 * page(2, 584)
+    assert (c.block_size, c.kv_cache_dtype, c.bytes_per_block) == (256, "fp8_ds_mla", widest)
+    assert c.kv_bytes_per_token == widest // 256
+    assert [len(g.layers) for g in c.groups] == [22, 21, 62, 42, 20]  # windows split in two, states by block
+    in_flight = 2 * 8192
+    windows = -(-(128 - 1 + in_flight) // 64) + 1
+    states = (-(-(8 - 1 + in_flight) // 4) + 1, -(-(128 - 1 + in_flight) // 8) + 1)
+    assert [g.blocks_per_request for g in c.groups] == [windows, windows, 131072 // 256, *states]
+    assert c.num_blocks == 10**10 // widest
+    assert c.kv_pool_tokens == 181_777
 
 
 # --- sliding window ---------------------------------------------------------------------------------------

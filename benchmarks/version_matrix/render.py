@@ -1,0 +1,102 @@
+"""Render the matrix results (results/engine.json, results/planner.json) as the Markdown tables in docs/.
+
+Usage: python benchmarks/version_matrix/render.py [--write docs/version-matrix.md]
+(prints the tables; with --write, replaces each <!-- NAME --> ... <!-- /NAME --> block of that page)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _load(name: str) -> dict[str, Any]:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def engine_table(report: dict[str, Any], witness: dict[str, Any]) -> list[str]:
+    """Release x case: the real CPU engine's KV line against the witness and dspark's pure model."""
+    lines = ["| release | case | engine: tokens, concurrency | witness | equal | dspark (pure model) | equal |",
+             "|---|---|---|---|---|---|---|"]
+    for release in sorted(report, key=lambda v: tuple(int(x) for x in v.split("."))):
+        for cid, row in sorted(report[release].items()):
+            if cid.startswith("_"):
+                lines.append(f"| {release} | (runner) | {str(row)[:120]} | | no result |")
+                continue
+            engine = (f"{row['engine_tokens']:,}, {row['engine_concurrency']}x" if row.get("engine_tokens")
+                      else f"refused: {str(row.get('engine_error'))[:80]}")
+            dspark = (f"{row['dspark_tokens']:,}, {row['dspark_concurrency']}x" if row.get("dspark_tokens")
+                      else f"refused: {str(row.get('dspark_error'))[:80]}")
+            equal = (row.get("engine_tokens") == row.get("dspark_tokens")
+                     and row.get("engine_concurrency") == row.get("dspark_concurrency"))
+            w = witness.get(release, {}).get(cid, {})
+            wit = (f"{w['witness_tokens']:,}, {w['witness_concurrency']}x" if w.get("witness_tokens")
+                   else f"error: {str(w.get('witness_error'))[:80]}" if w else "not run")
+            w_equal = (w.get("witness_tokens") == row.get("engine_tokens")
+                       and w.get("witness_concurrency") == row.get("engine_concurrency"))
+            lines.append(f"| {release} | {cid} | {engine} | {wit} | {'yes' if w_equal else '**no**'} | {dspark} "
+                         f"| {'yes' if equal else '**no**'} |")
+    return lines
+
+
+def planner_table(report: dict[str, Any]) -> list[str]:
+    """Release x GPU case: the release's own planner against dspark's pure model."""
+    lines = ["| release | case | block | blocks | planner: tokens, concurrency | dspark: tokens, concurrency | equal |",
+             "|---|---|---|---|---|---|---|"]
+    for release in sorted(report, key=lambda v: tuple(int(x) for x in v.split("."))):
+        for cid, row in sorted(report[release].items()):
+            if cid.startswith("_"):
+                lines.append(f"| {release} | (runner) | | | {str(row)[-120:]} | | no result |")
+                continue
+            if row.get("error"):
+                lines.append(f"| {release} | {cid} | | | error: {row['error'][:100]} | | no result |")
+                continue
+            conc = row["max_concurrency"]
+            planner = f"{row.get('kv_pool_tokens', 0):,}, {conc:.2f}x"
+            dspark = (f"{row['dspark_tokens']:,}, {row['dspark_concurrency']:.2f}x" if "dspark_tokens" in row
+                      else "error")
+            equal = row.get("dspark_tokens") == row.get("kv_pool_tokens") and (
+                f"{row.get('dspark_concurrency', -1):.2f}" == f"{conc:.2f}")
+            lines.append(f"| {release} | {cid} | {row['block_size']} | {row['num_blocks']:,} | {planner} | {dspark} "
+                         f"| {'yes' if equal else '**no**'} |")
+    return lines
+
+
+def source_table(matrix_dir: str) -> list[str]:
+    """sglang_source_diff.py's table (it reads the installed SGLang environments)."""
+    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("sglang_source_diff.py")),
+                           "--matrix-dir", matrix_dir],
+                          capture_output=True, text=True, check=False)
+    return proc.stdout.strip().splitlines()
+
+
+def main() -> int:
+    """Print the tables, or write them into the page's marked blocks."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write")
+    ap.add_argument("--matrix-dir", default=str(Path(__file__).resolve().parents[2] / ".engines-matrix"))
+    args = ap.parse_args()
+    tables = {"ENGINE_TABLE": engine_table(_load("engine"), _load("witness")),
+              "PLANNER_TABLE": planner_table(_load("planner")), "SOURCE_TABLE": source_table(args.matrix_dir)}
+    if not args.write:
+        print("\n\n".join("\n".join(t) for t in tables.values()))
+        return 0
+    page = Path(args.write)
+    text = page.read_text()
+    for name, lines in tables.items():
+        block = f"<!-- {name} -->\n" + "\n".join(lines) + f"\n<!-- /{name} -->"
+        start, end = text.index(f"<!-- {name} -->"), text.index(f"<!-- /{name} -->") + len(f"<!-- /{name} -->")
+        text = text[:start] + block + text[end:]
+    page.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

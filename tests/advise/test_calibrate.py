@@ -1,0 +1,146 @@
+"""Calibration: which terms the points determine, recovering known costs, reading bench and sweep results,
+a stepping fake server with a known step cost, and the seed deployment's own figures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from typing import Any
+
+import pytest
+
+from dspark.advise.calibrate import Measured, fit, nelder_mead, points_from_json, terms_to_fit
+from dspark.advise.inputs import model_inputs
+from dspark.advise.model import StepCosts, StepShape, Workload, decode_step_s, simulate
+from dspark.bench.client import ClientConfig
+from dspark.bench.prompts import synthetic_token_prompts
+from dspark.bench.report import to_json
+from dspark.bench.runner import BenchSpec, run_bench
+from dspark.commands.advise import _recipe_points
+from dspark.validate import ValidateRequest, validate
+from tests.bench.fake_server import FakeConfig, FakeServer
+
+MOE = StepShape(dense_weight_bytes=2e9, expert_weight_bytes=20e9, num_experts=512, top_k=10,
+                kv_bytes_per_token=10_000.0, state_bytes_per_seat=40e6, speculative_tokens=4, emitted_per_step=3.0)
+
+
+def test_nelder_mead_finds_a_minimum() -> None:
+    x = nelder_mead(lambda v: (v[0] - 3) ** 2 + 10 * (v[1] + 1) ** 2, [0.0, 0.0])
+    assert x == pytest.approx([3.0, -1.0], abs=1e-3)
+
+
+def test_the_points_decide_which_terms_are_fitted() -> None:
+    step = [Measured(seats=n, source="s", step_s=0.1) for n in (1, 8, 16)]
+    assert terms_to_fit(step[:1]) == ("fixed_s",)
+    assert terms_to_fit(step[:2]) == ("fixed_s", "per_token_s")
+    assert terms_to_fit(step) == ("fixed_s", "per_token_s", "bandwidth_bytes_per_s")
+    bench = Measured(seats=8, source="b", workload=Workload(32, 100, 2048, 512), ttft_mean_s=70.0)
+    assert terms_to_fit([bench]) == ("fixed_s", "prefill_per_token_s")
+    assert terms_to_fit([bench], pinned=("prefill_per_token_s",)) == ("fixed_s",)
+
+
+def test_fit_recovers_the_costs_that_made_the_points() -> None:
+    truth = StepCosts(fixed_s=0.030, bandwidth_bytes_per_s=200e9, per_token_s=0.0002, prefill_per_token_s=0.0005)
+    prior = StepCosts(fixed_s=0.002, bandwidth_bytes_per_s=400e9, per_token_s=0.001, prefill_per_token_s=0.0005)
+    points = [Measured(seats=n, source="made", step_s=decode_step_s(truth, MOE, n, n * 3000.0),
+                       context_tokens=3000.0) for n in (1, 4, 8, 16, 32)]
+    cal = fit(prior, MOE, points, pinned=("prefill_per_token_s",))
+    assert cal.fitted == ("fixed_s", "per_token_s", "bandwidth_bytes_per_s")
+    assert cal.costs.fixed_s == pytest.approx(truth.fixed_s, rel=0.02)
+    assert cal.costs.bandwidth_bytes_per_s == pytest.approx(truth.bandwidth_bytes_per_s, rel=0.02)
+    assert cal.costs.per_token_s == pytest.approx(truth.per_token_s, rel=0.05)
+    assert all(abs(r.error) < 1e-3 for r in cal.residuals)
+
+
+def _bench_json(seats: int | None = None) -> dict[str, Any]:
+    """A real `dspark bench --json` result from the stepping fake (known step: 10 ms + 3 ms per running request)."""
+    async def go() -> str:
+        async with FakeServer(FakeConfig(step_fixed_s=0.010, step_per_running_s=0.003, seats=seats or 1)) as srv:
+            spec = BenchSpec(client=ClientConfig(base_url=srv.url, model="fake-model", max_tokens=12, concurrency=8),
+                             prompts_for_rep=lambda r: synthetic_token_prompts(16, 8, vocab_size=500, seed=r),
+                             prompt_source="synthetic ids, 8 tokens, seed 0", sample_interval_s=0.2)
+            return to_json(await run_bench(spec))
+    data: dict[str, Any] = json.loads(asyncio.run(go()))
+    return data
+
+
+@pytest.fixture(scope="module")
+def stepping_benches() -> dict[int, dict[str, Any]]:
+    return {n: _bench_json(n) for n in (1, 2, 4, 8)}
+
+
+def test_a_known_step_cost_is_predicted_at_unseen_seat_counts(stepping_benches: dict[int, dict[str, Any]]) -> None:
+    """Calibrated on the benches at 1 and 4 seats, the model predicts 2 and 8 seats within 10%."""
+    points = points_from_json(stepping_benches[1], "1 seat") + points_from_json(stepping_benches[4], "4 seats")
+    # The bench does not know the seats: 8 clients on a 1-seat server ran 1 at a time (/metrics running peak).
+    assert [p.seats for p in points] == [1, 4]
+    assert points[0].workload == Workload(clients=8, requests=16, input_len=8, output_len=12)
+    shape = StepShape(0.0, 0.0, None, None, 0.0, 0.0, 0, 1.0)
+    cal = fit(StepCosts(0.002, 1e12, 1e-4, 1e-4), shape, points)
+    assert cal.fitted == ("fixed_s", "per_token_s", "prefill_per_token_s")
+    assert cal.costs.per_token_s == pytest.approx(0.003, rel=0.25)  # the server's 3 ms per running request
+    for seats in (2, 8):
+        sim = simulate(cal.costs, shape, points[0].workload, seats)  # type: ignore[arg-type]
+        measured = stepping_benches[seats]["summary"]
+        err = sim.aggregate_decode_tps / measured["aggregate_decode_tps"] - 1
+        print(f"stepping fake, {seats} seats: predicted {sim.aggregate_decode_tps:.1f} tok/s, measured "
+              f"{measured['aggregate_decode_tps']:.1f} ({err:+.1%})")
+        assert abs(err) < 0.10
+        assert sim.per_stream_decode_tps == pytest.approx(measured["per_stream_decode_tps"], rel=0.10)
+
+
+def test_a_sweep_json_gives_one_point_per_clean_setting(stepping_benches: dict[int, dict[str, Any]]) -> None:
+    sweep = {"settings": [{"seats": 2, "bench": stepping_benches[2], "problems": []},
+                          {"seats": 4, "bench": stepping_benches[4], "problems": ["1 preemption(s)"]}]}
+    points = points_from_json(sweep, "sweep.json")
+    assert [(p.seats, p.source) for p in points] == [(2, "sweep.json (2 seats)")]
+    assert points[0].aggregate_decode_tps == stepping_benches[2]["summary"]["aggregate_decode_tps"]
+    with pytest.raises(ValueError, match="neither"):
+        points_from_json({"x": 1}, "other.json")
+
+
+def _report(recipe: str, seats: int) -> Any:
+    return validate(ValidateRequest(recipe=recipe, env={}, flags={"max_num_seqs": seats}))
+
+
+def test_27b_step_at_18_seats_from_its_steps_at_1_and_8() -> None:
+    """The deployment's dense 27B on SGLang: steps of 67 ms at 1 seat and 130 at 8 predict 18 seats' 205 ms."""
+    report = _report("qwen27b-dflash-sglang", 8)
+    steps, _prefill, notes = _recipe_points(report)
+    assert notes == [] and {p.seats: p.step_s for p in steps} == {1: 0.067, 8: 0.130, 18: 0.205}
+    inputs = model_inputs(report.architecture, report.weights, report.capacity, report.hardware.gpus[0],
+                          platform="cuda", tp=2, speculative_tokens=15)
+    cal = fit(inputs.prior, inputs.shape, [p for p in steps if p.seats != 18])  # never fitted to the 18-seat step
+    predicted = decode_step_s(cal.costs, inputs.shape, 18, 0.0)
+    err = predicted / 0.205 - 1
+    print(f"27B, 18 seats: predicted {predicted * 1e3:.0f} ms, measured 205 ms ({err:+.1%}); fitted {cal.fitted}")
+    assert abs(err) < 0.10
+
+
+def test_flash_next_16_seats_from_its_8_seat_point() -> None:
+    """Flash-Next on vLLM: calibrated on the 8-seat bench only, what the model says for 16 seats against the
+    measured 183.6 tok/s aggregate and 13.4 per stream (3-rep means of the deployment)."""
+    report = _report("flash-next-vllm", 8)
+    obs = {(o.metric, o.seats): o.value for o in report.recipe.observations if o.workload and
+           not o.workload.startswith("warm")}
+    _steps, prefill, _notes = _recipe_points(report)
+    assert prefill is not None and prefill[0] == pytest.approx(0.49e-3)
+    inputs = model_inputs(report.architecture, report.weights, report.capacity, report.hardware.gpus[0],
+                          platform="cuda", tp=2, speculative_tokens=4, observed_prefill_s=prefill)
+    load = Workload(clients=32, requests=100, input_len=2048, output_len=512, max_num_batched_tokens=8192)
+    point = Measured(seats=8, source="8 seats", workload=load, aggregate_decode_tps=obs[("decode_tok_s", 8)],
+                     per_stream_decode_tps=obs[("stream_decode_tok_s", 8)], ttft_mean_s=obs[("ttft_s", 8)])
+    cal = fit(inputs.prior, inputs.shape, [point], pinned=("prefill_per_token_s",))
+    assert cal.fitted == ("fixed_s",)
+    sim = simulate(cal.costs, inputs.shape, load, 16)
+    agg_err = sim.aggregate_decode_tps / obs[("decode_tok_s", 16)] - 1
+    per_err = sim.per_stream_decode_tps / obs[("stream_decode_tok_s", 16)] - 1
+    ttft_err = sim.ttft_mean_s / obs[("ttft_s", 16)] - 1
+    wall_err = sim.wall_time_s / obs[("wall_s", 16)] - 1
+    print(f"Flash-Next, 16 seats: aggregate {sim.aggregate_decode_tps:.1f} vs 183.6 ({agg_err:+.1%}), per stream "
+          f"{sim.per_stream_decode_tps:.1f} vs 13.4 ({per_err:+.1%}), TTFT {sim.ttft_mean_s:.1f} vs 40.7 "
+          f"({ttft_err:+.1%}), wall {sim.wall_time_s:.1f} vs 278.8 ({wall_err:+.1%})")
+    assert abs(agg_err) < 0.15 and abs(per_err) < 0.15
+    assert abs(ttft_err) < 0.25 and abs(wall_err) < 0.15
+    assert not math.isclose(sim.aggregate_decode_tps, obs[("decode_tok_s", 8)], rel_tol=0.05)  # it did move

@@ -1,0 +1,77 @@
+"""The step cost and the closed-loop simulation, against figures worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from dspark.advise.model import StepCosts, StepShape, Workload, decode_step_s, simulate
+
+# 10 ms fixed, 1 GB/s, 1 ms per decode token, 0.1 ms per prompt token.
+COSTS = StepCosts(fixed_s=0.010, bandwidth_bytes_per_s=1e9, per_token_s=0.001, prefill_per_token_s=0.0001)
+DENSE = StepShape(dense_weight_bytes=20e6, expert_weight_bytes=0.0, num_experts=None, top_k=None,
+                  kv_bytes_per_token=1000.0, state_bytes_per_seat=0.0, speculative_tokens=0, emitted_per_step=1.0)
+
+
+def test_dense_step_is_fixed_plus_bytes_over_bandwidth_plus_tokens() -> None:
+    # 10 ms + (20 MB + 4 seats × 500 tokens × 1 kB) / 1 GB/s + 4 tokens × 1 ms = 10 + 22 + 4 = 36 ms.
+    assert decode_step_s(COSTS, DENSE, 4, 2000) == pytest.approx(0.036)
+    # 200 prompt tokens in the same step add 20 ms.
+    assert decode_step_s(COSTS, DENSE, 4, 2000, prefill_tokens=200) == pytest.approx(0.056)
+
+
+def test_moe_reads_the_experts_the_step_touches() -> None:
+    moe = StepShape(dense_weight_bytes=0.0, expert_weight_bytes=100e6, num_experts=512, top_k=10,
+                    kv_bytes_per_token=0.0, state_bytes_per_seat=0.0, speculative_tokens=4, emitted_per_step=3.0)
+    # 8 seats × 5 tokens = 40 tokens touch 1 − (1 − 10/512)^40 = 54.6% of the experts: 54.6 MB at 1 GB/s.
+    coverage = 1 - (1 - 10 / 512) ** 40
+    expected = 0.010 + 100e6 * coverage / 1e9 + 40 * 0.001
+    assert decode_step_s(COSTS, moe, 8, 0) == pytest.approx(expected)
+    assert 0.54 < coverage < 0.56
+
+
+def test_one_client_one_seat() -> None:
+    # A 100-token prompt in one step (10 + 20 + 10 = 40 ms with no seat decoding: 20 MB of weights still read),
+    # then 9 decode steps of 10 + 20 + 1 ms each (no KV bytes in this shape).
+    shape = StepShape(20e6, 0.0, None, None, 0.0, 0.0, 0, 1.0)
+    sim = simulate(COSTS, shape, Workload(clients=1, requests=3, input_len=100, output_len=10), seats=1)
+    first = 0.010 + 0.020 + 100 * 0.0001
+    decode = 9 * (0.010 + 0.020 + 0.001)
+    assert sim.ttft_mean_s == pytest.approx(first)
+    assert sim.wall_time_s == pytest.approx(3 * (first + decode))
+    assert sim.per_stream_decode_tps == pytest.approx(9 / decode)
+    assert sim.aggregate_decode_tps == pytest.approx(30 / sim.wall_time_s)
+    assert sim.kv_peak_tokens == 110
+
+
+def test_clients_queue_for_seats() -> None:
+    # 4 clients, 2 seats, no prompt cost: each request takes 5 steps of 10 + 2 × 1 ms = 12 ms (60 ms). Two wait
+    # one request's time: mean TTFT = (12 + 12 + 72 + 72) / 4 ms.
+    shape = StepShape(0.0, 0.0, None, None, 0.0, 0.0, 0, 1.0)
+    costs = StepCosts(0.010, 1e9, 0.001, 0.0)
+    sim = simulate(costs, shape, Workload(clients=4, requests=4, input_len=1, output_len=5), seats=2)
+    assert sim.ttft_mean_s == pytest.approx((0.011 + 0.011 + 0.071 + 0.071) / 4, rel=0.05)
+    assert sim.wall_time_s == pytest.approx(2 * (0.011 + 4 * 0.012), rel=0.02)
+
+
+def test_long_prompts_are_chunked_by_the_batch_budget() -> None:
+    # 10,000 prompt tokens through a 4,096-token budget: 3 steps before the first token.
+    shape = StepShape(0.0, 0.0, None, None, 0.0, 0.0, 0, 1.0)
+    costs = StepCosts(0.010, 1e9, 0.0, 0.0)
+    sim = simulate(costs, shape, Workload(1, 1, 10_000, 2, max_num_batched_tokens=4096), seats=1)
+    assert sim.ttft_mean_s == pytest.approx(0.030)
+    assert sim.wall_time_s == pytest.approx(0.040)
+
+
+def test_more_seats_more_throughput_less_per_stream() -> None:
+    load = Workload(clients=16, requests=64, input_len=200, output_len=64)
+    sims = [simulate(COSTS, DENSE, load, s) for s in (1, 4, 16)]
+    agg = [s.aggregate_decode_tps for s in sims]
+    per = [s.per_stream_decode_tps for s in sims]
+    assert agg[0] < agg[1] < agg[2]
+    assert per[0] > per[1] > per[2]
+    assert sims[0].ttft_mean_s > sims[2].ttft_mean_s  # the queue drains through more seats
+
+
+def test_bad_workloads_are_refused() -> None:
+    with pytest.raises(ValueError, match="must be positive"):
+        simulate(COSTS, DENSE, Workload(1, 1, 10, 0), seats=1)

@@ -1,0 +1,407 @@
+"""Generated bad input, run through the CLI in-process: the expected exit code, no traceback, no hang.
+
+A seeded generator (the cases are the same on every run, each a test id) mutates what users hand to dspark:
+the shipped recipes, real config.json files (tests/fixtures/configs), the environment, dspark's flags, the
+engine's flags after `--`, and saved probe files. Every case states the exit code it must end with; a case
+with --json must also print exactly one JSON object on stdout. docs/bad-input.md lists the classes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+import yaml
+
+from dspark.cli import main
+from dspark.hardware.nvml import NvmlUnavailable
+from dspark.hardware.select import resolve_hardware
+from dspark.knobs import KNOBS
+from dspark.recipes import shipped_recipes_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "tests" / "fixtures" / "configs"
+PROBE = ROOT / "tests" / "fixtures" / "probes" / "h200-idle.json"
+SECONDS_PER_CASE = 10
+RNG = random.Random(20261130)  # noqa: S311 - seeds reproducible test cases, no secret
+
+# Files a case needs, written under its tmp_path: name -> text or bytes (bytes for non-UTF-8 content).
+Files = dict[str, str | bytes]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One generated input: argv (with {tmp} for the case's directory), environment, files, expected exit code."""
+
+    kind: str
+    argv: tuple[str, ...]
+    expected: int
+    env: dict[str, str] = field(default_factory=dict)
+    files: Files = field(default_factory=dict)
+
+
+# --- recipes ---------------------------------------------------------------------------------------------
+
+SHIPPED = {p.stem: yaml.safe_load(p.read_text()) for p in sorted(shipped_recipes_dir().glob("*.yaml"))}
+# (path, values that must be refused there): strict numbers, finite, in range.
+RECIPE_FIELDS: tuple[tuple[tuple[str | int, ...], tuple[object, ...]], ...] = (
+    (("batching", "max_num_seqs"), (True, False, "lots", -1, 0, 1.5, float("inf"), [], {}, 10**9)),
+    (("batching", "max_num_batched_tokens"), (True, "lots", -1, 0, float("nan"), [])),
+    (("context", "max_model_len"), (True, "lots", -5, 0, float("inf"), "1.5Ki", {})),
+    (("kv_cache", "memory"), (True, "lots", -1, 0, 2.5, float("inf"), "28XB", [])),
+    (("speculative", "num_speculative_tokens"), (True, 0, -1, 65, 2.5, "four", float("nan"))),
+    (("parallel", "tensor"), (True, 0, -2, "two", 1.5)),
+    (("parallel", "nodes"), (True, 0, "two", float("inf"))),
+    (("parallel", "master_port"), (True, 0, 70000, "http")),
+    (("observations", 0, "value"), (True, -1, float("inf"), float("nan"), "many")),
+    (("observations", 0, "seats"), (True, 0, 1.5, "six")),
+    (("engine",), ("vllm2", 3, True, None)),
+    (("name",), ("Not A Slug", 7, "")),
+)
+
+
+def _set(tree: Any, path: tuple[str | int, ...], value: object) -> bool:
+    """Set tree[path] = value when every parent exists (False otherwise)."""
+    node = tree
+    for part in path[:-1]:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if isinstance(node, dict) or (isinstance(node, list) and isinstance(path[-1], int) and path[-1] < len(node)):
+        node[path[-1]] = value  # type: ignore[index]
+        return True
+    return False
+
+
+def _recipe_field_cases() -> Iterator[Case]:
+    for tree in SHIPPED.values():
+        for path, bad_values in RECIPE_FIELDS:
+            for value in RNG.sample(bad_values, k=min(3, len(bad_values))):
+                mutated = json.loads(json.dumps(tree, allow_nan=True))
+                if not _set(mutated, path, value):
+                    continue
+                text = yaml.safe_dump(mutated, sort_keys=False)
+                yield Case("recipe-field", ("validate", "{tmp}/r.yaml", *_maybe_json()), 2, files={"r.yaml": text})
+
+
+def _nest(depth: int, leaf: str = "1") -> str:
+    return "[" * depth + leaf + "]" * depth
+
+
+def _alias_bomb(levels: int, width: int) -> str:
+    lines = [f"  a0: &a0 [{', '.join(['x'] * width)}]"]
+    lines += [f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def _recipe_structure_cases() -> Iterator[Case]:
+    base = (shipped_recipes_dir() / "flash-next-vllm.yaml").read_text()
+    for _ in range(12):
+        depth = RNG.choice([65, 200, 600, 3000, 20000])
+        key = RNG.choice(["description", "model", "env", "observations"])
+        yield Case("recipe-deep", ("validate", "{tmp}/r.yaml", *_maybe_json()), 2,
+                   files={"r.yaml": f"{base}\n{key}x: {_nest(depth)}\n"})
+    for _ in range(12):
+        at = RNG.randrange(len(base))
+        char = RNG.choice(["\x00", "\x01", "\x7f", "\ufffe"])
+        yield Case("recipe-control-char", ("validate", "{tmp}/r.yaml"), 2,
+                   files={"r.yaml": base[:at] + char + base[at:]})
+    for _ in range(10):
+        levels, width = RNG.choice([(9, 9), (6, 10), (12, 4), (5, 12)])
+        where = RNG.choice(["env", "bomb"])
+        yield Case("recipe-alias-bomb", ("validate", "{tmp}/r.yaml"), 2,
+                   files={"r.yaml": f"{base}\n{where}x:\n{_alias_bomb(levels, width)}"})
+    for _ in range(6):
+        garbage = bytes(RNG.randrange(128, 256) for _ in range(RNG.randrange(1, 64)))
+        at = RNG.randrange(len(base))
+        yield Case("recipe-not-utf8", ("validate", "{tmp}/r.yaml"), 2,
+                   files={"r.yaml": base[:at].encode() + garbage + base[at:].encode()})
+    for text in ("a: &a [*a]\n", "", "- just\n- a list\n", "name: x\nname: y\n", "{", "'"):
+        yield Case("recipe-shape", ("validate", "{tmp}/r.yaml", *_maybe_json()), 2, files={"r.yaml": text})
+
+
+# --- config.json -----------------------------------------------------------------------------------------
+
+CONFIG_BASES = ("llama-3-8b-instruct", "mistral-7b-v0.1", "qwen3-32b", "qwen3-next-80b-a3b-instruct", "qwen3.5-27b",
+                "deepseek-v3", "deepseek-v3.2-exp")
+DENSE_BASES = ("llama-3-8b-instruct", "mistral-7b-v0.1", "qwen3-32b")
+CONFIG_KEYS = ("num_hidden_layers", "num_attention_heads", "hidden_size", "vocab_size", "max_position_embeddings")
+CONFIG_BAD = (10**30, -5, 0, True, "x", "1e400", 2.5, None)
+
+
+def _home(config: dict[str, Any], key: str) -> dict[str, Any]:
+    """The mapping the key is read from: a nested text_config first (as dspark reads it)."""
+    inner = config.get("text_config")
+    return inner if isinstance(inner, dict) and key in inner else config
+
+
+def _config_text(config: dict[str, Any], raw: dict[str, str] | None = None) -> str:
+    text = json.dumps(config)
+    for key, literal in (raw or {}).items():  # numbers JSON cannot hold as Python floats: write them verbatim
+        text = text.replace(json.dumps(key) + ": " + json.dumps("__RAW__"), json.dumps(key) + ": " + literal)
+    return text
+
+
+def _model_case(kind: str, text: str | bytes, expected: int, extra: tuple[str, ...] = ()) -> Case:
+    return Case(kind, ("validate", "--model", "{tmp}/m", "--engine", "vllm", "--hardware", "h200:8", "--tp", "8",
+                       *_maybe_json(), *extra), expected, files={"m/config.json": text})
+
+
+def _config_cases() -> Iterator[Case]:
+    for base in CONFIG_BASES:
+        original = json.loads((CONFIGS / f"{base}.json").read_text())
+        yield _model_case("config-unchanged", json.dumps(original), 0)
+        for key in CONFIG_KEYS:
+            for value in RNG.sample(CONFIG_BAD, k=3):
+                config = json.loads(json.dumps(original))
+                home = _home(config, key)
+                if value == "1e400":
+                    home[key] = "__RAW__"
+                    yield _model_case("config-count", _config_text(config, {key: "1e400"}), 2)
+                    continue
+                home[key] = value
+                yield _model_case("config-count", json.dumps(config), 2)
+        config = json.loads(json.dumps(original))
+        home = _home(config, "num_attention_heads")
+        heads = home.get("num_attention_heads", 8)
+        for kv in (heads + 1, heads * 2, max(3, heads - 1)):
+            # MLA models keep one latent for all heads: their num_key_value_heads is never read.
+            if not base.startswith("deepseek") and kv > 0 and (kv > heads or heads % kv):
+                home["num_key_value_heads"] = kv
+                yield _model_case("config-kv-heads", json.dumps(config), 2)
+        if base in DENSE_BASES:  # the families whose attention reads sliding_window (hybrids and MLA ignore it)
+            config = json.loads(json.dumps(original))
+            _home(config, "num_hidden_layers")["sliding_window"] = RNG.choice([-5, -1, -4096])
+            yield _model_case("config-sliding-window", json.dumps(config), 2)
+        yield _model_case("config-deep", '{"model_type": ' + _nest(RNG.choice([100, 100_000])) + "}", 2)
+        yield _model_case("config-not-utf8", b'{"model_type": "\xff\xfe"}', 2)
+    for base in ("qwen3-next-80b-a3b-instruct", "qwen3.5-27b"):
+        config = json.loads((CONFIGS / f"{base}.json").read_text())
+        home = _home(config, "num_hidden_layers")
+        layers = home["num_hidden_layers"]
+        if "layer_types" in home:
+            home["layer_types"] = ["linear_attention"] * layers
+        else:
+            home["full_attention_interval"] = layers + RNG.randrange(1, 100)
+        yield _model_case("config-hybrid-no-attention", json.dumps(config), 2)
+
+
+# --- environment -----------------------------------------------------------------------------------------
+
+TEXT_KNOBS = {"DSPARK_MODEL", "DSPARK_SERVED_MODEL_NAME", "DSPARK_MASTER_ADDR", "DSPARK_HOST"}
+ENV_BAD = ("", " ", "abc", "-3", "1e400", "12.5x", "nan", "∞", "0x10", "--", "lots of them")
+
+
+def _env_cases() -> Iterator[Case]:
+    names = ["DSPARK_RECIPE", *(k.env for k in KNOBS if k.env not in TEXT_KNOBS)]
+    for name in names:
+        for value in RNG.sample(ENV_BAD, k=4):
+            yield Case("env", ("validate", *_maybe_json()), 2, env={name: value})
+
+
+# --- dspark's own flags ----------------------------------------------------------------------------------
+
+FLAG_BAD: dict[str, tuple[str, ...]] = {
+    "--max-num-seqs": ("abc", "-1", "0", "1e400", "12.5", "", "99999999999999999999"),
+    "--max-model-len": ("abc", "-1", "0", "1e400", "1.5Ki", ""),
+    "--kv-cache-memory": ("abc", "-1", "0", "1e400", "28XB", ""),
+    "--tp": ("abc", "0", "-2", "2000", ""),
+    "--nnodes": ("abc", "0", "5000"),
+    "--node-rank": ("abc", "-1", "7"),
+    "--master-port": ("abc", "0", "70000"),
+    "--port": ("abc", "0", "70000"),
+    "--typical-context": ("abc", "0", "-5", "1.5Ki"),
+    "--prefix-cache-reserve": ("abc", "-5x"),
+    "--hardware": ("abc", "h200:0", "h200:x", "nope:8", "h200:65", ""),
+    "--engine": ("vllm2", ""),
+    "--platform": ("gpu", ""),
+    "--kv-cache-dtype": ("fp7", "", "FP8!"),
+}
+
+
+def _flag_cases() -> Iterator[Case]:
+    for flag, values in FLAG_BAD.items():
+        for value in values:
+            command = RNG.choice(["validate", "validate", "start"])
+            extra = ("--dry-run",) if command == "start" else ()
+            yield Case("flag", (command, flag, value, *extra, *_maybe_json()), 2)
+    yield Case("flag", ("validate", ""), 2)
+    yield Case("flag", ("validate", "no-such-recipe"), 2)
+    yield Case("flag", ("validate", "--no-such-flag"), 2)
+    yield Case("flag", ("validate", "--platform", "cpu", "--hardware", "zz"), 2)
+
+
+# --- engine flags after `--` -----------------------------------------------------------------------------
+
+VLLM_BAD = (
+    ("--block-size", "0"), ("--block-size", "-16"), ("--block-size", "abc"), ("--dtype", "nope"),
+    ("--dtype", "float64"), ("--mamba-cache-dtype", "nope"), ("--mamba-ssm-cache-dtype", "nope"),
+    ("--enable-prefix-caching=maybe",), ("--enable-prefix-caching=true",), ("--no-enable-prefix-caching=1",),
+    ("--speculative-config", '{"method":"mtp","num_speculative_tokens":1e400}'),
+    ("--speculative-config", '{"method":"mtp","num_speculative_tokens":0}'),
+    ("--speculative-config", '{"method":"nope","num_speculative_tokens":2}'),
+    ("--speculative-config", '{"method":"mtp","num_speculative_tokens":2.5}'),
+    ("--speculative-config", "{not json"), ("--speculative-config", "[1, 2]"),
+    ("--max-num-seqs", "0"), ("--max-num-seqs", "abc"), ("--max-model-len", "abc"), ("--max-model-len", "-5"),
+    ("--kv-cache-memory-bytes", "abc"), ("--kv-cache-memory-bytes", "0"), ("--gpu-memory-utilization", "2"),
+    ("--gpu-memory-utilization", "nan"), ("--tensor-parallel-size", "0"), ("--data-parallel-size", "0"),
+    ("--max-num-batched-tokens", "1.5K"), ("--max-num-batched-tokens", "abc"), ("--kv-cache-dtype", "fp7"),
+    ("--mamba-block-size", "0"), ("-cc", "[]"), ("--max-model-len",),
+)
+VLLM_GOOD = (("--enforce-eager",), ("--max-num-seqs", "4"), ("--trust-remote-code",), ("--seed", "3"))
+SGLANG_BAD = (
+    ("--page-size", "0"), ("--speculative-algorithm", "nope"), ("--mamba-ssm-dtype", "nope"),
+    ("--kv-cache-dtype", "fp16"), ("--max-total-tokens", "1.5Mi"), ("--tp-size", "abc"), ("--dp-size", "0"),
+    ("--mem-fraction-static", "1.5"), ("--mem-fraction-static", "abc"), ("--disable-radix-cache=true",),
+    ("--speculative-num-steps", "0"), ("--max-running-requests", "0"), ("--context-length", "abc"),
+)
+
+
+def _engine_flag_cases() -> Iterator[Case]:
+    for recipe, bad, good in (("flash-next-vllm", VLLM_BAD, VLLM_GOOD), ("flash-next-sglang", SGLANG_BAD, ())):
+        for flags in bad:
+            yield Case("engine-flag", ("validate", recipe, *_maybe_json(), "--", *flags), 2)
+        for _ in range(15):
+            picked = [*RNG.sample(bad, k=RNG.randint(1, 2)), *RNG.sample(good, k=min(len(good), RNG.randint(0, 2)))]
+            RNG.shuffle(picked)
+            argv = [part for flag in picked for part in flag]
+            command = RNG.choice(["validate", "start"])
+            extra = ("--dry-run",) if command == "start" else ()
+            yield Case("engine-flag-mix", (command, recipe, *extra, *_maybe_json(), "--", *argv), 2)
+    for flags in (("--max-num-seq", "12"), ("--bogus-flag", "3"), ("--trust-remote-code",)):
+        yield Case("engine-flag-unplaced", ("validate", "--json", "--", *flags), 0)
+
+
+# --- saved probe files -----------------------------------------------------------------------------------
+
+def _probe_texts() -> Iterator[tuple[str, str | bytes]]:
+    good = json.loads(PROBE.read_text())
+    yield "not-utf8", b'{"format": "\xff"}'
+    yield "deep", '{"gpus": ' + _nest(RNG.choice([100, 50_000])) + "}"
+    yield "nan", PROBE.read_text().replace('"nodes": 1', '"nodes": NaN')
+    yield "empty", ""
+    yield "list", "[]"
+    yield "truncated", PROBE.read_text()[: RNG.randrange(1, 200)]
+    for key, value in (("total_bytes", "lots"), ("free_bytes", -1), ("free_bytes", 10**20), ("name", 3),
+                       ("memory_source", "guess"), ("totl_bytes", 1)):
+        bad = json.loads(json.dumps(good))
+        bad["gpus"][0][key] = value
+        yield f"gpu-{key}", json.dumps(bad)
+    bad = json.loads(json.dumps(good))
+    bad["gpus"] = []
+    yield "no-gpus", json.dumps(bad)
+
+
+def _probe_cases() -> Iterator[Case]:
+    for label, text in _probe_texts():
+        files: Files = {"p.json": text}
+        yield Case(f"probe-{label}", ("validate", "--hardware", "{tmp}/p.json", *_maybe_json()), 2, files=files)
+        yield Case(f"probe-{label}", ("validate", "--peer-hardware", "{tmp}/p.json"), 2, files=files)
+        yield Case(f"probe-{label}", ("probe", "--hardware", "{tmp}/p.json", *_maybe_json()), 2, files=files)
+        yield Case(f"probe-{label}", ("validate",), 2, env={"DSPARK_HARDWARE": "{tmp}/p.json"}, files=files)
+
+
+# --- launches that must refuse or plan -------------------------------------------------------------------
+
+def _launch_cases() -> Iterator[Case]:
+    yield Case("start-dry-run", ("start", "--dry-run"), 0)
+    yield Case("start-dry-run", ("start", "--dry-run", "--json"), 0)
+    yield Case("start-dry-run", ("start", "flash-next-sglang", "--dry-run", "--json"), 0)
+    yield Case("start-dry-run-rank1", ("start", "--dry-run", "--node-rank", "1"), 2)
+    yield Case("start-no-live-hardware", ("start", "--master-addr", "10.0.0.1"), 1)
+    yield Case("start-no-live-hardware", ("start", "--json"), 1, env={"DSPARK_MASTER_ADDR": "10.0.0.1"})
+    yield Case("probe-no-gpu", ("probe", "--json"), 1)
+    yield Case("dp-over-gpus", ("validate", "--model", str(CONFIGS.parent / "model-qwen3-32b"), "--engine", "vllm",
+                                "--hardware", "h200", "--", "--data-parallel-size", "2"), 1)
+
+
+def _maybe_json() -> tuple[str, ...]:
+    return ("--json",) if RNG.random() < 0.5 else ()
+
+
+CASES: list[Case] = [
+    *_recipe_field_cases(), *_recipe_structure_cases(), *_config_cases(), *_env_cases(), *_flag_cases(),
+    *_engine_flag_cases(), *_probe_cases(), *_launch_cases(),
+]
+
+
+class _Hang(BaseException):
+    """Raised by the alarm: not an Exception, so dspark's error boundary cannot turn it into exit 3."""
+
+
+def _alarm(signum: int, frame: FrameType | None) -> None:
+    raise _Hang
+
+
+def _no_gpu() -> Callable[[str | None, str, str], Any]:
+    """validate's hardware resolver as on a machine without NVML, wherever the suite runs."""
+
+    class Absent:
+        def snapshot(self) -> Any:
+            raise NvmlUnavailable("no NVML in this test")
+
+    def resolver(spec: str | None, default_profile: str, origin: str = "--hardware") -> Any:
+        return resolve_hardware(spec, default_profile=default_profile, nvml_factory=Absent, origin=origin)
+
+    return resolver
+
+
+def test_there_are_enough_cases() -> None:
+    assert len(CASES) >= 300
+    assert {c.expected for c in CASES} == {0, 1, 2}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{i:03d}-{c.kind}" for i, c in enumerate(CASES)])
+def test_generated_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    from dspark import validate as validate_module  # noqa: PLC0415
+    from dspark.commands import probe as probe_module  # noqa: PLC0415
+
+    for name, content in case.files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    for name in [k for k in os.environ if k in ("MAX_NUM_SEQS", "CUDA_VISIBLE_DEVICES") or k.startswith("DSPARK_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("DSPARK_ENGINE_PYTHON", str(tmp_path / "no-engine" / "python"))  # never a real engine
+    for name, value in case.env.items():
+        monkeypatch.setenv(name, value.replace("{tmp}", str(tmp_path)))
+    monkeypatch.setattr(validate_module, "_resolve_hw", _no_gpu())
+    monkeypatch.setattr(probe_module, "resolve_hardware", lambda spec: _no_gpu()(spec, "gb10x2", "--hardware"))
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in case.argv]
+
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, SECONDS_PER_CASE)
+    try:
+        code = main(argv)
+    except _Hang:
+        pytest.fail(f"{case.kind}: no answer within {SECONDS_PER_CASE} s: dspark {argv}")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    out, err = capsys.readouterr()
+    shown = f"dspark {argv!r} env={case.env}\nstdout: {out[-2000:]}\nstderr: {err[-2000:]}"
+    assert code == case.expected, shown
+    assert "Traceback" not in err and "Traceback" not in out, shown
+    assert "internal error" not in err, shown
+    if "--json" in argv and (argv.index("--json") < argv.index("--") if "--" in argv else True):
+        document = json.loads(out)  # exactly one JSON object, success or failure
+        assert isinstance(document, dict), shown
+        if code != 0 and "error" in document:
+            assert document["exit_code"] == code, shown
+            assert set(document["error"]) == {"code", "message", "hint"}, shown
+    if case.kind == "engine-flag-unplaced":
+        codes = [f["code"] for f in json.loads(out)["findings"]]
+        assert "argv-not-checked" in codes, shown

@@ -1,0 +1,90 @@
+"""start: a dry run plans anywhere (no engine, no GPU); a real start needs live or named hardware and the engine."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dspark import validate as validate_module
+from dspark.commands.probe import probe
+from dspark.errors import EngineNotInstalledError, RefusedError, SettingsError
+from dspark.hardware.nvml import NvmlUnavailable
+from dspark.hardware.select import resolve_hardware
+from dspark.start import StartRequest, plan_start
+from dspark.validate import ValidateRequest
+
+
+class _NoNvml:
+    def snapshot(self) -> Any:
+        raise NvmlUnavailable("no NVML in this test")
+
+
+@pytest.fixture(autouse=True)
+def _no_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in [k for k in os.environ if k == "MAX_NUM_SEQS" or k.startswith("DSPARK_")]:
+        monkeypatch.delenv(name)
+
+    def resolver(spec: str | None, default_profile: str, origin: str = "--hardware") -> Any:
+        return resolve_hardware(spec, default_profile=default_profile, nvml_factory=_NoNvml, origin=origin)
+
+    monkeypatch.setattr(validate_module, "_resolve_hw", resolver)
+    yield
+
+
+def _request(tmp_path: Path, *, dry_run: bool, flags: dict[str, object] | None = None,
+             env: dict[str, str] | None = None) -> StartRequest:
+    no_engine = {"DSPARK_ENGINE_PYTHON": str(tmp_path / "nowhere" / "python"), **(env or {})}
+    return StartRequest(validate=ValidateRequest(flags=flags or {}, env=no_engine), dry_run=dry_run)
+
+
+def test_dry_run_plans_without_an_engine_or_a_master_address(tmp_path: Path) -> None:
+    result = plan_start(_request(tmp_path, dry_run=True))  # the default recipe: 2 nodes, rank 0, no address
+    assert [f.code for f in result.findings] == ["argv-not-checked"]
+    assert result.check.engine_version is None
+    argv = result.plan.to_json()["argv"]
+    assert isinstance(argv, list)
+    assert argv[:2] == ["vllm", "serve"] and "--node-rank" in argv
+    document = result.to_json()
+    assert "argv-not-checked" in [f["code"] for f in document["findings"]]
+    assert document["verdict"] == "warn"
+
+
+def test_dry_run_of_a_worker_still_needs_the_address(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="needs the address of node 0"):
+        plan_start(_request(tmp_path, dry_run=True, flags={"node_rank": 1}))
+
+
+def test_real_start_refuses_a_fallback_profile(tmp_path: Path) -> None:
+    with pytest.raises(RefusedError, match="no live GPU was read here") as err:
+        plan_start(_request(tmp_path, dry_run=False, env={"DSPARK_MASTER_ADDR": "10.0.0.1"}))
+    assert err.value.hint is not None and "--hardware" in err.value.hint
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_real_start_against_named_hardware_goes_on_to_the_engine(tmp_path: Path, how: str) -> None:
+    flags: dict[str, object] = {"hardware": "gb10x2"} if how == "flag" else {}
+    env = {"DSPARK_MASTER_ADDR": "10.0.0.1", **({"DSPARK_HARDWARE": "gb10x2"} if how == "env" else {})}
+    # Past the hardware check, the next requirement is the engine itself.
+    with pytest.raises(EngineNotInstalledError):
+        plan_start(_request(tmp_path, dry_run=False, flags=flags, env=env))
+
+
+def test_probe_json_without_a_gpu_does_not_save_a_profile() -> None:
+    out = StringIO()
+    with pytest.raises(RefusedError, match="nothing to probe"):
+        probe(as_json=True, out=out, resolve=lambda spec: resolve_hardware(spec, nvml_factory=_NoNvml))
+    assert out.getvalue() == ""
+
+
+def test_probe_of_a_named_multi_gpu_profile() -> None:
+    out = StringIO()
+    assert probe(hardware="b200:8", as_json=True, out=out) == 0
+    snapshot = json.loads(out.getvalue())
+    assert len(snapshot["gpus"]) == 8
+    assert snapshot["source"] == "profile"
