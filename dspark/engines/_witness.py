@@ -28,7 +28,11 @@ budget to pool and concurrency, not the platform's block-size choice.
 A release without those pieces (a planner that takes other arguments, a spec class the request needs) is
 answered plainly as outside what the witness reads, naming what it lacks. vLLM 0.28.0 through 0.33.0 are
 read (docs/version-matrix.md).
-SGLang ("engine": "sglang") is not witnessed here yet: the answer says so (ok false, error set).
+
+request, for "engine": "sglang" (dspark.engines.sglang.witness_input): argv (launch_server flags, --model-path
+    a directory with config.json), gpu_mib, integrated, free_before, free_after (bytes, dspark's readings),
+    capability; answered by _witness_sglang.py (SGLang's own memory-pool resolution, in-process, no GPU):
+    max_concurrency is the pool over the context length, as dspark reports it for SGLang.
 Imports nothing from dspark: it runs where dspark may not be installed.
 """
 
@@ -224,8 +228,21 @@ def _vllm_answer(request: dict[str, Any]) -> dict[str, Any]:
     return {"engine_version": _engine_version(), **_vllm(request)}
 
 
-# The engines the witness can plan for; SGLang's memory-pool resolution is the next entry.
-_PLANNERS = {"vllm": _vllm_answer}
+def _sglang_answer(request: dict[str, Any]) -> dict[str, Any]:
+    """SGLang's own sizing: _witness_sglang.py beside this file, loaded by path (this folder is off sys.path)."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location("_dspark_witness_sglang", _HERE / "_witness_sglang.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {_HERE / '_witness_sglang.py'}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    answer: dict[str, Any] = module.witness(request)
+    return answer
+
+
+# The engines the witness can plan for.
+_PLANNERS = {"vllm": _vllm_answer, "sglang": _sglang_answer}
 
 
 def witness(request: dict[str, Any]) -> dict[str, Any]:
