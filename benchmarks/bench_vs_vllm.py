@@ -88,6 +88,7 @@ def run_vllm(vllm: str, url: str, model: str, a: argparse.Namespace, seed: int, 
             "--dataset-name", "random", "--random-input-len", str(a.input_len), "--random-output-len",
             str(a.max_tokens), "--random-range-ratio", "0", "--num-prompts", str(a.requests), "--max-concurrency",
             str(a.concurrency), "--ignore-eos", "--seed", str(seed), "--disable-tqdm", "--save-result",
+            "--percentile-metrics", "ttft,tpot,itl,e2el",
             "--result-dir", str(work), "--result-filename", name]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
     if proc.returncode != 0:

@@ -288,7 +288,8 @@ def advise(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bo
     opts = AdviseOptions(seats=seats, **{k: params.pop(k) for k in own})
     if params.get("max_num_seqs") is not None:
         raise click.UsageError("advise predicts the seats itself: use --seats, not --max-num-seqs")
-    run_core(ctx, run_advise, _validate_request(ctx, recipe, params), opts, as_json=as_json)
+    run_core(ctx, lambda: run_advise(_validate_request(ctx, recipe, params), opts, as_json=as_json),
+             json_errors=as_json)
 
 
 def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:

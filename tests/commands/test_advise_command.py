@@ -66,3 +66,10 @@ def test_a_json_that_is_not_a_result_is_exit_2(tmp_path: Path, capsys: pytest.Ca
     path.write_text('{"hello": 1}')
     assert main([*ARGS, "--calibrate", str(path)]) == 2
     assert "neither a `dspark bench --json` result nor a sweep.json" in capsys.readouterr().err
+
+
+def test_a_json_failure_is_one_json_object(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*ARGS, "--seats", "8,8", "--json"]) == 2
+    data = json.loads(capsys.readouterr().out)
+    assert data["exit_code"] == 2
+    assert "--seats needs distinct positive seat counts" in data["error"]["message"]
