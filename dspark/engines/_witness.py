@@ -188,7 +188,11 @@ def _vllm_missing(req: dict[str, Any]) -> list[str]:
 def _vllm(req: dict[str, Any]) -> dict[str, Any]:
     missing = _vllm_missing(req)
     if missing:  # say so plainly rather than fail somewhere inside the engine
-        raise LookupError(f"vllm {_engine_version()} is outside what the witness reads: no {'; no '.join(missing)}")
+        try:
+            release = f"vllm {_engine_version()}"
+        except ImportError:
+            release = "this interpreter's vLLM (none importable)"
+        raise LookupError(f"{release} is outside what the witness reads: no {'; no '.join(missing)}")
     planner = _planner()
     utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
     called = [f"{planner.__name__}.get_kv_cache_configs"]
@@ -225,7 +229,8 @@ def _vllm(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _vllm_answer(request: dict[str, Any]) -> dict[str, Any]:
-    return {"engine_version": _engine_version(), **_vllm(request)}
+    figures = _vllm(request)  # first: a release it cannot read is said so, before anything else is asked of it
+    return {"engine_version": _engine_version(), **figures}
 
 
 def _sglang_answer(request: dict[str, Any]) -> dict[str, Any]:
