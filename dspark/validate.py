@@ -333,15 +333,14 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
     if weights is None:
         findings.append(WEIGHTS_UNKNOWN)
-    planner_request = witness_request(engine_name, result.detail)
+    serve = serve_config(
+        engine_name, settings, recipe, request.engine_flags, summary, drafter_model=_draft_ref(options, recipe)
+    )
+    plan, planner_request = _plan_and_witness_request(engine_name, serve, result.detail, settings)
     witness = None
     if request.engine_check:
         witness = _check_with_engine(engine_name, request, planner_request, summary)
         findings.append(witness_finding(witness, summary))
-    serve = serve_config(
-        engine_name, settings, recipe, request.engine_flags, summary, drafter_model=_draft_ref(options, recipe)
-    )
-    plan = get_engine(engine_name).build_plan(serve, None)
     return ValidationReport(
         recipe=recipe,
         settings=settings,
@@ -357,6 +356,17 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         witness=witness,
         witness_request=planner_request,
     )
+
+
+def _plan_and_witness_request(
+    engine_name: str, serve: ServeConfig, detail: Any, settings: ResolvedSettings
+) -> tuple[LaunchPlan, dict[str, Any] | None]:
+    """The launch plan (display form), and what the engine's own planner would be handed for the witness."""
+    adapter = get_engine(engine_name)
+    plan = adapter.build_plan(serve, None)
+    request = witness_request(engine_name, detail, adapter.parser_argv(plan),
+                              user_pinned=settings.max_total_tokens.value is not None)
+    return plan, request
 
 
 def _check_with_engine(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -44,14 +44,38 @@ class Witness:
         }
 
 
-def witness_request(engine: str, detail: Any) -> dict[str, Any] | None:
-    """The planner request for a computed capacity (None: nothing to witness, or a layer kind it cannot take)."""
-    if engine != "vllm" or detail is None or not getattr(detail, "engine_layers", ()):
-        return None
+def witness_request(
+    engine: str, detail: Any, argv: Sequence[str] = (), *, user_pinned: bool = False
+) -> dict[str, Any] | None:
+    """The planner request for a computed capacity (None: nothing to witness, or inputs it cannot take).
+
+    vLLM: the layers' specs and the budget. SGLang: its launch flags (argv, the parser's part of the plan)
+    and the memory readings; its sizing reads the model directory, which must exist here.
+    """
+    if engine == "vllm" and detail is not None and getattr(detail, "engine_layers", None):
+        return _vllm_request(detail)
+    if engine == "sglang" and detail is not None:
+        return _sglang_request(detail, list(argv), user_pinned)
+    return None
+
+
+def _vllm_request(detail: Any) -> dict[str, Any] | None:
     from dspark.engines.vllm.witness_input import WitnessNotPossibleError, vllm_witness_request  # noqa: PLC0415
 
     try:
         return vllm_witness_request(detail)
+    except WitnessNotPossibleError:
+        return None
+
+
+def _sglang_request(detail: Any, flags: list[str], user_pinned: bool) -> dict[str, Any] | None:
+    from dspark.engines.sglang.witness_input import WitnessNotPossibleError, sglang_witness_request  # noqa: PLC0415
+
+    model = flags[flags.index("--model-path") + 1] if "--model-path" in flags[:-1] else None
+    if model is None or not (Path(model) / "config.json").is_file():
+        return None
+    try:
+        return sglang_witness_request(detail, flags, user_pinned=user_pinned)
     except WitnessNotPossibleError:
         return None
 

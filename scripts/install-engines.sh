@@ -65,7 +65,7 @@ if ! vllm033_ok; then
   "$dest/vllm033/bin/pip" install -q --disable-pip-version-check -c "$dest/vllm033-constraints.txt" \
     packaging pydantic regex numpy cbor2 psutil pyzmq urllib3 'transformers>=5.16.1,<5.21' aiohttp requests \
     openai-harmony openai pillow pybase64 cachetools msgspec cloudpickle uvloop py-cpuinfo prometheus_client \
-    xgrammar fastapi partial-json-parser llguidance 2>&1 | grep -v "dependency conflicts\|requires\|^ERROR: pip" >&2 || true
+    xgrammar fastapi partial-json-parser llguidance einops 2>&1 | grep -v "dependency conflicts\|requires\|^ERROR: pip" >&2 || true
   vllm033_ok || { echo "[engines] vllm 0.33.0 planning import failed after install" >&2; exit 1; }
 fi
 echo "[engines] ready: $dest/vllm $dest/sglang $dest/vllm033" >&2

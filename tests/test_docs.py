@@ -18,11 +18,10 @@ def _tracked() -> list[str]:
 
 
 def test_nothing_cites_files_the_project_does_not_ship() -> None:
-    unshipped = re.compile(r"DESIGN\.md|reference/|anchors\.md")
+    unshipped = re.compile(r"DESIGN\.md|referenc[e]/|anchors\.md")  # spelled so it does not match itself
     hits = [
         f"{path}:{n}"
         for path in _tracked()
-        if path != "tests/test_docs.py"
         for n, line in enumerate((ROOT / path).read_text(errors="replace").splitlines(), start=1)
         if unshipped.search(line)
     ]

@@ -21,6 +21,11 @@ def _load(name: str) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def _one_line(text: object, width: int = 90) -> str:
+    """An engine's message on one Markdown table line."""
+    return " ".join(str(text).split())[:width].replace("|", "/")
+
+
 def engine_table(report: dict[str, Any], witness: dict[str, Any]) -> list[str]:
     """Release x case: the real CPU engine's KV line against the witness and dspark's pure model."""
     lines = ["| release | case | engine: tokens, concurrency | witness | equal | dspark (pure model) | equal |",
@@ -31,18 +36,21 @@ def engine_table(report: dict[str, Any], witness: dict[str, Any]) -> list[str]:
                 lines.append(f"| {release} | (runner) | {str(row)[:120]} | | no result |")
                 continue
             engine = (f"{row['engine_tokens']:,}, {row['engine_concurrency']}x" if row.get("engine_tokens")
-                      else f"refused: {str(row.get('engine_error'))[:80]}")
+                      else f"refused: {_one_line(row.get('engine_error'))}")
             dspark = (f"{row['dspark_tokens']:,}, {row['dspark_concurrency']}x" if row.get("dspark_tokens")
-                      else f"refused: {str(row.get('dspark_error'))[:80]}")
+                      else f"refused: {_one_line(row.get('dspark_error'))}")
             equal = (row.get("engine_tokens") == row.get("dspark_tokens")
                      and row.get("engine_concurrency") == row.get("dspark_concurrency"))
             w = witness.get(release, {}).get(cid, {})
             wit = (f"{w['witness_tokens']:,}, {w['witness_concurrency']}x" if w.get("witness_tokens")
-                   else f"error: {str(w.get('witness_error'))[:80]}" if w else "not run")
+                   else f"error: {_one_line(w.get('witness_error'))}" if w else "not run")
             w_equal = (w.get("witness_tokens") == row.get("engine_tokens")
                        and w.get("witness_concurrency") == row.get("engine_concurrency"))
-            lines.append(f"| {release} | {cid} | {engine} | {wit} | {'yes' if w_equal else '**no**'} | {dspark} "
-                         f"| {'yes' if equal else '**no**'} |")
+            if row.get("engine_error"):  # nothing of the engine's to compare with: say so, not "no"
+                w_mark = d_mark = "engine refused"
+            else:
+                w_mark, d_mark = ("yes" if w_equal else "**no**"), ("yes" if equal else "**no**")
+            lines.append(f"| {release} | {cid} | {engine} | {wit} | {w_mark} | {dspark} | {d_mark} |")
     return lines
 
 
@@ -56,7 +64,7 @@ def planner_table(report: dict[str, Any]) -> list[str]:
                 lines.append(f"| {release} | (runner) | | | {str(row)[-120:]} | | no result |")
                 continue
             if row.get("error"):
-                lines.append(f"| {release} | {cid} | | | error: {row['error'][:100]} | | no result |")
+                lines.append(f"| {release} | {cid} | | | error: {_one_line(row['error'])} | | no result |")
                 continue
             conc = row["max_concurrency"]
             planner = f"{row.get('kv_pool_tokens', 0):,}, {conc:.2f}x"

@@ -8,6 +8,7 @@ Two parts, each writing JSON under benchmarks/version_matrix/results/:
             alignment and planner code for GPU parameters (Flash-Next's shape under the seed recipe's
             28 GB pin; FlashAttention and FlashInfer kernel blocks; MTP 0/2/4; bf16 and fp32 SSM state;
             prefix caching on and off); beside it dspark's pure model (`dspark validate --json`).
+  planner-dspark : recompute only dspark's column of results/planner.json.
   witness : dspark's witness (dspark/engines/_witness.py) in each release's interpreter on the engine part's
             cases, dspark's own specs and pin (results/witness.json; render.py puts it beside the engine's line).
 Usage: python benchmarks/version_matrix/run_matrix.py {engine|planner|witness} [--matrix-dir DIR] [--releases ...]
@@ -132,7 +133,7 @@ def planner_cases(config: dict[str, Any]) -> list[dict[str, Any]]:
     return cases
 
 
-def dspark_for(config_dir: str, case: dict[str, Any]) -> dict[str, Any]:
+def dspark_for(config_dir: str, case: dict[str, Any], version: str) -> dict[str, Any]:
     """dspark's pure model for a planner case: `dspark validate --model DIR --engine vllm ... --json -- FLAGS`."""
     ea = case["engine_args"]
     flags = ["--tensor-parallel-size", "2", "--max-model-len", str(ea["max_model_len"]),
@@ -143,7 +144,8 @@ def dspark_for(config_dir: str, case: dict[str, Any]) -> dict[str, Any]:
     if "speculative_config" in ea:
         flags += ["--speculative-config", json.dumps(ea["speculative_config"])]
     argv = [sys.executable, "-m", "dspark", "validate", "--model", config_dir, "--engine", "vllm",
-            "--hardware", "gb10x2", "--nnodes", "2", "--kv-cache-memory", str(PIN), "--json", "--", *flags]
+            "--hardware", "gb10x2", "--nnodes", "2", "--kv-cache-memory", str(PIN), "--engine-version", version,
+            "--json", "--", *flags]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
@@ -151,6 +153,23 @@ def dspark_for(config_dir: str, case: dict[str, Any]) -> dict[str, Any]:
         return {"dspark_tokens": cap["kv_pool_tokens"], "dspark_concurrency": round(float(cap["max_concurrency"]), 4)}
     except (ValueError, KeyError, TypeError):
         return {"dspark_error": (proc.stdout + proc.stderr)[-500:]}
+
+
+def refresh_dspark(releases: list[str]) -> dict[str, Any]:
+    """Recompute only dspark's column of results/planner.json for these releases (after a dspark change)."""
+    import yaml  # noqa: PLC0415
+
+    recipe = yaml.safe_load((ROOT / "dspark/data/recipes/flash-next-vllm.yaml").read_text())
+    config_dir = tempfile.mkdtemp(prefix="flash-next-")
+    Path(config_dir, "config.json").write_text(json.dumps(recipe["model"]["config"]))
+    cases = {c["id"]: c for c in planner_cases(dict(recipe["model"]["config"]))}
+    report = json.loads((RESULTS / "planner.json").read_text())
+    for release in releases:
+        modelled = "0.33.0" if release == "0.33.0" else "0.32.0"
+        for cid, row in report.get(release, {}).items():
+            if cid in cases:
+                row.update(dspark_for(config_dir, cases[cid], modelled), dspark_models=modelled)
+    return {r: report[r] for r in releases if r in report}
 
 
 def planner_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
@@ -163,11 +182,14 @@ def planner_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
     Path(config_dir, "config.json").write_text(json.dumps(config))
     config.pop("quantization_config", None)  # the CPU build has no ModelOpt NVFP4; KV sizing never reads it
     cases = planner_cases(config)
-    dspark = {c["id"]: dspark_for(config_dir, c) for c in cases}
+    # dspark models 0.32.0 and 0.33.0; for the older releases it computes with 0.32.0 (their nearest).
+    dspark = {v: {c["id"]: dspark_for(config_dir, c, v) for c in cases} for v in ("0.32.0", "0.33.0")}
     report: dict[str, Any] = {}
     for release in releases:
+        modelled = "0.33.0" if release == "0.33.0" else "0.32.0"
         python = str(matrix / f"vllm-{release}" / "bin" / "python")
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+        # VLLM_TARGET_DEVICE: 0.33.0's wheel is not a CPU build; the CPU platform still builds its config.
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_TARGET_DEVICE": "cpu"}
         proc = subprocess.run([python, str(HERE / "vllm_planner.py")], input=json.dumps(cases), text=True,
                               capture_output=True, timeout=1800, check=False, env=env)
         rows: dict[str, Any] = {}
@@ -175,7 +197,7 @@ def planner_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
             if line.startswith("VLLM-PLANNER "):
                 rec = json.loads(line.split(" ", 1)[1])
                 rec.pop("traceback", None)
-                rows[rec["id"]] = {**rec, **dspark[rec["id"]]}
+                rows[rec["id"]] = {**rec, **dspark[modelled][rec["id"]], "dspark_models": modelled}
         if not rows:
             rows["_runner"] = proc.stderr[-3000:]
         report[release] = rows
@@ -186,7 +208,7 @@ def planner_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
 def main() -> int:
     """Run one part over the releases; write results/<part>.json (merged with earlier runs)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("part", choices=("engine", "planner", "witness"))
+    ap.add_argument("part", choices=("engine", "planner", "witness", "planner-dspark"))
     ap.add_argument("--matrix-dir", default=str(ROOT / ".engines-matrix"))
     ap.add_argument("--releases", default="0.28.0,0.29.0,0.30.0,0.31.0,0.32.0")
     ap.add_argument("--cases", help="engine part: only these case ids (comma-separated); rows merge into the file")
@@ -197,9 +219,9 @@ def main() -> int:
         report = engine_part(matrix, releases, set(args.cases.split(",")))
     else:
         parts = {"engine": engine_part, "planner": planner_part, "witness": witness_part}
-        report = parts[args.part](matrix, releases)
+        report = refresh_dspark(releases) if args.part == "planner-dspark" else parts[args.part](matrix, releases)
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{args.part}.json"
+    path = RESULTS / f"{args.part.split('-')[0]}.json"
     merged = json.loads(path.read_text()) if path.exists() else {}
     for release, rows in report.items():  # a rerun of some cases replaces those rows only
         merged.setdefault(release, {}).update(rows)

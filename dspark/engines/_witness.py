@@ -28,7 +28,11 @@ budget to pool and concurrency, not the platform's block-size choice.
 A release without those pieces (a planner that takes other arguments, a spec class the request needs) is
 answered plainly as outside what the witness reads, naming what it lacks. vLLM 0.28.0 through 0.33.0 are
 read (docs/version-matrix.md).
-SGLang ("engine": "sglang") is not witnessed here yet: the answer says so (ok false, error set).
+
+request, for "engine": "sglang" (dspark.engines.sglang.witness_input): argv (launch_server flags, --model-path
+    a directory with config.json), gpu_mib, integrated, free_before, free_after (bytes, dspark's readings),
+    capability; answered by _witness_sglang.py (SGLang's own memory-pool resolution, in-process, no GPU):
+    max_concurrency is the pool over the context length, as dspark reports it for SGLang.
 Imports nothing from dspark: it runs where dspark may not be installed.
 """
 
@@ -184,7 +188,11 @@ def _vllm_missing(req: dict[str, Any]) -> list[str]:
 def _vllm(req: dict[str, Any]) -> dict[str, Any]:
     missing = _vllm_missing(req)
     if missing:  # say so plainly rather than fail somewhere inside the engine
-        raise LookupError(f"vllm {_engine_version()} is outside what the witness reads: no {'; no '.join(missing)}")
+        try:
+            release = f"vllm {_engine_version()}"
+        except ImportError:
+            release = "this interpreter's vLLM (none importable)"
+        raise LookupError(f"{release} is outside what the witness reads: no {'; no '.join(missing)}")
     planner = _planner()
     utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
     called = [f"{planner.__name__}.get_kv_cache_configs"]
@@ -221,11 +229,25 @@ def _vllm(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _vllm_answer(request: dict[str, Any]) -> dict[str, Any]:
-    return {"engine_version": _engine_version(), **_vllm(request)}
+    figures = _vllm(request)  # first: a release it cannot read is said so, before anything else is asked of it
+    return {"engine_version": _engine_version(), **figures}
 
 
-# The engines the witness can plan for; SGLang's memory-pool resolution is the next entry.
-_PLANNERS = {"vllm": _vllm_answer}
+def _sglang_answer(request: dict[str, Any]) -> dict[str, Any]:
+    """SGLang's own sizing: _witness_sglang.py beside this file, loaded by path (this folder is off sys.path)."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location("_dspark_witness_sglang", _HERE / "_witness_sglang.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {_HERE / '_witness_sglang.py'}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    answer: dict[str, Any] = module.witness(request)
+    return answer
+
+
+# The engines the witness can plan for.
+_PLANNERS = {"vllm": _vllm_answer, "sglang": _sglang_answer}
 
 
 def witness(request: dict[str, Any]) -> dict[str, Any]:

@@ -163,8 +163,8 @@ def test_start_runs_the_witness_with_the_argv_check_and_launches_on_it_for_an_un
     assert {"engine-version-not-modelled", "witness-agrees"} <= codes
 
 
-def test_start_refuses_an_unmodelled_version_nothing_vouches_for(dspark_exe: str, sglang_python: str) -> None:
-    """SGLang 0.5.10 is not modelled and the witness has no SGLang planner yet: exit 1 unless --force."""
+def test_sglang_start_launches_an_unmodelled_version_on_sglangs_own_sizing(dspark_exe: str, sglang_python: str) -> None:
+    """SGLang 0.5.10 asked for, 0.5.23 installed: its own memory-pool resolution vouches for the pool."""
     argv = [
         "start",
         "--model",
@@ -174,19 +174,54 @@ def test_start_refuses_an_unmodelled_version_nothing_vouches_for(dspark_exe: str
         "--hardware",
         "h200",
         "--dry-run",
+        "--json",
         "--",
         "--context-length",
         "32768",
     ]
-    rc, _, err = dspark(dspark_exe, *argv, DSPARK_ENGINE_PYTHON=sglang_python, DSPARK_ENGINE_VERSION="0.5.10")
+    rc, out, err = dspark(dspark_exe, *argv, DSPARK_ENGINE_PYTHON=sglang_python, DSPARK_ENGINE_VERSION="0.5.10")
+    assert rc == 0 and out is not None, err
+    witness = out["capacity"]["witness"]
+    assert (witness["engine_version"], witness["agrees"]) == ("0.5.23", True)
+    assert witness["kv_pool_tokens"] == out["capacity"]["kv_pool_tokens"]
+    assert "--max-total-tokens" in out["argv"]
+
+
+def test_start_refuses_an_unmodelled_version_nothing_vouches_for(
+    dspark_exe: str, vllm_python: str, tiny_models: Path, tmp_path: Path
+) -> None:
+    """A DeepSeek-V3.2-shaped model: its indexer cache is a spec the witness does not hand vLLM's planner, so
+    nothing vouches for an unmodelled version's pool: exit 1, unless --force."""
+    config = json.loads((tiny_models / "mla-deepseek-v3" / "config.json").read_text())
+    config.update(
+        architectures=["DeepseekV32ForCausalLM"],
+        model_type="deepseek_v32",
+        index_head_dim=128,
+        index_n_heads=4,
+        index_topk=64,
+    )
+    model = tmp_path / "v32"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config))
+    argv = [
+        "start",
+        "--model",
+        str(model),
+        "--engine",
+        "vllm",
+        "--platform",
+        "cpu",
+        "--kv-cache-memory",
+        "100000000",
+        "--dry-run",
+        "--",
+        "--max-model-len",
+        "2000",
+    ]
+    rc, _, err = dspark(dspark_exe, *argv, DSPARK_ENGINE_PYTHON=vllm_python, DSPARK_ENGINE_VERSION="0.34.0")
     assert rc == 1
-    assert "0.5.10 is not modelled" in err and "--force" in err
+    assert "0.34.0 is not modelled" in err and "--force" in err
     forced, _, err = dspark(
-        dspark_exe,
-        *argv[:-3],
-        "--force",
-        *argv[-3:],
-        DSPARK_ENGINE_PYTHON=sglang_python,
-        DSPARK_ENGINE_VERSION="0.5.10",
+        dspark_exe, *argv[:-3], "--force", *argv[-3:], DSPARK_ENGINE_PYTHON=vllm_python, DSPARK_ENGINE_VERSION="0.34.0"
     )
     assert forced == 0, err

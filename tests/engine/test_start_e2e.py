@@ -180,12 +180,17 @@ def test_flag_beats_environment_in_the_checked_argv(tmp_path: Path, tiny_models:
 
 def test_default_seats_notice_when_nothing_sets_them(tmp_path: Path, tiny_models: Path, vllm_python: str,
                                                      dspark_exe: str) -> None:
+    # Nothing sets the seats: the default is the computed safe count (capped at vLLM's 256), said in the
+    # deployment's words, and it is what the checked argv carries.
     recipe = _recipe(tmp_path, tiny_models / "dense-qwen3")
-    proc = subprocess.run([dspark_exe, "start", str(recipe), "--dry-run"], env=_env(vllm_python),
+    proc = subprocess.run([dspark_exe, "start", str(recipe), "--dry-run", "--json"], env=_env(vllm_python),
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "MAX_NUM_SEQS not set, using default: 6" in proc.stderr
-    assert "--max-num-seqs 6" in proc.stdout
+    plan = json.loads(proc.stdout)
+    seats = min(plan["capacity"]["safe_max_num_seqs"], 256)
+    assert f"MAX_NUM_SEQS not set, using default: {seats}" in plan["notices"]
+    assert plan["argv"][plan["argv"].index("--max-num-seqs") + 1] == str(seats)
+    assert plan["engine_check"]["parsed"]["max_num_seqs"] == seats
 
 
 def test_refused_start_never_execs(tmp_path: Path, tiny_models: Path, vllm_python: str, dspark_exe: str) -> None:

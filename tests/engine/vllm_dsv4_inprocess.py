@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+import types
 from types import SimpleNamespace
 from typing import Any
 
@@ -189,8 +190,25 @@ def _spec_row(name: str, spec: Any) -> dict[str, Any]:
 PREFIX = "DSV4-PLAN "
 
 
+def _einops_stand_in() -> None:
+    """Stand-in for einops when the interpreter lacks it: vLLM's model modules import it at module level
+    (ViT attention wrappers, reached through the model loader), but nothing here calls it."""
+    try:
+        import einops  # noqa: F401, PLC0415
+    except ImportError:
+        stub = types.ModuleType("einops")
+
+        def unavailable(*_args: object, **_kwargs: object) -> None:
+            raise NotImplementedError("einops stand-in: not used by KV-cache planning")
+
+        for name in ("rearrange", "repeat", "reduce", "einsum", "pack", "unpack"):
+            setattr(stub, name, unavailable)
+        sys.modules["einops"] = stub
+
+
 def main() -> None:
     """Plan every case with the engine's functions and print each one's figures as a JSON line."""
+    _einops_stand_in()
     for req in json.loads(sys.stdin.read())["cases"]:
         try:
             result = plan_case(req)

@@ -371,6 +371,8 @@ def compute_sglang_capacity(
         decode_graph_bs=a.decode_bs,
         refusals=tuple(run.refusals), notes=tuple(run.notes), assumptions=tuple(run.assumptions),
         moe=(arch.moe.num_experts, arch.moe.top_k) if arch.moe is not None else None,
+        free_before_load_bytes=free_before_load_bytes, free_after_load_bytes=free_after_load_bytes,
+        compute_capability=compute_capability,
         **fields_,  # type: ignore[arg-type]
     )
 

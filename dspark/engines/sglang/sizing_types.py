@@ -137,6 +137,10 @@ class SglangCapacity:
     assumptions: tuple[str, ...] = ()
     moe: tuple[int, int] | None = None
     footprint_bytes: int | None = None  # weights + state + KV: the static part SGLang holds per GPU
+    # The memory readings the sizing rests on, for the witness (SGLang's own sizing on the same readings).
+    free_before_load_bytes: int | None = None
+    free_after_load_bytes: int | None = None
+    compute_capability: tuple[int, int] | None = None
 
     @property
     def cudagraph_max_capture_size(self) -> int:

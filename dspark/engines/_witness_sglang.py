@@ -1,0 +1,293 @@
+"""Run inside SGLang's interpreter: SGLang's own KV-pool sizing, in-process, with no GPU (the SGLang witness).
+
+Loaded by _witness.py (engine "sglang"), in the same process as the argv check at `start`; also runnable as a
+script for the tests: a JSON list of cases on stdin, one line per case starting with ``SGLANG-ORACLE ``.
+
+Per case it builds ``ServerArgs`` (the engine's whole resolution pipeline: mem_fraction_static, chunked
+prefill, CUDA-graph sizes, speculative defaults), publishes it, builds ``ModelConfig.from_server_args`` on a
+config-only model directory, makes a ``ModelRunner`` with ``object.__new__`` and runs
+``KVCacheConfigurator._resolve_memory_pool_config`` (SGLang 0.5.23; older releases: extend here, by what
+the release has).
+
+Stubbed, and nothing else: the GPU memory readings (``torch.cuda.mem_get_info``: free before and
+after the weights, dspark's readings), the collectives (``all_reduce`` is the identity: every rank alike;
+the float32 tensor SGLang reduces through is kept), nvidia-smi's ``memory.total`` (MiB), the platform (CUDA,
+the given compute capability) and the WORLD group handle. ``torchvision`` has no CPU build on the package
+index, and ``sglang.srt.configs`` imports it at module level only for multimodal preprocessing: a
+shim module stands in for it. The process must not go on to serve: it only sizes.
+
+A case: {"id", "argv": [launch_server flags, --model-path included], "gpu_mib", "free_before",
+"free_after", "capability": [major, minor], "integrated", "env": {...}}. The argv goes through SGLang's own
+parser (ServerArgs.add_cli_args, ServerArgs.from_cli_args) with ``--device cuda`` appended.
+Imports nothing from dspark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import traceback
+import types
+from pathlib import Path
+from typing import Any
+
+# Run by path, this file's folder would lead sys.path, and dspark/engines/sglang/ would shadow the real engine.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+PREFIX = "SGLANG-ORACLE "
+
+
+def _shim_torchvision() -> None:
+    """Stand-in for torchvision (imported by sglang.srt.configs for image transforms only)."""
+    import transformers  # noqa: F401, PLC0415 - decides torchvision is absent before the shim exists
+
+    def module(name: str) -> types.ModuleType:
+        mod = types.ModuleType(name)
+        mod.__path__ = []
+
+        def getattr_(attr: str) -> Any:
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            return type(attr, (), {})
+
+        mod.__getattr__ = getattr_  # type: ignore[method-assign]
+        sys.modules[name] = mod
+        return mod
+
+    for name in ("torchvision", "torchvision.transforms", "torchvision.transforms.functional",
+                 "torchvision.transforms.v2", "torchvision.transforms.v2.functional", "torchvision.io",
+                 "torchvision.ops"):
+        module(name)
+
+
+class Device:
+    """The stubbed GPU: capacity (MiB), free bytes now, compute capability, unified memory (GB10-like)."""
+
+    def __init__(self) -> None:
+        self.gpu_mib = 81559
+        self.free = 0
+        self.capability = (9, 0)
+        self.integrated = False  # nvidia-smi says [N/A]; free memory is the host's MemAvailable
+
+
+DEVICE = Device()
+
+
+def _install_stubs() -> None:
+    import torch  # noqa: PLC0415
+    import torch.distributed as dist  # noqa: PLC0415
+
+    def props(*_a: Any, **_k: Any) -> Any:
+        return types.SimpleNamespace(is_integrated=DEVICE.integrated, total_memory=DEVICE.gpu_mib << 20, name="stub",
+                                     major=DEVICE.capability[0], minor=DEVICE.capability[1],
+                                     multi_processor_count=132)
+
+    torch.cuda.device_count = lambda: 8
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.empty_cache = lambda: None
+    torch.cuda.get_device_properties = props
+    torch.cuda.mem_get_info = lambda *_a, **_k: (DEVICE.free, DEVICE.gpu_mib << 20)
+    torch.cuda.get_device_capability = lambda *_a, **_k: DEVICE.capability
+    dist.all_reduce = lambda tensor, *_a, **_k: None  # every rank reports the same: MIN is the identity
+
+    real_run = subprocess.run
+
+    def run(cmd: Any, *a: Any, **k: Any) -> Any:
+        if isinstance(cmd, list) and cmd and cmd[0] == "nvidia-smi":
+            if "--query-gpu=memory.total" in cmd:
+                total = "[N/A]" if DEVICE.integrated else str(DEVICE.gpu_mib)
+                return subprocess.CompletedProcess(cmd, 0, stdout=f"{total}\n", stderr="")
+            major, minor = DEVICE.capability
+            return subprocess.CompletedProcess(cmd, 0, stdout=f"{major}.{minor}\n", stderr="")
+        return real_run(cmd, *a, **k)
+
+    subprocess.run = run  # type: ignore[assignment]
+
+    import psutil  # noqa: PLC0415
+
+    real_vm = psutil.virtual_memory
+
+    def virtual_memory() -> Any:
+        return types.SimpleNamespace(available=DEVICE.free) if DEVICE.integrated else real_vm()
+
+    psutil.virtual_memory = virtual_memory
+
+
+def _platform_facts() -> dict[str, Any]:
+    major, minor = DEVICE.capability
+    return {
+        "is_cuda": True, "is_hip": False, "is_npu": False, "is_xpu": False, "is_musa": False, "is_mps": False,
+        "is_sm90": major == 9, "is_sm100": major == 10, "is_sm100_or_sm110": major in (10, 11),
+        "is_sm110": major == 11, "is_sm120": major == 12, "is_blackwell": major >= 10,
+        "is_hopper_with_cuda_12_3": major == 9, "has_amx": False, "has_flashinfer": False,
+        "device_sm": major * 10 + minor, "device_capability": (major, minor),
+    }
+
+
+def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang's start-up steps, in its order
+    """Resolve one launch the way SGLang does and size its pools; errors come back as text, not raised."""
+    from sglang.srt.arg_groups.cuda_graph_hook import generate_decode_cuda_graph_batch_sizes  # noqa: F401, PLC0415
+    from sglang.srt.configs.model_config import AttentionArch, ModelConfig  # noqa: PLC0415
+    from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: PLC0415
+    from sglang.srt.model_executor.model_runner_components.layer_setup import resolve_layer_indices  # noqa: PLC0415
+    from sglang.srt.model_executor.runner.base_cuda_graph_runner import get_batch_sizes_to_capture  # noqa: PLC0415
+    from sglang.srt.runtime_context import (  # noqa: PLC0415
+        SpawnRanks,
+        get_device,
+        get_parallel,
+        get_schedule,
+        get_spec,
+        override_platform,
+        publish,
+    )
+    from sglang.srt.server_args import ServerArgs  # noqa: PLC0415
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: PLC0415
+    from sglang.srt.utils import common  # noqa: PLC0415
+
+    DEVICE.gpu_mib = int(case["gpu_mib"])
+    DEVICE.capability = tuple(case.get("capability", (9, 0)))
+    DEVICE.free = int(case["free_before"])
+    DEVICE.integrated = bool(case.get("integrated", False))
+    import torch  # noqa: PLC0415
+
+    # nvidia-smi's [N/A] sends SGLang to torch.cuda.mem_get_info's total, which asks is_available() first.
+    torch.cuda.is_available = lambda: DEVICE.integrated
+    out: dict[str, Any] = {"id": case["id"]}
+    stage = "server_args"
+    with override_platform(**_platform_facts()):
+        common.is_cuda = lambda: True
+        try:
+            parser = argparse.ArgumentParser(prog="sglang serve")
+            ServerArgs.add_cli_args(parser)
+            stage = "argparse"
+            ns = parser.parse_args([*case["argv"], "--device", "cuda"])
+            stage = "server_args"
+            sa = ServerArgs.from_cli_args(ns)
+            sa.resolve_once()
+            resolved = sa.resolved_dict()
+            decode = resolved["cuda_graph_config"]["decode"]
+            out.update(
+                mem_fraction_static=resolved["mem_fraction_static"],
+                chunked_prefill_size=resolved["chunked_prefill_size"],
+                resolved_max_running_requests=resolved["max_running_requests"],
+                page_size=resolved["page_size"],
+                decode_graph_backend=str(decode["backend"]),
+                decode_graph_max_bs=decode["max_bs"],
+                decode_graph_bs=list(decode["bs"]),
+                speculative_algorithm=resolved["speculative_algorithm"],
+                speculative_num_steps=resolved["speculative_num_steps"],
+                speculative_eagle_topk=resolved["speculative_eagle_topk"],
+                speculative_num_draft_tokens=resolved["speculative_num_draft_tokens"],
+                mamba_radix_cache_strategy=resolved["mamba_radix_cache_strategy"],
+                disable_overlap_schedule=resolved["disable_overlap_schedule"],
+                kv_cache_dtype=resolved["kv_cache_dtype"],
+                attention_backend=resolved["attention_backend"],
+            )
+            stage = "publish"
+            get_parallel().clear_stamp()
+            publish(sa, role="scheduler", ranks=SpawnRanks(world_rank=0, gpu_id=0))
+            tp = sa.tp_size
+            get_parallel().override_permanently(
+                world_group=types.SimpleNamespace(cpu_group=None, world_size=tp * sa.pp_size))
+            stage = "model_config"
+            mc = ModelConfig.from_server_args(sa)
+            out["context_len"] = mc.context_len
+            stage = "model_runner"
+            r = object.__new__(ModelRunner)
+            r.server_args, r.model_config, r.gpu_id, r.is_draft_worker = sa, mc, 0, False
+            r.device = get_device().device
+            r.memory_pool_config = r.req_to_token_pool = r.token_to_kv_pool_allocator = None
+            r.draft_model_idx = r.draft_attention_backend = None
+            r.spec_algorithm = SpeculativeAlgorithm.from_string(get_spec().speculative_algorithm)
+            r.page_size = get_schedule().page_size
+            r.is_hybrid_swa, r.is_hybrid_swa_compress = mc.is_hybrid_swa, mc.is_hybrid_swa_compress
+            r.use_mla_backend = mc.attention_arch == AttentionArch.MLA
+            r.init_spec_aux_hidden_state()
+            r.model = types.SimpleNamespace()
+            r.dtype = mc.dtype
+            r.sliding_window_size = None
+            r.layer_info = resolve_layer_indices(model=r.model, model_config=mc, is_draft_worker=False)
+            r.configure_kv_cache_dtype()
+            r.forward_stream = None
+            r.pp_group = types.SimpleNamespace(world_size=sa.pp_size)
+            # Free memory before the weights, as the engine measures it (float32 all-reduce when TP > 1).
+            pre = common.get_available_gpu_memory(
+                "cuda", 0, distributed=tp * sa.pp_size > 1, cpu_group=None)
+            out["pre_model_load_gib"] = pre
+            r.init_kv_cache_configurator()
+            kvc = r.kv_cache_configurator
+            out["eagle_draft_num_layers"] = r.spec_aux_config.eagle_draft_num_layers
+            if kvc.mambaish_config is not None:
+                out["mamba_cache_per_req"] = int(kvc.mambaish_config.mamba2_cache_params.mamba_cache_per_req)
+            from sglang.srt.model_executor.pool_configurator import (  # noqa: PLC0415
+                create_memory_pool_configurator,
+            )
+            out["cell_size"] = int(create_memory_pool_configurator(kvc)._cell_size)
+            stage = "resolve_memory_pool_config"
+            DEVICE.free = int(case["free_after"])
+            cfg = kvc._resolve_memory_pool_config(pre)
+            out.update(
+                max_total_num_tokens=cfg.max_total_num_tokens,
+                max_running_requests=cfg.max_running_requests,
+                max_mamba_cache_size=get_schedule().max_mamba_cache_size,
+                mem_fraction_static_used=cfg.mem_fraction_static,
+            )
+            stage = "capture_bs"
+            r.req_to_token_pool = types.SimpleNamespace(size=cfg.max_running_requests)
+            # The decode graph runner is built only when its backend is not "disabled".
+            captured = out["decode_graph_backend"] != "disabled"
+            out["capture_bs"] = list(get_batch_sizes_to_capture(r)[0]) if captured else []
+            out["error"] = None
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever SGLang raises is the answer
+            out["error"] = f"{type(exc).__name__}: {exc}"
+            out["error_stage"] = stage
+            out["traceback"] = traceback.format_exc()[-3000:]
+    return out
+
+
+_READY: list[bool] = []
+
+
+def _prepare() -> None:
+    """Shim and stubs, once per process, before the model runner is imported."""
+    if _READY:
+        return
+    _shim_torchvision()
+    _install_stubs()
+    from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: F401, PLC0415 - before is_cuda flips
+    _READY.append(True)
+
+
+def witness(request: dict[str, Any]) -> dict[str, Any]:
+    """The witness answer (see _witness.py): SGLang's pool for dspark's flags and memory readings."""
+    from sglang.version import __version__  # noqa: PLC0415
+
+    _prepare()
+    out = run_case({"id": "witness", **request})
+    answer: dict[str, Any] = {"engine_version": str(__version__), "functions": [
+        "ServerArgs.resolve_once", "ModelConfig.from_server_args", "KVCacheConfigurator._resolve_memory_pool_config"]}
+    if out.get("error"):
+        return {**answer, "ok": False, "error": f"{out['error']} (at {out.get('error_stage')})"}
+    pool, context = int(out["max_total_num_tokens"]), int(out["context_len"])
+    return {**answer, "ok": True, "kv_pool_tokens": pool, "max_concurrency": pool / context,
+            "max_model_len": context, "max_running_requests": out["max_running_requests"], "num_blocks": None}
+
+
+def main() -> None:
+    """Run every case from stdin; one result line per case."""
+    cases = json.load(sys.stdin)
+    _prepare()
+    environ = dict(os.environ)
+    for case in cases:
+        os.environ.clear()
+        os.environ.update(environ)  # SGLang's resolution writes SGLANG_* variables; each case starts clean
+        os.environ.update(case.get("env", {}))
+        print(PREFIX + json.dumps(run_case(case)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
