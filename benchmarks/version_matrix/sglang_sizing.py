@@ -188,9 +188,9 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - one eng
             world = types.SimpleNamespace(cpu_group=None, world_size=tp * sa.pp_size)
             if hasattr(parallel, "override_permanently"):
                 parallel.override_permanently(world_group=world)
-            else:  # 0.5.19-0.5.20 read the WORLD group from parallel_state
-                from sglang.srt.distributed import parallel_state  # noqa: PLC0415
+            from sglang.srt.distributed import parallel_state  # noqa: PLC0415
 
+            if getattr(parallel_state, "_WORLD", world) is None:  # 0.5.19-0.5.20 read it from parallel_state
                 parallel_state._WORLD = world
             stage = "model_config"
             mc = ModelConfig.from_server_args(sa)
