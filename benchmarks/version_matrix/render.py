@@ -72,8 +72,11 @@ def planner_table(report: dict[str, Any]) -> list[str]:
                       else "error")
             equal = row.get("dspark_tokens") == row.get("kv_pool_tokens") and (
                 f"{row.get('dspark_concurrency', -1):.2f}" == f"{conc:.2f}")
+            mark = "yes" if equal else "**no**"
+            if not equal and row.get("dspark_models") == "0.33.0" and "-prefix-" in cid:
+                mark = "**no**: GDN prefill backend (below)"  # dspark takes GB10's FlashInfer GDN; this run does not
             lines.append(f"| {release} | {cid} | {row['block_size']} | {row['num_blocks']:,} | {planner} | {dspark} "
-                         f"| {'yes' if equal else '**no**'} |")
+                         f"| {mark} |")
     return lines
 
 

@@ -99,14 +99,28 @@ def _all_platform_facts() -> dict[str, Any]:
     }
 
 
+class _ParallelState:
+    """0.5.19-0.5.20's per-runner parallel state: one rank of TP x PP, no data or attention parallelism."""
+
+    def __init__(self, tp: int, pp: int) -> None:
+        self.tp_size, self.pp_size, self.attn_tp_size = tp, pp, tp
+
+    def __getattr__(self, name: str) -> int:
+        if name.endswith("_size"):
+            return 1
+        if name.endswith("_rank"):
+            return 0
+        raise AttributeError(name)
+
+
 def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - one engine pipeline, step by step
     """Resolve one launch the way SGLang does and size its pools; errors come back as text, not raised."""
+    from sglang.srt import runtime_context  # noqa: PLC0415
     from sglang.srt.configs.model_config import AttentionArch, ModelConfig  # noqa: PLC0415
     from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: PLC0415
     from sglang.srt.model_executor.model_runner_components.layer_setup import resolve_layer_indices  # noqa: PLC0415
     from sglang.srt.model_executor.runner.base_cuda_graph_runner import get_batch_sizes_to_capture  # noqa: PLC0415
     from sglang.srt.runtime_context import (  # noqa: PLC0415
-        SpawnRanks,
         get_device,
         get_parallel,
         get_schedule,
@@ -158,11 +172,26 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - one eng
                 attention_backend=resolved["attention_backend"],
             )
             stage = "publish"
-            get_parallel().clear_stamp()
-            publish(sa, role="scheduler", ranks=SpawnRanks(world_rank=0, gpu_id=0))
             tp = sa.tp_size
-            get_parallel().override_permanently(
-                world_group=types.SimpleNamespace(cpu_group=None, world_size=tp * sa.pp_size))
+            parallel = get_parallel()
+            if hasattr(parallel, "clear_stamp"):  # 0.5.21 on: ranks are stamped at publish
+                parallel.clear_stamp()
+            if hasattr(runtime_context, "SpawnRanks"):
+                publish(sa, role="scheduler", ranks=runtime_context.SpawnRanks(world_rank=0, gpu_id=0))
+            else:  # 0.5.19-0.5.20: the runner carries its parallel state (ps) itself
+                publish(sa, role="scheduler")
+            if hasattr(parallel, "stamp_derived_widths") and hasattr(runtime_context, "derive_parallel_widths"):
+                # 0.5.19-0.5.20: widths are stamped when the process groups are built; stamp what they would be.
+                parallel.stamp_derived_widths(**runtime_context.derive_parallel_widths(
+                    tp_size=tp, attn_cp_size=1, attn_dp_size=1, moe_ep_size=1, moe_dp_size=1, dcp_size=1,
+                    dcp_enabled=False))
+            world = types.SimpleNamespace(cpu_group=None, world_size=tp * sa.pp_size)
+            if hasattr(parallel, "override_permanently"):
+                parallel.override_permanently(world_group=world)
+            from sglang.srt.distributed import parallel_state  # noqa: PLC0415
+
+            if getattr(parallel_state, "_WORLD", world) is None:  # 0.5.19-0.5.20 read it from parallel_state
+                parallel_state._WORLD = world
             stage = "model_config"
             mc = ModelConfig.from_server_args(sa)
             out["context_len"] = mc.context_len
@@ -180,12 +209,17 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - one eng
             r.model = types.SimpleNamespace()
             r.dtype = mc.dtype
             r.sliding_window_size = None
-            r.layer_info = resolve_layer_indices(model=r.model, model_config=mc, is_draft_worker=False)
+            import inspect  # noqa: PLC0415
+
+            extra = ({"spec_algorithm": r.spec_algorithm}  # 0.5.19-0.5.20 ask for it
+                     if "spec_algorithm" in inspect.signature(resolve_layer_indices).parameters else {})
+            r.layer_info = resolve_layer_indices(model=r.model, model_config=mc, is_draft_worker=False, **extra)
             r.configure_kv_cache_dtype()
             r.forward_stream = None
             r.pp_group = types.SimpleNamespace(world_size=sa.pp_size)
             # Older releases read these off the runner rather than the published context.
             r.pp_size, r.tp_size, r.pp_rank, r.tp_rank = sa.pp_size, tp, 0, 0
+            r.ps = _ParallelState(tp, sa.pp_size)
             r.max_running_requests = None
             # Free memory before the weights, as the engine measures it (float32 all-reduce when TP > 1).
             pre = common.get_available_gpu_memory(
