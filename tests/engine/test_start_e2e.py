@@ -158,7 +158,9 @@ def test_max_num_seqs_from_environment_execs_the_engine(
     engine.wait_for(r"Application startup complete", timeout=180)
     answer = _complete(port)
     assert answer["usage"].get("completion_tokens") == 4, answer["events"]  # type: ignore[attr-defined]
-    assert answer["chunks"] == 4
+    # It streamed: at least one delta, at most one per token (vLLM's API server merges the deltas it has
+    # queued when it falls behind, which a loaded 2-core machine makes happen).
+    assert 1 <= answer["chunks"] <= 4, answer["events"]
     assert "MAX_NUM_SEQS not set" not in engine.text()
 
 
