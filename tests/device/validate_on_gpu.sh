@@ -4,8 +4,8 @@
 # Needs only what the GPU image has plus the wheels in .device-wheels/ (pydantic for recipes).
 set -uo pipefail
 OUT=${OUT:-/tmp/dspark-gpu}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --find-links .device-wheels pydantic prometheus-client >/dev/null 2>&1
-export PYTHONPATH=$PWD
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .device-wheels/*.whl >/dev/null 2>&1
+export PYTHONPATH=$PWD:/tmp/site
 smi() { nvidia-smi --query-gpu=name,memory.total,memory.used,memory.free,memory.reserved --format=csv,noheader,nounits; }
 mkdir -p /tmp/qwen3-32b && cp tests/fixtures/configs/qwen3-32b.json /tmp/qwen3-32b/config.json
 
