@@ -29,11 +29,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "engine"), str(ROOT)]
 
-import vllm_harness  # type: ignore[import-not-found]  # noqa: E402
 from vllm_harness import OracleCase, run_batch  # noqa: E402
 
-# run_batch starts HERE/oracle_runner.py: the copy beside this file reads any release from 0.28.0.
-vllm_harness.HERE = HERE
+# run_batch starts the suite's own tests/engine/oracle_runner.py, which reads any release from 0.28.0.
 
 ENGINE_CASES = ("dense-1gib-env", "dense-fp8-odd", "hybrid-1gib-env", "hybrid-noprefix-bf16ssm", "hybrid-mtp2",
                 "mla-default", "mla-fp8-noprefix")

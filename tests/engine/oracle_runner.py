@@ -28,7 +28,11 @@ from vllm.distributed.parallel_state import (
     destroy_model_parallel,
 )
 from vllm.engine.arg_utils import EngineArgs
-from vllm.entrypoints.launchers.cli_args import make_arg_parser
+
+try:
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+except ImportError:  # vLLM 0.28.0 and before keep it with the OpenAI server (benchmarks/version_matrix runs them)
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
 from vllm.usage.usage_lib import UsageContext
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 from vllm.v1.engine.llm_engine import LLMEngine
