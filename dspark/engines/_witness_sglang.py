@@ -1,20 +1,23 @@
 """Run inside SGLang's interpreter: SGLang's own KV-pool sizing, in-process, with no GPU (the SGLang witness).
 
 Loaded by _witness.py (engine "sglang"), in the same process as the argv check at `start`; also runnable as a
-script for the tests: a JSON list of cases on stdin, one line per case starting with ``SGLANG-ORACLE ``.
+script for the tests and the version matrix: a JSON list of cases on stdin, one line per case starting with
+``SGLANG-ORACLE ``.
 
 Per case it builds ``ServerArgs`` (the engine's whole resolution pipeline: mem_fraction_static, chunked
 prefill, CUDA-graph sizes, speculative defaults), publishes it, builds ``ModelConfig.from_server_args`` on a
 config-only model directory, makes a ``ModelRunner`` with ``object.__new__`` and runs
-``KVCacheConfigurator._resolve_memory_pool_config`` (SGLang 0.5.23; older releases: extend here, by what
-the release has).
+``KVCacheConfigurator._resolve_memory_pool_config``. Any release from 0.5.19 on (those with
+``runtime_context.override_platform``): what differs per release is found by what the release has, not by
+its number (the platform facts its ``override_platform`` knows, ``SpawnRanks`` or not, the WORLD group's
+home, the arguments of ``resolve_layer_indices``), so one script serves ``dspark start`` and the matrix.
 
 Stubbed, and nothing else: the GPU memory readings (``torch.cuda.mem_get_info``: free before and
 after the weights, dspark's readings), the collectives (``all_reduce`` is the identity: every rank alike;
 the float32 tensor SGLang reduces through is kept), nvidia-smi's ``memory.total`` (MiB), the platform (CUDA,
 the given compute capability) and the WORLD group handle. ``torchvision`` has no CPU build on the package
-index, and ``sglang.srt.configs`` imports it at module level only for multimodal preprocessing: a
-shim module stands in for it. The process must not go on to serve: it only sizes.
+index, and SGLang imports it at module level only for multimodal preprocessing: shim modules stand in for
+it. The process must not go on to serve: it only sizes.
 
 A case: {"id", "argv": [launch_server flags, --model-path included], "gpu_mib", "free_before",
 "free_after", "capability": [major, minor], "integrated", "env": {...}}. The argv goes through SGLang's own
@@ -25,6 +28,8 @@ Imports nothing from dspark.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import inspect
 import json
 import os
 import subprocess
@@ -41,27 +46,55 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 PREFIX = "SGLANG-ORACLE "
 
 
-def _shim_torchvision() -> None:
-    """Stand-in for torchvision (imported by sglang.srt.configs for image transforms only)."""
+_TORCHVISION = ("torchvision", "torchvision.transforms", "torchvision.transforms.functional",
+                "torchvision.transforms.v2", "torchvision.transforms.v2.functional", "torchvision.io",
+                "torchvision.ops")
+
+
+class _Any(type):
+    """A class whose every attribute is another such class (InterpolationMode.BICUBIC and the like)."""
+
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Any(name, (), {})
+
+
+def shim_torchvision() -> None:
+    """Stand-ins for torchvision in sys.modules (imported by SGLang for image transforms only); idempotent."""
     import transformers  # noqa: F401, PLC0415 - decides torchvision is absent before the shim exists
 
-    def module(name: str) -> types.ModuleType:
-        mod = types.ModuleType(name)
-        mod.__path__ = []
+    def getattr_(attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Any(attr, (), {})
 
-        def getattr_(attr: str) -> Any:
-            if attr.startswith("__"):
-                raise AttributeError(attr)
-            return type(attr, (), {})
+    for name in _TORCHVISION:
+        if name not in sys.modules:
+            mod = types.ModuleType(name)
+            mod.__path__ = []
+            mod.__getattr__ = getattr_  # type: ignore[method-assign]
+            sys.modules[name] = mod
+    _let_image_processors_register()
 
-        mod.__getattr__ = getattr_  # type: ignore[method-assign]
-        sys.modules[name] = mod
-        return mod
 
-    for name in ("torchvision", "torchvision.transforms", "torchvision.transforms.functional",
-                 "torchvision.transforms.v2", "torchvision.transforms.v2.functional", "torchvision.io",
-                 "torchvision.ops"):
-        module(name)
+def _let_image_processors_register() -> None:
+    """transformers without torchvision makes AutoImageProcessor a placeholder whose every use raises;
+    SGLang 0.5.19-0.5.20 register their multimodal processors with it at import time: let register pass."""
+    from transformers.utils import import_utils  # noqa: PLC0415
+
+    dummy = getattr(import_utils, "DummyObject", None)
+    if dummy is None or getattr(dummy, "_dspark_patched", False):
+        return
+    original = dummy.__getattribute__
+
+    def getattribute(cls: Any, key: str) -> Any:
+        if key == "register":
+            return lambda *_a, **_k: None
+        return original(cls, key)
+
+    dummy.__getattribute__ = getattribute
+    dummy._dspark_patched = True
 
 
 class Device:
@@ -118,6 +151,15 @@ def _install_stubs() -> None:
 
 
 def _platform_facts() -> dict[str, Any]:
+    """The facts of a CUDA device of DEVICE's capability, limited to those this release's platform knows."""
+    from sglang.srt import runtime_context  # noqa: PLC0415
+
+    known = set(getattr(runtime_context, "_PLATFORM_PROBES", {}))
+    known |= set(getattr(runtime_context, "_PLATFORM_VALUES", {}))
+    return {k: v for k, v in _all_platform_facts().items() if not known or k in known}
+
+
+def _all_platform_facts() -> dict[str, Any]:
     major, minor = DEVICE.capability
     return {
         "is_cuda": True, "is_hip": False, "is_npu": False, "is_xpu": False, "is_musa": False, "is_mps": False,
@@ -128,15 +170,31 @@ def _platform_facts() -> dict[str, Any]:
     }
 
 
+class _ParallelState:
+    """0.5.19-0.5.20's per-runner parallel state: one rank of TP x PP, no data or attention parallelism."""
+
+    def __init__(self, tp: int, pp: int) -> None:
+        self.tp_size, self.pp_size, self.attn_tp_size = tp, pp, tp
+
+    def __getattr__(self, name: str) -> int:
+        if name.endswith("_size"):
+            return 1
+        if name.endswith("_rank"):
+            return 0
+        raise AttributeError(name)
+
+
 def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang's start-up steps, in its order
     """Resolve one launch the way SGLang does and size its pools; errors come back as text, not raised."""
-    from sglang.srt.arg_groups.cuda_graph_hook import generate_decode_cuda_graph_batch_sizes  # noqa: F401, PLC0415
+    from sglang.srt import runtime_context  # noqa: PLC0415
+
+    with contextlib.suppress(ImportError):  # 0.5.19 on; imported before the platform is overridden
+        from sglang.srt.arg_groups.cuda_graph_hook import generate_decode_cuda_graph_batch_sizes  # noqa: F401, PLC0415
     from sglang.srt.configs.model_config import AttentionArch, ModelConfig  # noqa: PLC0415
     from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: PLC0415
     from sglang.srt.model_executor.model_runner_components.layer_setup import resolve_layer_indices  # noqa: PLC0415
     from sglang.srt.model_executor.runner.base_cuda_graph_runner import get_batch_sizes_to_capture  # noqa: PLC0415
     from sglang.srt.runtime_context import (  # noqa: PLC0415
-        SpawnRanks,
         get_device,
         get_parallel,
         get_schedule,
@@ -188,11 +246,26 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
                 attention_backend=resolved["attention_backend"],
             )
             stage = "publish"
-            get_parallel().clear_stamp()
-            publish(sa, role="scheduler", ranks=SpawnRanks(world_rank=0, gpu_id=0))
             tp = sa.tp_size
-            get_parallel().override_permanently(
-                world_group=types.SimpleNamespace(cpu_group=None, world_size=tp * sa.pp_size))
+            parallel = get_parallel()
+            if hasattr(parallel, "clear_stamp"):  # 0.5.21 on: ranks are stamped at publish
+                parallel.clear_stamp()
+            if hasattr(runtime_context, "SpawnRanks"):
+                publish(sa, role="scheduler", ranks=runtime_context.SpawnRanks(world_rank=0, gpu_id=0))
+            else:  # 0.5.19-0.5.20: the runner carries its parallel state (ps) itself
+                publish(sa, role="scheduler")
+            if hasattr(parallel, "stamp_derived_widths") and hasattr(runtime_context, "derive_parallel_widths"):
+                # 0.5.19-0.5.20: widths are stamped when the process groups are built; stamp what they would be.
+                parallel.stamp_derived_widths(**runtime_context.derive_parallel_widths(
+                    tp_size=tp, attn_cp_size=1, attn_dp_size=1, moe_ep_size=1, moe_dp_size=1, dcp_size=1,
+                    dcp_enabled=False))
+            world = types.SimpleNamespace(cpu_group=None, world_size=tp * sa.pp_size)
+            if hasattr(parallel, "override_permanently"):
+                parallel.override_permanently(world_group=world)
+            from sglang.srt.distributed import parallel_state  # noqa: PLC0415
+
+            if getattr(parallel_state, "_WORLD", world) is None:  # 0.5.19-0.5.20 read it from parallel_state
+                parallel_state._WORLD = world
             stage = "model_config"
             mc = ModelConfig.from_server_args(sa)
             out["context_len"] = mc.context_len
@@ -210,10 +283,16 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
             r.model = types.SimpleNamespace()
             r.dtype = mc.dtype
             r.sliding_window_size = None
-            r.layer_info = resolve_layer_indices(model=r.model, model_config=mc, is_draft_worker=False)
+            extra = ({"spec_algorithm": r.spec_algorithm}  # 0.5.19-0.5.20 ask for it
+                     if "spec_algorithm" in inspect.signature(resolve_layer_indices).parameters else {})
+            r.layer_info = resolve_layer_indices(model=r.model, model_config=mc, is_draft_worker=False, **extra)
             r.configure_kv_cache_dtype()
             r.forward_stream = None
             r.pp_group = types.SimpleNamespace(world_size=sa.pp_size)
+            # Older releases read these off the runner rather than the published context.
+            r.pp_size, r.tp_size, r.pp_rank, r.tp_rank = sa.pp_size, tp, 0, 0
+            r.ps = _ParallelState(tp, sa.pp_size)
+            r.max_running_requests = None
             # Free memory before the weights, as the engine measures it (float32 all-reduce when TP > 1).
             pre = common.get_available_gpu_memory(
                 "cuda", 0, distributed=tp * sa.pp_size > 1, cpu_group=None)
@@ -256,7 +335,7 @@ def _prepare() -> None:
     """Shim and stubs, once per process, before the model runner is imported."""
     if _READY:
         return
-    _shim_torchvision()
+    shim_torchvision()
     _install_stubs()
     from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: F401, PLC0415 - before is_cuda flips
     _READY.append(True)
