@@ -180,7 +180,8 @@ def _all_paths(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, 
 
 def _unknown_key(loc: tuple[str | int, ...]) -> str:
     """'unknown key' plus the most useful suggestion: a near spelling here, or the key's real home."""
-    from dspark.recipes import FLAG_FIELDS, RUN_FLAGS, Recipe  # noqa: PLC0415 - dspark.recipes imports this module
+    from dspark.recipe_checks import FLAG_FIELDS, RUN_FLAGS  # noqa: PLC0415
+    from dspark.recipes import Recipe  # noqa: PLC0415 - dspark.recipes imports this module
 
     key = str(loc[-1])
     here = _section(loc[:-1])

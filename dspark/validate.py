@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dspark import __version__
-from dspark.architecture import Drafter, ModelArchitecture, parse_config, parse_drafter
+from dspark.architecture import Drafter, ModelArchitecture
 from dspark.capacity import CapacitySummary
 from dspark.capacity.seats import default_seats
 from dspark.capacity.typical import typical_context_seats
@@ -32,7 +32,7 @@ from dspark.engine_version import EngineVersion, normalize, resolve_engine_versi
 from dspark.engines import ENGINE_NAMES, engine_spec, get_engine
 from dspark.engines.base import ServeConfig, find_engine_python
 from dspark.engines.release_matrix import matrix_note
-from dspark.errors import EngineNotInstalledError, InputError, RefusedError, SettingsError
+from dspark.errors import EngineNotInstalledError, RefusedError, SettingsError
 from dspark.findings import (
     Finding,
     data_parallel_findings,
@@ -51,8 +51,10 @@ from dspark.hardware.profiles import DEFAULT_PROFILE
 from dspark.hardware.select import host_snapshot, resolve_hardware
 from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.launch import LaunchPlan
+from dspark.model_inputs import draft_ref, drafter_of, model_architecture, weights_of
+from dspark.serve_config import serve_config
 from dspark.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
-from dspark.weights import WeightBytes, drafter_weight_bytes, weight_bytes, weights_from_checkpoint_total
+from dspark.weights import WeightBytes
 from dspark.witness import Witness, judge, run_witness, witness_finding, witness_request
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
@@ -163,65 +165,6 @@ def _engine_name(request: ValidateRequest, recipe: Recipe | None) -> str:
     return recipe.engine if recipe else "vllm"
 
 
-def _architecture(settings: ResolvedSettings, recipe: Recipe | None) -> tuple[ModelArchitecture, Any]:
-    """The model's layers (and safetensors headers if any): from its directory, else the recipe's inline config."""
-    from dspark.modeldir import load_config, read_safetensors_headers, resolve_model  # noqa: PLC0415
-
-    ref = settings.model.value
-    if ref is None:
-        raise InputError("no model to plan for", hint="pass --model DIR (a directory holding config.json) or a recipe")
-    on_disk: dict[str, Any] | None = None
-    headers = None
-    source = ref
-    try:
-        location = resolve_model(ref)
-    except InputError:
-        if recipe is None or recipe.model.config is None:
-            raise
-        location = None
-    if location is not None:
-        on_disk = load_config(location)
-        headers = read_safetensors_headers(location)
-        source = str(location.config_path)
-    config = recipe.model.resolve_config(on_disk) if recipe is not None else on_disk
-    if config is None:  # pragma: no cover - resolve_model raised above
-        raise InputError(f"no config.json for model {ref!r}")
-    if location is None and recipe is not None:
-        source = f"{recipe.source}:model.config"
-    return parse_config(config, source), headers
-
-
-def _drafter(
-    settings: ResolvedSettings, recipe: Recipe | None, options: Any, arch: ModelArchitecture
-) -> Drafter | None:
-    """The speculative drafter: from the recipe, or the pasted engine flags (method + model)."""
-    method = getattr(options, "speculative_method", None) or getattr(options, "speculative_algorithm", None)
-    draft_ref = getattr(options, "speculative_model", None) or getattr(options, "speculative_draft_model_path", None)
-    draft_config = None
-    if recipe is not None and recipe.speculative is not None:
-        method = method or recipe.speculative.method
-        draft_ref = draft_ref or recipe.speculative.draft_model
-        draft_config = recipe.speculative.draft_config
-    if not method:
-        return None
-    method = str(method).lower()
-    if method in ("nextn", "qwen3_next_mtp", "deepseek_mtp", "qwen3_5_mtp"):
-        method = "mtp"
-    if method == "mtp":
-        return parse_drafter(None, "mtp", target=arch)
-    if draft_ref:
-        from dspark.modeldir import load_config, resolve_model  # noqa: PLC0415
-
-        try:
-            draft_config = load_config(resolve_model(draft_ref))
-        except InputError:
-            if draft_config is None:
-                raise
-    if draft_config is None:
-        return None  # e.g. ngram: no layers of its own
-    return parse_drafter(draft_config, method, draft_ref or "<recipe speculative.draft_config>", target=arch)
-
-
 def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: HardwareResolver) -> HardwareSnapshot:
     """This machine's GPUs; a recipe's `hardware` is only the profile to use when there are none here."""
     chosen = settings.hardware
@@ -280,9 +223,9 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
-    arch, headers = _architecture(settings, recipe)
-    drafter = _drafter(settings, recipe, options, arch)
-    weights = _weights(arch, headers, drafter, settings, recipe)
+    arch, headers = model_architecture(settings, recipe)
+    drafter = drafter_of(settings, recipe, options, arch)
+    weights = weights_of(arch, headers, drafter, settings, recipe)
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
     data_parallel, dp_attention = data_parallel_of(engine_name, options)
     replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
@@ -334,7 +277,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     if weights is None:
         findings.append(WEIGHTS_UNKNOWN)
     serve = serve_config(
-        engine_name, settings, recipe, request.engine_flags, summary, drafter_model=_draft_ref(options, recipe)
+        engine_name, settings, recipe, request.engine_flags, summary, drafter_model=draft_ref(options, recipe)
     )
     plan, planner_request = _plan_and_witness_request(engine_name, serve, result.detail, settings)
     witness = None
@@ -438,37 +381,6 @@ def _observed_capacity(
     return CapacityResult(summary, (finding,), None, None)
 
 
-def _weights(arch: ModelArchitecture, headers: Any, drafter: Drafter | None, settings: ResolvedSettings,
-             recipe: Recipe | None) -> WeightBytes | None:
-    """Weights per GPU: the model's (with its MTP layers when MTP drafts) plus a separate drafter's."""
-    tp, pp = settings.tensor_parallel_size.value, settings.pipeline_parallel_size.value
-    mtp = drafter is not None and drafter.method == "mtp"
-    weights = weight_bytes(arch, headers, tp=tp, pp=pp, include_mtp=mtp)
-    if weights is not None and not weights.exact and recipe is not None and recipe.model.weights_bytes is not None:
-        # The recipe's stored total (the checkpoint index) outranks the estimate; the estimate only splits it.
-        weights = weights_from_checkpoint_total(arch, recipe.model.weights_bytes, tp=tp, pp=pp, include_mtp=mtp,
-                                                source=f"{recipe.source}: model.weights_bytes") or weights
-    if weights is None and recipe is not None and recipe.model.weights_bytes is not None:
-        total = recipe.model.weights_bytes
-        weights = WeightBytes(total_bytes=total, per_gpu_bytes=total // (tp * pp), exact=False,
-                              source=f"{recipe.source}: model.weights_bytes", notes=(), tp=tp, pp=pp)
-    if weights is None or drafter is None or drafter.method == "mtp":
-        return weights
-    extra = drafter_weight_bytes(drafter, tp=tp)
-    if extra is None:
-        return weights
-    return replace(weights, total_bytes=weights.total_bytes + extra.total_bytes,
-                   per_gpu_bytes=weights.per_gpu_bytes + extra.per_gpu_bytes, exact=weights.exact and extra.exact,
-                   notes=(*weights.notes, f"plus the {drafter.method} drafter: {extra.per_gpu_bytes:,} B per GPU"))
-
-
-def _draft_ref(options: Any, recipe: Recipe | None) -> str | None:
-    ref = getattr(options, "speculative_model", None) or getattr(options, "speculative_draft_model_path", None)
-    if ref is None and recipe is not None and recipe.speculative is not None:
-        ref = recipe.speculative.draft_model
-    return ref if isinstance(ref, str) else None
-
-
 def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings, data_parallel: int = 1) -> GpuInfo | None:
     if not hardware.gpus:
         return None
@@ -485,58 +397,3 @@ def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings, data_para
         )
     # The engines size every rank by the smallest free memory among them.
     return min(hardware.gpus[:need], key=lambda g: g.free_bytes)
-
-
-def serve_config(
-    engine: str,
-    settings: ResolvedSettings,
-    recipe: Recipe | None,
-    engine_flags: tuple[str, ...],
-    cap: CapacitySummary,
-    *,
-    drafter_model: str | None,
-) -> ServeConfig:
-    """The resolved values the launch uses; the KV pool is pinned to the validated figure."""
-    s = settings
-    speculative: dict[str, Any] | None = None
-    if recipe is not None and recipe.speculative is not None:
-        speculative = {
-            "method": recipe.speculative.method,
-            "num_speculative_tokens": s.num_speculative_tokens.value or recipe.speculative.num_speculative_tokens,
-        }
-        if drafter_model:
-            speculative["model"] = drafter_model
-    pool_pin = engine_spec(engine).pool_pin
-    pin_tokens = s.max_total_tokens.value
-    if pool_pin == "tokens" and pin_tokens is None and cap.kv_pool_tokens > 0:
-        # SGLang takes min(profiled, --max-total-tokens): pinning the validated pool never grows it, and a
-        # start on busier memory cannot silently shrink it below what was validated without saying so.
-        pin_tokens = cap.kv_pool_tokens
-    env = dict(recipe.env) if recipe else {}
-    return ServeConfig(
-        engine=engine,
-        model=s.model.value or "",
-        max_num_seqs=s.max_num_seqs.value,
-        platform="cpu" if s.platform.value == "cpu" else "cuda",
-        served_model_name=s.served_model_name.value,
-        max_model_len=s.max_model_len.value,
-        kv_cache_dtype=None if s.kv_cache_dtype.value == "auto" else s.kv_cache_dtype.value,
-        kv_cache_memory_bytes=s.kv_cache_memory_bytes.value if pool_pin == "bytes" else None,
-        max_total_tokens=pin_tokens if pool_pin == "tokens" else None,
-        gpu_memory_utilization=s.gpu_memory_utilization.value,
-        mem_fraction_static=s.mem_fraction_static.value,
-        max_num_batched_tokens=s.max_num_batched_tokens.value,
-        cudagraph_max_capture_size=cap.cudagraph_max_capture_size if cap.cudagraph_max_capture_size > 0 else None,
-        speculative=speculative,
-        enable_prefix_caching=s.enable_prefix_caching.value,
-        tensor_parallel_size=s.tensor_parallel_size.value,
-        pipeline_parallel_size=s.pipeline_parallel_size.value,
-        nnodes=s.nnodes.value,
-        node_rank=s.node_rank.value,
-        master_addr=s.master_addr.value,
-        master_port=s.master_port.value,
-        host=s.host.value,
-        port=s.port.value,
-        extra_args=tuple(recipe.engine_args if recipe else ()) + engine_flags,
-        env=env,
-    )
