@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dspark.architecture import AttentionLayer, MLALayer, ModelArchitecture, parse_config
+from dspark.architecture import AttentionLayer, Layer, MLALayer, ModelArchitecture, parse_config
 from dspark.engines.vllm.capacity import CpuFeatures, VllmCapacity, compute_vllm_capacity
 from dspark.engines.vllm.options import parse_vllm_serve_flags
 from dspark.engines.vllm.versions import MODELLED_VERSIONS, RELEASES
@@ -22,6 +22,12 @@ GB10_TOTAL = 128_526_278_656  # DGX Spark: 119.7 GiB of unified memory, above th
 
 def fixture(name: str) -> ModelArchitecture:
     return parse_config(json.loads((FIXTURES / f"{name}.json").read_text()), name)
+
+
+def tiny(model_type: str, architecture: str, layers: tuple[Layer, ...]) -> ModelArchitecture:
+    """A tiny bf16 model of these layers (hidden 64, vocab 512, 4,096 positions)."""
+    return ModelArchitecture(model_type=model_type, architecture=architecture, dtype="bfloat16", hidden_size=64,
+                             vocab_size=512, max_position_embeddings=4096, layers=layers, source="/models/tiny")
 
 
 def cuda(
@@ -120,16 +126,7 @@ def test_gb10_keeps_the_small_batch_defaults_in_0_33() -> None:
 
 
 def test_cpu_mla_refuses_fp8_in_0_33() -> None:
-    mla = ModelArchitecture(
-        model_type="deepseek_v3",
-        architecture="DeepseekV3ForCausalLM",
-        dtype="bfloat16",
-        hidden_size=64,
-        vocab_size=512,
-        max_position_embeddings=4096,
-        layers=(MLALayer(64, 32),) * 2,
-        source="/models/tiny",
-    )
+    mla = tiny("deepseek_v3", "DeepseekV3ForCausalLM", (MLALayer(64, 32),) * 2)
     argv = ["--max-model-len", "1500", "--kv-cache-dtype", "fp8", "--kv-cache-memory-bytes", "55555555"]
     features = CpuFeatures(amx=False, avx512_bf16=True)
     assert cpu(mla, argv, "0.32.0", features).kv_line is not None
@@ -141,16 +138,7 @@ def test_cpu_mla_refuses_fp8_in_0_33() -> None:
 
 
 def test_cpu_fp8_attention_needs_avx512_in_0_33() -> None:
-    dense = ModelArchitecture(
-        model_type="qwen3",
-        architecture="Qwen3ForCausalLM",
-        dtype="bfloat16",
-        hidden_size=64,
-        vocab_size=512,
-        max_position_embeddings=4096,
-        layers=(AttentionLayer(2, 32),) * 4,
-        source="/models/tiny",
-    )
+    dense = tiny("qwen3", "Qwen3ForCausalLM", (AttentionLayer(2, 32),) * 4)
     argv = ["--max-model-len", "1000", "--kv-cache-dtype", "fp8", "--kv-cache-memory-bytes", "123456789"]
     assert cpu(dense, argv, "0.33.0", CpuFeatures(amx=False, avx512_bf16=True, avx512=True)).kv_line is not None
     avx2 = cpu(dense, argv, "0.33.0", CpuFeatures(amx=False, avx512_bf16=False, avx512=False))
