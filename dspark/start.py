@@ -96,9 +96,14 @@ def plan_start(
     # The engine's own planner runs in the same process as its parser: the engine is imported once.
     check = checker(engine, plan, python, witness_request=report.witness_request)
     require_ok(engine, plan, check)
+    validated = report.serve
     report = _with_witness(report, check, force=request.force)
-    if report.serve != engine_serve(report):
+    if report.serve != validated:
+        # Launching on the engine planner's figure changed a pin (SGLang's --max-total-tokens): the argv that
+        # execs is a new one, so the engine's parser reads that one too (its witness answer is kept).
         plan = engine.build_plan(report.serve, python)
+        check = replace(checker(engine, plan, python), witness=check.witness)
+        require_ok(engine, plan, check)
     _confirm_pinned(report, check)
     return StartResult(report=report, plan=plan, check=check)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
@@ -13,9 +14,11 @@ import pytest
 
 from dspark import validate as validate_module
 from dspark.commands.probe import probe
+from dspark.engines.base import ArgvCheck, Engine
 from dspark.errors import EngineNotInstalledError, RefusedError, SettingsError
 from dspark.hardware.nvml import NvmlUnavailable
 from dspark.hardware.select import resolve_hardware
+from dspark.launch import LaunchPlan
 from dspark.start import StartRequest, plan_start
 from dspark.validate import ValidateRequest
 
@@ -88,3 +91,41 @@ def test_probe_of_a_named_multi_gpu_profile() -> None:
     snapshot = json.loads(out.getvalue())
     assert len(snapshot["gpus"]) == 8
     assert snapshot["source"] == "profile"
+
+
+QWEN3_32B = Path(__file__).resolve().parent / "fixtures" / "model-qwen3-32b"
+_SGLANG_PINS = {"--max-total-tokens": "max_total_tokens", "--max-running-requests": "max_running_requests",
+                "--context-length": "context_length"}
+
+
+def test_sglang_start_on_the_engine_planners_figure_execs_an_argv_the_parser_read_with_that_pin() -> None:
+    """SGLang's own sizing (an older release) finds a smaller pool than dspark: start launches on it, so the
+    --max-total-tokens that execs is the engine's figure, and the engine's parser has read that very argv."""
+    argvs: list[list[str]] = []
+
+    def engine_parser(engine: Engine, plan: LaunchPlan, python: str,
+                      witness_request: dict[str, Any] | None = None) -> ArgvCheck:
+        argv = engine.parser_argv(plan)
+        argvs.append(argv)
+        parsed = {dest: int(argv[argv.index(flag) + 1]) for flag, dest in _SGLANG_PINS.items() if flag in argv}
+        witness = None
+        if witness_request is not None:  # the release's sizing: 1,718 tokens less than the pin dspark computed
+            pool = parsed["max_total_tokens"] - 1718
+            witness = {"ok": True, "engine_version": "0.5.19", "kv_pool_tokens": pool,
+                       "max_concurrency": pool / parsed["context_length"], "max_model_len": parsed["context_length"]}
+        return ArgvCheck(ok=True, engine_version="0.5.19", parsed=parsed, witness=witness)
+
+    validate = ValidateRequest(flags={"model": str(QWEN3_32B), "engine": "sglang", "hardware": "h200"},
+                               engine_flags=("--context-length", "32768"),
+                               env={"DSPARK_ENGINE_PYTHON": sys.executable})
+    result = plan_start(StartRequest(validate=validate), checker=engine_parser)
+
+    dspark_pin = int(argvs[0][argvs[0].index("--max-total-tokens") + 1])
+    engine_pool = dspark_pin - 1718
+    assert [f.code for f in result.report.findings][-2:] == ["witness-disagrees", "launch-on-engine-figure"]
+    assert result.report.capacity.kv_pool_tokens == engine_pool
+    executed = list(result.plan.argv)
+    assert executed[executed.index("--max-total-tokens") + 1] == str(engine_pool)
+    assert len(argvs) == 2 and argvs[1] == executed[executed.index("sglang.launch_server") + 1:]
+    assert result.check.parsed["max_total_tokens"] == engine_pool
+    assert result.check.witness is not None and result.check.witness["kv_pool_tokens"] == engine_pool
