@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -95,6 +95,13 @@ def plan_start(
     plan = engine.build_plan(report.serve, python)
     # The engine's own planner runs in the same process as its parser: the engine is imported once.
     check = checker(engine, plan, python, witness_request=report.witness_request)
+    former = _former_names(plan.argv, check, engine_spec(engine.name).former_flags)
+    if former:  # an older release knows a flag dspark sets by its former name: its parser is asked again
+        plan = replace(plan, argv=_renamed(plan.argv, former))
+        witness_request = report.witness_request
+        if witness_request is not None and "argv" in witness_request:  # SGLang's sizing parses the flags too
+            witness_request = {**witness_request, "argv": list(_renamed(witness_request["argv"], former))}
+        check = checker(engine, plan, python, witness_request=witness_request)
     require_ok(engine, plan, check)
     validated = report.serve
     report = _with_witness(report, check, force=request.force)
@@ -102,10 +109,25 @@ def plan_start(
         # Launching on the engine planner's figure changed a pin (SGLang's --max-total-tokens): the argv that
         # execs is a new one, so the engine's parser reads that one too (its witness answer is kept).
         plan = engine.build_plan(report.serve, python)
+        plan = replace(plan, argv=_renamed(plan.argv, former))
         check = replace(checker(engine, plan, python), witness=check.witness)
         require_ok(engine, plan, check)
     _confirm_pinned(report, check)
     return StartResult(report=report, plan=plan, check=check)
+
+
+def _former_names(argv: Sequence[str], check: ArgvCheck, former: Mapping[str, str]) -> dict[str, str]:
+    """The flags of argv the parser called unrecognized that older releases know by another name (new -> old)."""
+    marker = "unrecognized arguments:"  # argparse's own words for flags it does not have
+    if check.ok or not check.error or marker not in check.error:
+        return {}
+    unknown = set(check.error.partition(marker)[2].split())
+    return {new: old for new, old in former.items() if new in unknown and new in argv}
+
+
+def _renamed(argv: Sequence[str], names: Mapping[str, str]) -> tuple[str, ...]:
+    """argv with each flag in names given its other name."""
+    return tuple(names.get(arg, arg) for arg in argv)
 
 
 def _require_real_hardware(report: ValidationReport) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -15,7 +16,7 @@ import pytest
 from dspark import validate as validate_module
 from dspark.commands.probe import probe
 from dspark.engines.base import ArgvCheck, Engine
-from dspark.errors import EngineNotInstalledError, RefusedError, SettingsError
+from dspark.errors import EngineArgError, EngineNotInstalledError, RefusedError, SettingsError
 from dspark.hardware.nvml import NvmlUnavailable
 from dspark.hardware.select import resolve_hardware
 from dspark.launch import LaunchPlan
@@ -129,3 +130,57 @@ def test_sglang_start_on_the_engine_planners_figure_execs_an_argv_the_parser_rea
     assert len(argvs) == 2 and argvs[1] == executed[executed.index("sglang.launch_server") + 1:]
     assert result.check.parsed["max_total_tokens"] == engine_pool
     assert result.check.witness is not None and result.check.witness["kv_pool_tokens"] == engine_pool
+
+
+def _older_sglang_parser() -> argparse.ArgumentParser:
+    """The flags dspark sets here, as SGLang 0.5.10-0.5.13 name them: one decode graph size, --cuda-graph-max-bs."""
+    parser = argparse.ArgumentParser(prog="sglang serve")
+    for name in ("--model-path", "--served-model-name"):
+        parser.add_argument(name)
+    for name in ("--max-running-requests", "--max-total-tokens", "--context-length", "--cuda-graph-max-bs"):
+        parser.add_argument(name, type=int)
+    return parser
+
+
+def test_an_older_sglang_parser_gets_the_graph_size_under_the_name_it_knows() -> None:
+    """0.5.10-0.5.13 have no --cuda-graph-max-bs-decode: start asks again with --cuda-graph-max-bs, and that
+    argv (the same in the witness's request) is the one that execs."""
+    parser = _older_sglang_parser()
+    asked: list[tuple[list[str], list[str] | None]] = []
+
+    def engine_parser(engine: Engine, plan: LaunchPlan, python: str,
+                      witness_request: dict[str, Any] | None = None) -> ArgvCheck:
+        argv = engine.parser_argv(plan)
+        asked.append((argv, None if witness_request is None else list(witness_request["argv"])))
+        ns, unknown = parser.parse_known_args(argv)
+        if unknown:  # what parse_args would exit with
+            return ArgvCheck(ok=False, engine_version="0.5.12", parsed={},
+                             error=f"sglang serve: error: unrecognized arguments: {' '.join(unknown)}")
+        return ArgvCheck(ok=True, engine_version="0.5.12", parsed={k: v for k, v in vars(ns).items() if v is not None})
+
+    validate = ValidateRequest(flags={"model": str(QWEN3_32B), "engine": "sglang", "hardware": "h200"},
+                               engine_flags=("--context-length", "32768"),
+                               env={"DSPARK_ENGINE_PYTHON": sys.executable})
+    result = plan_start(StartRequest(validate=validate), checker=engine_parser)
+
+    first, second = asked[0][0], asked[1][0]
+    assert "--cuda-graph-max-bs-decode" in first and "--cuda-graph-max-bs-decode" not in second
+    size = first[first.index("--cuda-graph-max-bs-decode") + 1]
+    assert second[second.index("--cuda-graph-max-bs") + 1] == size
+    assert asked[1][1] is not None and "--cuda-graph-max-bs" in asked[1][1]  # the witness parses the same flags
+    assert "--cuda-graph-max-bs-decode" not in asked[1][1]
+    executed = list(result.plan.argv)
+    assert executed[executed.index("sglang.launch_server") + 1:] == second
+    assert result.check.ok and result.check.parsed["cuda_graph_max_bs"] == int(size)
+
+
+def test_a_flag_no_release_knows_by_another_name_is_still_refused() -> None:
+    def engine_parser(engine: Engine, plan: LaunchPlan, python: str,
+                      witness_request: dict[str, Any] | None = None) -> ArgvCheck:
+        return ArgvCheck(ok=False, engine_version="0.5.12", parsed={},
+                         error="sglang serve: error: unrecognized arguments: --no-such-flag")
+
+    validate = ValidateRequest(flags={"model": str(QWEN3_32B), "engine": "sglang", "hardware": "h200"},
+                               engine_flags=("--no-such-flag",), env={"DSPARK_ENGINE_PYTHON": sys.executable})
+    with pytest.raises(EngineArgError, match="--no-such-flag"):
+        plan_start(StartRequest(validate=validate), checker=engine_parser)

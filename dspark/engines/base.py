@@ -90,6 +90,8 @@ class EngineSpec:
     modelled_versions: tuple[str, ...]
     default_port: int
     kv_log_pattern: str  # regex of the engine's own KV-pool log line; group 1 is the pool in tokens
+    # A flag dspark sets -> the name older releases' parsers know it by (tried when the parser calls it unknown).
+    former_flags: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def newest_modelled(self) -> str:

@@ -33,4 +33,6 @@ SPEC = EngineSpec(
     default_port=30000,
     # scheduler's start-up log: "max_total_num_tokens=N, chunked_prefill_size=..., max_running_requests=..."
     kv_log_pattern=r"max_total_num_tokens=(\d+)",
+    # 0.5.10-0.5.13 have one decode graph size, --cuda-graph-max-bs (ServerArgs.add_cli_args of those releases).
+    former_flags={"--cuda-graph-max-bs-decode": "--cuda-graph-max-bs"},
 )
