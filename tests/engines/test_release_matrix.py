@@ -31,7 +31,19 @@ def test_what_differs_is_named() -> None:
     note = matrix_note("sglang", "0.5.21")
     assert "differs from 0.5.23" in note
     assert "0.891" in note
-    assert "witness cannot read it" in note
+
+
+@pytest.mark.parametrize("version", ["0.5.19", "0.5.20", "0.5.21", "0.5.22"])
+def test_the_sglang_releases_the_witness_runs_say_so(version: str) -> None:
+    """`dspark start` runs SGLang's own sizing for these (_witness_sglang.py); the note must not deny it."""
+    note = matrix_note("sglang", version)
+    assert "its own planner runs as the witness" in note
+    assert "cannot read" not in note
+
+
+def test_a_release_the_witness_cannot_run_says_why() -> None:
+    note = matrix_note("sglang", "0.5.18")
+    assert "witness cannot read it" in note and "override_platform" in note
 
 
 def test_validate_names_the_matrix_beside_the_nearest_modelled_release() -> None:
