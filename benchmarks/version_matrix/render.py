@@ -1,4 +1,4 @@
-"""Render the matrix results (results/engine.json, results/planner.json) as the Markdown tables in docs/.
+"""Render the matrix results (results/engine.json, planner.json, start.json) as the Markdown tables in docs/.
 
 Usage: python benchmarks/version_matrix/render.py [--write docs/version-matrix.md]
 (prints the tables; with --write, replaces each <!-- NAME --> ... <!-- /NAME --> block of that page)
@@ -80,6 +80,61 @@ def planner_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _release_key(name: str) -> tuple[str, tuple[int, ...]]:
+    engine, _, version = name.partition(" ")
+    return engine, tuple(int(x) for x in version.split("."))
+
+
+def _figure(tokens: object, concurrency: object) -> str:
+    return f"{tokens:,}, {concurrency}x" if isinstance(tokens, int) else "-"
+
+
+def _start_equal(row: dict[str, Any]) -> str:
+    """Whether what start pinned is the witness's figure (and, where the engine served, the engine's line)."""
+    witness = row.get("witness") or {}
+    if witness.get("error") or witness.get("kv_pool_tokens") is None:
+        return "no witness figure"
+    w = (witness["kv_pool_tokens"], f"{witness['max_concurrency']:.2f}")
+    checks = [w == (row["launch_tokens"], row["launch_concurrency"]), row["pinned"] == row["parsed_pin"]]
+    if row["pinned_flag"] == "--max-total-tokens":
+        checks.append(row["pinned"] == w[0])
+    else:
+        checks.append(row["pinned"] == row["budget_bytes"])
+    if row["mode"] == "exec":
+        if row.get("engine_tokens") is None:
+            return "engine printed no KV line"
+        checks += [w == (row["engine_tokens"], row["engine_concurrency"]), row.get("engine_pin") == row["pinned"]]
+    return "yes" if all(checks) else "**no**"
+
+
+def start_table(report: dict[str, Any]) -> list[str]:
+    """Release x case: `dspark start`'s detected version, the witness's figure, the pin, the engine's own line."""
+    lines = ["| release | case | how | detected (figures of) | findings | witness: tokens, concurrency | pinned "
+             "(the release's parser read) | engine's own line | equal |", "|---|---|---|---|---|---|---|---|---|"]
+    for release in sorted(report, key=_release_key):
+        for cid, row in sorted(report[release].items()):
+            if row.get("error") is not None:
+                error = row["error"]
+                message = error.get("message") if isinstance(error, dict) else error
+                lines.append(f"| {release} | {cid} | {row['mode']} | | | | | | start refused: "
+                             f"{_one_line(message, 160)} |")
+                continue
+            detected = row["detected"]
+            codes = [c for c in row["findings"] if c.startswith(("engine-version", "witness", "launch-on"))]
+            witness = row.get("witness") or {}
+            wit = (_figure(witness["kv_pool_tokens"], f"{witness['max_concurrency']:.2f}")
+                   if witness.get("kv_pool_tokens") is not None else f"error: {_one_line(witness.get('error'))}")
+            pinned = f"{row['pinned_flag']} {row['pinned']:,} ({row['parsed_pin']:,})" if row["pinned"] else "none"
+            engine = (_figure(row.get("engine_tokens"), row.get("engine_concurrency"))
+                      + (f"; pin {row['engine_pin']:,}" if row.get("engine_pin") else "")
+                      if row["mode"] == "exec" else "cannot serve here")
+            device = "VLLM_TARGET_DEVICE" in row.get("engine_env", {})
+            how = row["mode"] + ("; VLLM_TARGET_DEVICE=cpu" if device else "")
+            lines.append(f"| {release} | {cid} | {how} | {detected['installed']} ({detected['modelled']}) | "
+                         f"{', '.join(codes)} | {wit} | {pinned} | {engine} | {_start_equal(row)} |")
+    return lines
+
+
 def source_table(matrix_dir: str) -> list[str]:
     """sglang_source_diff.py's table (it reads the installed SGLang environments)."""
     proc = subprocess.run([sys.executable, str(Path(__file__).with_name("sglang_source_diff.py")),
@@ -95,7 +150,8 @@ def main() -> int:
     ap.add_argument("--matrix-dir", default=str(Path(__file__).resolve().parents[2] / ".engines-matrix"))
     args = ap.parse_args()
     tables = {"ENGINE_TABLE": engine_table(_load("engine"), _load("witness")),
-              "PLANNER_TABLE": planner_table(_load("planner")), "SOURCE_TABLE": source_table(args.matrix_dir)}
+              "PLANNER_TABLE": planner_table(_load("planner")), "SOURCE_TABLE": source_table(args.matrix_dir),
+              "START_TABLE": start_table(_load("start"))}
     if not args.write:
         print("\n\n".join("\n".join(t) for t in tables.values()))
         return 0

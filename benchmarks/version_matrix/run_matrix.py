@@ -9,9 +9,11 @@ Two parts, each writing JSON under benchmarks/version_matrix/results/:
             28 GB pin; FlashAttention and FlashInfer kernel blocks; MTP 0/2/4; bf16 and fp32 SSM state;
             prefix caching on and off); beside it dspark's pure model (`dspark validate --json`).
   planner-dspark : recompute only dspark's column of results/planner.json.
+  start   : `dspark start` itself per release (start_matrix.py): the real exec on the CPU builds, the exec
+            seam for vLLM 0.33.0 and SGLang; the detected version, the witness's figure, the pin, the engine's line.
   witness : dspark's witness (dspark/engines/_witness.py) in each release's interpreter on the engine part's
             cases, dspark's own specs and pin (results/witness.json; render.py puts it beside the engine's line).
-Usage: python benchmarks/version_matrix/run_matrix.py {engine|planner|witness} [--matrix-dir DIR] [--releases ...]
+Usage: python benchmarks/version_matrix/run_matrix.py {engine|planner|witness|start} [--matrix-dir DIR] [--releases ...]
 """
 
 from __future__ import annotations
@@ -41,15 +43,20 @@ PIN = 28_000_000_000
 MODELS = Path(tempfile.gettempdir()) / "vm-tiny-models"
 
 
+def build_models(matrix: Path) -> Path:
+    """The tiny oracle models (dense, hybrid, MLA) under MODELS, built by 0.32.0's transformers."""
+    builder = str(matrix / "vllm-0.32.0" / "bin" / "python")
+    subprocess.run([builder, str(ROOT / "tests/engine/build_tiny_models.py"), str(MODELS),
+                    "dense-qwen3", "hybrid-qwen3-next", "mla-deepseek-v3"], check=True, capture_output=True)
+    return MODELS
+
+
 def engine_part(matrix: Path, releases: list[str], only: set[str] | None = None) -> dict[str, Any]:
     """Real engine per release on the tiny models; dspark's pure prediction beside each line."""
     import test_vllm_oracle as oracle  # type: ignore[import-not-found]  # noqa: PLC0415 - the oracle suite's cases and dspark's direct prediction
 
     cases: list[OracleCase] = [c for c in oracle.CASES if c.id in (only or ENGINE_CASES)]
-    models = MODELS
-    builder = str(matrix / "vllm-0.32.0" / "bin" / "python")
-    subprocess.run([builder, str(ROOT / "tests/engine/build_tiny_models.py"), str(models),
-                    "dense-qwen3", "hybrid-qwen3-next", "mla-deepseek-v3"], check=True, capture_output=True)
+    models = build_models(matrix)
     report: dict[str, Any] = {}
     for release in releases:
         python = str(matrix / f"vllm-{release}" / "bin" / "python")
@@ -203,18 +210,31 @@ def planner_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
     return report
 
 
+def _listed(text: str) -> list[str]:
+    """A comma-separated option; empty: none."""
+    return [item for item in text.split(",") if item]
+
+
 def main() -> int:
     """Run one part over the releases; write results/<part>.json (merged with earlier runs)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("part", choices=("engine", "planner", "witness", "planner-dspark"))
+    ap.add_argument("part", choices=("engine", "planner", "witness", "planner-dspark", "start"))
     ap.add_argument("--matrix-dir", default=str(ROOT / ".engines-matrix"))
     ap.add_argument("--releases", default="0.28.0,0.29.0,0.30.0,0.31.0,0.32.0")
-    ap.add_argument("--cases", help="engine part: only these case ids (comma-separated); rows merge into the file")
+    ap.add_argument("--cases", help="engine, start: only these case ids (comma-separated); rows merge into the file")
+    ap.add_argument("--seam-releases", default="0.33.0", help="start: vLLM releases driven through the exec seam")
+    ap.add_argument("--sglang-releases", default="0.5.19,0.5.20,0.5.21,0.5.22,0.5.23", help="start: SGLang releases")
     args = ap.parse_args()
     matrix = Path(args.matrix_dir)
     releases = args.releases.split(",")
-    if args.part == "engine" and args.cases:
-        report = engine_part(matrix, releases, set(args.cases.split(",")))
+    only = set(args.cases.split(",")) if args.cases else None
+    if args.part == "start":
+        from start_matrix import start_part  # noqa: PLC0415 - imports dspark's CLI; only this part needs it
+
+        report = start_part(matrix, build_models(matrix), _listed(args.releases), _listed(args.seam_releases),
+                            _listed(args.sglang_releases), only)
+    elif args.part == "engine" and only:
+        report = engine_part(matrix, releases, only)
     else:
         parts = {"engine": engine_part, "planner": planner_part, "witness": witness_part}
         report = refresh_dspark(releases) if args.part == "planner-dspark" else parts[args.part](matrix, releases)
