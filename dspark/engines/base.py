@@ -199,6 +199,13 @@ def _dist_info_version(python: Path, distributions: Sequence[str]) -> str | None
     return None
 
 
+# vLLM 0.33 builds its serve parser from the platform (vllm/config/device.py): a host without a device it
+# knows (no GPU, no CPU build) stops there, before any flag is read.
+_NO_DEVICE = "Failed to infer device type"
+_NO_DEVICE_HINT = ("vLLM found no device here to build its argument parser for: run `dspark start` where the GPUs "
+                   "are, or set VLLM_TARGET_DEVICE (e.g. cpu) in the environment so its parser loads for a dry run")
+
+
 def check_argv(
     engine: Engine, plan: LaunchPlan, python: str, runner: Runner = _run, timeout: float = 180.0,
     witness_request: Mapping[str, Any] | None = None,
@@ -219,7 +226,8 @@ def check_argv(
     if line is None:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise EngineNotInstalledError(
-            f"the {engine.name} argument check in {python} gave no answer (exit {proc.returncode}): {' | '.join(tail)}"
+            f"the {engine.name} argument check in {python} gave no answer (exit {proc.returncode}): {' | '.join(tail)}",
+            hint=_NO_DEVICE_HINT if any(_NO_DEVICE in ln for ln in tail) else None,
         )
     result = json.loads(line[len(_MARKER):])
     if result.get("import_error"):

@@ -114,5 +114,21 @@ def test_check_argv_import_error_is_not_installed() -> None:
             {"ok": False, "error": "No module named 'vllm'", "import_error": True}))
 
 
+def test_check_argv_without_a_device_says_how_vllm_033s_parser_loads() -> None:
+    """vLLM 0.33's parser needs a device type; on a host without one the check dies before answering."""
+    engine = VllmEngine(console=True)
+    plan = engine.build_plan(ServeConfig(engine="vllm", model="/m", max_num_seqs=2), "/py")
+    stderr = ('  File ".../vllm/config/device.py", line 55, in __post_init__\n    raise RuntimeError(\n'
+              "RuntimeError: Failed to infer device type, please set the environment variable "
+              "`VLLM_LOGGING_LEVEL=DEBUG` to turn on verbose logging to help debug the issue.\n")
+
+    def run(argv: Sequence[str], stdin: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 1, "", stderr)
+
+    with pytest.raises(EngineNotInstalledError, match="Failed to infer device type") as err:
+        check_argv(engine, plan, "/py", runner=run)
+    assert err.value.hint is not None and "VLLM_TARGET_DEVICE" in err.value.hint
+
+
 def test_plan_is_a_value() -> None:
     assert LaunchPlan("vllm", ("a",)) == LaunchPlan("vllm", ("a",))
