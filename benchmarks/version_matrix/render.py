@@ -93,7 +93,8 @@ def _start_equal(row: dict[str, Any]) -> str:
     """Whether what start pinned is the witness's figure (and, where the engine served, the engine's line)."""
     witness = row.get("witness") or {}
     if witness.get("error") or witness.get("kv_pool_tokens") is None:
-        return "no witness figure"
+        forced = "--force" in row["command"].split() and row["pinned"] == row["launch_tokens"] == row["parsed_pin"]
+        return "forced: launched on dspark's own figure (no witness)" if forced else "no witness figure"
     w = (witness["kv_pool_tokens"], f"{witness['max_concurrency']:.2f}")
     checks = [w == (row["launch_tokens"], row["launch_concurrency"]), row["pinned"] == row["parsed_pin"]]
     if row["pinned_flag"] == "--max-total-tokens":
@@ -115,9 +116,12 @@ def start_table(report: dict[str, Any]) -> list[str]:
         for cid, row in sorted(report[release].items()):
             if row.get("error") is not None:
                 error = row["error"]
-                message = error.get("message") if isinstance(error, dict) else error
-                lines.append(f"| {release} | {cid} | {row['mode']} | | | | | | start refused: "
-                             f"{_one_line(message, 160)} |")
+                message = str(error.get("message") if isinstance(error, dict) else error)
+                _, vouch, after = message.partition("could not vouch for the pool: ")
+                if vouch:  # the usual refusal of an unmodelled release: say what the witness lacked
+                    message = f"not modelled and the witness cannot run: {after}"
+                lines.append(f"| {release} | {cid} | {row['mode']} | | | | | | start refused (exit "
+                             f"{row.get('exit_code', '?')}): {_one_line(message, 150)} |")
                 continue
             detected = row["detected"]
             codes = [c for c in row["findings"] if c.startswith(("engine-version", "witness", "launch-on"))]
