@@ -318,8 +318,11 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         out["mamba_page_size_padded"] = cc.mamba_page_size_padded
         stage = "specs"
         specs = _specs(vc, backend, gdn_layers)
-        gdn_spec = next((v for k, v in specs.items() if k.endswith("linear_attn")), None)
-        out["gdn_checkpoint_blocks"] = getattr(gdn_spec, "num_prefill_checkpoint_blocks", None)
+        gdn = next((v for k, v in specs.items() if k.endswith("linear_attn")), None)
+        if gdn is not None:
+            out["gdn_spec"] = {"block_size": gdn.block_size, "page_size_bytes": gdn.page_size_bytes,
+                               "num_prefill_checkpoint_blocks": getattr(gdn, "num_prefill_checkpoint_blocks", None),
+                               "prefill_checkpoint_alignment": getattr(gdn, "prefill_checkpoint_alignment", None)}
         stage = "plan"
         kv = int(case["kv_bytes"])
         kcfg, out["planner"] = _plan(vc, specs, kv)
