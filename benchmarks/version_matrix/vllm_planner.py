@@ -143,7 +143,7 @@ def _cuda_device(device: dict[str, Any]) -> Iterator[None]:
     cuda_version = torch.version.cuda
     for k, v in facts.items():
         setattr(cls, k, v)
-    torch.version.cuda = str(device["cuda"])
+    torch.version.cuda = str(device["cuda"])  # the same fact for code that reads torch's build directly
     try:
         yield
     finally:
@@ -166,16 +166,21 @@ def _gdn_layers(vllm_config: Any, device: dict[str, Any]) -> dict[str, Any]:
 
     hf = vllm_config.model_config.hf_text_config
     pc = vllm_config.parallel_config
-    # What get_tensor_model_parallel_world_size / _rank read: this worker's TP group (rank 0 of tp).
+    # What get_tensor_model_parallel_world_size / _rank read while the layers are built: this worker's TP
+    # group (rank 0 of tp); the layers keep their shard sizes.
+    saved_tp = parallel_state._TP
     parallel_state._TP = types.SimpleNamespace(world_size=pc.tensor_parallel_size, rank_in_group=0)
     layers: dict[str, Any] = {}
-    with _cuda_device(device), set_current_vllm_config(vllm_config), torch.device("meta"):
-        for i, kind in enumerate(_layer_types(hf)):
-            if kind != "full_attention":
-                name = f"model.layers.{i}.linear_attn"
-                # Qwen3NextDecoderLayer's arguments (gqa_interleaved_layout: Qwen3-Next's checkpoint layout).
-                layers[name] = QwenGatedDeltaNetAttention(hf, vllm_config=vllm_config, prefix=name,
-                                                          gqa_interleaved_layout=True)
+    try:
+        with _cuda_device(device), set_current_vllm_config(vllm_config), torch.device("meta"):
+            for i, kind in enumerate(_layer_types(hf)):
+                if kind != "full_attention":
+                    name = f"model.layers.{i}.linear_attn"
+                    # Qwen3NextDecoderLayer's arguments (gqa_interleaved_layout: Qwen3-Next's checkpoint layout).
+                    layers[name] = QwenGatedDeltaNetAttention(hf, vllm_config=vllm_config, prefix=name,
+                                                              gqa_interleaved_layout=True)
+    finally:
+        parallel_state._TP = saved_tp
     return layers
 
 
