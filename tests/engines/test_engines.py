@@ -83,6 +83,43 @@ def test_sglang_plan() -> None:
     assert pairs["--node-rank"] == "1"
 
 
+MTP2 = '{"method":"mtp","num_speculative_tokens":2}'
+SGLANG_NEXTN = ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                "--speculative-num-draft-tokens", "4")
+
+
+def test_vllm_keeps_the_users_speculative_config_when_no_recipe_sets_one() -> None:
+    """`dspark start --model DIR -- --speculative-config ...`: dspark sized the pool with MTP, so the engine gets it."""
+    cfg = ServeConfig(engine="vllm", model="/m", max_num_seqs=4, extra_args=("--speculative-config", MTP2))
+    argv = VllmEngine(console=True).build_plan(cfg, "/py").argv
+    assert argv.count("--speculative-config") == 1
+    assert argv[argv.index("--speculative-config") + 1] == MTP2
+
+
+def test_vllm_recipe_speculative_replaces_the_users_copy() -> None:
+    cfg = ServeConfig(engine="vllm", model="/m", max_num_seqs=4, extra_args=("-sc", MTP2),
+                      speculative={"method": "mtp", "num_speculative_tokens": 4})
+    argv = VllmEngine(console=True).build_plan(cfg, "/py").argv
+    assert "-sc" not in argv and argv.count("--speculative-config") == 1
+    assert json.loads(argv[argv.index("--speculative-config") + 1])["num_speculative_tokens"] == 4
+
+
+def test_sglang_keeps_the_users_speculative_flags_when_no_recipe_sets_them() -> None:
+    cfg = ServeConfig(engine="sglang", model="/m", max_num_seqs=4, extra_args=SGLANG_NEXTN)
+    argv = SglangEngine().build_plan(cfg, "/py").argv
+    tail = argv[argv.index("--speculative-algorithm"):]
+    assert tail[:len(SGLANG_NEXTN)] == SGLANG_NEXTN
+    assert argv.count("--speculative-algorithm") == 1
+
+
+def test_sglang_recipe_speculative_replaces_the_users_flags() -> None:
+    cfg = ServeConfig(engine="sglang", model="/m", max_num_seqs=4, extra_args=SGLANG_NEXTN,
+                      speculative={"method": "mtp", "num_speculative_tokens": 2})
+    argv = SglangEngine().build_plan(cfg, "/py").argv
+    assert argv.count("--speculative-algorithm") == 1 and argv.count("--speculative-num-steps") == 1
+    assert argv[argv.index("--speculative-num-steps") + 1] != "3"  # the recipe's 2 tokens, not the user's 3 steps
+
+
 def test_unknown_engine_is_input_error() -> None:
     with pytest.raises(InputError, match="unknown engine 'tgi'"):
         get_engine("tgi")

@@ -33,6 +33,11 @@ MANAGED_FLAGS: dict[str, int] = {
     "--port": 1,
 }
 
+# Set by dspark only from a recipe's `speculative:`; without one, the user's own flags configure speculative
+# decoding (dspark's capacity and the witness read them), so they must reach the engine rather than be stripped.
+SPECULATIVE_FLAGS = frozenset({"--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
+                               "--speculative-num-draft-tokens", "--speculative-draft-model-path"})
+
 MODULE = "sglang.launch_server"
 
 # dspark's speculative method names -> SGLang's --speculative-algorithm values.
@@ -49,7 +54,9 @@ class SglangEngine:
     def build_plan(self, config: ServeConfig, python: str | None) -> LaunchPlan:
         """`<python> -m sglang.launch_server --model-path MODEL <flags>` (python None: `python3`, for display)."""
         args = [python or "python3", "-m", MODULE, "--model-path", config.model]
-        args += self._flags(config) + list(strip_flags(config.extra_args, MANAGED_FLAGS))
+        managed = MANAGED_FLAGS if config.speculative else {
+            k: n for k, n in MANAGED_FLAGS.items() if k not in SPECULATIVE_FLAGS}
+        args += self._flags(config) + list(strip_flags(config.extra_args, managed))
         return LaunchPlan(
             engine=self.name,
             argv=tuple(args),

@@ -36,6 +36,10 @@ MANAGED_FLAGS: dict[str, int] = {
     "--port": 1,
 }
 
+# Speculative decoding is set by dspark only from a recipe's `speculative:`; without one, the user's own flag is
+# what configures it (dspark's capacity already read it), so it must reach the engine rather than be stripped.
+SPECULATIVE_FLAGS = frozenset({"--speculative-config", "-sc"})
+
 CLI_MODULE = "vllm.entrypoints.cli.main"  # what the `vllm` console script runs
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"  # works where the console script cannot
 
@@ -78,7 +82,9 @@ class VllmEngine:
         return self._plan(config, head)
 
     def _plan(self, config: ServeConfig, head: list[str]) -> LaunchPlan:
-        args = head + self._flags(config) + list(strip_flags(config.extra_args, MANAGED_FLAGS))
+        managed = MANAGED_FLAGS if config.speculative else {
+            k: n for k, n in MANAGED_FLAGS.items() if k not in SPECULATIVE_FLAGS}
+        args = head + self._flags(config) + list(strip_flags(config.extra_args, managed))
         return LaunchPlan(
             engine=self.name,
             argv=tuple(args),
