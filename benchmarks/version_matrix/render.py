@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -121,7 +122,8 @@ def _start_equal(row: dict[str, Any]) -> str:
         checks.append(row["pinned"] == row["budget_bytes"])
     if row["mode"] == "exec":
         if row.get("engine_tokens") is None:
-            return "engine printed no KV line"
+            found = re.search(r"\w+Error: .*", str(row.get("engine_error") or "").split("\n...\n")[0])
+            return f"the engine refused: {_one_line(found.group(0) if found else 'no KV line', 110)}"
         checks += [w == (row["engine_tokens"], row["engine_concurrency"]), row.get("engine_pin") == row["pinned"]]
     return "yes" if all(checks) else "**no**"
 

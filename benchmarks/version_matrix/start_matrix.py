@@ -8,6 +8,9 @@ Two ways, one row shape (results/start.json, rendered by render.py):
   seam : releases that cannot serve here (vLLM 0.33.0, SGLang): dspark's start core in this process with a
          capturing exec (run_start's `execute`), `--hardware PROFILE`; the argv check and the witness run in
          the release's interpreter as they do in a real start.
+         vLLM 0.33.0's parser needs a device type: without one it is run again with VLLM_TARGET_DEVICE=cpu
+         (both answers are kept). An SGLang release start refuses (nothing vouches for its pool) is run again
+         with --force (case id + "-force").
 A row: detected version, findings, the witness's answer, the launch figure, the pinned flag and the value the
 release's parser read for it, and (exec) the engine's own line.
 """
@@ -136,7 +139,6 @@ def exec_start(python: str, models: Path, case: StartCase, timeout: float = 1500
     env = _clean_env(PYTHONPATH=str(ROOT))
     with tempfile.TemporaryDirectory() as tmp:
         out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
-        started = time.monotonic()
         with out_path.open("w") as out, err_path.open("w") as err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True, start_new_session=True, env=env,
                                     cwd=tempfile.gettempdir())
@@ -161,7 +163,9 @@ def exec_start(python: str, models: Path, case: StartCase, timeout: float = 1500
     row.update(summarize(json.loads(first), "vllm") if first.startswith("{") else {"error": log[-2000:]})
     match = parse_line(log)
     if match is None:
-        row["engine_error"] = log[-1500:] if "error" not in row else None
+        # The root cause comes first (the API server's own error closes the log); keep both.
+        cause = next((ln for ln in log.splitlines() if re.search(r"\b\w+Error: ", ln)), None)
+        row["engine_error"] = (cause or "") + "\n...\n" + log[-1500:] if "error" not in row else None
         return row
     pin = ARGS_PIN.search(log)
     row.update(engine_line=match.group("line"), engine_tokens=int(match.group("tokens").replace(",", "")),
