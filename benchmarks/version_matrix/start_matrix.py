@@ -44,6 +44,8 @@ LOCK = "/work/wt/engine.lock"  # the machine-wide lock for real engine starts (a
 MTP2 = '{"method":"mtp","num_speculative_tokens":2}'
 PINS = {"vllm": ("--kv-cache-memory-bytes", "kv_cache_memory_bytes"), "sglang": ("--max-total-tokens",
                                                                                   "max_total_tokens")}
+# A raised exception's own line, "(EngineCore pid=N) ImportError: ...", not a warning that quotes one.
+ERROR_LINE = re.compile(r"^(?:\(\w+ pid=\d+\) )?\w+Error: ")
 ARGS_PIN = re.compile(r"non-default args: .*'kv_cache_memory_bytes': (\d+)")
 
 
@@ -164,7 +166,7 @@ def exec_start(python: str, models: Path, case: StartCase, timeout: float = 1500
     match = parse_line(log)
     if match is None:
         # The root cause comes first (the API server's own error closes the log); keep both.
-        cause = next((ln for ln in log.splitlines() if re.search(r"\b\w+Error: ", ln)), None)
+        cause = next((ln for ln in log.splitlines() if ERROR_LINE.match(ln)), None)
         row["engine_error"] = (cause or "") + "\n...\n" + log[-1500:] if "error" not in row else None
         return row
     pin = ARGS_PIN.search(log)
