@@ -99,6 +99,11 @@ def planner_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _no_paths(text: object) -> str:
+    """An engine's message without this checkout's paths (they say where the matrix ran, not what failed)."""
+    return re.sub(r"\(?/\S*/\.engines-matrix/[^)\s]*\)?", "", str(text))
+
+
 def _release_key(name: str) -> tuple[str, tuple[int, ...]]:
     engine, _, version = name.partition(" ")
     return engine, tuple(int(x) for x in version.split("."))
@@ -140,14 +145,16 @@ def start_table(report: dict[str, Any]) -> list[str]:
                 _, vouch, after = message.partition("could not vouch for the pool: ")
                 if vouch:  # the usual refusal of an unmodelled release: say what the witness lacked
                     message = f"not modelled and the witness cannot run: {after}"
+                message = _no_paths(message)
                 lines.append(f"| {release} | {cid} | {row['mode']} | | | | | | start refused (exit "
                              f"{row.get('exit_code', '?')}): {_one_line(message, 150)} |")
                 continue
             detected = row["detected"]
             codes = [c for c in row["findings"] if c.startswith(("engine-version", "witness", "launch-on"))]
             witness = row.get("witness") or {}
+            failed = f"error: {_one_line(_no_paths(witness.get('error')))}"
             wit = (_figure(witness["kv_pool_tokens"], f"{witness['max_concurrency']:.2f}")
-                   if witness.get("kv_pool_tokens") is not None else f"error: {_one_line(witness.get('error'))}")
+                   if witness.get("kv_pool_tokens") is not None else failed)
             pinned = f"{row['pinned_flag']} {row['pinned']:,} ({row['parsed_pin']:,})" if row["pinned"] else "none"
             engine = (_figure(row.get("engine_tokens"), row.get("engine_concurrency"))
                       + (f"; pin {row['engine_pin']:,}" if row.get("engine_pin") else "")

@@ -44,8 +44,9 @@ LOCK = "/work/wt/engine.lock"  # the machine-wide lock for real engine starts (a
 MTP2 = '{"method":"mtp","num_speculative_tokens":2}'
 PINS = {"vllm": ("--kv-cache-memory-bytes", "kv_cache_memory_bytes"), "sglang": ("--max-total-tokens",
                                                                                   "max_total_tokens")}
-# A raised exception's own line, "(EngineCore pid=N) ImportError: ...", not a warning that quotes one.
-ERROR_LINE = re.compile(r"^(?:\(\w+ pid=\d+\) )?\w+Error: ")
+# A raised exception's own line ("... ImportError: ..."), not a warning that quotes one nor the API server's
+# closing "Engine core initialization failed" (which points back at the cause).
+ERROR_LINE = re.compile(r"^(?!.* WARNING )(?!.*Engine core initialization failed).*\b\w+Error: ")
 ARGS_PIN = re.compile(r"non-default args: .*'kv_cache_memory_bytes': (\d+)")
 
 
