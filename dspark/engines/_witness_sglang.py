@@ -150,6 +150,34 @@ def _install_stubs() -> None:
     psutil.virtual_memory = virtual_memory
 
 
+def _sibling(name: str) -> Any:
+    """A helper module beside this file, loaded by path (this folder is off sys.path); once per process."""
+    import importlib.util  # noqa: PLC0415
+
+    key = f"_dspark_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, _HERE / f"{name}.py")
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {_HERE / f'{name}.py'}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+@contextlib.contextmanager
+def _platform_override(runtime_context: Any) -> Any:
+    """CUDA of DEVICE's capability for the release: its override_platform, or its probes rebound (0.5.18 and
+    older: see _witness_sglang_platform.py; the rebinding stays for the rest of this sizing-only process)."""
+    platform = _sibling("_witness_sglang_platform")
+    if not platform.needs_legacy_platform(runtime_context):
+        with runtime_context.override_platform(**_platform_facts()):
+            yield
+        return
+    platform.install(lambda: platform.cuda_facts(*DEVICE.capability))
+    yield
+
+
 def _platform_facts() -> dict[str, Any]:
     """The facts of a CUDA device of DEVICE's capability, limited to those this release's platform knows."""
     from sglang.srt import runtime_context  # noqa: PLC0415
@@ -168,6 +196,40 @@ def _all_platform_facts() -> dict[str, Any]:
         "is_hopper_with_cuda_12_3": major == 9, "has_amx": False, "has_flashinfer": False,
         "device_sm": major * 10 + minor, "device_capability": (major, minor),
     }
+
+
+def _published(runtime_context: Any, sa: Any, bag: str, field: str) -> Any:
+    """A published config leaf: its bag (get_<bag>(), 0.5.17 on), else the server args themselves."""
+    getter = getattr(runtime_context, f"get_{bag}", None)
+    return getattr(getter() if getter is not None else sa, field)
+
+
+_RESOLVED = ("mem_fraction_static", "chunked_prefill_size", "page_size", "speculative_algorithm",
+             "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+             "mamba_radix_cache_strategy", "disable_overlap_schedule", "kv_cache_dtype", "attention_backend")
+
+
+def _resolved_fields(sa: Any) -> dict[str, Any]:
+    """What ServerArgs resolved: resolve_once/resolved_dict from 0.5.19 on, __post_init__ before (already run)."""
+    if hasattr(sa, "resolve_once"):
+        sa.resolve_once()
+        resolved = sa.resolved_dict()
+    else:
+        resolved = dict(vars(sa))
+    out = {k: resolved.get(k) for k in _RESOLVED}
+    out["resolved_max_running_requests"] = resolved.get("max_running_requests")
+    graphs = resolved.get("cuda_graph_config")
+    decode = (graphs["decode"] if isinstance(graphs, dict) else getattr(graphs, "decode", None)) if graphs else None
+    backend: Any
+    if decode is None:  # 0.5.10-0.5.14: flat flags
+        backend = "disabled" if resolved.get("disable_cuda_graph") else "full"
+        max_bs, bs = resolved.get("cuda_graph_max_bs"), resolved.get("cuda_graph_bs")
+    else:
+        fields = decode if isinstance(decode, dict) else vars(decode)
+        backend, max_bs, bs = fields.get("backend"), fields.get("max_bs"), fields.get("bs")
+    backend = str(getattr(backend, "value", backend)).lower()
+    out.update(decode_graph_backend=backend, decode_graph_max_bs=max_bs, decode_graph_bs=list(bs or []))
+    return out
 
 
 class _ParallelState:
@@ -194,14 +256,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
     from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: PLC0415
     from sglang.srt.model_executor.model_runner_components.layer_setup import resolve_layer_indices  # noqa: PLC0415
     from sglang.srt.model_executor.runner.base_cuda_graph_runner import get_batch_sizes_to_capture  # noqa: PLC0415
-    from sglang.srt.runtime_context import (  # noqa: PLC0415
-        get_device,
-        get_parallel,
-        get_schedule,
-        get_spec,
-        override_platform,
-        publish,
-    )
+    from sglang.srt.runtime_context import get_parallel  # noqa: PLC0415
     from sglang.srt.server_args import ServerArgs  # noqa: PLC0415
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: PLC0415
     from sglang.srt.utils import common  # noqa: PLC0415
@@ -216,7 +271,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
     torch.cuda.is_available = lambda: DEVICE.integrated
     out: dict[str, Any] = {"id": case["id"]}
     stage = "server_args"
-    with override_platform(**_platform_facts()):
+    with _platform_override(runtime_context):
         common.is_cuda = lambda: True
         try:
             parser = argparse.ArgumentParser(prog="sglang serve")
@@ -225,35 +280,20 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
             ns = parser.parse_args([*case["argv"], "--device", "cuda"])
             stage = "server_args"
             sa = ServerArgs.from_cli_args(ns)
-            sa.resolve_once()
-            resolved = sa.resolved_dict()
-            decode = resolved["cuda_graph_config"]["decode"]
-            out.update(
-                mem_fraction_static=resolved["mem_fraction_static"],
-                chunked_prefill_size=resolved["chunked_prefill_size"],
-                resolved_max_running_requests=resolved["max_running_requests"],
-                page_size=resolved["page_size"],
-                decode_graph_backend=str(decode["backend"]),
-                decode_graph_max_bs=decode["max_bs"],
-                decode_graph_bs=list(decode["bs"]),
-                speculative_algorithm=resolved["speculative_algorithm"],
-                speculative_num_steps=resolved["speculative_num_steps"],
-                speculative_eagle_topk=resolved["speculative_eagle_topk"],
-                speculative_num_draft_tokens=resolved["speculative_num_draft_tokens"],
-                mamba_radix_cache_strategy=resolved["mamba_radix_cache_strategy"],
-                disable_overlap_schedule=resolved["disable_overlap_schedule"],
-                kv_cache_dtype=resolved["kv_cache_dtype"],
-                attention_backend=resolved["attention_backend"],
-            )
+            out.update(_resolved_fields(sa))
             stage = "publish"
             tp = sa.tp_size
             parallel = get_parallel()
             if hasattr(parallel, "clear_stamp"):  # 0.5.21 on: ranks are stamped at publish
                 parallel.clear_stamp()
             if hasattr(runtime_context, "SpawnRanks"):
-                publish(sa, role="scheduler", ranks=runtime_context.SpawnRanks(world_rank=0, gpu_id=0))
-            else:  # 0.5.19-0.5.20: the runner carries its parallel state (ps) itself
-                publish(sa, role="scheduler")
+                runtime_context.publish(sa, role="scheduler", ranks=runtime_context.SpawnRanks(world_rank=0, gpu_id=0))
+            elif hasattr(runtime_context, "publish"):  # 0.5.17-0.5.20: the runner carries its parallel state
+                runtime_context.publish(sa, role="scheduler")
+            else:  # 0.5.16: no config bags; the server args are published through the global setter
+                from sglang.srt.server_args import set_global_server_args_for_scheduler  # noqa: PLC0415
+
+                set_global_server_args_for_scheduler(sa)
             if hasattr(parallel, "stamp_derived_widths") and hasattr(runtime_context, "derive_parallel_widths"):
                 # 0.5.19-0.5.20: widths are stamped when the process groups are built; stamp what they would be.
                 parallel.stamp_derived_widths(**runtime_context.derive_parallel_widths(
@@ -262,6 +302,11 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
             world = types.SimpleNamespace(cpu_group=None, world_size=tp * sa.pp_size)
             if hasattr(parallel, "override_permanently"):
                 parallel.override_permanently(world_group=world)
+            elif isinstance(getattr(parallel, "_overrides", None), dict):
+                # 0.5.16-0.5.18: sizes are read from the process groups unless forced (its test hook's dict).
+                fields = getattr(runtime_context, "_PARALLEL_FIELDS", ())
+                parallel._overrides.update(_sibling("_witness_sglang_platform").parallel_values(
+                    fields, tp, sa.pp_size, world))
             from sglang.srt.distributed import parallel_state  # noqa: PLC0415
 
             if getattr(parallel_state, "_WORLD", world) is None:  # 0.5.19-0.5.20 read it from parallel_state
@@ -272,11 +317,12 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
             stage = "model_runner"
             r = object.__new__(ModelRunner)
             r.server_args, r.model_config, r.gpu_id, r.is_draft_worker = sa, mc, 0, False
-            r.device = get_device().device
+            r.device = _published(runtime_context, sa, "device", "device")
             r.memory_pool_config = r.req_to_token_pool = r.token_to_kv_pool_allocator = None
             r.draft_model_idx = r.draft_attention_backend = None
-            r.spec_algorithm = SpeculativeAlgorithm.from_string(get_spec().speculative_algorithm)
-            r.page_size = get_schedule().page_size
+            r.spec_algorithm = SpeculativeAlgorithm.from_string(
+                _published(runtime_context, sa, "spec", "speculative_algorithm"))
+            r.page_size = _published(runtime_context, sa, "schedule", "page_size")
             r.is_hybrid_swa, r.is_hybrid_swa_compress = mc.is_hybrid_swa, mc.is_hybrid_swa_compress
             r.use_mla_backend = mc.attention_arch == AttentionArch.MLA
             r.init_spec_aux_hidden_state()
@@ -312,7 +358,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
             out.update(
                 max_total_num_tokens=cfg.max_total_num_tokens,
                 max_running_requests=cfg.max_running_requests,
-                max_mamba_cache_size=get_schedule().max_mamba_cache_size,
+                max_mamba_cache_size=_published(runtime_context, sa, "schedule", "max_mamba_cache_size"),
                 mem_fraction_static_used=cfg.mem_fraction_static,
             )
             stage = "capture_bs"
