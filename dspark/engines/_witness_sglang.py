@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import inspect
 import json
 import os
@@ -168,8 +169,8 @@ def _sibling(name: str) -> Any:
 @contextlib.contextmanager
 def _platform_override(runtime_context: Any) -> Any:
     """CUDA of DEVICE's capability for the release: its override_platform, or its probes rebound (0.5.18 and
-    older: see _witness_sglang_platform.py; the rebinding stays for the rest of this sizing-only process)."""
-    platform = _sibling("_witness_sglang_platform")
+    older: see _witness_sglang_compat.py; the rebinding stays for the rest of this sizing-only process)."""
+    platform = _sibling("_witness_sglang_compat")
     if not platform.needs_legacy_platform(runtime_context):
         with runtime_context.override_platform(**_platform_facts()):
             yield
@@ -196,6 +197,43 @@ def _all_platform_facts() -> dict[str, Any]:
         "is_hopper_with_cuda_12_3": major == 9, "has_amx": False, "has_flashinfer": False,
         "device_sm": major * 10 + minor, "device_capability": (major, minor),
     }
+
+
+def _publish(runtime_context: Any, sa: Any) -> None:
+    """Publish the server args as the scheduler does, and make rank 0 of TP x PP the parallel state its
+    readers see (the process groups are never built)."""
+    tp, pp = sa.tp_size, sa.pp_size
+    compat = _sibling("_witness_sglang_compat")
+    parallel: Any = runtime_context.get_parallel() if hasattr(runtime_context, "get_parallel") else None
+    if hasattr(parallel, "clear_stamp"):  # 0.5.21 on: ranks are stamped at publish
+        parallel.clear_stamp()
+    if hasattr(runtime_context, "SpawnRanks"):
+        runtime_context.publish(sa, role="scheduler", ranks=runtime_context.SpawnRanks(world_rank=0, gpu_id=0))
+    elif hasattr(runtime_context, "publish"):  # 0.5.17-0.5.20: the runner carries its parallel state
+        runtime_context.publish(sa, role="scheduler")
+    else:  # 0.5.10-0.5.16: the server args are published through the global setter
+        from sglang.srt.server_args import set_global_server_args_for_scheduler  # noqa: PLC0415
+
+        set_global_server_args_for_scheduler(sa)
+    if hasattr(parallel, "stamp_derived_widths") and hasattr(runtime_context, "derive_parallel_widths"):
+        # 0.5.19-0.5.20: widths are stamped when the process groups are built; stamp what they would be.
+        parallel.stamp_derived_widths(**runtime_context.derive_parallel_widths(
+            tp_size=tp, attn_cp_size=1, attn_dp_size=1, moe_ep_size=1, moe_dp_size=1, dcp_size=1,
+            dcp_enabled=False))
+    world = types.SimpleNamespace(cpu_group=None, world_size=tp * pp)
+    from sglang.srt.distributed import parallel_state  # noqa: PLC0415
+
+    if parallel is not None and hasattr(parallel, "override_permanently"):
+        parallel.override_permanently(world_group=world)
+    elif parallel is not None and isinstance(getattr(parallel, "_overrides", None), dict):
+        # 0.5.15-0.5.18: sizes are read from the process groups unless forced (its test hook's dict).
+        fields = getattr(runtime_context, "_PARALLEL_FIELDS", ())
+        parallel._overrides.update(compat.parallel_values(fields, tp, pp, world))
+    if not hasattr(parallel, "override_permanently"):
+        # 0.5.10-0.5.18: some readers (dp_attention's, the model configs') ask parallel_state's groups directly.
+        compat.stub_groups(parallel_state, tp, pp)
+    if getattr(parallel_state, "_WORLD", world) is None:  # 0.5.19-0.5.20 read it from parallel_state
+        parallel_state._WORLD = world
 
 
 def _published(runtime_context: Any, sa: Any, bag: str, field: str) -> Any:
@@ -248,15 +286,13 @@ class _ParallelState:
 
 def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang's start-up steps, in its order
     """Resolve one launch the way SGLang does and size its pools; errors come back as text, not raised."""
-    from sglang.srt import runtime_context  # noqa: PLC0415
-
+    runtime_context = None  # 0.5.15 on
+    with contextlib.suppress(ImportError):
+        from sglang.srt import runtime_context  # type: ignore[no-redef]  # noqa: PLC0415
     with contextlib.suppress(ImportError):  # 0.5.19 on; imported before the platform is overridden
         from sglang.srt.arg_groups.cuda_graph_hook import generate_decode_cuda_graph_batch_sizes  # noqa: F401, PLC0415
     from sglang.srt.configs.model_config import AttentionArch, ModelConfig  # noqa: PLC0415
     from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: PLC0415
-    from sglang.srt.model_executor.model_runner_components.layer_setup import resolve_layer_indices  # noqa: PLC0415
-    from sglang.srt.model_executor.runner.base_cuda_graph_runner import get_batch_sizes_to_capture  # noqa: PLC0415
-    from sglang.srt.runtime_context import get_parallel  # noqa: PLC0415
     from sglang.srt.server_args import ServerArgs  # noqa: PLC0415
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: PLC0415
     from sglang.srt.utils import common  # noqa: PLC0415
@@ -269,7 +305,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
 
     # nvidia-smi's [N/A] sends SGLang to torch.cuda.mem_get_info's total, which asks is_available() first.
     torch.cuda.is_available = lambda: DEVICE.integrated
-    out: dict[str, Any] = {"id": case["id"]}
+    out: dict[str, Any] = {"id": case["id"], "stood_in": list(_STOOD_IN)}
     stage = "server_args"
     with _platform_override(runtime_context):
         common.is_cuda = lambda: True
@@ -283,39 +319,15 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
             out.update(_resolved_fields(sa))
             stage = "publish"
             tp = sa.tp_size
-            parallel = get_parallel()
-            if hasattr(parallel, "clear_stamp"):  # 0.5.21 on: ranks are stamped at publish
-                parallel.clear_stamp()
-            if hasattr(runtime_context, "SpawnRanks"):
-                runtime_context.publish(sa, role="scheduler", ranks=runtime_context.SpawnRanks(world_rank=0, gpu_id=0))
-            elif hasattr(runtime_context, "publish"):  # 0.5.17-0.5.20: the runner carries its parallel state
-                runtime_context.publish(sa, role="scheduler")
-            else:  # 0.5.16: no config bags; the server args are published through the global setter
-                from sglang.srt.server_args import set_global_server_args_for_scheduler  # noqa: PLC0415
-
-                set_global_server_args_for_scheduler(sa)
-            if hasattr(parallel, "stamp_derived_widths") and hasattr(runtime_context, "derive_parallel_widths"):
-                # 0.5.19-0.5.20: widths are stamped when the process groups are built; stamp what they would be.
-                parallel.stamp_derived_widths(**runtime_context.derive_parallel_widths(
-                    tp_size=tp, attn_cp_size=1, attn_dp_size=1, moe_ep_size=1, moe_dp_size=1, dcp_size=1,
-                    dcp_enabled=False))
-            world = types.SimpleNamespace(cpu_group=None, world_size=tp * sa.pp_size)
-            if hasattr(parallel, "override_permanently"):
-                parallel.override_permanently(world_group=world)
-            elif isinstance(getattr(parallel, "_overrides", None), dict):
-                # 0.5.16-0.5.18: sizes are read from the process groups unless forced (its test hook's dict).
-                fields = getattr(runtime_context, "_PARALLEL_FIELDS", ())
-                parallel._overrides.update(_sibling("_witness_sglang_platform").parallel_values(
-                    fields, tp, sa.pp_size, world))
-            from sglang.srt.distributed import parallel_state  # noqa: PLC0415
-
-            if getattr(parallel_state, "_WORLD", world) is None:  # 0.5.19-0.5.20 read it from parallel_state
-                parallel_state._WORLD = world
+            _publish(runtime_context, sa)
             stage = "model_config"
             mc = ModelConfig.from_server_args(sa)
             out["context_len"] = mc.context_len
             stage = "model_runner"
             r = object.__new__(ModelRunner)
+            compat = _sibling("_witness_sglang_compat")
+            path = compat.sizing_path(ModelRunner)  # raises, naming what the release lacks
+            out["sizing_path"] = path
             r.server_args, r.model_config, r.gpu_id, r.is_draft_worker = sa, mc, 0, False
             r.device = _published(runtime_context, sa, "device", "device")
             r.memory_pool_config = r.req_to_token_pool = r.token_to_kv_pool_allocator = None
@@ -325,13 +337,16 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
             r.page_size = _published(runtime_context, sa, "schedule", "page_size")
             r.is_hybrid_swa, r.is_hybrid_swa_compress = mc.is_hybrid_swa, mc.is_hybrid_swa_compress
             r.use_mla_backend = mc.attention_arch == AttentionArch.MLA
-            r.init_spec_aux_hidden_state()
+            if hasattr(r, "init_spec_aux_hidden_state"):
+                r.init_spec_aux_hidden_state()
             r.model = types.SimpleNamespace()
             r.dtype = mc.dtype
             r.sliding_window_size = None
-            extra = ({"spec_algorithm": r.spec_algorithm}  # 0.5.19-0.5.20 ask for it
-                     if "spec_algorithm" in inspect.signature(resolve_layer_indices).parameters else {})
-            r.layer_info = resolve_layer_indices(model=r.model, model_config=mc, is_draft_worker=False, **extra)
+            if path == "configurator":
+                _resolve_layers(r, mc)
+            else:  # 0.5.10-0.5.15: what ModelRunner.__init__ and load_model set, for a non-pipelined main worker
+                for name, value in compat.mixin_runner_fields(mc, sa).items():
+                    setattr(r, name, value)
             r.configure_kv_cache_dtype()
             r.forward_stream = None
             r.pp_group = types.SimpleNamespace(world_size=sa.pp_size)
@@ -343,15 +358,16 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
             pre = common.get_available_gpu_memory(
                 "cuda", 0, distributed=tp * sa.pp_size > 1, cpu_group=None)
             out["pre_model_load_gib"] = pre
-            r.init_kv_cache_configurator()
-            kvc = r.kv_cache_configurator
-            out["eagle_draft_num_layers"] = r.spec_aux_config.eagle_draft_num_layers
+            if path == "configurator":
+                r.init_kv_cache_configurator()
+                kvc = r.kv_cache_configurator
+            else:
+                kvc = r  # the mixin sizes on the runner itself
+            spec_aux = getattr(r, "spec_aux_config", None)
+            out["eagle_draft_num_layers"] = getattr(spec_aux, "eagle_draft_num_layers", None)
             if kvc.mambaish_config is not None:
                 out["mamba_cache_per_req"] = int(kvc.mambaish_config.mamba2_cache_params.mamba_cache_per_req)
-            from sglang.srt.model_executor.pool_configurator import (  # noqa: PLC0415
-                create_memory_pool_configurator,
-            )
-            out["cell_size"] = int(create_memory_pool_configurator(kvc)._cell_size)
+            out["cell_size"] = _cell_size(kvc)
             stage = "resolve_memory_pool_config"
             DEVICE.free = int(case["free_after"])
             cfg = kvc._resolve_memory_pool_config(pre)
@@ -365,7 +381,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
             r.req_to_token_pool = types.SimpleNamespace(size=cfg.max_running_requests)
             # The decode graph runner is built only when its backend is not "disabled".
             captured = out["decode_graph_backend"] != "disabled"
-            out["capture_bs"] = list(get_batch_sizes_to_capture(r)[0]) if captured else []
+            capture = _capture_sizes_function()
+            out["capture_bs"] = list(capture(r)[0]) if captured and capture else []
             out["error"] = None
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever SGLang raises is the answer
             out["error"] = f"{type(exc).__name__}: {exc}"
@@ -374,7 +391,38 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
     return out
 
 
+def _resolve_layers(r: Any, mc: Any) -> None:
+    """The layer range and kinds, as the release's layer_setup.resolve_layer_indices finds them (0.5.16 on)."""
+    from sglang.srt.model_executor.model_runner_components.layer_setup import resolve_layer_indices  # noqa: PLC0415
+
+    extra = ({"spec_algorithm": r.spec_algorithm}  # 0.5.19-0.5.20 ask for it
+             if "spec_algorithm" in inspect.signature(resolve_layer_indices).parameters else {})
+    r.layer_info = resolve_layer_indices(model=r.model, model_config=mc, is_draft_worker=False, **extra)
+
+
+def _cell_size(kvc: Any) -> int | None:
+    """Bytes of KV per token: the pool configurator's (0.5.13 on), else the mixin's get_cell_size_per_token."""
+    try:
+        from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator  # noqa: PLC0415
+    except ImportError:
+        mambaish = kvc.mambaish_config
+        layers = len(mambaish.full_attention_layer_ids) if mambaish is not None else kvc.num_effective_layers
+        return int(kvc.get_cell_size_per_token(layers))
+    return int(create_memory_pool_configurator(kvc)._cell_size)
+
+
+def _capture_sizes_function() -> Any:
+    """get_batch_sizes_to_capture where the release keeps it (runner/ from 0.5.14, cuda_graph_runner before)."""
+    for module in ("sglang.srt.model_executor.runner.base_cuda_graph_runner",
+                   "sglang.srt.model_executor.cuda_graph_runner"):
+        with contextlib.suppress(ImportError):
+            return getattr(importlib.import_module(module), "get_batch_sizes_to_capture", None)
+    return None
+
+
 _READY: list[bool] = []
+_STOOD_IN: list[str] = []
+_KERNEL_PACKAGES = ("sgl_kernel",)  # SGLang's CUDA kernels: no CPU build on the package index
 
 
 def _prepare() -> None:
@@ -383,7 +431,10 @@ def _prepare() -> None:
         return
     shim_torchvision()
     _install_stubs()
-    from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: F401, PLC0415 - before is_cuda flips
+    # Imported before is_cuda flips. 0.5.10-0.5.12 import GPU kernels (sgl_kernel) at module level even on a
+    # CPU host: stand-ins let them import (no kernel runs while sizing), and the answers say so.
+    _STOOD_IN.extend(_sibling("_witness_sglang_compat").import_with_stand_ins(
+        "sglang.srt.model_executor.model_runner", _KERNEL_PACKAGES))
     _READY.append(True)
 
 

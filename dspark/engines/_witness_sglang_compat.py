@@ -134,3 +134,107 @@ def parallel_values(fields: Iterable[str], tp: int, pp: int, world_group: Any) -
         elif field == "world_group":
             out[field] = world_group
     return out
+
+
+def sizing_path(model_runner: type) -> str:
+    """Where the release sizes its pools: "configurator" (KVCacheConfigurator, 0.5.16 on) or "mixin" (the
+    runner's own _resolve_memory_pool_config, 0.5.10-0.5.15); raises naming the missing functions otherwise."""
+    if callable(getattr(model_runner, "init_kv_cache_configurator", None)):
+        return "configurator"
+    if callable(getattr(model_runner, "_resolve_memory_pool_config", None)):
+        return "mixin"
+    raise NotImplementedError(
+        "this SGLang release's ModelRunner has neither init_kv_cache_configurator (KVCacheConfigurator) nor "
+        "_resolve_memory_pool_config (model_runner_kv_cache_mixin): the witness has no sizing function to run")
+
+
+def mixin_runner_fields(model_config: Any, server_args: Any) -> dict[str, Any]:
+    """What ModelRunner.__init__ and load_model set that the mixin's sizing reads (0.5.10-0.5.15), for the main
+    worker of an unpipelined model: load_model's layer range is all of max(num_hidden_layers,
+    num_attention_layers) when the model has no start_layer/end_layer of its own."""
+    layers = max(model_config.num_hidden_layers, getattr(model_config, "num_attention_layers", 0))
+    dp_attention = bool(getattr(server_args, "enable_dp_attention", False))
+    return {
+        "mem_fraction_static": server_args.mem_fraction_static,
+        "dp_size": server_args.dp_size if dp_attention else 1,
+        "start_layer": 0, "end_layer": layers, "num_effective_layers": layers,
+        "moe_ep_rank": 0, "moe_ep_size": 1, "moe_dp_rank": 0, "moe_dp_size": 1,
+        "attn_cp_rank": 0, "attn_cp_size": 1,
+    }
+
+
+class _Anything(type):
+    """A class whose every attribute is another such class: a stand-in for a kernel never called."""
+
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Anything(name, (), {})
+
+
+def stand_in(name: str) -> None:
+    """Put a module (and its missing parents) in sys.modules whose every attribute is a stand-in."""
+    import types  # noqa: PLC0415
+
+    def getattr_(attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Anything(attr, (), {})
+
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):
+        dotted = ".".join(parts[:i])
+        if dotted not in sys.modules:
+            module = types.ModuleType(dotted)
+            module.__path__ = []
+            module.__getattr__ = getattr_  # type: ignore[method-assign]
+            sys.modules[dotted] = module
+            if i > 1:
+                setattr(sys.modules[".".join(parts[:i - 1])], parts[i - 1], module)
+
+
+def import_with_stand_ins(module: str, packages: Iterable[str]) -> list[str]:
+    """Import a module, standing in for missing modules of these packages only; the modules stood in for."""
+    import importlib  # noqa: PLC0415
+
+    allowed, stood = set(packages), list[str]()
+    while True:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            missing = exc.name or ""
+            if missing.split(".")[0] not in allowed or missing in stood:
+                raise
+            stand_in(missing)
+            stood.append(missing)
+        else:
+            return stood
+
+
+def group_width(name: str, tp: int, pp: int) -> int:
+    """Ranks in one of parallel_state's process groups (``_TP``, ``_ATTN_TP``, ``_PP``, ``_WORLD``...) for
+    rank 0 of TP x PP with no data, expert or context parallelism."""
+    return {"_WORLD": tp * pp, "_TP": tp, "_ATTN_TP": tp, "_MOE_TP": tp, "_PP": pp}.get(name, 1)
+
+
+def stub_groups(parallel_state: Any, tp: int, pp: int) -> list[str]:
+    """Stand-in process groups for every ``GroupCoordinator`` global of parallel_state still unset (found by
+    its annotation), and rank 0 / width 1 for dp_attention's unset ``_*_SIZE`` / ``_*_RANK``; names set."""
+    import types  # noqa: PLC0415
+
+    done = []
+    annotations = vars(parallel_state).get("__annotations__", {})
+    for name, note in annotations.items():
+        if "GroupCoordinator" in str(note) and getattr(parallel_state, name, 0) is None:
+            width = group_width(name, tp, pp)
+            setattr(parallel_state, name, types.SimpleNamespace(
+                world_size=width, rank_in_group=0, rank=0, local_rank=0, ranks=list(range(width)),
+                first_rank=0, last_rank=width - 1, is_first_rank=True, is_last_rank=True,
+                cpu_group=None, device_group=None))
+            done.append(name)
+    dp_attention = sys.modules.get("sglang.srt.layers.dp_attention")
+    for name in vars(dp_attention).get("__annotations__", {}) if dp_attention is not None else ():
+        if getattr(dp_attention, name, 0) is None and name.endswith(("_SIZE", "_RANK")):
+            setattr(dp_attention, name, 1 if name.endswith("_SIZE") else 0)
+            done.append(name)
+    return done
