@@ -220,7 +220,7 @@ def _publish(runtime_context: Any, sa: Any) -> None:
         parallel.stamp_derived_widths(**runtime_context.derive_parallel_widths(
             tp_size=tp, attn_cp_size=1, attn_dp_size=1, moe_ep_size=1, moe_dp_size=1, dcp_size=1,
             dcp_enabled=False))
-    world = types.SimpleNamespace(cpu_group=None, world_size=tp * pp)
+    world = types.SimpleNamespace(cpu_group=None, world_size=tp * pp, dspark_stand_in=True)
     from sglang.srt.distributed import parallel_state  # noqa: PLC0415
 
     if parallel is not None and hasattr(parallel, "override_permanently"):
@@ -232,7 +232,8 @@ def _publish(runtime_context: Any, sa: Any) -> None:
     if not hasattr(parallel, "override_permanently"):
         # 0.5.10-0.5.18: some readers (dp_attention's, the model configs') ask parallel_state's groups directly.
         compat.stub_groups(parallel_state, tp, pp)
-    if getattr(parallel_state, "_WORLD", world) is None:  # 0.5.19-0.5.20 read it from parallel_state
+    current = getattr(parallel_state, "_WORLD", world)
+    if current is None or getattr(current, "dspark_stand_in", False):  # 0.5.19-0.5.20 read it from there
         parallel_state._WORLD = world
 
 

@@ -218,19 +218,21 @@ def group_width(name: str, tp: int, pp: int) -> int:
 
 
 def stub_groups(parallel_state: Any, tp: int, pp: int) -> list[str]:
-    """Stand-in process groups for every ``GroupCoordinator`` global of parallel_state still unset (found by
-    its annotation), and rank 0 / width 1 for dp_attention's unset ``_*_SIZE`` / ``_*_RANK``; names set."""
+    """Stand-in process groups for every ``GroupCoordinator`` global of parallel_state unset or stood in by an
+    earlier case (found by its annotation), and rank 0 / width 1 for dp_attention's unset ``_*_SIZE`` /
+    ``_*_RANK``; the names set."""
     import types  # noqa: PLC0415
 
     done = []
     annotations = vars(parallel_state).get("__annotations__", {})
     for name, note in annotations.items():
-        if "GroupCoordinator" in str(note) and getattr(parallel_state, name, 0) is None:
+        current = getattr(parallel_state, name, 0)
+        if "GroupCoordinator" in str(note) and (current is None or getattr(current, "dspark_stand_in", False)):
             width = group_width(name, tp, pp)
             setattr(parallel_state, name, types.SimpleNamespace(
                 world_size=width, rank_in_group=0, rank=0, local_rank=0, ranks=list(range(width)),
                 first_rank=0, last_rank=width - 1, is_first_rank=True, is_last_rank=True,
-                cpu_group=None, device_group=None))
+                cpu_group=None, device_group=None, dspark_stand_in=True))
             done.append(name)
     dp_attention = sys.modules.get("sglang.srt.layers.dp_attention")
     for name in vars(dp_attention).get("__annotations__", {}) if dp_attention is not None else ():
