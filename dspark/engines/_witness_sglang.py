@@ -348,6 +348,10 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
             else:  # 0.5.10-0.5.15: what ModelRunner.__init__ and load_model set, for a non-pipelined main worker
                 for name, value in compat.mixin_runner_fields(mc, sa).items():
                     setattr(r, name, value)
+                runner_module = sys.modules[ModelRunner.__module__]
+                if hasattr(runner_module, "_UNSET"):
+                    for name in compat.sentinel_caches(inspect.getsource(ModelRunner.__init__)):
+                        setattr(r, name, runner_module._UNSET)
             r.configure_kv_cache_dtype()
             r.forward_stream = None
             r.pp_group = types.SimpleNamespace(world_size=sa.pp_size)

@@ -240,3 +240,12 @@ def stub_groups(parallel_state: Any, tp: int, pp: int) -> list[str]:
             setattr(dp_attention, name, 1 if name.endswith("_SIZE") else 0)
             done.append(name)
     return done
+
+
+def sentinel_caches(init_source: str, sentinel: str = "_UNSET") -> list[str]:
+    """Attributes ``ModelRunner.__init__`` starts at a module sentinel (``self._x: Any = _UNSET``, a lazy cache
+    its properties fill on first read: 0.5.13-0.5.15's ``_linear_attn_registry_cache``); a runner built without
+    ``__init__`` needs them too."""
+    import re  # noqa: PLC0415
+
+    return re.findall(rf"^\s*self\.(\w+)(?:\s*:[^=\n]+)?\s*=\s*{re.escape(sentinel)}\s*$", init_source, re.MULTILINE)

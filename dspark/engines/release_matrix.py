@@ -2,7 +2,7 @@
 
 An unmodelled release is planned with the nearest modelled one; this says, per release the matrix ran, what
 that stands on: which modelled release it was compared with, whether any compared figure differed, and
-whether the witness (the engine's own planner, run in its interpreter) can read that release.
+whether the witness (the engine's own planner or sizing, run in its interpreter) can read that release.
 """
 
 from __future__ import annotations
@@ -31,23 +31,45 @@ class MatrixEntry:
 
 
 _VLLM_EQUAL = "KV planning: pools and concurrency on the tiny CPU models and the GB10 Flash-Next cases"
-_SGLANG_OLD = ("its runtime context has no override_platform, so a CPU host cannot stand in for a CUDA one; "
-               "sizing functions compared by source only")
+# SGLang: each release's own sizing run in-process by the witness (docs/version-matrix.md, "SGLang: every
+# release's own sizing"); the figures quoted are the seed case (flash-next-sglang, TP=2 over two GB10s, 118 GiB
+# free at start-up, 26 GiB loaded) against 0.5.23's 5,048,019 / 4,796,499 tokens at 16 / 32 seats.
+_FRACTION_0891 = "the default --mem-fraction-static on a GB10 (nvidia-smi [N/A]) is 0.891, not 0.895"
+_FRACTION_0887 = "the default --mem-fraction-static on a GB10 (nvidia-smi [N/A]) is 0.887, not 0.895"
+_DENSE_0903 = "a dense model on an H200 gets 0.903, not 0.907 (-0.52% of the pool)"
+_MTP_UNCOUNTED = ("with NEXTN and no --speculative-draft-model-path, the target's cell leaves out an MTP layer "
+                  "the config lists (num_nextn_predict_layers), so such pools are larger (+50% on the tiny hybrid "
+                  "case; Flash-Next's config lists none)")
+_REFUSES_SEED = ("it refuses NEXTN on a hybrid model with the radix cache unless given --mamba-scheduler-strategy "
+                 "extra_buffer and SGLANG_ENABLE_SPEC_V2=1 (its ServerArgs._handle_mamba_radix_cache)")
+
+
+def _sglang(version: str, differs: str) -> MatrixEntry:
+    return MatrixEntry("sglang", version, "0.5.23", differs, True)
+
 
 ENTRIES: tuple[MatrixEntry, ...] = (
     *(MatrixEntry("vllm", v, "0.32.0", "", True) for v in ("0.28.0", "0.29.0", "0.30.0", "0.31.0")),
-    MatrixEntry("sglang", "0.5.22", "0.5.23", "", False, "SGLang's sizing is not a witness yet"),
-    MatrixEntry(
-        "sglang", "0.5.21", "0.5.23",
-        "the default --mem-fraction-static on a GB10 (nvidia-smi [N/A]) is 0.891, not 0.895 "
-        "(ServerArgs._handle_gpu_memory_settings), which lowers the pool by about 0.5% (28,668 of 5,205,219 "
-        "tokens at 118 GiB free); with the fraction given, the pools are equal",
-        False, "SGLang's sizing is not a witness yet"),
-    *(MatrixEntry(
-        "sglang", v, "0.5.23",
-        "the default --mem-fraction-static on a GB10 (nvidia-smi [N/A]) is 0.891, not 0.895, as in 0.5.21",
-        False, "SGLang's sizing is not a witness yet") for v in ("0.5.19", "0.5.20")),
-    MatrixEntry("sglang", "0.5.18", "0.5.23", "not compared in-process", False, _SGLANG_OLD),
+    _sglang("0.5.22", ""),
+    *(_sglang(v, f"{_FRACTION_0891}, which lowers the seed pool to 5,019,351 / 4,767,831 at 16 / 32 seats "
+                 f"(-28,668 tokens, -0.6%; with the fraction given, equal); {_DENSE_0903}")
+      for v in ("0.5.20", "0.5.21")),
+    _sglang("0.5.19", f"{_FRACTION_0891} (seed pool 5,019,351 / 4,767,831 at 16 / 32 seats, -0.6%); "
+                      f"{_DENSE_0903}; {_MTP_UNCOUNTED}"),
+    *(_sglang(v, f"{_FRACTION_0887} and it keeps 514 hybrid state slots (0.5.16: 517), so the seed pool is 4,987,539 / "
+                 f"4,736,019 at 16 / 32 seats (-60,480 tokens, -1.2%); {_DENSE_0903}; {_MTP_UNCOUNTED}")
+      for v in ("0.5.17", "0.5.18")),
+    *(_sglang(v, f"{_FRACTION_0887}, so the seed pool is 4,996,971 / 4,745,451 at 16 / 32 seats (-51,048 tokens, "
+                 f"-1.0%); {_DENSE_0903}; {_MTP_UNCOUNTED}")
+      for v in ("0.5.15", "0.5.16")),
+    _sglang("0.5.14", f"{_FRACTION_0891} and it keeps 520 hybrid state slots (0.5.19: 517), so the seed pool "
+                      f"is 5,028,783 / 4,777,263 at 16 / 32 seats (-19,236 tokens, -0.4%); {_MTP_UNCOUNTED}"),
+    _sglang("0.5.13", f"{_REFUSES_SEED}; given them, its default fraction on a GB10 is 0.858 and the seed pool "
+                      f"4,767,121 / 4,515,601 at 16 / 32 seats (-280,898 tokens, -5.6%)"),
+    *(_sglang(v, f"{_REFUSES_SEED}; given them, its default fraction on a GB10 is 0.858 and the speculative "
+                 f"state is split with the KV pool, so the seed pool is 3,330,313 / 3,198,265 at 16 / 32 seats "
+                 f"(-34%)")
+      for v in ("0.5.10", "0.5.11", "0.5.12")),
 )
 _BY_KEY = {(e.engine, e.version): e for e in ENTRIES}
 

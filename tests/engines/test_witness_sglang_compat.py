@@ -162,3 +162,14 @@ def test_mixin_runner_fields_span_every_layer_of_an_unpipelined_model() -> None:
     assert got["mem_fraction_static"] == 0.85 and got["dp_size"] == 1
     with_dp = compat.mixin_runner_fields(mc, types.SimpleNamespace(**{**vars(sa), "enable_dp_attention": True}))
     assert with_dp["dp_size"] == 4
+
+
+def test_sentinel_caches_are_the_attributes_init_starts_unset() -> None:
+    source = "\n".join([
+        "    def __init__(self, a):",
+        "        self._linear_attn_registry_cache: Any = _UNSET",
+        "        self._plain = _UNSET",
+        "        self._set = None",
+        "        self._not_alone = _UNSET or 3",
+    ])
+    assert compat.sentinel_caches(source) == ["_linear_attn_registry_cache", "_plain"]
