@@ -38,8 +38,8 @@ _FRACTION_0891 = "the default --mem-fraction-static on a GB10 (nvidia-smi [N/A])
 _FRACTION_0887 = "the default --mem-fraction-static on a GB10 (nvidia-smi [N/A]) is 0.887, not 0.895"
 _DENSE_0903 = "a dense model on an H200 gets 0.903, not 0.907 (-0.52% of the pool)"
 _MTP_UNCOUNTED = ("with NEXTN and no --speculative-draft-model-path, the target's cell leaves out an MTP layer "
-                  "the config lists (num_nextn_predict_layers), so such pools are larger (+50% on the tiny hybrid "
-                  "case; Flash-Next's config lists none)")
+                  "the config lists (num_nextn_predict_layers), so such pools are larger (up to +50% on the tiny "
+                  "hybrid case; Flash-Next's config lists none)")
 _REFUSES_SEED = ("it refuses NEXTN on a hybrid model with the radix cache unless given --mamba-scheduler-strategy "
                  "extra_buffer and SGLANG_ENABLE_SPEC_V2=1 (its ServerArgs._handle_mamba_radix_cache)")
 
@@ -65,10 +65,10 @@ ENTRIES: tuple[MatrixEntry, ...] = (
     _sglang("0.5.14", f"{_FRACTION_0891} and it keeps 520 hybrid state slots (0.5.19: 517), so the seed pool "
                       f"is 5,028,783 / 4,777,263 at 16 / 32 seats (-19,236 tokens, -0.4%); {_MTP_UNCOUNTED}"),
     _sglang("0.5.13", f"{_REFUSES_SEED}; given them, its default fraction on a GB10 is 0.858 and the seed pool "
-                      f"4,767,121 / 4,515,601 at 16 / 32 seats (-280,898 tokens, -5.6%)"),
+                      f"4,767,121 / 4,515,601 at 16 / 32 seats (-280,898 tokens, -5.6%); {_MTP_UNCOUNTED}"),
     *(_sglang(v, f"{_REFUSES_SEED}; given them, its default fraction on a GB10 is 0.858 and the speculative "
                  f"state is split with the KV pool, so the seed pool is 3,330,313 / 3,198,265 at 16 / 32 seats "
-                 f"(-34%)")
+                 f"(-34%); {_MTP_UNCOUNTED}")
       for v in ("0.5.10", "0.5.11", "0.5.12")),
 )
 _BY_KEY = {(e.engine, e.version): e for e in ENTRIES}
