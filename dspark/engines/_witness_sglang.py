@@ -252,10 +252,11 @@ def _resolved_fields(sa: Any) -> dict[str, Any]:
     """What ServerArgs resolved: resolve_once/resolved_dict from 0.5.19 on, __post_init__ before (already run)."""
     if hasattr(sa, "resolve_once"):
         sa.resolve_once()
-        resolved = sa.resolved_dict()
+        resolved, by = sa.resolved_dict(), "resolve_once"
     else:
-        resolved = dict(vars(sa))
+        resolved, by = dict(vars(sa)), "__post_init__"
     out = {k: resolved.get(k) for k in _RESOLVED}
+    out["resolved_by"] = by
     out["resolved_max_running_requests"] = resolved.get("max_running_requests")
     graphs = resolved.get("cuda_graph_config")
     decode = (graphs["decode"] if isinstance(graphs, dict) else getattr(graphs, "decode", None)) if graphs else None
@@ -449,8 +450,11 @@ def witness(request: dict[str, Any]) -> dict[str, Any]:
 
     _prepare()
     out = run_case({"id": "witness", **request})
+    sizing = {"configurator": "KVCacheConfigurator._resolve_memory_pool_config",
+              "mixin": "ModelRunner._resolve_memory_pool_config"}.get(out.get("sizing_path") or "", "(none found)")
     answer: dict[str, Any] = {"engine_version": str(__version__), "functions": [
-        "ServerArgs.resolve_once", "ModelConfig.from_server_args", "KVCacheConfigurator._resolve_memory_pool_config"]}
+        f"ServerArgs.{out.get('resolved_by', 'resolve_once')}", "ModelConfig.from_server_args", sizing],
+        "stood_in": out.get("stood_in", [])}
     if out.get("error"):
         return {**answer, "ok": False, "error": f"{out['error']} (at {out.get('error_stage')})"}
     pool, context = int(out["max_total_num_tokens"]), int(out["context_len"])

@@ -63,12 +63,14 @@ ENTRIES: tuple[MatrixEntry, ...] = (
                  f"-1.0%); {_DENSE_0903}; {_MTP_UNCOUNTED}")
       for v in ("0.5.15", "0.5.16")),
     _sglang("0.5.14", f"{_FRACTION_0891} and it keeps 520 hybrid state slots (0.5.19: 517), so the seed pool "
-                      f"is 5,028,783 / 4,777,263 at 16 / 32 seats (-19,236 tokens, -0.4%); {_MTP_UNCOUNTED}"),
+                      f"is 5,028,783 / 4,777,263 at 16 / 32 seats (-19,236 tokens, -0.4%); {_DENSE_0903}; "
+                      f"{_MTP_UNCOUNTED}"),
     _sglang("0.5.13", f"{_REFUSES_SEED}; given them, its default fraction on a GB10 is 0.858 and the seed pool "
-                      f"4,767,121 / 4,515,601 at 16 / 32 seats (-280,898 tokens, -5.6%); {_MTP_UNCOUNTED}"),
+                      f"4,767,121 / 4,515,601 at 16 / 32 seats (-280,898 tokens, -5.6%); {_DENSE_0903}; "
+                      f"{_MTP_UNCOUNTED}"),
     *(_sglang(v, f"{_REFUSES_SEED}; given them, its default fraction on a GB10 is 0.858 and the speculative "
                  f"state is split with the KV pool, so the seed pool is 3,330,313 / 3,198,265 at 16 / 32 seats "
-                 f"(-34%); {_MTP_UNCOUNTED}")
+                 f"(-34%); {_DENSE_0903}; {_MTP_UNCOUNTED}")
       for v in ("0.5.10", "0.5.11", "0.5.12")),
 )
 _BY_KEY = {(e.engine, e.version): e for e in ENTRIES}
