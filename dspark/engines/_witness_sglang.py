@@ -272,6 +272,13 @@ def _resolved_fields(sa: Any) -> dict[str, Any]:
     return out
 
 
+class _RaisingParser(argparse.ArgumentParser):
+    """SGLang's own parser, whose refusals come back as text (a release without a flag dspark gives says which)."""
+
+    def error(self, message: str) -> Any:
+        raise ValueError(f"this release's argument parser refused the argv: {message}")
+
+
 class _ParallelState:
     """0.5.19-0.5.20's per-runner parallel state: one rank of TP x PP, no data or attention parallelism."""
 
@@ -312,7 +319,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
     with _platform_override(runtime_context):
         common.is_cuda = lambda: True
         try:
-            parser = argparse.ArgumentParser(prog="sglang serve")
+            parser = _RaisingParser(prog="sglang serve")
             ServerArgs.add_cli_args(parser)
             stage = "argparse"
             ns = parser.parse_args([*case["argv"], "--device", "cuda"])
@@ -446,14 +453,14 @@ def _prepare() -> None:
 
 def witness(request: dict[str, Any]) -> dict[str, Any]:
     """The witness answer (see _witness.py): SGLang's pool for dspark's flags and memory readings."""
+    _prepare()  # first: importing the sglang package imports torchvision in 0.5.18 and older (the shim)
     from sglang.version import __version__  # noqa: PLC0415
 
-    _prepare()
     out = run_case({"id": "witness", **request})
     sizing = {"configurator": "KVCacheConfigurator._resolve_memory_pool_config",
               "mixin": "ModelRunner._resolve_memory_pool_config"}.get(out.get("sizing_path") or "", "(none found)")
     answer: dict[str, Any] = {"engine_version": str(__version__), "functions": [
-        f"ServerArgs.{out.get('resolved_by', 'resolve_once')}", "ModelConfig.from_server_args", sizing],
+        f"ServerArgs.{out.get('resolved_by', '(not reached)')}", "ModelConfig.from_server_args", sizing],
         "stood_in": out.get("stood_in", [])}
     if out.get("error"):
         return {**answer, "ok": False, "error": f"{out['error']} (at {out.get('error_stage')})"}
