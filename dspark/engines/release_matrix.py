@@ -19,7 +19,7 @@ class MatrixEntry:
     compared_with: str
     differs: str  # what differed from compared_with, in words; "" when every compared figure was equal
     witness_reads: bool
-    witness_note: str = ""  # why the witness cannot read it, when it cannot
+    witness_note: str = ""  # why the witness cannot read it, or what limits what it reads
 
     def summary(self) -> str:
         """One sentence for a finding: what differs (or that nothing did) and what the witness can do."""
@@ -27,6 +27,8 @@ class MatrixEntry:
                 else f"gave {self.compared_with}'s figures on every case it ran")
         witness = ("its own planner runs as the witness (--engine-check)" if self.witness_reads
                    else f"the witness cannot read it ({self.witness_note})")
+        if self.witness_reads and self.witness_note:
+            witness += f"; {self.witness_note}"
         return f"the version matrix (docs/version-matrix.md): {self.engine} {self.version} {what}; {witness}"
 
 
@@ -44,8 +46,13 @@ _REFUSES_SEED = ("it refuses NEXTN on a hybrid model with the radix cache unless
                  "extra_buffer and SGLANG_ENABLE_SPEC_V2=1 (its ServerArgs._handle_mamba_radix_cache)")
 
 
+_OLD_GRAPH_FLAG = ("its parser refuses the --cuda-graph-max-bs-decode that dspark's argv carries (its flag is "
+                   "--cuda-graph-max-bs), and the witness answers with that refusal")
+
+
 def _sglang(version: str, differs: str) -> MatrixEntry:
-    return MatrixEntry("sglang", version, "0.5.23", differs, True)
+    old_parser = version in ("0.5.10", "0.5.11", "0.5.12", "0.5.13")
+    return MatrixEntry("sglang", version, "0.5.23", differs, True, _OLD_GRAPH_FLAG if old_parser else "")
 
 
 ENTRIES: tuple[MatrixEntry, ...] = (

@@ -83,3 +83,10 @@ def test_validate_names_the_matrix_beside_the_nearest_modelled_release() -> None
     assert len(warned) == 1
     assert "vllm 0.30.0 gave 0.32.0's figures on every case it ran" in warned[0]
     assert report.capacity.engine_version == "0.32.0"
+
+
+def test_a_limit_of_the_witness_on_a_release_it_reads_is_said() -> None:
+    note = matrix_note("sglang", "0.5.12")
+    assert "its own planner runs as the witness" in note
+    assert "--cuda-graph-max-bs-decode" in note
+    assert "--cuda-graph-max-bs-decode" not in matrix_note("sglang", "0.5.14")
