@@ -3,14 +3,22 @@ together, calibrate on 1 and 4, and predict 2's aggregate decode (within 15%; th
 
 One engine start (max_num_seqs 4, --enforce-eager) serves every bench: with as many clients as the seat count
 under test, the engine's batch holds exactly that many requests, as a restart at that seat count would. Each
-bench decodes 192 tokens per request (short benches scattered by up to 3x between rounds on 2 cores), the seat
-counts are interleaved over five rounds, and each is represented by its median round, so a burst of load from
-elsewhere neither calibrates nor judges the model.
+bench decodes 192 tokens per request, the seat counts are interleaved over five rounds, and each is represented
+by its median round, so a burst of load from elsewhere neither calibrates nor judges the model.
+
+The engine and this client share one CPU (the last this process may use; children inherit the mask, so vLLM's
+auto binding sees one CPU and binds its worker there). Left to spread over this 2-core VM, the worker holds one
+core while EngineCore, the API server and the client float over both; the hand-offs between EngineCore and the
+worker spin on a shared-memory ring (vllm/distributed/device_communicators/shm_broadcast.py: readers spin with
+sched_yield for a second after each read) and a step completes fast or waits for the scheduler depending on
+where the other side happens to run. Measured here, 4-seat rounds then scattered bimodally (607-1,107 tok/s,
+and 354-853 with the worker bound to CPU 0 and the rest to CPU 1); on one CPU they stayed within ~15%.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -37,9 +45,11 @@ def test_calibrated_on_two_seat_counts_the_third_is_predicted(tiny_model: Path, 
         "--kv-cache-memory-bytes", str(8 << 20), "--max-model-len", "1024", "--enforce-eager",
         "--skip-tokenizer-init", "--host", "127.0.0.1", "--port", str(port)))
     engine = EngineProcess(plan, log_path=tmp_path / "engine.log")
-    engine.start()
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {max(allowed)})  # before start: the engine's processes inherit the one CPU
     files: dict[int, list[Path]] = {n: [] for n in SEATS}
     try:
+        engine.start()
         engine.wait_healthy(url + "/health", 600)
         for rnd in range(ROUNDS):
             for n in SEATS:
@@ -51,6 +61,7 @@ def test_calibrated_on_two_seat_counts_the_third_is_predicted(tiny_model: Path, 
                 files[n].append(out)
     finally:
         engine.stop(30)
+        os.sched_setaffinity(0, allowed)
     capsys.readouterr()
 
     def aggregate(f: Path) -> float:
@@ -75,15 +86,7 @@ def test_calibrated_on_two_seat_counts_the_third_is_predicted(tiny_model: Path, 
               f"median rounds of 1 and 4 ({', '.join(advice['model']['fitted'])}), 2 seats predicted {predicted:.1f}, "
               f"median measured "
               f"{measured:.1f} ({err:+.1%})")
-    # The bound: 15%, unless the engine's own rounds at 2 seats scatter more than that. On this 2-core VM they
-    # spread by 30-80% ((max - min) / median), and no prediction can be judged finer than the measurement it is
-    # judged by; the bound then widens to half that spread, and says so. The prediction must always fall inside
-    # the range the engine itself produced.
     rounds = sorted(aggregate(f) for f in files[2])
-    spread = (rounds[-1] - rounds[0]) / measured
-    bound = max(0.15, spread / 2)
     with capsys.disabled():
-        print(f"2-seat rounds spread {spread:.0%}: bound {bound:.0%}" + ("" if bound == 0.15 else
-              " (WIDENED from 15% by the engine's own scatter between rounds)"))
-    assert rounds[0] <= predicted <= rounds[-1]
-    assert abs(err) < bound
+        print(f"2-seat rounds spread {(rounds[-1] - rounds[0]) / measured:.0%} ((max - min) / median)")
+    assert abs(err) < 0.15
