@@ -6,18 +6,21 @@ script for the tests and the version matrix: a JSON list of cases on stdin, one 
 
 Per case it builds ``ServerArgs`` (the engine's whole resolution pipeline: mem_fraction_static, chunked
 prefill, CUDA-graph sizes, speculative defaults), publishes it, builds ``ModelConfig.from_server_args`` on a
-config-only model directory, makes a ``ModelRunner`` with ``object.__new__`` and runs
-``KVCacheConfigurator._resolve_memory_pool_config``. Any release from 0.5.19 on (those with
-``runtime_context.override_platform``): what differs per release is found by what the release has, not by
-its number (the platform facts its ``override_platform`` knows, ``SpawnRanks`` or not, the WORLD group's
-home, the arguments of ``resolve_layer_indices``), so one script serves ``dspark start`` and the matrix.
+config-only model directory, makes a ``ModelRunner`` with ``object.__new__`` and runs the release's
+``_resolve_memory_pool_config`` (``KVCacheConfigurator``'s from 0.5.16, the ModelRunner mixin's before). Any
+release from 0.5.10 on: what differs per release is found by what the release has, not by its number (its
+``override_platform`` or, without one, its platform probes rebound; ``SpawnRanks`` or not, the WORLD group's
+home, the arguments of ``resolve_layer_indices``, the sizing path: _witness_sglang_compat.py), so one script
+serves ``dspark start`` and the matrix. A release with no sizing function it knows is refused by name.
 
 Stubbed, and nothing else: the GPU memory readings (``torch.cuda.mem_get_info``: free before and
 after the weights, dspark's readings), the collectives (``all_reduce`` is the identity: every rank alike;
 the float32 tensor SGLang reduces through is kept), nvidia-smi's ``memory.total`` (MiB), the platform (CUDA,
-the given compute capability) and the WORLD group handle. ``torchvision`` has no CPU build on the package
-index, and SGLang imports it at module level only for multimodal preprocessing: shim modules stand in for
-it. The process must not go on to serve: it only sizes.
+the given compute capability) and the WORLD group handle (0.5.10-0.5.18: stand-in process groups).
+``torchvision`` has no CPU build on the package index, and SGLang imports it at module level only for
+multimodal preprocessing: shim modules stand in for it; likewise ``sgl_kernel`` where a release imports it at
+module level on any host (0.5.10; no kernel runs while sizing, and each answer lists what stood in). The
+process must not go on to serve: it only sizes.
 
 A case: {"id", "argv": [launch_server flags, --model-path included], "gpu_mib", "free_before",
 "free_after", "capability": [major, minor], "integrated", "env": {...}}. The argv goes through SGLang's own
