@@ -199,7 +199,8 @@ def main() -> int:
     args = ap.parse_args()
     tables = {"ENGINE_TABLE": engine_table(_load("engine"), _load("witness")),
               "PLANNER_TABLE": planner_table(_load("planner")), "SOURCE_TABLE": source_table(args.matrix_dir),
-              "SGLANG_TABLE": sglang_table(_load("sglang")), "SEED_SGLANG_TABLE": seed_table(_load("sglang"))}
+              "SGLANG_TABLE": sglang_table(_load("sglang")), "SEED_SGLANG_TABLE": seed_table(_load("sglang")),
+              "SGLANG_ALL_PROBES_TABLE": sglang_table(_load("sglang_all_probes"))}
     if not args.write:
         print("\n\n".join("\n".join(t) for t in tables.values()))
         return 0

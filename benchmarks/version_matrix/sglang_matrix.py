@@ -8,7 +8,10 @@ own ServerArgs resolution and pool sizing (KVCacheConfigurator from 0.5.16, the 
   tiny cases   : the oracle suite's tiny dense and hybrid models (tests/engine/test_sglang_oracle.py) on its H200.
 Beside each: dspark's pure model (it models 0.5.23). A release that refuses the recipe's flags is rerun with the
 flags its own refusal names (case id suffixed "+extra-buffer"), so its pool can still be compared.
-Writes results/sglang.json (merged with earlier runs); render.py puts it into docs/version-matrix.md.
+Writes results/sglang.json (merged with earlier runs); render.py puts it into docs/version-matrix.md. With
+--all-probes, 0.5.19 on also get every platform probe rebound as the older releases do (results/
+sglang_all_probes.json): their override_platform leaves sglang.srt.utils.is_cuda, which the prefill CUDA
+graph's default reads, answering for this CPU host.
 
 Usage: python benchmarks/version_matrix/sglang_matrix.py [--matrix-dir DIR] [--releases 0.5.10,...]
 """
@@ -83,6 +86,7 @@ def dspark_pool(case: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
 
 
 _KEEP = ("sizing_path", "stood_in", "mem_fraction_static", "attention_backend", "mamba_radix_cache_strategy",
+         "prefill_graph_backend", "prefill_graph_bs_count",
          "mamba_cache_per_req", "cell_size", "max_total_num_tokens", "max_running_requests", "max_mamba_cache_size",
          "error", "error_stage")
 
@@ -108,6 +112,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--matrix-dir", default=str(ROOT / ".engines-matrix"))
     ap.add_argument("--releases", default=RELEASES)
+    ap.add_argument("--all-probes", action="store_true",
+                    help="0.5.19 on: rebind every platform probe, as for older releases (sglang_all_probes.json)")
     args = ap.parse_args()
     recipe = yaml.safe_load((ROOT / "dspark/data/recipes/flash-next-sglang.yaml").read_text())
     root = Path(tempfile.mkdtemp(prefix="sglang-matrix-"))
@@ -115,10 +121,10 @@ def main() -> int:
     seed_dir.mkdir()
     (seed_dir / "config.json").write_text(json.dumps(recipe["model"]["config"]))
     tiny_dirs = oracle._write_models(root)
-    all_cases = cases(str(seed_dir), tiny_dirs)
+    all_cases = [{**c, "all_probes": args.all_probes} for c in cases(str(seed_dir), tiny_dirs)]
     configs = {f"seed-{n}": recipe["model"]["config"] for n in (6, 16, 32)}
     configs.update({c.id: oracle.CONFIGS[c.model] for c in oracle.CASES if c.id in TINY})
-    path = RESULTS / "sglang.json"
+    path = RESULTS / ("sglang_all_probes.json" if args.all_probes else "sglang.json")
     merged: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     for release in args.releases.split(","):
         python = str(Path(args.matrix_dir) / f"sglang-{release}" / "bin" / "python")

@@ -170,11 +170,17 @@ def _sibling(name: str) -> Any:
 
 
 @contextlib.contextmanager
-def _platform_override(runtime_context: Any) -> Any:
+def _platform_override(runtime_context: Any, all_probes: bool = False) -> Any:
     """CUDA of DEVICE's capability for the release: its override_platform, or its probes rebound (0.5.18 and
-    older: see _witness_sglang_compat.py; the rebinding stays for the rest of this sizing-only process)."""
+    older: see _witness_sglang_compat.py; the rebinding stays for the rest of this sizing-only process).
+
+    all_probes (a case's "all_probes", the version matrix's): rebind the probes on 0.5.19 on too. Their
+    override_platform leaves the probes' other bindings alone, and ``cuda_graph_config.default_prefill_backend``
+    reads ``sglang.srt.utils.is_cuda``, so without it the breakable prefill CUDA graph a CUDA host gets is off."""
     platform = _sibling("_witness_sglang_compat")
     if not platform.needs_legacy_platform(runtime_context):
+        if all_probes:
+            platform.install(lambda: platform.cuda_facts(*DEVICE.capability))
         with runtime_context.override_platform(**_platform_facts()):
             yield
         return
@@ -263,6 +269,11 @@ def _resolved_fields(sa: Any) -> dict[str, Any]:
     out["resolved_max_running_requests"] = resolved.get("max_running_requests")
     graphs = resolved.get("cuda_graph_config")
     decode = (graphs["decode"] if isinstance(graphs, dict) else getattr(graphs, "decode", None)) if graphs else None
+    prefill = (graphs["prefill"] if isinstance(graphs, dict) else getattr(graphs, "prefill", None)) if graphs else None
+    if prefill is not None:  # its capture sizes are part of the default fraction's reserve (8 MiB each)
+        phase = prefill if isinstance(prefill, dict) else vars(prefill)
+        out["prefill_graph_backend"] = str(getattr(phase.get("backend"), "value", phase.get("backend"))).lower()
+        out["prefill_graph_bs_count"] = len(phase.get("bs") or [])
     backend: Any
     if decode is None:  # 0.5.10-0.5.14: flat flags
         backend = "disabled" if resolved.get("disable_cuda_graph") else "full"
@@ -319,7 +330,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
     torch.cuda.is_available = lambda: DEVICE.integrated
     out: dict[str, Any] = {"id": case["id"], "stood_in": list(_STOOD_IN)}
     stage = "server_args"
-    with _platform_override(runtime_context):
+    with _platform_override(runtime_context, bool(case.get("all_probes", False))):
         common.is_cuda = lambda: True
         try:
             parser = _RaisingParser(prog="sglang serve")

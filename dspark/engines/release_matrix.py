@@ -42,6 +42,10 @@ _DENSE_0903 = "a dense model on an H200 gets 0.903, not 0.907 (-0.52% of the poo
 _MTP_UNCOUNTED = ("with NEXTN and no --speculative-draft-model-path, the target's cell leaves out an MTP layer "
                   "the config lists (num_nextn_predict_layers), so such pools are larger (up to +50% on the tiny "
                   "hybrid case; Flash-Next's config lists none)")
+_PREFILL_GRAPH = ("those figures are the witness's, whose override_platform leaves the is_cuda probe that the "
+                  "prefill CUDA graph's default reads answering for the host; with every probe answering CUDA, as "
+                  "on a CUDA host, the default fraction on a GB10 is 0.887 and the seed pool 4,987,539 / 4,736,019, "
+                  "as in 0.5.17-0.5.18 (0.5.23 likewise gives 0.891, not dspark's 0.895)")
 _REFUSES_SEED = ("it refuses NEXTN on a hybrid model with the radix cache unless given --mamba-scheduler-strategy "
                  "extra_buffer and SGLANG_ENABLE_SPEC_V2=1 (its ServerArgs._handle_mamba_radix_cache)")
 
@@ -59,10 +63,10 @@ ENTRIES: tuple[MatrixEntry, ...] = (
     *(MatrixEntry("vllm", v, "0.32.0", "", True) for v in ("0.28.0", "0.29.0", "0.30.0", "0.31.0")),
     _sglang("0.5.22", ""),
     *(_sglang(v, f"{_FRACTION_0891}, which lowers the seed pool to 5,019,351 / 4,767,831 at 16 / 32 seats "
-                 f"(-28,668 tokens, -0.6%; with the fraction given, equal); {_DENSE_0903}")
+                 f"(-28,668 tokens, -0.6%; with the fraction given, equal); {_DENSE_0903}; {_PREFILL_GRAPH}")
       for v in ("0.5.20", "0.5.21")),
     _sglang("0.5.19", f"{_FRACTION_0891} (seed pool 5,019,351 / 4,767,831 at 16 / 32 seats, -0.6%); "
-                      f"{_DENSE_0903}; {_MTP_UNCOUNTED}"),
+                      f"{_DENSE_0903}; {_MTP_UNCOUNTED}; {_PREFILL_GRAPH}"),
     *(_sglang(v, f"{_FRACTION_0887} and it keeps 514 hybrid state slots (0.5.16: 517), so the seed pool is 4,987,539 / "
                  f"4,736,019 at 16 / 32 seats (-60,480 tokens, -1.2%); {_DENSE_0903}; {_MTP_UNCOUNTED}")
       for v in ("0.5.17", "0.5.18")),
