@@ -114,10 +114,17 @@ def vllm_counting(details: dict[str, object]) -> KVCounting | None:
         else:
             return None
     lookahead = _int(details.get("lookahead_tokens"))
+    crossing = ""
+    if details.get("mamba_cache_mode") == "align" and any(isinstance(g, dict) and g.get("kind") == "mamba"
+                                                         for g in groups_in):
+        # MambaManager frees the previous state block at the next allocation: while a request's state crosses
+        # a block boundary (a few steps per block) it holds one more per state group. Not counted: a sampled
+        # peak rarely lands on it.
+        crossing = " (one more per state group for the few steps in which its state crosses a block, not counted)"
     usable = num_blocks - 1  # BlockPool keeps block 0 as the null block; get_usage divides by the rest
     rule = (f"KV pool used counted as vLLM's kv_cache_usage_perc (BlockPool.get_usage): blocks held by running "
             f"requests over {usable:,} blocks; per request {' + '.join(parts)}"
-            + (f", tokens including {lookahead} lookahead slots" if lookahead else "")
+            + (f", tokens including {lookahead} lookahead slots" if lookahead else "") + crossing
             + "; prefixes cached by finished requests count as free")
     return KVCounting(metric="vllm:kv_cache_usage_perc",
                       pools=(KVPool("blocks", usable, tuple(groups), lookahead_tokens=lookahead),), rule=rule)
