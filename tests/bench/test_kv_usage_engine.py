@@ -1,7 +1,7 @@
 """The advisor's "KV pool used at peak" against the real vLLM CPU engine's own vllm:kv_cache_usage_perc.
 
-Two engines, each benched with 4 clients on 4 seats (8 requests of 600 prompt tokens and 160 out) while
-`dspark bench` samples /metrics every 0.2 s:
+Two engines, each benched with 4 clients on 4 seats (requests of 650 prompt tokens and 100 out) while
+`dspark bench` samples /metrics every 0.1 s:
 
 - a tiny hybrid Qwen3-Next (3 GDN layers + 1 full attention, linear heads of 128: the CPU GDN kernel takes no
   smaller) with MTP, 2 speculative tokens, prefix caching off (the CPU build cannot run GDN state in "align"
@@ -28,8 +28,12 @@ from dspark.launch import LaunchPlan
 from tests.bench.helpers import free_port
 
 SEATS = 4
-IN_TOKENS = 600
-OUT_TOKENS = 160
+# 650 + 100 tokens stay within the same attention blocks from the end of the prefill to the last token (6 of 128
+# tokens for the dense model, 2 of 640 for the hybrid): the peak holds for the whole decode, so a scrape that
+# lands anywhere in it sees it. (With 600 + 160 the scrapes, answered when the API server's event loop is not
+# streaming, landed in the prefill phases and missed the last block.)
+IN_TOKENS = 650
+OUT_TOKENS = 100
 KV_BYTES = 40_000_000  # hybrid: 61 blocks of 640 tokens; 4 requests take 4 × (6 state + 2 attention) of 60
 MTP2 = '{"method":"mtp","num_speculative_tokens":2}'
 REPO = Path(__file__).resolve().parents[2]
@@ -61,8 +65,8 @@ def tiny_hybrid(tmp_path_factory: pytest.TempPathFactory, vllm_python: str) -> P
     return out
 
 
-def _engine_peak(vllm_python: str, model: Path, kv: int, flags: list[str], tmp_path: Path,
-                 name: str) -> dict[str, float]:
+def _engine_peak(vllm_python: str, model: Path, kv: int, flags: list[str], tmp_path: Path, name: str,
+                 requests: int) -> dict[str, float]:
     """Serve the model, bench 4 clients on 4 seats sampling /metrics, return the bench summary."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -75,8 +79,8 @@ def _engine_peak(vllm_python: str, model: Path, kv: int, flags: list[str], tmp_p
     try:
         engine.start()
         engine.wait_healthy(url + "/health", 300)
-        rc = main(["bench", "--url", url, "--requests", str(2 * SEATS), "--concurrency", str(SEATS), "--max-tokens",
-                   str(OUT_TOKENS), "--input-len", str(IN_TOKENS), "--vocab-size", "500", "--sample-interval", "0.2",
+        rc = main(["bench", "--url", url, "--requests", str(requests), "--concurrency", str(SEATS), "--max-tokens",
+                   str(OUT_TOKENS), "--input-len", str(IN_TOKENS), "--vocab-size", "500", "--sample-interval", "0.1",
                    "--no-progress", "--json", "--out", str(out)])
     finally:
         engine.stop(30)
@@ -85,10 +89,11 @@ def _engine_peak(vllm_python: str, model: Path, kv: int, flags: list[str], tmp_p
     return summary
 
 
-def _advised(model: Path, kv: int, flags: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+def _advised(model: Path, kv: int, flags: list[str], requests: int,
+             capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
     rc = main(["advise", "--model", str(model), "--engine", "vllm", "--platform", "cpu", "--kv-cache-memory", str(kv),
                "--seats", str(SEATS),
-               "--clients", str(SEATS), "--requests", str(2 * SEATS), "--input-len", str(IN_TOKENS), "--output-len",
+               "--clients", str(SEATS), "--requests", str(requests), "--input-len", str(IN_TOKENS), "--output-len",
                str(OUT_TOKENS), "--json", "--", "--max-model-len", "2048", *flags])
     printed = capsys.readouterr()
     assert rc == 0, printed.err[-2000:]
@@ -101,16 +106,19 @@ def _advised(model: Path, kv: int, flags: list[str], capsys: pytest.CaptureFixtu
 @pytest.mark.parametrize("case", ["hybrid-mtp2", "dense"])
 def test_predicted_kv_peak_is_the_engines_own(case: str, tiny_hybrid: Path, tiny_model: Path, vllm_python: str,
                                               tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The dense model decodes 4 requests in under a second: six rounds of them, so the scrapes see the busy pool
+    # (two rounds once gave two scrapes, both idle).
     if case == "dense":
-        model, kv, flags = tiny_model, 8_000_000, []
+        model, kv, flags, requests = tiny_model, 8_000_000, [], 6 * SEATS
     else:
         model, kv, flags = tiny_hybrid, KV_BYTES, ["--no-enable-prefix-caching", "--speculative-config", MTP2]
-    summary = _engine_peak(vllm_python, model, kv, flags, tmp_path, case)
+        requests = 2 * SEATS
+    summary = _engine_peak(vllm_python, model, kv, flags, tmp_path, case, requests)
     capsys.readouterr()  # the bench's own JSON
     assert summary["errors"] == 0 and summary["preemptions"] == 0
     assert summary["running_peak"] == SEATS  # every seat was busy at once, as the advisor assumes
     measured = float(summary["kv_usage_peak"])
-    advice = _advised(model, kv, flags, capsys)
+    advice = _advised(model, kv, flags, requests, capsys)
     pred = advice["predictions"][0]  # type: ignore[index]
     predicted = float(pred["kv_peak_fraction"])
     tokens_rule = pred["kv_peak_tokens"] / pred["kv_pool_tokens"]
