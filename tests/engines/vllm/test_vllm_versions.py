@@ -1,6 +1,7 @@
 """vLLM 0.33.0 beside 0.32.0: each release difference that changes a figure, with hand-derived numbers.
 
-The 0.33 figures are also judged by 0.33's own planner (tests/engine/test_vllm033_planner.py).
+The 0.33 figures are also judged by 0.33's own planner (tests/engine/test_vllm_witness.py) and its own GDN prefill
+choice (tests/engine/test_vllm033_gdn_prefill.py).
 """
 
 from __future__ import annotations
