@@ -152,7 +152,11 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
         f"each verifies {inputs.shape.query_len}",
         f"chunked prefill within {max_batched:,} batched tokens per step; {load.clients} closed-loop clients "
         f"send {load.requests} requests; TTFT includes the wait for a seat",
-        countings[seat_list[0]].rule, *inputs.assumptions, *notes, *recipe_notes,
+        countings[seat_list[0]].rule,
+        *([f"KV peak counts each request's {load.prefix_hit_rate:.0%} cached prefix as its own; a prefix shared by "
+           "running requests is held once by the engine, so with one shared prefix the peak is lower"]
+          if load.prefix_hit_rate > 0 else []),
+        *inputs.assumptions, *notes, *recipe_notes,
         *([] if points else ["uncalibrated: every cost term is a prior; pass --calibrate with a bench or sweep "
                              "result from this deployment"]),
     ]

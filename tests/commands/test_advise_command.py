@@ -108,3 +108,13 @@ def test_flash_next_kv_peak_next_to_the_deployments(capsys: pytest.CaptureFixtur
     # The seat scaling is the engine's: twice the seats, twice the blocks (observed ×1.94).
     ratio = preds[16]["kv_peak_fraction"] / preds[8]["kv_peak_fraction"]
     assert ratio == pytest.approx(observed[16] / observed[8], rel=0.10)
+
+
+def test_the_kv_peak_says_how_it_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*ARGS, "--prefix-hit-rate", "0.5", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert all(p["kv_usage_metric"] == "vllm:kv_cache_usage_perc" for p in data["predictions"])
+    assert any("BlockPool.get_usage" in a for a in data["assumptions"])
+    assert any("cached prefix as its own" in a for a in data["assumptions"])
+    assert main([*ARGS, "--json"]) == 0
+    assert not any("cached prefix as its own" in a for a in json.loads(capsys.readouterr().out)["assumptions"])
