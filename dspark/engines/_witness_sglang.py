@@ -314,6 +314,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
         from sglang.srt import runtime_context  # type: ignore[no-redef]  # noqa: PLC0415
     with contextlib.suppress(ImportError):  # 0.5.19 on; imported before the platform is overridden
         from sglang.srt.arg_groups.cuda_graph_hook import generate_decode_cuda_graph_batch_sizes  # noqa: F401, PLC0415
+    from sglang.srt import utils as srt_utils  # noqa: PLC0415
     from sglang.srt.configs.model_config import AttentionArch, ModelConfig  # noqa: PLC0415
     from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: PLC0415
     from sglang.srt.server_args import ServerArgs  # noqa: PLC0415
@@ -331,7 +332,10 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
     out: dict[str, Any] = {"id": case["id"], "stood_in": list(_STOOD_IN)}
     stage = "server_args"
     with _platform_override(runtime_context, bool(case.get("all_probes", False))):
-        common.is_cuda = lambda: True
+        # The package re-exports the probe (sglang.srt.utils.is_cuda), and cuda_graph_config's
+        # default_prefill_backend reads that binding, which override_platform leaves alone: answer CUDA there
+        # too, or the breakable prefill CUDA graph a CUDA host gets by default (and its reserve) stays off.
+        common.is_cuda = srt_utils.is_cuda = lambda: True
         try:
             parser = _RaisingParser(prog="sglang serve")
             ServerArgs.add_cli_args(parser)
