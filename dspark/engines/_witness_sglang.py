@@ -174,9 +174,10 @@ def _platform_override(runtime_context: Any, all_probes: bool = False) -> Any:
     """CUDA of DEVICE's capability for the release: its override_platform, or its probes rebound (0.5.18 and
     older: see _witness_sglang_compat.py; the rebinding stays for the rest of this sizing-only process).
 
-    all_probes (a case's "all_probes", the version matrix's): rebind the probes on 0.5.19 on too. Their
-    override_platform leaves the probes' other bindings alone, and ``cuda_graph_config.default_prefill_backend``
-    reads ``sglang.srt.utils.is_cuda``, so without it the breakable prefill CUDA graph a CUDA host gets is off."""
+    all_probes (a case's "all_probes", the version matrix's): rebind every probe on 0.5.19 on too, whose
+    override_platform leaves the probes' own bindings alone. run_case answers CUDA for the one binding known to
+    matter (``sglang.srt.utils.is_cuda``, read by ``cuda_graph_config.default_prefill_backend``); the matrix runs
+    both ways to show no other binding moves a figure."""
     platform = _sibling("_witness_sglang_compat")
     if not platform.needs_legacy_platform(runtime_context):
         if all_probes:
