@@ -333,9 +333,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
     out: dict[str, Any] = {"id": case["id"], "stood_in": list(_STOOD_IN)}
     stage = "server_args"
     with _platform_override(runtime_context, bool(case.get("all_probes", False))):
-        # The package re-exports the probe (sglang.srt.utils.is_cuda), and cuda_graph_config's
-        # default_prefill_backend reads that binding, which override_platform leaves alone: answer CUDA there
-        # too, or the breakable prefill CUDA graph a CUDA host gets by default (and its reserve) stays off.
+        # default_prefill_backend reads the package's re-export (sglang.srt.utils.is_cuda), which override_platform
+        # leaves alone: without it the breakable prefill CUDA graph a CUDA host gets (and its reserve) stays off.
         common.is_cuda = srt_utils.is_cuda = lambda: True
         try:
             parser = _RaisingParser(prog="sglang serve")
