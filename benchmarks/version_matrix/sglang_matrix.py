@@ -10,8 +10,8 @@ Beside each: dspark's pure model (it models 0.5.23). A release that refuses the 
 flags its own refusal names (case id suffixed "+extra-buffer"), so its pool can still be compared.
 Writes results/sglang.json (merged with earlier runs); render.py puts it into docs/version-matrix.md. With
 --all-probes, 0.5.19 on also get every platform probe rebound as the older releases do (results/
-sglang_all_probes.json): their override_platform leaves sglang.srt.utils.is_cuda, which the prefill CUDA
-graph's default reads, answering for this CPU host.
+sglang_all_probes.json); the witness itself answers CUDA only for sglang.srt.utils.is_cuda, the binding their
+override_platform leaves and the prefill CUDA graph's default reads, and the two runs must agree.
 
 Usage: python benchmarks/version_matrix/sglang_matrix.py [--matrix-dir DIR] [--releases 0.5.10,...]
 """

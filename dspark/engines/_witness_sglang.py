@@ -174,9 +174,10 @@ def _platform_override(runtime_context: Any, all_probes: bool = False) -> Any:
     """CUDA of DEVICE's capability for the release: its override_platform, or its probes rebound (0.5.18 and
     older: see _witness_sglang_compat.py; the rebinding stays for the rest of this sizing-only process).
 
-    all_probes (a case's "all_probes", the version matrix's): rebind the probes on 0.5.19 on too. Their
-    override_platform leaves the probes' other bindings alone, and ``cuda_graph_config.default_prefill_backend``
-    reads ``sglang.srt.utils.is_cuda``, so without it the breakable prefill CUDA graph a CUDA host gets is off."""
+    all_probes (a case's "all_probes", the version matrix's): rebind every probe on 0.5.19 on too, whose
+    override_platform leaves the probes' own bindings alone. run_case answers CUDA for the one binding known to
+    matter (``sglang.srt.utils.is_cuda``, read by ``cuda_graph_config.default_prefill_backend``); the matrix runs
+    both ways to show no other binding moves a figure."""
     platform = _sibling("_witness_sglang_compat")
     if not platform.needs_legacy_platform(runtime_context):
         if all_probes:
@@ -314,6 +315,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
         from sglang.srt import runtime_context  # type: ignore[no-redef]  # noqa: PLC0415
     with contextlib.suppress(ImportError):  # 0.5.19 on; imported before the platform is overridden
         from sglang.srt.arg_groups.cuda_graph_hook import generate_decode_cuda_graph_batch_sizes  # noqa: F401, PLC0415
+    from sglang.srt import utils as srt_utils  # noqa: PLC0415
     from sglang.srt.configs.model_config import AttentionArch, ModelConfig  # noqa: PLC0415
     from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: PLC0415
     from sglang.srt.server_args import ServerArgs  # noqa: PLC0415
@@ -331,7 +333,9 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
     out: dict[str, Any] = {"id": case["id"], "stood_in": list(_STOOD_IN)}
     stage = "server_args"
     with _platform_override(runtime_context, bool(case.get("all_probes", False))):
-        common.is_cuda = lambda: True
+        # default_prefill_backend reads the package's re-export (sglang.srt.utils.is_cuda), which override_platform
+        # leaves alone: without it the breakable prefill CUDA graph a CUDA host gets (and its reserve) stays off.
+        common.is_cuda = srt_utils.is_cuda = lambda: True
         try:
             parser = _RaisingParser(prog="sglang serve")
             ServerArgs.add_cli_args(parser)

@@ -35,17 +35,14 @@ class MatrixEntry:
 _VLLM_EQUAL = "KV planning: pools and concurrency on the tiny CPU models and the GB10 Flash-Next cases"
 # SGLang: each release's own sizing run in-process by the witness (docs/version-matrix.md, "SGLang: every
 # release's own sizing"); the figures quoted are the seed case (flash-next-sglang, TP=2 over two GB10s, 118 GiB
-# free at start-up, 26 GiB loaded) against 0.5.23's 5,048,019 / 4,796,499 tokens at 16 / 32 seats.
-_FRACTION_0891 = "the default --mem-fraction-static on a GB10 (nvidia-smi [N/A]) is 0.891, not 0.895"
-_FRACTION_0887 = "the default --mem-fraction-static on a GB10 (nvidia-smi [N/A]) is 0.887, not 0.895"
-_DENSE_0903 = "a dense model on an H200 gets 0.903, not 0.907 (-0.52% of the pool)"
+# free at start-up, 26 GiB loaded) against 0.5.23's 5,019,351 / 4,767,831 tokens at 16 / 32 seats, and the
+# oracle suite's tiny models on an H200, all with the breakable prefill CUDA graph a CUDA host gets.
+_FRACTION_0887 = "the default --mem-fraction-static on a GB10 (nvidia-smi [N/A]) is 0.887, not 0.891"
+_HYBRID_0907 = ("it reserves nothing for a prefill CUDA graph on a hybrid model: the tiny hybrid on an H200 gets "
+                "0.907, not 0.903 (+0.5% of the pool)")
 _MTP_UNCOUNTED = ("with NEXTN and no --speculative-draft-model-path, the target's cell leaves out an MTP layer "
                   "the config lists (num_nextn_predict_layers), so such pools are larger (up to +50% on the tiny "
                   "hybrid case; Flash-Next's config lists none)")
-_PREFILL_GRAPH = ("those figures are the witness's, whose override_platform leaves the is_cuda probe that the "
-                  "prefill CUDA graph's default reads answering for the host; with every probe answering CUDA, as "
-                  "on a CUDA host, the default fraction on a GB10 is 0.887 and the seed pool 4,987,539 / 4,736,019, "
-                  "as in 0.5.17-0.5.18 (0.5.23 likewise gives 0.891, not dspark's 0.895)")
 _REFUSES_SEED = ("it refuses NEXTN on a hybrid model with the radix cache unless given --mamba-scheduler-strategy "
                  "extra_buffer and SGLANG_ENABLE_SPEC_V2=1 (its ServerArgs._handle_mamba_radix_cache)")
 
@@ -62,26 +59,23 @@ def _sglang(version: str, differs: str) -> MatrixEntry:
 ENTRIES: tuple[MatrixEntry, ...] = (
     *(MatrixEntry("vllm", v, "0.32.0", "", True) for v in ("0.28.0", "0.29.0", "0.30.0", "0.31.0")),
     _sglang("0.5.22", ""),
-    *(_sglang(v, f"{_FRACTION_0891}, which lowers the seed pool to 5,019,351 / 4,767,831 at 16 / 32 seats "
-                 f"(-28,668 tokens, -0.6%; with the fraction given, equal); {_DENSE_0903}; {_PREFILL_GRAPH}")
+    *(_sglang(v, f"{_FRACTION_0887}, which lowers the seed pool to 4,987,539 / 4,736,019 at 16 / 32 seats "
+                 f"(-31,812 tokens, -0.6%; with the fraction given, equal)")
       for v in ("0.5.20", "0.5.21")),
-    _sglang("0.5.19", f"{_FRACTION_0891} (seed pool 5,019,351 / 4,767,831 at 16 / 32 seats, -0.6%); "
-                      f"{_DENSE_0903}; {_MTP_UNCOUNTED}; {_PREFILL_GRAPH}"),
-    *(_sglang(v, f"{_FRACTION_0887} and it keeps 514 hybrid state slots (0.5.16: 517), so the seed pool is 4,987,539 / "
-                 f"4,736,019 at 16 / 32 seats (-60,480 tokens, -1.2%); {_DENSE_0903}; {_MTP_UNCOUNTED}")
-      for v in ("0.5.17", "0.5.18")),
-    *(_sglang(v, f"{_FRACTION_0887}, so the seed pool is 4,996,971 / 4,745,451 at 16 / 32 seats (-51,048 tokens, "
-                 f"-1.0%); {_DENSE_0903}; {_MTP_UNCOUNTED}")
+    *(_sglang(v, f"{_FRACTION_0887} (seed pool 4,987,539 / 4,736,019 at 16 / 32 seats, -0.6%); {_MTP_UNCOUNTED}")
+      for v in ("0.5.17", "0.5.18", "0.5.19")),
+    *(_sglang(v, f"{_FRACTION_0887}, so the seed pool is 4,996,971 / 4,745,451 at 16 / 32 seats (-22,380 tokens, "
+                 f"-0.4%); {_MTP_UNCOUNTED}")
       for v in ("0.5.15", "0.5.16")),
-    _sglang("0.5.14", f"{_FRACTION_0891} and it keeps 520 hybrid state slots (0.5.19: 517), so the seed pool "
-                      f"is 5,028,783 / 4,777,263 at 16 / 32 seats (-19,236 tokens, -0.4%); {_DENSE_0903}; "
-                      f"{_MTP_UNCOUNTED}"),
+    _sglang("0.5.14", f"its default fraction on a GB10 is 0.891 as 0.5.23's, but it keeps 520 hybrid state slots "
+                      f"(0.5.23: 517), so the seed pool is 5,028,783 / 4,777,263 at 16 / 32 seats (+9,432 tokens, "
+                      f"+0.2%); {_HYBRID_0907}; {_MTP_UNCOUNTED}"),
     _sglang("0.5.13", f"{_REFUSES_SEED}; given them, its default fraction on a GB10 is 0.858 and the seed pool "
-                      f"4,767,121 / 4,515,601 at 16 / 32 seats (-280,898 tokens, -5.6%); {_DENSE_0903}; "
+                      f"4,767,121 / 4,515,601 at 16 / 32 seats (-252,230 tokens, -5.0%); {_HYBRID_0907}; "
                       f"{_MTP_UNCOUNTED}"),
     *(_sglang(v, f"{_REFUSES_SEED}; given them, its default fraction on a GB10 is 0.858 and the speculative "
                  f"state is split with the KV pool, so the seed pool is 3,330,313 / 3,198,265 at 16 / 32 seats "
-                 f"(-34%); {_DENSE_0903}; {_MTP_UNCOUNTED}")
+                 f"(-33%); {_HYBRID_0907}; {_MTP_UNCOUNTED}")
       for v in ("0.5.10", "0.5.11", "0.5.12")),
 )
 _BY_KEY = {(e.engine, e.version): e for e in ENTRIES}

@@ -271,6 +271,8 @@ def figures(cap: SglangCapacity) -> dict[str, Any]:
         "capture_bs": list(cap.cuda_graph_capture_bs),
         "page_size": cap.page_size,
         "decode_graph_backend": "full" if cap.decode_graph_max_bs is not None else "disabled",
+        "prefill_graph_backend": cap.prefill_graph.backend,
+        "prefill_graph_bs_count": len(cap.prefill_graph.capture_sizes),
     }
 
 
