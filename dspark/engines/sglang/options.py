@@ -66,6 +66,8 @@ class SglangOptions:
     cuda_graph_max_bs_prefill: int | None = None  # the prefill graphs' largest capture size (tokens)
     cuda_graph_bs_prefill: tuple[int, ...] | None = None  # explicit prefill capture sizes (--cuda-graph-bs-prefill)
     disable_cuda_graph_padding: bool | None = None
+    language_only: bool | None = None  # --language-only: no multimodal memory headroom
+    language_model_only: bool | None = None  # --language-model-only: likewise
     attention_backend: str | None = None  # decides the page size on some backends (trtllm_mha/_mla, flashmla)
     ambiguous: tuple[str, ...] = ()  # flags 0.5.23's argparse rejects as ambiguous prefixes
     unknown: tuple[str, ...] = ()  # flags (and their values) this reader does not interpret
@@ -153,6 +155,8 @@ _BOOL_FLAGS: dict[str, tuple[str, ...]] = {
     "--disable-decode-cuda-graph": ("disable_cuda_graph",),
     "--disable-prefill-cuda-graph": ("disable_prefill_cuda_graph",),
     "--disable-cuda-graph-padding": ("disable_cuda_graph_padding",),
+    "--language-only": ("language_only",),
+    "--language-model-only": ("language_model_only",),
 }
 _LIST_FLAGS: dict[str, str] = {"--cuda-graph-bs-decode": "cuda_graph_bs", "--cuda-graph-bs": "cuda_graph_bs",
                                "--cuda-graph-bs-prefill": "cuda_graph_bs_prefill"}

@@ -20,15 +20,18 @@ from dspark.engines.sglang.server_defaults import (
     prefill_graph_batch_sizes,
     prefill_graph_reserve_mib,
     speculative_params,
+    vlm_mem_fraction,
 )
 from dspark.engines.sglang.sizing_types import (
     DEFAULT_MAX_PREFILL_TOKENS,
     DRAFT_PATH_FROM_TARGET_ARCHS,
     EAGLE_FAMILY,
     MLA_PREFILL_GRAPH_MAX_TOKENS,
+    MULTIMODAL_OFF_BY_DEFAULT,
     PP_PREFILL_GRAPH_MAX_TOKENS,
     PREFILL_GRAPH_OFF_ARCHS,
     QWEN3_5_HYBRID_ARCHS,
+    SGLANG_MULTIMODAL_ARCHS,
     SPEC_DEFAULT_MAX_RUNNING_REQUESTS,
     PrefillGraph,
     SglangRefusal,
@@ -197,6 +200,13 @@ def resolve_prefill_graph(
     return PrefillGraph(sizing_backend=backend, backend=final, capture_sizes=sizes, reserve_mib=reserve)
 
 
+def serves_multimodal(arch: ModelArchitecture, o: SglangOptions) -> bool:
+    """handle_gpu_memory_settings' is_vlm: model_config.is_multimodal and neither language-only flag."""
+    if o.language_only or o.language_model_only or arch.architecture in MULTIMODAL_OFF_BY_DEFAULT:
+        return False
+    return arch.architecture in SGLANG_MULTIMODAL_ARCHS or arch.wraps_text_config
+
+
 def resolve_args(
     arch: ModelArchitecture,
     o: SglangOptions,
@@ -250,6 +260,13 @@ def resolve_args(
         )
         if gpu_mib is None:
             run.assumptions.append("GPU capacity unknown: SGLang's fallback mem_fraction_static 0.95")
+        if serves_multimodal(arch, o):
+            fraction = vlm_mem_fraction(fraction, arch.vision_tower)
+            if arch.vision_tower is not None:
+                run.notes.append(f"multimodal {arch.architecture}: SGLang lowers the default mem_fraction_static to "
+                                 f"{fraction:.4f} for the vision tower ({arch.vision_tower[0]} layers × "
+                                 f"{arch.vision_tower[1]}; memory_hook.adjust_mem_fraction_for_vlm); "
+                                 "--language-only / --language-model-only serve text alone and keep it")
     algorithm, steps, topk, draft, mrr = _resolve_speculative(arch, o, drafter, run)
     try:
         kv_dtype, kv_elem = kv_storage(o.kv_cache_dtype, arch, capability)

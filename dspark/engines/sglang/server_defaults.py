@@ -74,6 +74,20 @@ def default_mem_fraction_static(
     return round((gpu_mib - reserved) / gpu_mib, 3), reserved
 
 
+def vlm_mem_fraction(fraction: float, vision_tower: tuple[int, int] | None) -> float:
+    """memory_hook.adjust_mem_fraction_for_vlm (no post-capture KV sizing, SGLang's default): room for the ViT.
+
+    0.95 × a factor that falls 10% per doubling of the tower's layers × width² over ViT-L/14's (24 × 1024²),
+    clamped to [0.8, 1.05]; unchanged without a vision_config. Not rounded again, as in SGLang.
+    """
+    if vision_tower is None:
+        return fraction
+    layers, width = vision_tower
+    ratio = layers * width**2 / (24 * 1024**2)
+    factor = max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+    return fraction * (0.95 * factor)
+
+
 def prefill_graph_batch_sizes(max_bs: int) -> tuple[int, ...]:
     """cuda_graph_hook.generate_prefill_cuda_graph_batch_sizes: the prefill capture sizes (tokens) up to max_bs."""
     sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),

@@ -101,6 +101,43 @@ PREFILL_GRAPH_OFF_ARCHS = frozenset(
         "UnlimitedOCRForCausalLM", "VoxtralForConditionalGeneration", "WhisperForConditionalGeneration",
     }
 )  # fmt: skip
+# model_config.multimodal_model_archs (MIMO_V2_MULTIMODAL_ARCHS included): the architectures SGLang serves as
+# multimodal (model_config.is_multimodal, with a config that nests text_config), unless enable_multimodal is
+# off by default for them (MULTIMODAL_OFF_BY_DEFAULT) or the launch is language-only.
+SGLANG_MULTIMODAL_ARCHS = frozenset(
+    {
+        "BailingMM2NativeForConditionalGeneration", "BailingMMNativeForConditionalGeneration",
+        "BailingMoeV3VLForConditionalGeneration", "CLIPModel", "Cohere2VisionForConditionalGeneration",
+        "Cosmos3EdgeForConditionalGeneration", "DeepseekOCRForCausalLM", "DeepseekVL2ForCausalLM",
+        "DiffusionGemmaForBlockDiffusion", "Dots3NoteForCausalLM", "DotsOCRForCausalLM", "DotsVLMForCausalLM",
+        "EmbeddingGemma2Model", "Ernie4_5_VLMoeForConditionalGeneration", "Gemma3ForConditionalGeneration",
+        "Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration",
+        "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration", "Glm5NextForConditionalGeneration",
+        "GlmAsrForConditionalGeneration", "GlmImageForConditionalGeneration", "GlmOcrForConditionalGeneration",
+        "Grok1AForCausalLM", "Grok1VForCausalLM", "InternS1ForConditionalGeneration",
+        "InternS1ProForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration", "InternVLChatModel", "JetVLMForConditionalGeneration",
+        "KimiK25ForConditionalGeneration", "KimiVLForConditionalGeneration", "Lfm2VlForConditionalGeneration",
+        "LightOnOCRForConditionalGeneration", "Llama4ForConditionalGeneration", "LlavaForConditionalGeneration",
+        "LlavaLlamaForCausalLM", "LlavaMistralForCausalLM", "LlavaQwenForCausalLM", "LlavaVidForCausalLM",
+        "LocateAnythingForConditionalGeneration", "MiDashengLMModel", "MiMoV2ASRForCausalLM", "MiMoV2ForCausalLM",
+        "MiniCPMO", "MiniCPMV", "MiniMaxM3SparseForConditionalGeneration", "Mistral3ForConditionalGeneration",
+        "MllamaForConditionalGeneration", "MossVLForConditionalGeneration", "MultiModalityCausalLM",
+        "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration", "NVILAForConditionalGeneration",
+        "NVILALiteForConditionalGeneration", "NemotronH_Nano_Omni_Reasoning_V3", "NemotronH_Nano_VL_V2",
+        "NemotronH_Omni_Reasoning_V3", "POINTSV15ChatModel", "PaddleOCRVLForConditionalGeneration",
+        "Phi4MMForCausalLM", "PixtralForConditionalGeneration", "Qwen2AudioForConditionalGeneration",
+        "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Qwen3ASRForConditionalGeneration",
+        "Qwen3OmniMoeForConditionalGeneration", "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration", "Sarashina2VisionForCausalLM",
+        "Step3VLForConditionalGeneration", "Step3p7ForConditionalGeneration", "StepVLForConditionalGeneration",
+        "UnlimitedOCRForCausalLM", "VoxtralForConditionalGeneration", "WhisperForConditionalGeneration",
+    }
+)  # fmt: skip
+# ModelConfig.__init__'s mm_disabled_models: multimodal off unless --enable-multimodal.
+MULTIMODAL_OFF_BY_DEFAULT = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                                       "Step3VLForConditionalGeneration", "InklingForConditionalGeneration"})
 KV_DTYPE_BYTES = {"fp8_e5m2": 1, "fp8_e4m3": 1, "bf16": 2, "bfloat16": 2}
 
 
