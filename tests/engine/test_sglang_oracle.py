@@ -105,8 +105,8 @@ class Case:
     draft: str | None = None
     expect_error: str | None = None  # the refusal code dspark must predict (SGLang raises)
     env: dict[str, str] = field(default_factory=dict)
-    # Pools known to differ a little (the 27B's multimodal wrapper: 851-1,600 tokens and one mamba slot, an open question); the
-    # other figures stay exact and these two must stay within this share.
+    # Pools known to differ a little (the 27B's multimodal wrapper: 851-1,600 tokens and one mamba slot, an open
+    # question); the other figures stay exact and these two must stay within this share.
     pool_residual: float = 0.0
 
 
