@@ -158,7 +158,8 @@ def _with_witness(report: ValidationReport, check: ArgvCheck, *, force: bool) ->
     witness = judge(check.witness, report.capacity) if check.witness is not None else None
     vouched = version.exact or (witness is not None and witness.error is None)
     if not vouched and not force:
-        why = witness.error if witness is not None and witness.error else "no planner the witness can run"
+        why = witness.error if witness is not None and witness.error else (
+            report.witness_unavailable or "no planner the witness can run")
         raise RefusedError(
             f"refusing to start: {report.serve.engine} {version.requested} is not modelled (figures are "
             f"{version.modelled}'s) and the engine's own planner could not vouch for the pool: {why}",

@@ -55,7 +55,7 @@ from dspark.model_inputs import draft_ref, drafter_of, model_architecture, weigh
 from dspark.serve_config import serve_config
 from dspark.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
 from dspark.weights import WeightBytes
-from dspark.witness import Witness, judge, run_witness, witness_finding, witness_request
+from dspark.witness import PlannerInput, Witness, judge, run_witness, witness_finding, witness_request
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.recipes import Recipe
@@ -100,6 +100,7 @@ class ValidationReport:
     engine_version: EngineVersion
     witness: Witness | None = None  # the installed engine's own planner on the same inputs, when asked
     witness_request: Mapping[str, Any] | None = None  # what that planner is given (None: nothing it can take)
+    witness_unavailable: str = ""  # why there is no request, when there is none
 
     @property
     def verdict(self) -> str:
@@ -279,10 +280,10 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     serve = serve_config(
         engine_name, settings, recipe, request.engine_flags, summary, drafter_model=draft_ref(options, recipe)
     )
-    plan, planner_request = _plan_and_witness_request(engine_name, serve, result.detail, settings)
+    plan, planner = _plan_and_witness_request(engine_name, serve, result.detail, settings)
     witness = None
     if request.engine_check:
-        witness = _check_with_engine(engine_name, request, planner_request, summary)
+        witness = _check_with_engine(engine_name, request, planner, summary)
         findings.append(witness_finding(witness, summary))
     return ValidationReport(
         recipe=recipe,
@@ -297,30 +298,31 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         plan=plan,
         engine_version=version,
         witness=witness,
-        witness_request=planner_request,
+        witness_request=planner.request,
+        witness_unavailable=planner.unavailable,
     )
 
 
 def _plan_and_witness_request(
     engine_name: str, serve: ServeConfig, detail: Any, settings: ResolvedSettings
-) -> tuple[LaunchPlan, dict[str, Any] | None]:
+) -> tuple[LaunchPlan, PlannerInput]:
     """The launch plan (display form), and what the engine's own planner would be handed for the witness."""
     adapter = get_engine(engine_name)
     plan = adapter.build_plan(serve, None)
-    request = witness_request(engine_name, detail, adapter.parser_argv(plan),
+    planner = witness_request(engine_name, detail, adapter.parser_argv(plan),
                               user_pinned=settings.max_total_tokens.value is not None)
-    return plan, request
+    return plan, planner
 
 
 def _check_with_engine(
-    engine_name: str, request: ValidateRequest, planner_request: Mapping[str, Any] | None, summary: CapacitySummary
+    engine_name: str, request: ValidateRequest, planner: PlannerInput, summary: CapacitySummary
 ) -> Witness:
     """validate --engine-check: the installed engine's planner on dspark's budget (needs the engine)."""
-    if planner_request is None:
+    if planner.request is None:
         return Witness(None, None, None, agrees=False, budget_source=summary.kv_budget_source,
-                       error="nothing the engine's planner can take (a layer kind or engine the witness lacks)")
+                       error=planner.unavailable)
     python = find_engine_python(engine_spec(engine_name).adapter(), request.engine_python, request.env)
-    return judge(run_witness(python, planner_request), summary)
+    return judge(run_witness(python, planner.request), summary)
 
 
 def _engine_version(engine_name: str, request: ValidateRequest) -> EngineVersion:

@@ -44,40 +44,53 @@ class Witness:
         }
 
 
-def witness_request(
-    engine: str, detail: Any, argv: Sequence[str] = (), *, user_pinned: bool = False
-) -> dict[str, Any] | None:
-    """The planner request for a computed capacity (None: nothing to witness, or inputs it cannot take).
+@dataclass(frozen=True)
+class PlannerInput:
+    """What the engine's own planner is handed, or, when it cannot be handed anything, why (one is set)."""
+
+    request: dict[str, Any] | None
+    unavailable: str = ""
+
+
+def witness_request(engine: str, detail: Any, argv: Sequence[str] = (), *, user_pinned: bool = False) -> PlannerInput:
+    """The planner request for a computed capacity, or the reason there is none.
 
     vLLM: the layers' specs and the budget. SGLang: its launch flags (argv, the parser's part of the plan)
     and the memory readings; its sizing reads the model directory, which must exist here.
     """
-    if engine == "vllm" and detail is not None and getattr(detail, "engine_layers", None):
+    if detail is None:
+        return PlannerInput(None, f"dspark computed no {engine} plan for the witness to check")
+    if engine == "vllm":
         return _vllm_request(detail)
-    if engine == "sglang" and detail is not None:
+    if engine == "sglang":
         return _sglang_request(detail, list(argv), user_pinned)
-    return None
+    return PlannerInput(None, f"no witness for engine {engine}")
 
 
-def _vllm_request(detail: Any) -> dict[str, Any] | None:
+def _vllm_request(detail: Any) -> PlannerInput:
     from dspark.engines.vllm.witness_input import WitnessNotPossibleError, vllm_witness_request  # noqa: PLC0415
 
+    if not getattr(detail, "engine_layers", None):
+        return PlannerInput(None, "vLLM's planner is handed layer specs, and dspark builds none it can hand over "
+                                  "for this model (its own cache layout, e.g. DeepSeek-V4's)")
     try:
-        return vllm_witness_request(detail)
-    except WitnessNotPossibleError:
-        return None
+        return PlannerInput(vllm_witness_request(detail))
+    except WitnessNotPossibleError as exc:
+        return PlannerInput(None, str(exc))
 
 
-def _sglang_request(detail: Any, flags: list[str], user_pinned: bool) -> dict[str, Any] | None:
+def _sglang_request(detail: Any, flags: list[str], user_pinned: bool) -> PlannerInput:
     from dspark.engines.sglang.witness_input import WitnessNotPossibleError, sglang_witness_request  # noqa: PLC0415
 
     model = flags[flags.index("--model-path") + 1] if "--model-path" in flags[:-1] else None
     if model is None or not (Path(model) / "config.json").is_file():
-        return None
+        return PlannerInput(None, f"SGLang's sizing reads config.json from the model directory, and {model!r} is "
+                                  "not a local directory with one (a recipe's inline config, or a hub name not "
+                                  "downloaded): point --model at a local copy")
     try:
-        return sglang_witness_request(detail, flags, user_pinned=user_pinned)
-    except WitnessNotPossibleError:
-        return None
+        return PlannerInput(sglang_witness_request(detail, flags, user_pinned=user_pinned))
+    except WitnessNotPossibleError as exc:
+        return PlannerInput(None, f"SGLang's sizing cannot be run: {exc}")
 
 
 def judge(answer: Mapping[str, Any], summary: CapacitySummary) -> Witness:
@@ -113,7 +126,7 @@ def run_witness(python: str, request: Mapping[str, Any] | list[Mapping[str, Any]
 
 def witness_finding(witness: Witness, summary: CapacitySummary) -> Finding:
     """Say what the engine's planner found: agreement, disagreement with both numbers, or why it could not."""
-    who = f"{summary.engine} {witness.engine_version or '(version unknown)'}'s own planner"
+    who = f"{summary.engine}{' ' + witness.engine_version if witness.engine_version else ''}'s own planner"
     budget = "dspark's pin" if witness.budget_source == "pinned" else f"dspark's {witness.budget_source} budget"
     if witness.error is not None:
         return Finding("warn", "witness-failed", f"{who} gave no figures on {budget}: {witness.error}")

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
+
+import pytest
 
 from dspark.architecture import AttentionLayer, ModelArchitecture
+from dspark.cli import main
 from dspark.engines.vllm.capacity import compute_vllm_capacity
 from dspark.engines.vllm.options import parse_vllm_serve_flags
 from dspark.engines.vllm.witness_input import vllm_witness_request
-from dspark.witness import judge, with_engine_figures, witness_finding
+from dspark.witness import judge, with_engine_figures, witness_finding, witness_request
 
 DENSE = ModelArchitecture(
     model_type="qwen3",
@@ -76,3 +81,27 @@ def test_an_engine_error_is_said_not_judged() -> None:
     summary = capacity().summary()  # type: ignore[attr-defined]
     verdict = judge({"ok": False, "error": "ValueError: no memory"}, summary)
     assert not verdict.agrees and witness_finding(verdict, summary).code == "witness-failed"
+
+
+def test_a_request_is_built_or_the_reason_there_is_none_is_said(tmp_path: Path) -> None:
+    assert witness_request("vllm", capacity()).request is not None
+    nothing = witness_request("vllm", None)
+    assert nothing.request is None and "no vllm plan" in nothing.unavailable
+    inline = witness_request("sglang", object(), ["--model-path", str(tmp_path / "absent")])
+    assert inline.request is None
+    assert "config.json" in inline.unavailable and str(tmp_path / "absent") in inline.unavailable
+    assert "--model" in inline.unavailable  # the fix is named
+    assert witness_request("llamacpp", object()).unavailable == "no witness for engine llamacpp"
+
+
+def test_engine_check_on_an_inline_config_recipe_says_why_sglang_cannot_be_witnessed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # flash-next-sglang carries its config inline: there is no directory for SGLang's sizing to read.
+    rc = main(["validate", "flash-next-sglang", "--engine-check", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc in (0, 1)
+    failed = [f for f in report["findings"] if f["code"] == "witness-failed"]
+    assert len(failed) == 1
+    assert "config.json" in failed[0]["message"] and "point --model at a local copy" in failed[0]["message"]
+    assert "version unknown" not in failed[0]["message"]

@@ -1,4 +1,4 @@
-"""Render the matrix results (results/engine.json, planner.json, start.json) as the Markdown tables in docs/.
+"""Render the matrix results (results/*.json) as the Markdown tables in docs/version-matrix.md.
 
 Usage: python benchmarks/version_matrix/render.py [--write docs/version-matrix.md]
 (prints the tables; with --write, replaces each <!-- NAME --> ... <!-- /NAME --> block of that page)
@@ -166,6 +166,91 @@ def start_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _ver(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
+
+
+def _pool(row: dict[str, Any]) -> str:
+    if row.get("max_total_num_tokens") is None:
+        return f"refused: {_one_line(row.get('error'), 120)}"
+    return f"{row['max_total_num_tokens']:,} / {row['max_running_requests']} seats (f {row['mem_fraction_static']})"
+
+
+def _difference(row: dict[str, Any]) -> str:
+    mine, theirs = row.get("dspark_tokens"), row.get("max_total_num_tokens")
+    if mine is None or theirs is None:
+        return "no figure to compare"
+    if mine == theirs and row.get("dspark_max_running_requests") == row.get("max_running_requests"):
+        return "equal"
+    seats = ("" if row.get("dspark_max_running_requests") == row.get("max_running_requests")
+             else f"; seats {row.get('dspark_max_running_requests')} vs {row.get('max_running_requests')}")
+    return f"**{theirs - mine:+,}** ({(theirs - mine) / mine:+.2%}){seats}"
+
+
+_CASE_ORDER = ("seed-6", "seed-16", "seed-32", "dense-default", "hybrid-default", "hybrid-nextn-default")
+
+
+def sglang_table(report: dict[str, Any]) -> list[str]:
+    """Release x case: the release's own sizing (the witness) against dspark's pure model (0.5.23)."""
+    lines = ["| release | case | sizing | witness: pool / seats (mem fraction) | dspark (0.5.23 model) "
+             "| witness - dspark |", "|---|---|---|---|---|---|"]
+    for release in sorted(report, key=_ver):
+        rows = report[release]
+        if "_runner" in rows:
+            lines.append(f"| {release} | (all) | not driven | {_one_line(rows['_runner'], 120)} | | |")
+            continue
+        order = {c: i for i, c in enumerate(_CASE_ORDER)}
+        for cid in sorted(rows, key=lambda c: (order.get(c.split("+")[0], 99), c)):
+            row = rows[cid]
+            case = cid.replace("+extra-buffer", " + extra_buffer, SPEC_V2")
+            path = row.get("sizing_path") or "-"
+            if row.get("stood_in"):
+                path += " (sgl_kernel stood in)"
+            dspark = f"{row['dspark_tokens']:,} / {row['dspark_max_running_requests']}" if row.get(
+                "dspark_tokens") is not None else str(row.get("dspark_error"))
+            lines.append(f"| {release} | {case} | {path} | {_pool(row)} | {dspark} | {_difference(row)} |")
+    return lines
+
+
+def _seed_solutions() -> dict[str, dict[str, Any]]:
+    """Per release: the solved free memory (auto fraction) and fraction (118 GiB free) per seat count."""
+    free: dict[str, Any] = {}
+    fraction: dict[str, Any] = {}
+    for path in sorted(RESULTS.glob("seed_sglang*.json")):
+        target = fraction if "fraction" in path.name else free
+        for release, rows in json.loads(path.read_text()).items():
+            target[release] = {r["seats"]: r for r in rows if "error" not in r}
+    return {"free": free, "fraction": fraction}
+
+
+def seed_table(report: dict[str, Any]) -> list[str]:
+    """Release: default fraction on a GB10, GDN state, cell, pools at 118 GiB free, and the solved inputs."""
+    solved = _seed_solutions()
+    lines = ["| release | default `mem_fraction_static` (GB10) | GDN state per request | cell | pool at 118 GiB free, "
+             "26 GiB loaded: 6 / 16 / 32 seats | free memory the pools need: 16 / 32 seats | fraction they need at "
+             "118 GiB: 16 / 32 |", "|---|---|---|---|---|---|---|"]
+    for release in sorted(report, key=_ver):
+        rows = report[release]
+        seed = {n: rows.get(f"seed-{n}") or {} for n in (6, 16, 32)}
+        flagged = ""
+        if seed[16].get("max_total_num_tokens") is None and rows.get("seed-16+extra-buffer"):
+            seed = {n: rows.get(f"seed-{n}+extra-buffer") or {} for n in (6, 16, 32)}
+            flagged = " (with `--mamba-scheduler-strategy extra_buffer`, `SGLANG_ENABLE_SPEC_V2=1`: refuses without)"
+        if seed[16].get("max_total_num_tokens") is None:
+            lines.append(f"| {release} | | | | not sized: {_one_line(seed[16].get('error'), 100)} | | |")
+            continue
+        pools = " / ".join(f"{seed[n]['max_total_num_tokens']:,}" for n in (6, 16, 32)) + flagged
+        free = solved["free"].get(release, {})
+        need = (" / ".join(f"{free[n]['free_before'] / (1 << 30):.2f} GiB" for n in (16, 32))
+                if all(n in free for n in (16, 32)) else "not searched")
+        frac = solved["fraction"].get(release, {})
+        fneed = (" / ".join(f"{frac[n]['mem_fraction_static']:.3f}" for n in (16, 32))
+                 if all(n in frac for n in (16, 32)) else "not searched")
+        lines.append(f"| {release} | {seed[16]['mem_fraction_static']} | {seed[16]['mamba_cache_per_req']:,} B | "
+                     f"{seed[16]['cell_size']:,} B | {pools} | {need} | {fneed} |")
+    return lines
+
+
 def source_table(matrix_dir: str) -> list[str]:
     """sglang_source_diff.py's table (it reads the installed SGLang environments)."""
     proc = subprocess.run([sys.executable, str(Path(__file__).with_name("sglang_source_diff.py")),
@@ -182,6 +267,8 @@ def main() -> int:
     args = ap.parse_args()
     tables = {"ENGINE_TABLE": engine_table(_load("engine"), _load("witness")),
               "PLANNER_TABLE": planner_table(_load("planner")), "SOURCE_TABLE": source_table(args.matrix_dir),
+              "SGLANG_TABLE": sglang_table(_load("sglang")), "SEED_SGLANG_TABLE": seed_table(_load("sglang")),
+              "SGLANG_ALL_PROBES_TABLE": sglang_table(_load("sglang_all_probes")),
               "START_TABLE": start_table(_load("start"))}
     if not args.write:
         print("\n\n".join("\n".join(t) for t in tables.values()))

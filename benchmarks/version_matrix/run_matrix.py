@@ -16,6 +16,7 @@ Two parts, each writing JSON under benchmarks/version_matrix/results/:
             seam for vLLM 0.33.0 and SGLang; the detected version, the witness's figure, the pin, the engine's line.
   witness : dspark's witness (dspark/engines/_witness.py) in each release's interpreter on the engine part's
             cases, dspark's own specs and pin (results/witness.json; render.py puts it beside the engine's line).
+SGLang's releases have their own script (sglang_matrix.py: each release's sizing in-process, results/sglang.json).
 Usage: python benchmarks/version_matrix/run_matrix.py {engine|planner|witness|start} [--matrix-dir DIR] [--releases ...]
 """
 

@@ -1,4 +1,4 @@
-"""SGLang's own KV-pool sizing for any release from 0.5.19 on, in-process (no GPU): run by that release's python.
+"""SGLang's own KV-pool sizing for any release from 0.5.10 on, in-process (no GPU): run by that release's python.
 
 The sizing is the product's SGLang witness (dspark/engines/_witness_sglang.py, release-adaptive by what each
 release has; it documents the stubs and the case format); this runs it as the matrix's script: a JSON list of

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dspark.advise.calibrate import Calibration
+from dspark.advise.kv_usage import KVCounting, token_counting
 from dspark.advise.model import StepCosts, StepShape, Workload, simulate
 from dspark.bench.decision import DecisionRule, Setting, decide
 from dspark.capacity.seats import expert_coverage
@@ -25,7 +26,8 @@ class Prediction:
     decode_step_ms: float  # every seat decoding, at the workload's mean context
     kv_pool_tokens: int
     kv_peak_tokens: int
-    kv_peak_fraction: float
+    kv_peak_fraction: float  # the engine's KV-usage metric at the busiest step, counted as kv_usage_metric says
+    kv_usage_metric: str
     pool_holds_workload: bool  # seats × (input + output) + the prefix reserve fit the pool
     expert_coverage: float | None
     prefill_share: float
@@ -47,11 +49,12 @@ class Recommendation:
 
 
 def predict(costs: StepCosts, shape: StepShape, load: Workload, pools: Sequence[tuple[int, int]],
-            prefix_reserve: int = 0) -> list[Prediction]:
-    """One prediction per (seats, KV pool tokens)."""
+            prefix_reserve: int = 0, countings: Mapping[int, KVCounting] | None = None) -> list[Prediction]:
+    """One prediction per (seats, KV pool tokens); KV usage as `countings[seats]` counts, else tokens / pool."""
     out = []
     for seats, pool in pools:
-        sim = simulate(costs, shape, load, seats)
+        counting = (countings or {}).get(seats) or token_counting(pool)
+        sim = simulate(costs, shape, load, seats, counting)
         held = min(seats, load.clients) * (load.input_len + load.output_len) + prefix_reserve
         coverage = None
         if shape.num_experts and shape.top_k:
@@ -60,7 +63,8 @@ def predict(costs: StepCosts, shape: StepShape, load: Workload, pools: Sequence[
             seats=seats, aggregate_decode_tps=sim.aggregate_decode_tps,
             per_stream_decode_tps=sim.per_stream_decode_tps, ttft_s=sim.ttft_mean_s, wall_time_s=sim.wall_time_s,
             decode_step_ms=sim.decode_step_s * 1e3, kv_pool_tokens=pool, kv_peak_tokens=sim.kv_peak_tokens,
-            kv_peak_fraction=sim.kv_peak_tokens / pool if pool > 0 else float("inf"),
+            kv_peak_fraction=sim.kv_peak_usage if sim.kv_peak_usage is not None else float("inf"),
+            kv_usage_metric=counting.metric,
             pool_holds_workload=held <= pool, expert_coverage=coverage, prefill_share=sim.prefill_share,
         ))
     return out

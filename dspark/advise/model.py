@@ -18,6 +18,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+from dspark.advise.kv_usage import KVCounting
 from dspark.capacity.seats import expert_coverage
 
 
@@ -87,6 +88,7 @@ class Simulated:
     ttft_mean_s: float  # includes the wait for a seat
     decode_step_s: float  # one step with every seat decoding, at the mean context
     kv_peak_tokens: int  # tokens held by seated requests at the busiest step
+    kv_peak_usage: float | None  # the engine's KV-usage metric at its busiest step (None: no counting given)
     prefill_share: float  # share of the wall time spent computing prompts
 
 
@@ -118,8 +120,37 @@ def _prefill(chunks: list[tuple[_Req, int]], now: float) -> None:
             r.ctx += 1
 
 
-def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int) -> Simulated:
-    """Run the workload through `seats` seats step by step; steady stretches are advanced in one jump."""
+def _chunks(running: list[_Req], left: int) -> list[tuple[_Req, int]]:
+    """Prompt chunks in seat order within what the step's token budget leaves (vLLM's chunked prefill)."""
+    chunks: list[tuple[_Req, int]] = []
+    for r in running:
+        if r.prefill_left > 0 and left > 0:
+            take = min(r.prefill_left, left)
+            chunks.append((r, take))
+            left -= take
+    return chunks
+
+
+class _UsagePeak:
+    """The highest KV-usage report seen, counted as `counting` says (None without a counting)."""
+
+    def __init__(self, counting: KVCounting | None) -> None:
+        self.counting = counting
+        self.peak: float | None = None
+
+    def see(self, allocated: list[float]) -> None:
+        if self.counting is not None:
+            value = self.counting.usage(allocated)
+            self.peak = value if self.peak is None else max(self.peak, value)
+
+
+def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
+             counting: KVCounting | None = None) -> Simulated:
+    """Run the workload through `seats` seats step by step; steady stretches are advanced in one jump.
+
+    With `counting`, the engine's KV-usage metric is taken after each step, as the engine reports it (finished
+    requests freed, the others holding the slots the step gave them), and its peak reported.
+    """
     if seats < 1 or load.clients < 1 or load.requests < 1 or load.output_len < 1:
         raise ValueError("seats, clients, requests and output_len must be positive")
     cached = round(load.input_len * load.prefix_hit_rate)
@@ -133,17 +164,12 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int) -> 
     done: list[_Req] = []
     now = prefill_time = 0.0
     kv_peak = 0.0
+    usage = _UsagePeak(counting)
     while running or waiting:
         while waiting and len(running) < seats:
             running.append(waiting.popleft())
         decoding = [r for r in running if r.prefill_left == 0]
-        left = budget - len(decoding) * shape.query_len
-        chunks: list[tuple[_Req, int]] = []
-        for r in running:
-            if r.prefill_left > 0 and left > 0:
-                take = min(r.prefill_left, left)
-                chunks.append((r, take))
-                left -= take
+        chunks = _chunks(running, budget - len(decoding) * shape.query_len)
         ctx = math.fsum(r.ctx for r in running)
         kv_peak = max(kv_peak, ctx + sum(t for _, t in chunks))
         if not chunks and decoding:
@@ -151,6 +177,9 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int) -> 
             steps = max(1, math.ceil(min(r.out_left for r in decoding) / emit - 1e-9))
             mid = ctx + len(decoding) * emit * steps / 2
             now += steps * decode_step_s(costs, shape, len(decoding), mid)
+            if steps > 1:  # the stretch's last report before its finishers leave: one step short of its end
+                usage.see([r.ctx + ((steps - 2) * emit + shape.query_len if r.prefill_left == 0 else 0.0)
+                           for r in running])
             _decode(decoding, steps * emit)
         else:
             prompt = sum(t for _, t in chunks)
@@ -166,6 +195,10 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int) -> 
             if sent < load.requests:  # the client sends its next request at once (closed loop)
                 waiting.append(_Req(now, prefill, cached, load.output_len))
                 sent += 1
+        # The engine reports usage after the step, finished requests freed; a decoding seat still holds the slots
+        # it was given for the step: its verified and proposed tokens, not only those it kept.
+        decoded = {id(r) for r in decoding}
+        usage.see([r.ctx + (shape.query_len - emit if id(r) in decoded else 0.0) for r in running])
     streams = [r for r in done if r.first is not None and r.last > r.first]
     decode_tokens = (load.output_len - 1) * len(streams)
     decode_span = math.fsum(r.last - (r.first or 0.0) for r in streams)
@@ -179,5 +212,6 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int) -> 
         ttft_mean_s=math.fsum((r.first or r.last) - r.arrival for r in done) / len(done),
         decode_step_s=decode_step_s(costs, shape, full, full * mean_ctx),
         kv_peak_tokens=math.ceil(kv_peak),
+        kv_peak_usage=usage.peak,
         prefill_share=prefill_time / now if now > 0 else 0.0,
     )

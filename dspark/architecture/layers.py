@@ -181,6 +181,10 @@ class ModelArchitecture:
     weight_format: str | None = None  # stored weight format: None (model dtype), "fp8", "nvfp4", "mxfp4", ...
     expert_weight_format: str | None = None  # when routed experts differ (DeepSeek-V4: "mxfp4")
     tie_word_embeddings: bool = False
+    # vision_config's (num_hidden_layers, hidden_size), absent keys at SGLang's defaults 24 and 1024 (Qwen's
+    # `depth` is not num_hidden_layers to the config classes SGLang loads); None: the config has no vision tower.
+    vision_tower: tuple[int, int] | None = None
+    wraps_text_config: bool = False  # the config nests its language model under text_config (a multimodal wrapper)
 
     @property
     def num_layers(self) -> int:

@@ -106,4 +106,17 @@ def parse_config(config: Mapping[str, Any], source: str = "") -> ModelArchitectu
         weight_format=weight_format,
         expert_weight_format=expert_format,
         tie_word_embeddings=tied,
+        vision_tower=_vision_tower(f),
+        wraps_text_config=bool(f.nested),
     )
+
+
+def _vision_tower(f: ConfigFields) -> tuple[int, int] | None:
+    """(layers, width) of vision_config, bounded like every other config integer; None without one."""
+    vision = f.mapping("vision_config")
+    if not vision:
+        return None
+    v = ConfigFields({"vision_config": vision}, f.source, nested="vision_config")  # errors name vision_config.KEY
+    # Only num_hidden_layers: the Qwen-VL configs' `depth` is another attribute to the config classes SGLang
+    # loads (configs/qwen3_vl.py), so their towers count as SGLang's default of 24 layers.
+    return v.positive("num_hidden_layers", 24), v.positive("hidden_size", 1024)

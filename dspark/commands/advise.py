@@ -15,6 +15,7 @@ from typing import IO, Any
 from dspark.advise.advice import Advice, Prediction, predict, recommend
 from dspark.advise.calibrate import Calibration, Measured, fit, points_from_json
 from dspark.advise.inputs import ModelInputs, describe_costs, model_inputs
+from dspark.advise.kv_usage import counting_for
 from dspark.advise.model import Workload
 from dspark.bench.decision import make_rule
 from dspark.errors import ExitCode, InputError
@@ -140,7 +141,8 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
         calibration = fit(inputs.prior, inputs.shape, points, pinned)
         costs = calibration.costs
     pools = [(n, r.capacity.kv_pool_tokens) for n, r in zip(seat_list, reports, strict=True)]
-    predictions = predict(costs, inputs.shape, load, pools, request.prefix_cache_reserve)
+    countings = {n: counting_for(r.capacity) for n, r in zip(seat_list, reports, strict=True)}
+    predictions = predict(costs, inputs.shape, load, pools, request.prefix_cache_reserve, countings)
     fitted = calibration.fitted if calibration else ()
     lines = describe_costs(costs, fitted, inputs.sources, calibration.points if calibration else 0)
     assumptions = [
@@ -150,6 +152,10 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
         f"each verifies {inputs.shape.query_len}",
         f"chunked prefill within {max_batched:,} batched tokens per step; {load.clients} closed-loop clients "
         f"send {load.requests} requests; TTFT includes the wait for a seat",
+        countings[seat_list[0]].rule,
+        *([f"KV peak counts each request's {load.prefix_hit_rate:.0%} cached prefix as its own; a prefix shared by "
+           "running requests is held once by the engine, so with one shared prefix the peak is lower"]
+          if load.prefix_hit_rate > 0 else []),
         *inputs.assumptions, *notes, *recipe_notes,
         *([] if points else ["uncalibrated: every cost term is a prior; pass --calibrate with a bench or sweep "
                              "result from this deployment"]),

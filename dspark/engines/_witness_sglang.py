@@ -6,18 +6,21 @@ script for the tests and the version matrix: a JSON list of cases on stdin, one 
 
 Per case it builds ``ServerArgs`` (the engine's whole resolution pipeline: mem_fraction_static, chunked
 prefill, CUDA-graph sizes, speculative defaults), publishes it, builds ``ModelConfig.from_server_args`` on a
-config-only model directory, makes a ``ModelRunner`` with ``object.__new__`` and runs
-``KVCacheConfigurator._resolve_memory_pool_config``. Any release from 0.5.19 on (those with
-``runtime_context.override_platform``): what differs per release is found by what the release has, not by
-its number (the platform facts its ``override_platform`` knows, ``SpawnRanks`` or not, the WORLD group's
-home, the arguments of ``resolve_layer_indices``), so one script serves ``dspark start`` and the matrix.
+config-only model directory, makes a ``ModelRunner`` with ``object.__new__`` and runs the release's
+``_resolve_memory_pool_config`` (``KVCacheConfigurator``'s from 0.5.16, the ModelRunner mixin's before). Any
+release from 0.5.10 on: what differs per release is found by what the release has, not by its number (its
+``override_platform`` or, without one, its platform probes rebound; ``SpawnRanks`` or not, the WORLD group's
+home, the arguments of ``resolve_layer_indices``, the sizing path: _witness_sglang_compat.py), so one script
+serves ``dspark start`` and the matrix. A release with no sizing function it knows is refused by name.
 
 Stubbed, and nothing else: the GPU memory readings (``torch.cuda.mem_get_info``: free before and
 after the weights, dspark's readings), the collectives (``all_reduce`` is the identity: every rank alike;
 the float32 tensor SGLang reduces through is kept), nvidia-smi's ``memory.total`` (MiB), the platform (CUDA,
-the given compute capability) and the WORLD group handle. ``torchvision`` has no CPU build on the package
-index, and SGLang imports it at module level only for multimodal preprocessing: shim modules stand in for
-it. The process must not go on to serve: it only sizes.
+the given compute capability) and the WORLD group handle (0.5.10-0.5.18: stand-in process groups).
+``torchvision`` has no CPU build on the package index, and SGLang imports it at module level only for
+multimodal preprocessing: shim modules stand in for it; likewise ``sgl_kernel`` where a release imports it at
+module level on any host (0.5.10; no kernel runs while sizing, and each answer lists what stood in). The
+process must not go on to serve: it only sizes.
 
 A case: {"id", "argv": [launch_server flags, --model-path included], "gpu_mib", "free_before",
 "free_after", "capability": [major, minor], "integrated", "env": {...}}. The argv goes through SGLang's own
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import inspect
 import json
 import os
@@ -150,6 +154,41 @@ def _install_stubs() -> None:
     psutil.virtual_memory = virtual_memory
 
 
+def _sibling(name: str) -> Any:
+    """A helper module beside this file, loaded by path (this folder is off sys.path); once per process."""
+    import importlib.util  # noqa: PLC0415
+
+    key = f"_dspark_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, _HERE / f"{name}.py")
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {_HERE / f'{name}.py'}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+@contextlib.contextmanager
+def _platform_override(runtime_context: Any, all_probes: bool = False) -> Any:
+    """CUDA of DEVICE's capability for the release: its override_platform, or its probes rebound (0.5.18 and
+    older: see _witness_sglang_compat.py; the rebinding stays for the rest of this sizing-only process).
+
+    all_probes (a case's "all_probes", the version matrix's): rebind every probe on 0.5.19 on too, whose
+    override_platform leaves the probes' own bindings alone. run_case answers CUDA for the one binding known to
+    matter (``sglang.srt.utils.is_cuda``, read by ``cuda_graph_config.default_prefill_backend``); the matrix runs
+    both ways to show no other binding moves a figure."""
+    platform = _sibling("_witness_sglang_compat")
+    if not platform.needs_legacy_platform(runtime_context):
+        if all_probes:
+            platform.install(lambda: platform.cuda_facts(*DEVICE.capability))
+        with runtime_context.override_platform(**_platform_facts()):
+            yield
+        return
+    platform.install(lambda: platform.cuda_facts(*DEVICE.capability))
+    yield
+
+
 def _platform_facts() -> dict[str, Any]:
     """The facts of a CUDA device of DEVICE's capability, limited to those this release's platform knows."""
     from sglang.srt import runtime_context  # noqa: PLC0415
@@ -170,6 +209,91 @@ def _all_platform_facts() -> dict[str, Any]:
     }
 
 
+def _publish(runtime_context: Any, sa: Any) -> None:
+    """Publish the server args as the scheduler does, and make rank 0 of TP x PP the parallel state its
+    readers see (the process groups are never built)."""
+    tp, pp = sa.tp_size, sa.pp_size
+    compat = _sibling("_witness_sglang_compat")
+    parallel: Any = runtime_context.get_parallel() if hasattr(runtime_context, "get_parallel") else None
+    if hasattr(parallel, "clear_stamp"):  # 0.5.21 on: ranks are stamped at publish
+        parallel.clear_stamp()
+    if hasattr(runtime_context, "SpawnRanks"):
+        runtime_context.publish(sa, role="scheduler", ranks=runtime_context.SpawnRanks(world_rank=0, gpu_id=0))
+    elif hasattr(runtime_context, "publish"):  # 0.5.17-0.5.20: the runner carries its parallel state
+        runtime_context.publish(sa, role="scheduler")
+    else:  # 0.5.10-0.5.16: the server args are published through the global setter
+        from sglang.srt.server_args import set_global_server_args_for_scheduler  # noqa: PLC0415
+
+        set_global_server_args_for_scheduler(sa)
+    if hasattr(parallel, "stamp_derived_widths") and hasattr(runtime_context, "derive_parallel_widths"):
+        # 0.5.19-0.5.20: widths are stamped when the process groups are built; stamp what they would be.
+        parallel.stamp_derived_widths(**runtime_context.derive_parallel_widths(
+            tp_size=tp, attn_cp_size=1, attn_dp_size=1, moe_ep_size=1, moe_dp_size=1, dcp_size=1,
+            dcp_enabled=False))
+    world = types.SimpleNamespace(cpu_group=None, world_size=tp * pp, dspark_stand_in=True)
+    from sglang.srt.distributed import parallel_state  # noqa: PLC0415
+
+    if parallel is not None and hasattr(parallel, "override_permanently"):
+        parallel.override_permanently(world_group=world)
+    elif parallel is not None and isinstance(getattr(parallel, "_overrides", None), dict):
+        # 0.5.15-0.5.18: sizes are read from the process groups unless forced (its test hook's dict).
+        fields = getattr(runtime_context, "_PARALLEL_FIELDS", ())
+        parallel._overrides.update(compat.parallel_values(fields, tp, pp, world))
+    if not hasattr(parallel, "override_permanently"):
+        # 0.5.10-0.5.18: some readers (dp_attention's, the model configs') ask parallel_state's groups directly.
+        compat.stub_groups(parallel_state, tp, pp)
+    current = getattr(parallel_state, "_WORLD", world)
+    if current is None or getattr(current, "dspark_stand_in", False):  # 0.5.19-0.5.20 read it from there
+        parallel_state._WORLD = world
+
+
+def _published(runtime_context: Any, sa: Any, bag: str, field: str) -> Any:
+    """A published config leaf: its bag (get_<bag>(), 0.5.17 on), else the server args themselves."""
+    getter = getattr(runtime_context, f"get_{bag}", None)
+    return getattr(getter() if getter is not None else sa, field)
+
+
+_RESOLVED = ("mem_fraction_static", "chunked_prefill_size", "page_size", "speculative_algorithm",
+             "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+             "mamba_radix_cache_strategy", "disable_overlap_schedule", "kv_cache_dtype", "attention_backend")
+
+
+def _resolved_fields(sa: Any) -> dict[str, Any]:
+    """What ServerArgs resolved: resolve_once/resolved_dict from 0.5.19 on, __post_init__ before (already run)."""
+    if hasattr(sa, "resolve_once"):
+        sa.resolve_once()
+        resolved, by = sa.resolved_dict(), "resolve_once"
+    else:
+        resolved, by = dict(vars(sa)), "__post_init__"
+    out = {k: resolved.get(k) for k in _RESOLVED}
+    out["resolved_by"] = by
+    out["resolved_max_running_requests"] = resolved.get("max_running_requests")
+    graphs = resolved.get("cuda_graph_config")
+    decode = (graphs["decode"] if isinstance(graphs, dict) else getattr(graphs, "decode", None)) if graphs else None
+    prefill = (graphs["prefill"] if isinstance(graphs, dict) else getattr(graphs, "prefill", None)) if graphs else None
+    if prefill is not None:  # its capture sizes are part of the default fraction's reserve (8 MiB each)
+        phase = prefill if isinstance(prefill, dict) else vars(prefill)
+        out["prefill_graph_backend"] = str(getattr(phase.get("backend"), "value", phase.get("backend"))).lower()
+        out["prefill_graph_bs_count"] = len(phase.get("bs") or [])
+    backend: Any
+    if decode is None:  # 0.5.10-0.5.14: flat flags
+        backend = "disabled" if resolved.get("disable_cuda_graph") else "full"
+        max_bs, bs = resolved.get("cuda_graph_max_bs"), resolved.get("cuda_graph_bs")
+    else:
+        fields = decode if isinstance(decode, dict) else vars(decode)
+        backend, max_bs, bs = fields.get("backend"), fields.get("max_bs"), fields.get("bs")
+    backend = str(getattr(backend, "value", backend)).lower()
+    out.update(decode_graph_backend=backend, decode_graph_max_bs=max_bs, decode_graph_bs=list(bs or []))
+    return out
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    """SGLang's own parser, whose refusals come back as text (a release without a flag dspark gives says which)."""
+
+    def error(self, message: str) -> Any:
+        raise ValueError(f"this release's argument parser refused the argv: {message}")
+
+
 class _ParallelState:
     """0.5.19-0.5.20's per-runner parallel state: one rank of TP x PP, no data or attention parallelism."""
 
@@ -186,22 +310,14 @@ class _ParallelState:
 
 def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang's start-up steps, in its order
     """Resolve one launch the way SGLang does and size its pools; errors come back as text, not raised."""
-    from sglang.srt import runtime_context  # noqa: PLC0415
-
+    runtime_context = None  # 0.5.15 on
+    with contextlib.suppress(ImportError):
+        from sglang.srt import runtime_context  # type: ignore[no-redef]  # noqa: PLC0415
     with contextlib.suppress(ImportError):  # 0.5.19 on; imported before the platform is overridden
         from sglang.srt.arg_groups.cuda_graph_hook import generate_decode_cuda_graph_batch_sizes  # noqa: F401, PLC0415
+    from sglang.srt import utils as srt_utils  # noqa: PLC0415
     from sglang.srt.configs.model_config import AttentionArch, ModelConfig  # noqa: PLC0415
     from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: PLC0415
-    from sglang.srt.model_executor.model_runner_components.layer_setup import resolve_layer_indices  # noqa: PLC0415
-    from sglang.srt.model_executor.runner.base_cuda_graph_runner import get_batch_sizes_to_capture  # noqa: PLC0415
-    from sglang.srt.runtime_context import (  # noqa: PLC0415
-        get_device,
-        get_parallel,
-        get_schedule,
-        get_spec,
-        override_platform,
-        publish,
-    )
     from sglang.srt.server_args import ServerArgs  # noqa: PLC0415
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: PLC0415
     from sglang.srt.utils import common  # noqa: PLC0415
@@ -214,78 +330,54 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
 
     # nvidia-smi's [N/A] sends SGLang to torch.cuda.mem_get_info's total, which asks is_available() first.
     torch.cuda.is_available = lambda: DEVICE.integrated
-    out: dict[str, Any] = {"id": case["id"]}
+    out: dict[str, Any] = {"id": case["id"], "stood_in": list(_STOOD_IN)}
     stage = "server_args"
-    with override_platform(**_platform_facts()):
-        common.is_cuda = lambda: True
+    with _platform_override(runtime_context, bool(case.get("all_probes", False))):
+        # default_prefill_backend reads the package's re-export (sglang.srt.utils.is_cuda), which override_platform
+        # leaves alone: without it the breakable prefill CUDA graph a CUDA host gets (and its reserve) stays off.
+        common.is_cuda = srt_utils.is_cuda = lambda: True
         try:
-            parser = argparse.ArgumentParser(prog="sglang serve")
+            parser = _RaisingParser(prog="sglang serve")
             ServerArgs.add_cli_args(parser)
             stage = "argparse"
             ns = parser.parse_args([*case["argv"], "--device", "cuda"])
             stage = "server_args"
             sa = ServerArgs.from_cli_args(ns)
-            sa.resolve_once()
-            resolved = sa.resolved_dict()
-            decode = resolved["cuda_graph_config"]["decode"]
-            out.update(
-                mem_fraction_static=resolved["mem_fraction_static"],
-                chunked_prefill_size=resolved["chunked_prefill_size"],
-                resolved_max_running_requests=resolved["max_running_requests"],
-                page_size=resolved["page_size"],
-                decode_graph_backend=str(decode["backend"]),
-                decode_graph_max_bs=decode["max_bs"],
-                decode_graph_bs=list(decode["bs"]),
-                speculative_algorithm=resolved["speculative_algorithm"],
-                speculative_num_steps=resolved["speculative_num_steps"],
-                speculative_eagle_topk=resolved["speculative_eagle_topk"],
-                speculative_num_draft_tokens=resolved["speculative_num_draft_tokens"],
-                mamba_radix_cache_strategy=resolved["mamba_radix_cache_strategy"],
-                disable_overlap_schedule=resolved["disable_overlap_schedule"],
-                kv_cache_dtype=resolved["kv_cache_dtype"],
-                attention_backend=resolved["attention_backend"],
-            )
+            out.update(_resolved_fields(sa))
             stage = "publish"
             tp = sa.tp_size
-            parallel = get_parallel()
-            if hasattr(parallel, "clear_stamp"):  # 0.5.21 on: ranks are stamped at publish
-                parallel.clear_stamp()
-            if hasattr(runtime_context, "SpawnRanks"):
-                publish(sa, role="scheduler", ranks=runtime_context.SpawnRanks(world_rank=0, gpu_id=0))
-            else:  # 0.5.19-0.5.20: the runner carries its parallel state (ps) itself
-                publish(sa, role="scheduler")
-            if hasattr(parallel, "stamp_derived_widths") and hasattr(runtime_context, "derive_parallel_widths"):
-                # 0.5.19-0.5.20: widths are stamped when the process groups are built; stamp what they would be.
-                parallel.stamp_derived_widths(**runtime_context.derive_parallel_widths(
-                    tp_size=tp, attn_cp_size=1, attn_dp_size=1, moe_ep_size=1, moe_dp_size=1, dcp_size=1,
-                    dcp_enabled=False))
-            world = types.SimpleNamespace(cpu_group=None, world_size=tp * sa.pp_size)
-            if hasattr(parallel, "override_permanently"):
-                parallel.override_permanently(world_group=world)
-            from sglang.srt.distributed import parallel_state  # noqa: PLC0415
-
-            if getattr(parallel_state, "_WORLD", world) is None:  # 0.5.19-0.5.20 read it from parallel_state
-                parallel_state._WORLD = world
+            _publish(runtime_context, sa)
             stage = "model_config"
             mc = ModelConfig.from_server_args(sa)
             out["context_len"] = mc.context_len
             stage = "model_runner"
             r = object.__new__(ModelRunner)
+            compat = _sibling("_witness_sglang_compat")
+            path = compat.sizing_path(ModelRunner)  # raises, naming what the release lacks
+            out["sizing_path"] = path
             r.server_args, r.model_config, r.gpu_id, r.is_draft_worker = sa, mc, 0, False
-            r.device = get_device().device
+            r.device = _published(runtime_context, sa, "device", "device")
             r.memory_pool_config = r.req_to_token_pool = r.token_to_kv_pool_allocator = None
             r.draft_model_idx = r.draft_attention_backend = None
-            r.spec_algorithm = SpeculativeAlgorithm.from_string(get_spec().speculative_algorithm)
-            r.page_size = get_schedule().page_size
+            r.spec_algorithm = SpeculativeAlgorithm.from_string(
+                _published(runtime_context, sa, "spec", "speculative_algorithm"))
+            r.page_size = _published(runtime_context, sa, "schedule", "page_size")
             r.is_hybrid_swa, r.is_hybrid_swa_compress = mc.is_hybrid_swa, mc.is_hybrid_swa_compress
             r.use_mla_backend = mc.attention_arch == AttentionArch.MLA
-            r.init_spec_aux_hidden_state()
+            if hasattr(r, "init_spec_aux_hidden_state"):
+                r.init_spec_aux_hidden_state()
             r.model = types.SimpleNamespace()
             r.dtype = mc.dtype
             r.sliding_window_size = None
-            extra = ({"spec_algorithm": r.spec_algorithm}  # 0.5.19-0.5.20 ask for it
-                     if "spec_algorithm" in inspect.signature(resolve_layer_indices).parameters else {})
-            r.layer_info = resolve_layer_indices(model=r.model, model_config=mc, is_draft_worker=False, **extra)
+            if path == "configurator":
+                _resolve_layers(r, mc)
+            else:  # 0.5.10-0.5.15: what ModelRunner.__init__ and load_model set, for a non-pipelined main worker
+                for name, value in compat.mixin_runner_fields(mc, sa).items():
+                    setattr(r, name, value)
+                runner_module = sys.modules[ModelRunner.__module__]
+                if hasattr(runner_module, "_UNSET"):
+                    for name in compat.sentinel_caches(inspect.getsource(ModelRunner.__init__)):
+                        setattr(r, name, runner_module._UNSET)
             r.configure_kv_cache_dtype()
             r.forward_stream = None
             r.pp_group = types.SimpleNamespace(world_size=sa.pp_size)
@@ -297,29 +389,31 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
             pre = common.get_available_gpu_memory(
                 "cuda", 0, distributed=tp * sa.pp_size > 1, cpu_group=None)
             out["pre_model_load_gib"] = pre
-            r.init_kv_cache_configurator()
-            kvc = r.kv_cache_configurator
-            out["eagle_draft_num_layers"] = r.spec_aux_config.eagle_draft_num_layers
+            if path == "configurator":
+                r.init_kv_cache_configurator()
+                kvc = r.kv_cache_configurator
+            else:
+                kvc = r  # the mixin sizes on the runner itself
+            spec_aux = getattr(r, "spec_aux_config", None)
+            out["eagle_draft_num_layers"] = getattr(spec_aux, "eagle_draft_num_layers", None)
             if kvc.mambaish_config is not None:
                 out["mamba_cache_per_req"] = int(kvc.mambaish_config.mamba2_cache_params.mamba_cache_per_req)
-            from sglang.srt.model_executor.pool_configurator import (  # noqa: PLC0415
-                create_memory_pool_configurator,
-            )
-            out["cell_size"] = int(create_memory_pool_configurator(kvc)._cell_size)
+            out["cell_size"] = _cell_size(kvc)
             stage = "resolve_memory_pool_config"
             DEVICE.free = int(case["free_after"])
             cfg = kvc._resolve_memory_pool_config(pre)
             out.update(
                 max_total_num_tokens=cfg.max_total_num_tokens,
                 max_running_requests=cfg.max_running_requests,
-                max_mamba_cache_size=get_schedule().max_mamba_cache_size,
+                max_mamba_cache_size=_published(runtime_context, sa, "schedule", "max_mamba_cache_size"),
                 mem_fraction_static_used=cfg.mem_fraction_static,
             )
             stage = "capture_bs"
             r.req_to_token_pool = types.SimpleNamespace(size=cfg.max_running_requests)
             # The decode graph runner is built only when its backend is not "disabled".
             captured = out["decode_graph_backend"] != "disabled"
-            out["capture_bs"] = list(get_batch_sizes_to_capture(r)[0]) if captured else []
+            capture = _capture_sizes_function()
+            out["capture_bs"] = list(capture(r)[0]) if captured and capture else []
             out["error"] = None
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever SGLang raises is the answer
             out["error"] = f"{type(exc).__name__}: {exc}"
@@ -328,7 +422,38 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
     return out
 
 
+def _resolve_layers(r: Any, mc: Any) -> None:
+    """The layer range and kinds, as the release's layer_setup.resolve_layer_indices finds them (0.5.16 on)."""
+    from sglang.srt.model_executor.model_runner_components.layer_setup import resolve_layer_indices  # noqa: PLC0415
+
+    extra = ({"spec_algorithm": r.spec_algorithm}  # 0.5.19-0.5.20 ask for it
+             if "spec_algorithm" in inspect.signature(resolve_layer_indices).parameters else {})
+    r.layer_info = resolve_layer_indices(model=r.model, model_config=mc, is_draft_worker=False, **extra)
+
+
+def _cell_size(kvc: Any) -> int | None:
+    """Bytes of KV per token: the pool configurator's (0.5.13 on), else the mixin's get_cell_size_per_token."""
+    try:
+        from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator  # noqa: PLC0415
+    except ImportError:
+        mambaish = kvc.mambaish_config
+        layers = len(mambaish.full_attention_layer_ids) if mambaish is not None else kvc.num_effective_layers
+        return int(kvc.get_cell_size_per_token(layers))
+    return int(create_memory_pool_configurator(kvc)._cell_size)
+
+
+def _capture_sizes_function() -> Any:
+    """get_batch_sizes_to_capture where the release keeps it (runner/ from 0.5.14, cuda_graph_runner before)."""
+    for module in ("sglang.srt.model_executor.runner.base_cuda_graph_runner",
+                   "sglang.srt.model_executor.cuda_graph_runner"):
+        with contextlib.suppress(ImportError):
+            return getattr(importlib.import_module(module), "get_batch_sizes_to_capture", None)
+    return None
+
+
 _READY: list[bool] = []
+_STOOD_IN: list[str] = []
+_KERNEL_PACKAGES = ("sgl_kernel",)  # SGLang's CUDA kernels: no CPU build on the package index
 
 
 def _prepare() -> None:
@@ -337,18 +462,24 @@ def _prepare() -> None:
         return
     shim_torchvision()
     _install_stubs()
-    from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: F401, PLC0415 - before is_cuda flips
+    # Imported before is_cuda flips. 0.5.10-0.5.12 import GPU kernels (sgl_kernel) at module level even on a
+    # CPU host: stand-ins let them import (no kernel runs while sizing), and the answers say so.
+    _STOOD_IN.extend(_sibling("_witness_sglang_compat").import_with_stand_ins(
+        "sglang.srt.model_executor.model_runner", _KERNEL_PACKAGES))
     _READY.append(True)
 
 
 def witness(request: dict[str, Any]) -> dict[str, Any]:
     """The witness answer (see _witness.py): SGLang's pool for dspark's flags and memory readings."""
+    _prepare()  # first: importing the sglang package imports torchvision in 0.5.18 and older (the shim)
     from sglang.version import __version__  # noqa: PLC0415
 
-    _prepare()
     out = run_case({"id": "witness", **request})
+    sizing = {"configurator": "KVCacheConfigurator._resolve_memory_pool_config",
+              "mixin": "ModelRunner._resolve_memory_pool_config"}.get(out.get("sizing_path") or "", "(none found)")
     answer: dict[str, Any] = {"engine_version": str(__version__), "functions": [
-        "ServerArgs.resolve_once", "ModelConfig.from_server_args", "KVCacheConfigurator._resolve_memory_pool_config"]}
+        f"ServerArgs.{out.get('resolved_by', '(not reached)')}", "ModelConfig.from_server_args", sizing],
+        "stood_in": out.get("stood_in", [])}
     if out.get("error"):
         return {**answer, "ok": False, "error": f"{out['error']} (at {out.get('error_stage')})"}
     pool, context = int(out["max_total_num_tokens"]), int(out["context_len"])

@@ -2,7 +2,7 @@
 
 An unmodelled release is planned with the nearest modelled one; this says, per release the matrix ran, what
 that stands on: which modelled release it was compared with, whether any compared figure differed, and
-whether the witness (the engine's own planner, run in its interpreter) can read that release.
+whether the witness (the engine's own planner or sizing, run in its interpreter) can read that release.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class MatrixEntry:
     compared_with: str
     differs: str  # what differed from compared_with, in words; "" when every compared figure was equal
     witness_reads: bool
-    witness_note: str = ""  # why the witness cannot read it, when it cannot
+    witness_note: str = ""  # why the witness cannot read it, or what limits what it reads
 
     def summary(self) -> str:
         """One sentence for a finding: what differs (or that nothing did) and what the witness can do."""
@@ -27,30 +27,57 @@ class MatrixEntry:
                 else f"gave {self.compared_with}'s figures on every case it ran")
         witness = ("its own planner runs as the witness (--engine-check)" if self.witness_reads
                    else f"the witness cannot read it ({self.witness_note})")
+        if self.witness_reads and self.witness_note:
+            witness += f"; {self.witness_note}"
         return f"the version matrix (docs/version-matrix.md): {self.engine} {self.version} {what}; {witness}"
 
 
 _VLLM_EQUAL = "KV planning: pools and concurrency on the tiny CPU models and the GB10 Flash-Next cases"
-_SGLANG_OLD = ("its runtime context has no override_platform, so a CPU host cannot stand in for a CUDA one; "
-               "sizing functions compared by source only")
-# Measured by `run_matrix.py start` (docs/version-matrix.md, "dspark start across the range").
-_H200_FRACTION = ("; on an H200 its default fraction is below 0.5.23's 0.91 too (Qwen3-32B at 32,768 tokens: "
-                  "269,414 tokens against 271,132; equal with --mem-fraction-static 0.91 given)")
+# SGLang: each release's own sizing run in-process by the witness (docs/version-matrix.md, "SGLang: every
+# release's own sizing"); the figures quoted are the seed case (flash-next-sglang, TP=2 over two GB10s, 118 GiB
+# free at start-up, 26 GiB loaded) against 0.5.23's 5,019,351 / 4,767,831 tokens at 16 / 32 seats, and the
+# oracle suite's tiny models on an H200, all with the breakable prefill CUDA graph a CUDA host gets.
+_FRACTION_0887 = "the default --mem-fraction-static on a GB10 (nvidia-smi [N/A]) is 0.887, not 0.891"
+_HYBRID_0907 = ("it reserves nothing for a prefill CUDA graph on a hybrid model: the tiny hybrid on an H200 gets "
+                "0.907, not 0.903 (+0.5% of the pool)")
+_MTP_UNCOUNTED = ("with NEXTN and no --speculative-draft-model-path, the target's cell leaves out an MTP layer "
+                  "the config lists (num_nextn_predict_layers), so such pools are larger (up to +50% on the tiny "
+                  "hybrid case; Flash-Next's config lists none)")
+_REFUSES_SEED = ("it refuses NEXTN on a hybrid model with the radix cache unless given --mamba-scheduler-strategy "
+                 "extra_buffer and SGLANG_ENABLE_SPEC_V2=1 (its ServerArgs._handle_mamba_radix_cache)")
+
+
+_OLD_GRAPH_FLAG = ("its parser has no --cuda-graph-max-bs-decode (its flag is --cuda-graph-max-bs): `dspark start` "
+                   "passes that name to its parser and its witness; --engine-check hands the witness dspark's argv, "
+                   "which it refuses")
+
+
+def _sglang(version: str, differs: str) -> MatrixEntry:
+    old_parser = version in ("0.5.10", "0.5.11", "0.5.12", "0.5.13")
+    return MatrixEntry("sglang", version, "0.5.23", differs, True, _OLD_GRAPH_FLAG if old_parser else "")
+
 
 ENTRIES: tuple[MatrixEntry, ...] = (
     *(MatrixEntry("vllm", v, "0.32.0", "", True) for v in ("0.28.0", "0.29.0", "0.30.0", "0.31.0")),
-    MatrixEntry("sglang", "0.5.22", "0.5.23", "", True),
-    MatrixEntry(
-        "sglang", "0.5.21", "0.5.23",
-        "the default --mem-fraction-static on a GB10 (nvidia-smi [N/A]) is 0.891, not 0.895 "
-        "(ServerArgs._handle_gpu_memory_settings), which lowers the pool by about 0.5% (28,668 of 5,205,219 "
-        "tokens at 118 GiB free); with the fraction given, the pools are equal" + _H200_FRACTION,
-        True),
-    *(MatrixEntry(
-        "sglang", v, "0.5.23",
-        "the default --mem-fraction-static on a GB10 (nvidia-smi [N/A]) is 0.891, not 0.895, as in 0.5.21"
-        + _H200_FRACTION, True) for v in ("0.5.19", "0.5.20")),
-    MatrixEntry("sglang", "0.5.18", "0.5.23", "not compared in-process", False, _SGLANG_OLD),
+    _sglang("0.5.22", ""),
+    *(_sglang(v, f"{_FRACTION_0887}, which lowers the seed pool to 4,987,539 / 4,736,019 at 16 / 32 seats "
+                 f"(-31,812 tokens, -0.6%; with the fraction given, equal)")
+      for v in ("0.5.20", "0.5.21")),
+    *(_sglang(v, f"{_FRACTION_0887} (seed pool 4,987,539 / 4,736,019 at 16 / 32 seats, -0.6%); {_MTP_UNCOUNTED}")
+      for v in ("0.5.17", "0.5.18", "0.5.19")),
+    *(_sglang(v, f"{_FRACTION_0887}, so the seed pool is 4,996,971 / 4,745,451 at 16 / 32 seats (-22,380 tokens, "
+                 f"-0.4%); {_MTP_UNCOUNTED}")
+      for v in ("0.5.15", "0.5.16")),
+    _sglang("0.5.14", f"its default fraction on a GB10 is 0.891 as 0.5.23's, but it keeps 520 hybrid state slots "
+                      f"(0.5.23: 517), so the seed pool is 5,028,783 / 4,777,263 at 16 / 32 seats (+9,432 tokens, "
+                      f"+0.2%); {_HYBRID_0907}; {_MTP_UNCOUNTED}"),
+    _sglang("0.5.13", f"{_REFUSES_SEED}; given them, its default fraction on a GB10 is 0.858 and the seed pool "
+                      f"4,767,121 / 4,515,601 at 16 / 32 seats (-252,230 tokens, -5.0%); {_HYBRID_0907}; "
+                      f"{_MTP_UNCOUNTED}"),
+    *(_sglang(v, f"{_REFUSES_SEED}; given them, its default fraction on a GB10 is 0.858 and the speculative "
+                 f"state is split with the KV pool, so the seed pool is 3,330,313 / 3,198,265 at 16 / 32 seats "
+                 f"(-33%); {_HYBRID_0907}; {_MTP_UNCOUNTED}")
+      for v in ("0.5.10", "0.5.11", "0.5.12")),
 )
 _BY_KEY = {(e.engine, e.version): e for e in ENTRIES}
 

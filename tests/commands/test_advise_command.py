@@ -73,3 +73,48 @@ def test_a_json_failure_is_one_json_object(capsys: pytest.CaptureFixture[str]) -
     data = json.loads(capsys.readouterr().out)
     assert data["exit_code"] == 2
     assert "--seats needs distinct positive seat counts" in data["error"]["message"]
+
+
+def test_flash_next_kv_peak_next_to_the_deployments(capsys: pytest.CaptureFixture[str]) -> None:
+    """What the block count says for the seed's 8 and 16 seats beside the /metrics peaks it recorded (16%, 31%).
+
+    Not fitted: the rule is vLLM's; the gap is printed and bounded so a change to either side shows. The seed's
+    pool is uncertain (docs/version-matrix.md: its 6.52 full contexts need ~3,090 blocks, the 28 GB pin gives
+    3,651); the smaller pool is printed too.
+    """
+    from dspark.advise.kv_usage import counting_for  # noqa: PLC0415
+    from dspark.validate import ValidateRequest, validate  # noqa: PLC0415
+
+    assert main(["advise", "flash-next-vllm", "--seats", "8,16", "--clients", "32", "--requests", "100",
+                 "--input-len", "2048", "--output-len", "512", "--json"]) == 0
+    preds = {p["seats"]: p for p in json.loads(capsys.readouterr().out)["predictions"]}
+    report = validate(ValidateRequest(recipe="flash-next-vllm", flags={"max_num_seqs": 8}))
+    assert report.recipe is not None
+    observed = {o.seats: o.value for o in report.recipe.observations if o.metric == "kv_usage_peak"}
+    counting = counting_for(report.capacity)
+    usable = counting.pools[0].size
+    per_seat = counting.per_request(2048 + 511)["blocks"]
+    lines = []
+    for seats in (8, 16):
+        pred = preds[seats]["kv_peak_fraction"]
+        implied = observed[seats] * usable / seats
+        lines.append(f"{seats} seats: predicted {pred:.3f} ({pred * usable / 3090:.3f} with a 3,090-block pool) vs "
+                     f"observed {observed[seats]:.2f} (x{observed[seats] / pred:.1f}); the observation means "
+                     f"{implied:.0f} blocks per seat, the rule holds {per_seat} at 2,559 tokens")
+        # The known gap: 3-4x below the deployment's figure (see docs/advise.md for what would explain it).
+        assert 3.0 < observed[seats] / pred < 4.0
+    with capsys.disabled():
+        print("\nFlash-Next KV peak, vLLM's block count vs the deployment's /metrics:\n  " + "\n  ".join(lines))
+    # The seat scaling is the engine's: twice the seats, twice the blocks (observed ×1.94).
+    ratio = preds[16]["kv_peak_fraction"] / preds[8]["kv_peak_fraction"]
+    assert ratio == pytest.approx(observed[16] / observed[8], rel=0.10)
+
+
+def test_the_kv_peak_says_how_it_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*ARGS, "--prefix-hit-rate", "0.5", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert all(p["kv_usage_metric"] == "vllm:kv_cache_usage_perc" for p in data["predictions"])
+    assert any("BlockPool.get_usage" in a for a in data["assumptions"])
+    assert any("cached prefix as its own" in a for a in data["assumptions"])
+    assert main([*ARGS, "--json"]) == 0
+    assert not any("cached prefix as its own" in a for a in json.loads(capsys.readouterr().out)["assumptions"])

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from dspark.engines import get_engine
 from dspark.engines.base import ServeConfig, check_argv
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.vllm.adapter import VllmEngine
+from dspark.validate import ValidateRequest, validate
+
+RECIPES = Path(__file__).resolve().parents[2] / "dspark" / "data" / "recipes"
 
 pytestmark = pytest.mark.engine
 
@@ -48,3 +54,18 @@ def test_sglang_parser_accepts_two_node_plan(sglang_python: str) -> None:
         assert check.parsed["speculative_num_draft_tokens"] == 5
         assert 48 in check.parsed.values()  # the decode graph cap, under 0.5.23's --cuda-graph-max-bs-decode
         assert check.num_options is not None and check.num_options > 500
+
+
+SHIPPED = sorted(p.stem for p in RECIPES.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("recipe", SHIPPED)
+def test_every_shipped_recipe_plan_passes_its_engine_parser(recipe: str, vllm_python: str,
+                                                            sglang_python: str) -> None:
+    # A recipe's engine_args reach the engine verbatim: a flag the modelled release renamed must fail here,
+    # not at `dspark start` on the user's machine.
+    report = validate(ValidateRequest(recipe=recipe))
+    engine = get_engine(report.serve.engine)
+    python = sglang_python if report.serve.engine == "sglang" else vllm_python
+    check = check_argv(engine, engine.build_plan(report.serve, python), python)
+    assert check.ok, f"{recipe}: {check.error}"

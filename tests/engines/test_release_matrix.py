@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from dspark.engines import engine_spec
 from dspark.engines.release_matrix import ENTRIES, matrix_entry, matrix_note
 from dspark.validate import ValidateRequest, validate
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_no_entry_shadows_a_modelled_release() -> None:
@@ -31,19 +37,43 @@ def test_what_differs_is_named() -> None:
     note = matrix_note("sglang", "0.5.21")
     assert "differs from 0.5.23" in note
     assert "0.891" in note
-
-
-@pytest.mark.parametrize("version", ["0.5.19", "0.5.20", "0.5.21", "0.5.22"])
-def test_the_sglang_releases_the_witness_runs_say_so(version: str) -> None:
-    """`dspark start` runs SGLang's own sizing for these (_witness_sglang.py); the note must not deny it."""
-    note = matrix_note("sglang", version)
     assert "its own planner runs as the witness" in note
-    assert "cannot read" not in note
 
 
-def test_a_release_the_witness_cannot_run_says_why() -> None:
-    note = matrix_note("sglang", "0.5.18")
-    assert "witness cannot read it" in note and "override_platform" in note
+@pytest.mark.parametrize("version", [f"0.5.{n}" for n in range(10, 23)])
+def test_every_sglang_release_before_the_modelled_one_is_read_by_the_witness(version: str) -> None:
+    entry = matrix_entry("sglang", version)
+    assert entry is not None
+    assert entry.witness_reads
+
+
+def _seed_pools(rows: dict[str, Any]) -> tuple[int, int] | None:
+    """The witness's seed pools at 16 / 32 seats: the recipe's flags, else those the release's refusal named."""
+    for suffix in ("", "+extra-buffer"):
+        a, b = rows.get(f"seed-16{suffix}", {}), rows.get(f"seed-32{suffix}", {})
+        if a.get("max_total_num_tokens") is not None:
+            return a["max_total_num_tokens"], b["max_total_num_tokens"]
+    return None
+
+
+def test_the_sglang_words_quote_what_the_matrix_measured() -> None:
+    """Each SGLang entry quotes the seed pools the matrix's results hold, or says nothing differs when they equal
+    dspark's (benchmarks/version_matrix/results/sglang.json, made by sglang_matrix.py)."""
+    results = json.loads((ROOT / "benchmarks/version_matrix/results/sglang.json").read_text())
+    checked = 0
+    for version, rows in results.items():
+        entry = matrix_entry("sglang", version)
+        pools = _seed_pools(rows)
+        if entry is None or pools is None:
+            continue
+        equal = all(rows[f"seed-{n}"].get("max_total_num_tokens") == rows[f"seed-{n}"].get("dspark_tokens")
+                    for n in (16, 32) if f"seed-{n}" in rows)
+        if entry.differs:
+            assert f"{pools[0]:,} / {pools[1]:,}" in entry.differs, version
+        else:
+            assert equal and "seed-16" in rows, version
+        checked += 1
+    assert checked >= 13
 
 
 def test_validate_names_the_matrix_beside_the_nearest_modelled_release() -> None:
@@ -53,3 +83,10 @@ def test_validate_names_the_matrix_beside_the_nearest_modelled_release() -> None
     assert len(warned) == 1
     assert "vllm 0.30.0 gave 0.32.0's figures on every case it ran" in warned[0]
     assert report.capacity.engine_version == "0.32.0"
+
+
+def test_a_limit_of_the_witness_on_a_release_it_reads_is_said() -> None:
+    note = matrix_note("sglang", "0.5.12")
+    assert "its own planner runs as the witness" in note
+    assert "--cuda-graph-max-bs-decode" in note
+    assert "--cuda-graph-max-bs-decode" not in matrix_note("sglang", "0.5.14")

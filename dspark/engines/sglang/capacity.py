@@ -369,6 +369,7 @@ def compute_sglang_capacity(
         speculative_num_draft_tokens=a.draft_tokens, requested_max_running_requests=a.requested_mrr,
         decode_graph_max_bs=a.decode_max_bs if a.graphs_on else None,
         decode_graph_bs=a.decode_bs,
+        prefill_graph=a.prefill_graph,
         refusals=tuple(run.refusals), notes=tuple(run.notes), assumptions=tuple(run.assumptions),
         moe=(arch.moe.num_experts, arch.moe.top_k) if arch.moe is not None else None,
         free_before_load_bytes=free_before_load_bytes, free_after_load_bytes=free_after_load_bytes,

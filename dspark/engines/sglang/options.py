@@ -60,7 +60,14 @@ class SglangOptions:
     cuda_graph_max_bs: int | None = None  # the decode graphs' largest batch (--cuda-graph-max-bs-decode)
     cuda_graph_bs: tuple[int, ...] | None = None  # explicit decode batch sizes (--cuda-graph-bs-decode)
     disable_cuda_graph: bool | None = None  # decode graphs off (--disable-cuda-graph, -decode-, backend disabled)
+    disable_cuda_graph_all: bool | None = None  # --disable-cuda-graph: both phases (the prefill graph too)
+    disable_prefill_cuda_graph: bool | None = None  # --disable-prefill-cuda-graph
+    cuda_graph_backend_prefill: str | None = None  # --cuda-graph-backend-prefill: full, breakable, disabled
+    cuda_graph_max_bs_prefill: int | None = None  # the prefill graphs' largest capture size (tokens)
+    cuda_graph_bs_prefill: tuple[int, ...] | None = None  # explicit prefill capture sizes (--cuda-graph-bs-prefill)
     disable_cuda_graph_padding: bool | None = None
+    language_only: bool | None = None  # --language-only: no multimodal memory headroom
+    language_model_only: bool | None = None  # --language-model-only: likewise
     attention_backend: str | None = None  # decides the page size on some backends (trtllm_mha/_mla, flashmla)
     ambiguous: tuple[str, ...] = ()  # flags 0.5.23's argparse rejects as ambiguous prefixes
     unknown: tuple[str, ...] = ()  # flags (and their values) this reader does not interpret
@@ -137,20 +144,27 @@ _VALUE_FLAGS: dict[str, tuple[str, str]] = {
     "--cuda-graph-max-bs-decode": ("cuda_graph_max_bs", "int"),
     "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"),
     "--cuda-graph-backend-decode": ("disable_cuda_graph", "backend"),
+    "--cuda-graph-backend-prefill": ("cuda_graph_backend_prefill", "graph"),
+    "--cuda-graph-max-bs-prefill": ("cuda_graph_max_bs_prefill", "int"),
     "--attention-backend": ("attention_backend", "str"),
 }
-_BOOL_FLAGS: dict[str, str] = {
-    "--disable-radix-cache": "disable_radix_cache",
-    "--disable-overlap-schedule": "disable_overlap_schedule",
-    "--disable-cuda-graph": "disable_cuda_graph",
-    "--disable-decode-cuda-graph": "disable_cuda_graph",
-    "--disable-cuda-graph-padding": "disable_cuda_graph_padding",
+_BOOL_FLAGS: dict[str, tuple[str, ...]] = {
+    "--disable-radix-cache": ("disable_radix_cache",),
+    "--disable-overlap-schedule": ("disable_overlap_schedule",),
+    "--disable-cuda-graph": ("disable_cuda_graph", "disable_cuda_graph_all"),
+    "--disable-decode-cuda-graph": ("disable_cuda_graph",),
+    "--disable-prefill-cuda-graph": ("disable_prefill_cuda_graph",),
+    "--disable-cuda-graph-padding": ("disable_cuda_graph_padding",),
+    "--language-only": ("language_only",),
+    "--language-model-only": ("language_model_only",),
 }
-_LIST_FLAGS: dict[str, str] = {"--cuda-graph-bs-decode": "cuda_graph_bs", "--cuda-graph-bs": "cuda_graph_bs"}
+_LIST_FLAGS: dict[str, str] = {"--cuda-graph-bs-decode": "cuda_graph_bs", "--cuda-graph-bs": "cuda_graph_bs",
+                               "--cuda-graph-bs-prefill": "cuda_graph_bs_prefill"}
 _AMBIGUOUS = frozenset({"--cuda-graph-max-bs", "--cuda-graph-bs"})
 
 
-_CHOICES: dict[str, Sequence[str]] = {"kv": KV_CACHE_DTYPES, "ssm": MAMBA_SSM_DTYPES, "radix": MAMBA_RADIX_STRATEGIES}
+_CHOICES: dict[str, Sequence[str]] = {"kv": KV_CACHE_DTYPES, "ssm": MAMBA_SSM_DTYPES, "radix": MAMBA_RADIX_STRATEGIES,
+                                      "graph": GRAPH_BACKENDS}
 
 
 def _convert(kind: str, value: str, flag: str) -> object:
@@ -188,7 +202,7 @@ def parse_sglang_flags(argv: Sequence[str]) -> SglangOptions:
         if name in _BOOL_FLAGS:
             if eq:
                 raise SettingsError(f"{name} takes no value (got {token!r})")
-            values[_BOOL_FLAGS[name]] = True
+            values.update(dict.fromkeys(_BOOL_FLAGS[name], True))
             i += 1
             continue
         if name in _VALUE_FLAGS or name in _LIST_FLAGS:

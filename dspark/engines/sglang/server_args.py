@@ -17,14 +17,23 @@ from dspark.engines.sglang.server_defaults import (
     default_mem_fraction_static,
     gpu_memory_defaults,
     kv_storage,
+    prefill_graph_batch_sizes,
+    prefill_graph_reserve_mib,
     speculative_params,
+    vlm_mem_fraction,
 )
 from dspark.engines.sglang.sizing_types import (
     DEFAULT_MAX_PREFILL_TOKENS,
     DRAFT_PATH_FROM_TARGET_ARCHS,
     EAGLE_FAMILY,
+    MLA_PREFILL_GRAPH_MAX_TOKENS,
+    MULTIMODAL_OFF_BY_DEFAULT,
+    PP_PREFILL_GRAPH_MAX_TOKENS,
+    PREFILL_GRAPH_OFF_ARCHS,
     QWEN3_5_HYBRID_ARCHS,
+    SGLANG_MULTIMODAL_ARCHS,
     SPEC_DEFAULT_MAX_RUNNING_REQUESTS,
+    PrefillGraph,
     SglangRefusal,
 )
 
@@ -85,6 +94,7 @@ class ResolvedArgs:
     fraction_source: Literal["flag", "default"]
     reserved: float | None
     graphs_on: bool
+    prefill_graph: PrefillGraph
     decode_max_bs: int
     decode_bs: tuple[int, ...]
     algorithm: str | None
@@ -145,6 +155,58 @@ def _resolve_speculative(
     return algorithm, steps, topk, draft, mrr
 
 
+def resolve_prefill_graph(
+    arch: ModelArchitecture, o: SglangOptions, *, chunked: int, pp: int, capability: tuple[int, int] | None
+) -> PrefillGraph:
+    """SGLang's prefill CUDA graph for these settings on a CUDA host (a shipped recipe's: breakable, 58 sizes).
+
+    cuda_graph_hook.parse_cuda_graph_config: cuda_graph_config.default_prefill_backend is "breakable" on CUDA;
+    --disable-cuda-graph, then --disable-prefill-cuda-graph, then --cuda-graph-backend-prefill set it (and lock
+    it). apply_cuda_graph_compatibility, unlocked only: off with pipeline parallelism, and a breakable graph off
+    for the architectures disable_breakable_cudagraph_if_incompatible names (PREFILL_GRAPH_OFF_ARCHS). Then
+    memory_hook's sizes: --cuda-graph-bs-prefill, else up to --cuda-graph-max-bs-prefill, else the chunked
+    prefill size (MLA: at most 8,192), capped by --max-total-tokens and, for a "llama-2" model path, 4,096.
+    After the fraction is set, disable_prefill_cuda_graph_for_deepseek_trtllm_mla turns an unlocked graph off
+    for DeepSeek-V3 on trtllm_mla; its reserve stays in the fraction.
+    """
+    backend, locked = "breakable", False
+    if o.disable_cuda_graph_all:
+        backend, locked = "disabled", True
+    if o.disable_prefill_cuda_graph:
+        backend, locked = "disabled", True
+    if o.cuda_graph_backend_prefill is not None:
+        backend, locked = o.cuda_graph_backend_prefill, True
+    if not locked and (pp > 1 or arch.architecture in PREFILL_GRAPH_OFF_ARCHS):
+        backend = "disabled"
+    sizes = o.cuda_graph_bs_prefill
+    if sizes is None:
+        max_bs = o.cuda_graph_max_bs_prefill
+        if max_bs is None:
+            max_bs = min(MLA_PREFILL_GRAPH_MAX_TOKENS, chunked) if arch.uses_mla else chunked
+            if pp > 1 and backend == "breakable":  # only reachable with the backend given explicitly
+                max_bs = min(max_bs, PP_PREFILL_GRAPH_MAX_TOKENS)
+            if o.max_total_tokens is not None:
+                max_bs = min(max_bs, o.max_total_tokens)
+            if "llama-2" in (o.model_path or "").lower():
+                max_bs = min(max_bs, 4096)
+        sizes = prefill_graph_batch_sizes(max_bs)
+    final = backend
+    if not locked and backend != "disabled" and arch.architecture == "DeepseekV3ForCausalLM":
+        sm100 = capability is not None and capability[0] == 10
+        attention = o.attention_backend or (_sm100_default_backend(arch, o) if sm100 else None)
+        if attention == "trtllm_mla":
+            final = "disabled"
+    reserve = prefill_graph_reserve_mib(backend, sizes, mla=arch.uses_mla)
+    return PrefillGraph(sizing_backend=backend, backend=final, capture_sizes=sizes, reserve_mib=reserve)
+
+
+def serves_multimodal(arch: ModelArchitecture, o: SglangOptions) -> bool:
+    """handle_gpu_memory_settings' is_vlm: model_config.is_multimodal and neither language-only flag."""
+    if o.language_only or o.language_model_only or arch.architecture in MULTIMODAL_OFF_BY_DEFAULT:
+        return False
+    return arch.architecture in SGLANG_MULTIMODAL_ARCHS or arch.wraps_text_config
+
+
 def resolve_args(
     arch: ModelArchitecture,
     o: SglangOptions,
@@ -180,6 +242,7 @@ def resolve_args(
             no_padding=bool(o.disable_cuda_graph_padding),
         )
     graphs_on = not o.disable_cuda_graph
+    prefill_graph = resolve_prefill_graph(arch, o, chunked=chunked, pp=pp, capability=capability)
     fraction_source: Literal["flag", "default"] = "flag"
     reserved: float | None = None
     if o.mem_fraction_static is not None:
@@ -193,9 +256,17 @@ def resolve_args(
             tp_size=tp,
             pp_size=pp,
             decode_graph_max_bs=decode_max_bs if graphs_on else None,
+            prefill_graph_reserve_mib=prefill_graph.reserve_mib,
         )
         if gpu_mib is None:
             run.assumptions.append("GPU capacity unknown: SGLang's fallback mem_fraction_static 0.95")
+        if serves_multimodal(arch, o):
+            fraction = vlm_mem_fraction(fraction, arch.vision_tower)
+            if arch.vision_tower is not None:
+                run.notes.append(f"multimodal {arch.architecture}: SGLang lowers the default mem_fraction_static to "
+                                 f"{fraction:.4f} for the vision tower ({arch.vision_tower[0]} layers × "
+                                 f"{arch.vision_tower[1]}; memory_hook.adjust_mem_fraction_for_vlm); "
+                                 "--language-only / --language-model-only serve text alone and keep it")
     algorithm, steps, topk, draft, mrr = _resolve_speculative(arch, o, drafter, run)
     try:
         kv_dtype, kv_elem = kv_storage(o.kv_cache_dtype, arch, capability)
@@ -212,6 +283,7 @@ def resolve_args(
         fraction_source=fraction_source,
         reserved=reserved,
         graphs_on=graphs_on,
+        prefill_graph=prefill_graph,
         decode_max_bs=decode_max_bs,
         decode_bs=decode_bs,
         algorithm=algorithm,

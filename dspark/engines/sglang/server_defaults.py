@@ -54,11 +54,12 @@ def captured_batch_sizes(decode_bs: tuple[int, ...], max_running_requests: int) 
 
 def default_mem_fraction_static(
     gpu_mib: float | None, *, chunked_prefill_size: int, max_prefill_tokens: int, tp_size: int, pp_size: int,
-    decode_graph_max_bs: int | None,
+    decode_graph_max_bs: int | None, prefill_graph_reserve_mib: float,
 ) -> tuple[float, float | None]:
     """(mem_fraction_static, reserved MiB): handle_gpu_memory_settings + reserve_for_graph_mb, no disaggregation.
 
-    The prefill CUDA graph is off by default in 0.5.23 (its reserve is 0); DP attention and DeepEP not modelled.
+    prefill_graph_reserve_mib: reserve_for_graph_mb's prefill term (prefill_graph_reserve_mib below). DP attention
+    and DeepEP are not modelled.
     """
     if gpu_mib is None:
         return 0.95, None
@@ -67,9 +68,38 @@ def default_mem_fraction_static(
     reserved += activation_tokens * 1.5
     reserved += tp_size * pp_size / 8 * 1024
     reserved += decode_graph_max_bs * 2 if decode_graph_max_bs is not None else 0.0
+    reserved += prefill_graph_reserve_mib
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((gpu_mib - reserved) / gpu_mib, 3), reserved
+
+
+def vlm_mem_fraction(fraction: float, vision_tower: tuple[int, int] | None) -> float:
+    """memory_hook.adjust_mem_fraction_for_vlm (no post-capture KV sizing, SGLang's default): room for the ViT.
+
+    0.95 × a factor that falls 10% per doubling of the tower's layers × width² over ViT-L/14's (24 × 1024²),
+    clamped to [0.8, 1.05]; unchanged without a vision_config. Not rounded again, as in SGLang.
+    """
+    if vision_tower is None:
+        return fraction
+    layers, width = vision_tower
+    ratio = layers * width**2 / (24 * 1024**2)
+    factor = max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+    return fraction * (0.95 * factor)
+
+
+def prefill_graph_batch_sizes(max_bs: int) -> tuple[int, ...]:
+    """cuda_graph_hook.generate_prefill_cuda_graph_batch_sizes: the prefill capture sizes (tokens) up to max_bs."""
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+             *range(1280, 4097, 256), *range(4608, max_bs + 1, 512)]  # fmt: skip
+    return tuple(s for s in sizes if s <= max_bs)
+
+
+def prefill_graph_reserve_mib(backend: str, capture_sizes: tuple[int, ...], *, mla: bool) -> float:
+    """reserve_for_graph_mb's prefill term: 8 MiB per capture size, 1.5 GiB flat with MLA; 0 when disabled."""
+    if backend == "disabled":
+        return 0.0
+    return 1.5 * 1024 if mla else len(capture_sizes) * 8
 
 
 def speculative_params(algorithm: str, architecture: str) -> tuple[int, int, int]:

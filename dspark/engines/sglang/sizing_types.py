@@ -67,7 +67,88 @@ QWEN3_5_HYBRID_ARCHS = frozenset(
     {"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
      "InternS2MobiusForConditionalGeneration", "Qwen3_5ForConditionalGeneration"}
 )  # fmt: skip
+# memory_hook.handle_gpu_memory_settings: the prefill graph's largest capture size with MLA, and with pipeline
+# parallelism (_DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS) when its backend is left at the default.
+MLA_PREFILL_GRAPH_MAX_TOKENS = 8192
+PP_PREFILL_GRAPH_MAX_TOKENS = 8192
+# cuda_graph_hook.disable_breakable_cudagraph_if_incompatible: the breakable prefill graph is turned off for
+# DeepSeek-V4 (no prefill context parallelism: model_config.is_deepseek_v4) and for multimodal models outside
+# multimodal_breakable_cuda_graph_supported_model_archs (model_config.multimodal_model_archs less that list and
+# the archs whose multimodal part is off by default).
+PREFILL_GRAPH_OFF_ARCHS = frozenset(
+    {
+        "DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark",
+        "BailingMM2NativeForConditionalGeneration", "BailingMMNativeForConditionalGeneration",
+        "BailingMoeV3VLForConditionalGeneration", "CLIPModel", "Cosmos3EdgeForConditionalGeneration",
+        "DeepseekOCRForCausalLM", "DeepseekVL2ForCausalLM", "DiffusionGemmaForBlockDiffusion", "Dots3NoteForCausalLM",
+        "DotsOCRForCausalLM", "DotsVLMForCausalLM", "EmbeddingGemma2Model", "Ernie4_5_VLMoeForConditionalGeneration",
+        "Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration",
+        "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration", "GlmAsrForConditionalGeneration",
+        "GlmImageForConditionalGeneration", "GlmOcrForConditionalGeneration", "Grok1AForCausalLM",
+        "Grok1VForCausalLM", "InternS1ForConditionalGeneration", "InternS1ProForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration", "InternVLChatModel", "JetVLMForConditionalGeneration",
+        "KimiVLForConditionalGeneration", "Lfm2VlForConditionalGeneration", "LightOnOCRForConditionalGeneration",
+        "LlavaForConditionalGeneration", "LlavaLlamaForCausalLM", "LlavaMistralForCausalLM", "LlavaQwenForCausalLM",
+        "LlavaVidForCausalLM", "LocateAnythingForConditionalGeneration", "MiDashengLMModel", "MiMoV2ASRForCausalLM",
+        "MiniCPMO", "MiniCPMV", "Mistral3ForConditionalGeneration", "MllamaForConditionalGeneration",
+        "MossVLForConditionalGeneration", "MultiModalityCausalLM", "NVILAForConditionalGeneration",
+        "NVILALiteForConditionalGeneration", "NemotronH_Nano_Omni_Reasoning_V3", "NemotronH_Nano_VL_V2",
+        "NemotronH_Omni_Reasoning_V3", "POINTSV15ChatModel", "Phi4MMForCausalLM", "PixtralForConditionalGeneration",
+        "Qwen2AudioForConditionalGeneration", "Qwen2VLForConditionalGeneration",
+        "Qwen2_5_VLForConditionalGeneration", "Qwen3ASRForConditionalGeneration",
+        "Qwen3OmniMoeForConditionalGeneration", "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+        "Sarashina2VisionForCausalLM", "Step3p7ForConditionalGeneration", "StepVLForConditionalGeneration",
+        "UnlimitedOCRForCausalLM", "VoxtralForConditionalGeneration", "WhisperForConditionalGeneration",
+    }
+)  # fmt: skip
+# model_config.multimodal_model_archs (MIMO_V2_MULTIMODAL_ARCHS included): the architectures SGLang serves as
+# multimodal (model_config.is_multimodal, with a config that nests text_config), unless enable_multimodal is
+# off by default for them (MULTIMODAL_OFF_BY_DEFAULT) or the launch is language-only.
+SGLANG_MULTIMODAL_ARCHS = frozenset(
+    {
+        "BailingMM2NativeForConditionalGeneration", "BailingMMNativeForConditionalGeneration",
+        "BailingMoeV3VLForConditionalGeneration", "CLIPModel", "Cohere2VisionForConditionalGeneration",
+        "Cosmos3EdgeForConditionalGeneration", "DeepseekOCRForCausalLM", "DeepseekVL2ForCausalLM",
+        "DiffusionGemmaForBlockDiffusion", "Dots3NoteForCausalLM", "DotsOCRForCausalLM", "DotsVLMForCausalLM",
+        "EmbeddingGemma2Model", "Ernie4_5_VLMoeForConditionalGeneration", "Gemma3ForConditionalGeneration",
+        "Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration",
+        "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration", "Glm5NextForConditionalGeneration",
+        "GlmAsrForConditionalGeneration", "GlmImageForConditionalGeneration", "GlmOcrForConditionalGeneration",
+        "Grok1AForCausalLM", "Grok1VForCausalLM", "InternS1ForConditionalGeneration",
+        "InternS1ProForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration", "InternVLChatModel", "JetVLMForConditionalGeneration",
+        "KimiK25ForConditionalGeneration", "KimiVLForConditionalGeneration", "Lfm2VlForConditionalGeneration",
+        "LightOnOCRForConditionalGeneration", "Llama4ForConditionalGeneration", "LlavaForConditionalGeneration",
+        "LlavaLlamaForCausalLM", "LlavaMistralForCausalLM", "LlavaQwenForCausalLM", "LlavaVidForCausalLM",
+        "LocateAnythingForConditionalGeneration", "MiDashengLMModel", "MiMoV2ASRForCausalLM", "MiMoV2ForCausalLM",
+        "MiniCPMO", "MiniCPMV", "MiniMaxM3SparseForConditionalGeneration", "Mistral3ForConditionalGeneration",
+        "MllamaForConditionalGeneration", "MossVLForConditionalGeneration", "MultiModalityCausalLM",
+        "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration", "NVILAForConditionalGeneration",
+        "NVILALiteForConditionalGeneration", "NemotronH_Nano_Omni_Reasoning_V3", "NemotronH_Nano_VL_V2",
+        "NemotronH_Omni_Reasoning_V3", "POINTSV15ChatModel", "PaddleOCRVLForConditionalGeneration",
+        "Phi4MMForCausalLM", "PixtralForConditionalGeneration", "Qwen2AudioForConditionalGeneration",
+        "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Qwen3ASRForConditionalGeneration",
+        "Qwen3OmniMoeForConditionalGeneration", "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration", "Sarashina2VisionForCausalLM",
+        "Step3VLForConditionalGeneration", "Step3p7ForConditionalGeneration", "StepVLForConditionalGeneration",
+        "UnlimitedOCRForCausalLM", "VoxtralForConditionalGeneration", "WhisperForConditionalGeneration",
+    }
+)  # fmt: skip
+# ModelConfig.__init__'s mm_disabled_models: multimodal off unless --enable-multimodal.
+MULTIMODAL_OFF_BY_DEFAULT = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                                       "Step3VLForConditionalGeneration", "InklingForConditionalGeneration"})
 KV_DTYPE_BYTES = {"fp8_e5m2": 1, "fp8_e4m3": 1, "bf16": 2, "bfloat16": 2}
+
+
+@dataclass(frozen=True)
+class PrefillGraph:
+    """SGLang's prefill CUDA graph: the backend the default fraction reserves for, the one it ends with, sizes."""
+
+    sizing_backend: str  # cuda_graph_config[prefill].backend when handle_gpu_memory_settings runs
+    backend: str  # after the whole resolution: a later handler may turn it off, the reserve stays
+    capture_sizes: tuple[int, ...]  # cuda_graph_config[prefill].bs (tokens) as memory_hook lists it, even when off
+    reserve_mib: float  # reserve_for_graph_mb's prefill term in the default mem_fraction_static
 
 
 @dataclass(frozen=True)
@@ -122,6 +203,7 @@ class SglangCapacity:
     requested_max_running_requests: int | None  # the flag, or SGLang's default (48 with speculation)
     decode_graph_max_bs: int | None  # None: decode CUDA graphs disabled
     decode_graph_bs: tuple[int, ...]  # the resolved list before the running-request filter (kept when disabled)
+    prefill_graph: PrefillGraph
     pre_model_load_gib: float | None  # free GiB before the weights, as SGLang reads it
     available_gib: float | None  # free GiB after the weights, as SGLang reads it
     rest_memory_gib: float | None  # after the slack and the linear-state pool: the KV budget in GiB

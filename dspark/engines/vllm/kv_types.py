@@ -184,6 +184,32 @@ class VllmCapacity:
         return max(0, self.num_blocks - 1)
 
     @property
+    def lookahead_tokens(self) -> int:
+        """VllmConfig.num_lookahead_tokens: KV slots allocate_slots reserves past the scheduled tokens (drafter KV)."""
+        if self.speculative_method == "dflash":
+            return self.num_speculative_tokens + 1
+        return self.num_speculative_tokens if self.speculative_method in DRAFT_KV_METHODS else 0
+
+    def _group_spec(self, group: KVGroup) -> LayerSpec | None:
+        """The spec of the group's first layer (every layer of a group has an equal spec)."""
+        return next((spec for spec in self.layers if group.layers and spec.name == group.layers[0]), None)
+
+    def _group_details(self, group: KVGroup) -> dict[str, object]:
+        spec = self._group_spec(group)
+        kwargs = dict(spec.engine_kwargs) if spec is not None else {}
+        speculative_blocks = kwargs.get("num_speculative_blocks", 0) if group.kind == "mamba" else 0
+        return {
+            "kind": group.kind,
+            "layers": len(group.layers),
+            "padding_layers": group.padding_layers,
+            "block_size": group.block_size,
+            "page_bytes": group.page_bytes,
+            "blocks_per_request": group.blocks_per_request,
+            "sliding_window": spec.sliding_window if spec is not None and group.kind == "sliding" else None,
+            "speculative_blocks": speculative_blocks if isinstance(speculative_blocks, int) else 0,
+        }
+
+    @property
     def kv_bytes_per_token(self) -> int:
         """Bytes one token of context adds per GPU: per-token pages of the layers that grow with context."""
         if self.context_bytes_per_token is not None:
@@ -237,17 +263,8 @@ class VllmCapacity:
             "mamba_page_padded_bytes": self.mamba_page_padded_bytes,
             "speculative_method": self.speculative_method,
             "num_speculative_tokens": self.num_speculative_tokens,
-            "groups": [
-                {
-                    "kind": g.kind,
-                    "layers": len(g.layers),
-                    "padding_layers": g.padding_layers,
-                    "block_size": g.block_size,
-                    "page_bytes": g.page_bytes,
-                    "blocks_per_request": g.blocks_per_request,
-                }
-                for g in self.groups
-            ],
+            "lookahead_tokens": self.lookahead_tokens,
+            "groups": [self._group_details(g) for g in self.groups],
             "kv_budget_how": self.budget.how,
             "kv_budget_terms": dict(self.budget.terms),
             "kv_line": self.kv_line,

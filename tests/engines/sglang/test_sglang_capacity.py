@@ -19,7 +19,7 @@ from dspark.engines.sglang.capacity import (
     resolve_max_num_reqs,
 )
 from dspark.engines.sglang.options import SglangOptions, human_readable_int, parse_sglang_flags
-from dspark.engines.sglang.server_args import resolve_page_size
+from dspark.engines.sglang.server_args import resolve_page_size, resolve_prefill_graph
 from dspark.engines.sglang.server_defaults import (
     captured_batch_sizes,
     decode_graph_batch_sizes,
@@ -29,6 +29,8 @@ from dspark.engines.sglang.server_defaults import (
     linear_state_bytes,
     mha_cell_size,
     mla_cell_size,
+    prefill_graph_batch_sizes,
+    prefill_graph_reserve_mib,
     speculative_params,
 )
 from dspark.errors import SettingsError
@@ -78,7 +80,12 @@ DSV32_LAYER = MLALayer(kv_lora_rank=512, qk_rope_head_dim=64, index_head_dim=128
          {"mamba_ssm_dtype": "bfloat16", "max_mamba_cache_size": 200, "mamba_full_memory_ratio": 0.5,
           "mamba_radix_cache_strategy": "no_buffer"}),
         (["--cuda-graph-max-bs-decode", "64", "--disable-cuda-graph"],
-         {"cuda_graph_max_bs": 64, "disable_cuda_graph": True}),
+         {"cuda_graph_max_bs": 64, "disable_cuda_graph": True, "disable_cuda_graph_all": True}),
+        (["--disable-decode-cuda-graph", "--disable-prefill-cuda-graph"],
+         {"disable_cuda_graph": True, "disable_prefill_cuda_graph": True}),
+        (["--cuda-graph-backend-prefill", "full", "--cuda-graph-max-bs-prefill", "512"],
+         {"cuda_graph_backend_prefill": "full", "cuda_graph_max_bs_prefill": 512}),
+        (["--cuda-graph-bs-prefill", "8", "64", "--tp-size", "2"], {"cuda_graph_bs_prefill": (8, 64), "tp_size": 2}),
         (["--cuda-graph-bs-decode", "1", "2", "8", "--page-size", "1"], {"cuda_graph_bs": (1, 2, 8), "page_size": 1}),
         (["--cuda-graph-backend-decode", "disabled"], {"disable_cuda_graph": True}),
         (["--cuda-graph-max-bs", "8"], {"cuda_graph_max_bs": 8, "ambiguous": ("--cuda-graph-max-bs",)}),
@@ -99,6 +106,7 @@ def test_parse_flags(argv: list[str], expected: dict[str, object]) -> None:
         (["--mem-fraction-static"], "--mem-fraction-static needs a value"),
         (["--kv-cache-dtype", "fp16"], "argument --kv-cache-dtype: invalid choice: 'fp16'"),
         (["--disable-radix-cache=true"], "--disable-radix-cache takes no value"),
+        (["--cuda-graph-backend-prefill", "tc_piecewise"], "argument --cuda-graph-backend-prefill: invalid choice"),
         (["--max-total-tokens", "1.5Mi"], "decimals are not allowed with IEC suffixes"),
     ],
 )
@@ -132,30 +140,121 @@ def test_gpu_memory_defaults(gpu_mib: float | None, tp: int, chunk: int, max_bs:
 
 
 @pytest.mark.parametrize(
-    ("gpu_mib", "chunk", "tp", "max_bs", "fraction", "reserved"),
+    ("gpu_mib", "chunk", "tp", "max_bs", "prefill", "fraction", "reserved"),
     [
-        # 512 + 8192 * 1.5 + 1/8 * 1024 + 256 * 2 = 13,440; (143,771 - 13,440) / 143,771 = 0.90652 -> 0.907
-        (143771, 8192, 1, 256, 0.907, 13440.0),
-        # TP=2: + 256 instead of 128 -> 13,568 -> 0.90563 -> 0.906
-        (143771, 8192, 2, 256, 0.906, 13568.0),
-        # chunked prefill off: max_prefill_tokens 16,384 -> 512 + 24,576 + 128 + 512 = 25,728 -> 0.821
-        (143771, -1, 1, 256, 0.821, 25728.0),
-        # decode graphs off: no graph term; 13,440 - 512 = 12,928 -> 0.91008 -> 0.91
-        (143771, 8192, 1, None, 0.91, 12928.0),
-        # 24 GiB: 512 + 6,144 + 128 + 96 = 6,880 (no 10 GiB floor below 60 GiB) -> 0.71991 -> 0.72
-        (24564, 4096, 1, 48, 0.72, 6880.0),
-        # 60+ GiB floor: A100-80G with chunk 2048 -> 512 + 3,072 + 128 + 16 = 3,728 -> 10,240 -> 0.874
-        (81920, 2048, 1, 8, 0.875, 10240.0),
+        # 512 + 8192 * 1.5 + 1/8 * 1024 + 256 * 2 = 13,440, + 58 prefill capture sizes * 8 = 464 -> 13,904;
+        # (143,771 - 13,904) / 143,771 = 0.90329 -> 0.903
+        (143771, 8192, 1, 256, 464.0, 0.903, 13904.0),
+        # the same without the prefill graph: 13,440 -> 0.90652 -> 0.907
+        (143771, 8192, 1, 256, 0.0, 0.907, 13440.0),
+        # TP=2: + 256 instead of 128 -> 13,568 + 464 = 14,032 -> 0.9024 -> 0.902
+        (143771, 8192, 2, 256, 464.0, 0.902, 14032.0),
+        # GB10, TP=2, 16 seats (decode max_bs 16): 512 + 12,288 + 256 + 32 = 13,088 + 464 = 13,552;
+        # (124,546 - 13,552) / 124,546 = 0.89119 -> 0.891 (0.89491 -> 0.895 without the prefill graph)
+        (124546, 8192, 2, 16, 464.0, 0.891, 13552.0),
+        (124546, 8192, 2, 16, 0.0, 0.895, 13088.0),
+        # chunked prefill off: max_prefill_tokens 16,384 -> 512 + 24,576 + 128 + 512 = 25,728 (no prefill sizes)
+        (143771, -1, 1, 256, 0.0, 0.821, 25728.0),
+        # decode graphs off: no decode term; 13,440 - 512 + 464 = 13,392 -> 0.90685 -> 0.907
+        (143771, 8192, 1, None, 464.0, 0.907, 13392.0),
+        # MLA's flat 1.5 GiB prefill term: 13,440 + 1,536 = 14,976 -> 0.89583 -> 0.896
+        (143771, 8192, 1, 256, 1536.0, 0.896, 14976.0),
+        # 24 GiB: 512 + 6,144 + 128 + 96 + 50 * 8 = 7,280 (no 10 GiB floor below 60 GiB) -> 0.70363 -> 0.704
+        (24564, 4096, 1, 48, 400.0, 0.704, 7280.0),
+        # 60+ GiB floor: A100-80G with chunk 2048 -> 512 + 3,072 + 128 + 16 + 42 * 8 = 4,064 -> 10,240 -> 0.875
+        (81920, 2048, 1, 8, 336.0, 0.875, 10240.0),
         # no GPU figure: SGLang's fallback
-        (None, 4096, 1, 160, 0.95, None),
+        (None, 4096, 1, 160, 400.0, 0.95, None),
     ],
 )
 def test_default_mem_fraction_static(
-    gpu_mib: float | None, chunk: int, tp: int, max_bs: int | None, fraction: float, reserved: float | None
+    gpu_mib: float | None, chunk: int, tp: int, max_bs: int | None, prefill: float, fraction: float,
+    reserved: float | None,
 ) -> None:
     """memory_hook: round((gpu - reserved) / gpu, 3), reserve floored at 10 GiB above 60 GiB."""
     assert default_mem_fraction_static(gpu_mib, chunked_prefill_size=chunk, max_prefill_tokens=16384, tp_size=tp,
-                                       pp_size=1, decode_graph_max_bs=max_bs) == (fraction, reserved)
+                                       pp_size=1, decode_graph_max_bs=max_bs,
+                                       prefill_graph_reserve_mib=prefill) == (fraction, reserved)
+
+
+@pytest.mark.parametrize(
+    ("max_bs", "count", "last"),
+    # 4-32 by 4 (8), 48-256 by 16 (14), 288-512 by 32 (8), 576-1024 by 64 (8), 1280-4096 by 256 (12), then by 512
+    [(8192, 58, 8192), (4096, 50, 4096), (16384, 74, 16384), (2048, 42, 2048), (100, 12, 96), (-1, 0, None)],
+)
+def test_prefill_graph_batch_sizes(max_bs: int, count: int, last: int | None) -> None:
+    """generate_prefill_cuda_graph_batch_sizes: the capture sizes up to max_bs (none for chunked prefill off)."""
+    sizes = prefill_graph_batch_sizes(max_bs)
+    assert len(sizes) == count
+    assert (sizes[-1] if sizes else None) == last
+    assert sizes[:9] == (4, 8, 12, 16, 20, 24, 28, 32, 48)[: len(sizes)]
+
+
+def test_prefill_graph_reserve_mib() -> None:
+    """reserve_for_graph_mb's prefill term: 8 MiB per capture size, MLA 1.5 GiB flat, nothing when disabled."""
+    sizes = prefill_graph_batch_sizes(8192)
+    assert prefill_graph_reserve_mib("breakable", sizes, mla=False) == 58 * 8 == 464
+    assert prefill_graph_reserve_mib("full", sizes, mla=False) == 464
+    assert prefill_graph_reserve_mib("breakable", sizes, mla=True) == 1536
+    assert prefill_graph_reserve_mib("disabled", sizes, mla=False) == 0
+
+
+def _prefill(arch: ModelArchitecture, flags: list[str], capability: tuple[int, int] = (9, 0)) -> tuple[str, ...]:
+    o = parse_sglang_flags(flags)
+    graph = resolve_prefill_graph(arch, o, chunked=o.chunked_prefill_size or 8192, pp=o.pp_size or 1,
+                                  capability=capability)
+    return graph.sizing_backend, graph.backend, str(len(graph.capture_sizes)), str(graph.reserve_mib)
+
+
+@pytest.mark.parametrize(
+    ("arch", "flags", "expected"),
+    [
+        # default_prefill_backend on CUDA; sizes up to the chunk (8,192): 58 of them, 8 MiB each
+        (QWEN3, [], ("breakable", "breakable", "58", "464")),
+        # neither a hybrid model nor MTP turn it off
+        (FLASH_NEXT, ["--speculative-algorithm", "NEXTN"], ("breakable", "breakable", "58", "464")),
+        (QWEN3, ["--chunked-prefill-size", "4096"], ("breakable", "breakable", "50", "400")),
+        # off: no reserve, though memory_hook still lists the sizes
+        (QWEN3, ["--disable-cuda-graph"], ("disabled", "disabled", "58", "0.0")),
+        (QWEN3, ["--disable-decode-cuda-graph"], ("breakable", "breakable", "58", "464")),  # decode only
+        (QWEN3, ["--disable-prefill-cuda-graph"], ("disabled", "disabled", "58", "0.0")),
+        (QWEN3, ["--cuda-graph-backend-prefill", "disabled"], ("disabled", "disabled", "58", "0.0")),
+        # the explicit backend wins over the off switches
+        (QWEN3, ["--disable-cuda-graph", "--cuda-graph-backend-prefill", "full"], ("full", "full", "58", "464")),
+        (QWEN3, ["--pp-size", "2"], ("disabled", "disabled", "58", "0.0")),  # pipeline parallelism: opt-in only
+        # opted in with pipeline parallelism: capture sizes capped at 8,192 tokens
+        (QWEN3, ["--pp-size", "2", "--cuda-graph-backend-prefill", "breakable", "--chunked-prefill-size", "16384"],
+         ("breakable", "breakable", "58", "464")),
+        (QWEN3, ["--cuda-graph-max-bs-prefill", "512"], ("breakable", "breakable", "30", "240")),
+        (QWEN3, ["--cuda-graph-bs-prefill", "16", "256", "1024"], ("breakable", "breakable", "3", "24")),
+        # 4-32, 48-256, 288-512, 576-960: 8 + 14 + 8 + 7
+        (QWEN3, ["--max-total-tokens", "1000"], ("breakable", "breakable", "37", "296")),
+        (QWEN3, ["--model-path", "/m/Llama-2-7b"], ("breakable", "breakable", "50", "400")),  # at most 4,096
+        (QWEN3, ["--chunked-prefill-size", "-1"], ("breakable", "breakable", "0", "0")),
+    ],
+)
+def test_resolve_prefill_graph(arch: ModelArchitecture, flags: list[str], expected: tuple[str, ...]) -> None:
+    """parse_cuda_graph_config, apply_cuda_graph_compatibility and memory_hook's prefill capture sizes (H200)."""
+    assert _prefill(arch, flags) == expected
+
+
+def test_deepseek_v3_on_trtllm_mla_keeps_the_reserve() -> None:
+    """The trtllm_mla rule runs after the fraction is set: the graph ends off, MLA's 1.5 GiB stays reserved."""
+    dsv3 = ModelArchitecture(**{**vars(QWEN3), "architecture": "DeepseekV3ForCausalLM", "layers": (DSV3_LAYER,) * 4})
+    assert _prefill(dsv3, [], (10, 0)) == ("breakable", "disabled", "58", "1536.0")  # SM100 picks trtllm_mla
+    assert _prefill(dsv3, [], (9, 0)) == ("breakable", "breakable", "58", "1536.0")
+    locked = ["--cuda-graph-backend-prefill", "breakable"]
+    assert _prefill(dsv3, locked, (10, 0)) == ("breakable", "breakable", "58", "1536.0")
+
+
+@pytest.mark.parametrize("architecture", ["DeepseekV4ForCausalLM", "Qwen3VLForConditionalGeneration"])
+def test_breakable_prefill_graph_off_for_incompatible_archs(architecture: str) -> None:
+    """disable_breakable_cudagraph_if_incompatible: DeepSeek-V4, and multimodal models SGLang has not validated."""
+    arch = ModelArchitecture(**{**vars(QWEN3), "architecture": architecture})
+    assert _prefill(arch, [])[:2] == ("disabled", "disabled")
+    assert _prefill(arch, ["--cuda-graph-backend-prefill", "breakable"])[0] == "breakable"  # explicit: kept
+    allowlisted = ModelArchitecture(**{**vars(QWEN3), "architecture": "Qwen3_5ForConditionalGeneration"})
+    assert _prefill(allowlisted, [])[0] == "breakable"
 
 
 def test_decode_graph_batch_sizes() -> None:
@@ -331,12 +430,12 @@ def _flash_next(flags: list[str], **kw: object) -> object:
 
 
 def test_dense_pool_by_hand() -> None:
-    """rest = after - before * (1 - f); tokens = int(rest * 2**30) // cell (H200, one GPU, f 0.907)."""
+    """rest = after - before * (1 - f); tokens = int(rest * 2**30) // cell (H200, one GPU, f 0.903)."""
     cap = compute_sglang_capacity(QWEN3, parse_sglang_flags([]), gpu_capacity_bytes=143_771 << 20,
                                   free_before_load_bytes=150_109_880_320, weights_per_gpu_bytes=20 * GIB)
     before = 150_109_880_320 / GIB
-    rest = (150_109_880_320 - 20 * GIB) / GIB - before * (1 - 0.907)
-    assert cap.mem_fraction_static == 0.907
+    rest = (150_109_880_320 - 20 * GIB) / GIB - before * (1 - 0.903)
+    assert cap.mem_fraction_static == 0.903
     assert cap.cell_size == 2048
     assert cap.kv_budget_bytes == int(rest * GIB)
     assert cap.max_total_num_tokens == int(rest * GIB) // 2048
@@ -352,7 +451,7 @@ def test_hybrid_state_pool_by_hand() -> None:
     per_req = 36 * (24_576 + 1_048_576)
     assert m.per_req_bytes == per_req == 38_633_472
     before, after = float32(118_412_345_678) / GIB, float32(118_412_345_678 - 26 * GIB - 123) / GIB
-    rest = after - before * (1 - 0.891)
+    rest = after - before * (1 - 0.887)
     k = int((rest * 0.9 / 1.9 * GIB - per_req) // per_req)
     assert (m.max_mamba_cache_size, m.ratio, m.slot_cap, m.intermediate_bytes) == (k, 5, k // 5, 0)
     assert cap.kv_budget_bytes == int((rest - (k + 1) * per_req / GIB) * GIB)
@@ -362,7 +461,7 @@ def test_hybrid_state_pool_by_hand() -> None:
 
 @pytest.mark.parametrize(
     ("seats", "pool", "intermediate_requests"),
-    [(6, 4_601_472, 7), (16, 4_475_712, 17), (32, 4_274_496, 33)],
+    [(6, 4_572_352, 7), (16, 4_446_592, 17), (32, 4_245_376, 33)],
 )
 def test_flash_next_pool_shrinks_with_seats_under_mtp(seats: int, pool: int, intermediate_requests: int) -> None:
     """NEXTN (D = 4): every seat keeps D intermediate states, (seats + 1) * D * per_req bytes leave the KV pool.
@@ -431,7 +530,7 @@ def test_safe_seats_capped_by_state_slots() -> None:
     ("arch", "flags", "free", "weights", "code", "start"),
     [
         (QWEN3, [], 100 * GIB, 99 * GIB, "sglang-weights-leave-no-kv",
-         "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.907. Raise "
+         "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.903. Raise "
          "--mem-fraction-static above 0.990 (minimum viable = 1 - available/pre = 0.9900)."),
         (QWEN3, ["--mem-fraction-static", "0.5"], 100 * GIB, 50 * GIB - 1000, "sglang-not-enough-memory",
          "Not enough memory. Please try to increase --mem-fraction-static."),
