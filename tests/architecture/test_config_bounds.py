@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from dspark.architecture import AttentionLayer, parse_config
 from dspark.architecture.fields import INT_LIMITS
@@ -70,3 +72,16 @@ def test_hybrid_without_a_full_attention_layer_is_refused(override: dict[str, An
 def test_non_finite_numbers_are_not_integers() -> None:
     with pytest.raises(ArchitectureError, match="'num_hidden_layers' must be an integer"):
         parse_config({**DENSE, "num_hidden_layers": float("inf")}, "c.json")
+
+
+def test_the_vision_tower_is_read_as_sglang_reads_it() -> None:
+    recipe = yaml.safe_load((Path(__file__).resolve().parents[2] / "dspark/data/recipes/qwen27b-dflash-sglang.yaml")
+                            .read_text())["model"]["config"]
+    text_only = {k: v for k, v in recipe.items() if k != "vision_config"}
+    assert parse_config(text_only, "inline").vision_tower is None
+    qwen = parse_config(recipe, "inline")  # depth 27, hidden 1152, no num_hidden_layers
+    assert qwen.vision_tower == (24, 1152) and qwen.wraps_text_config  # `depth` is not num_hidden_layers to SGLang
+    wide = parse_config({**recipe, "vision_config": {**recipe["vision_config"], "num_hidden_layers": 32}}, "inline")
+    assert wide.vision_tower == (32, 1152)
+    with pytest.raises(ArchitectureError, match=r"vision_config\.num_hidden_layers"):
+        parse_config({**recipe, "vision_config": {**recipe["vision_config"], "num_hidden_layers": -5}}, "inline")

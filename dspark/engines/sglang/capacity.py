@@ -235,7 +235,7 @@ def _pool(
     world = a.tp * a.pp
     pre = available_gib(free_before, world)
     avail = available_gib(max(free_after, 0), world)
-    rest = avail - pre * (1 - a.fraction) - 0.0  # mm_runtime_reservation_gb: 0 for text models
+    rest = avail - pre * (1 - a.fraction) - a.mm_reservation_gib
     out: dict[str, object] = {"pre_model_load_gib": pre, "available_gib": avail,
                               "footprint_bytes": int(pre * a.fraction * GIB)}
     mamba: MambaPool | None = None

@@ -66,6 +66,7 @@ class SglangOptions:
     cuda_graph_max_bs_prefill: int | None = None  # the prefill graphs' largest capture size (tokens)
     cuda_graph_bs_prefill: tuple[int, ...] | None = None  # explicit prefill capture sizes (--cuda-graph-bs-prefill)
     disable_cuda_graph_padding: bool | None = None
+    mm_feature_transport: str | None = None  # --mm-feature-transport: cuda_ipc / cuda_vmm reserve 1 GiB more
     language_only: bool | None = None  # --language-only: no multimodal memory headroom
     language_model_only: bool | None = None  # --language-model-only: likewise
     attention_backend: str | None = None  # decides the page size on some backends (trtllm_mha/_mla, flashmla)
@@ -147,6 +148,7 @@ _VALUE_FLAGS: dict[str, tuple[str, str]] = {
     "--cuda-graph-backend-prefill": ("cuda_graph_backend_prefill", "graph"),
     "--cuda-graph-max-bs-prefill": ("cuda_graph_max_bs_prefill", "int"),
     "--attention-backend": ("attention_backend", "str"),
+    "--mm-feature-transport": ("mm_feature_transport", "str"),
 }
 _BOOL_FLAGS: dict[str, tuple[str, ...]] = {
     "--disable-radix-cache": ("disable_radix_cache",),

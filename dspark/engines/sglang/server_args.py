@@ -33,6 +33,7 @@ from dspark.engines.sglang.sizing_types import (
     QWEN3_5_HYBRID_ARCHS,
     SGLANG_MULTIMODAL_ARCHS,
     SPEC_DEFAULT_MAX_RUNNING_REQUESTS,
+    VLM_CACHE_SIZE_MB,
     PrefillGraph,
     SglangRefusal,
 )
@@ -108,6 +109,7 @@ class ResolvedArgs:
     kv_explicit: bool
     draft_layers: int | None
     sm100: bool  # compute capability 10.x: DSA's default prefill/decode backends are trtllm
+    mm_reservation_gib: float = 0.0  # kv_cache_configurator.mm_runtime_reservation_gb, out of the KV budget
 
 
 def _resolve_speculative(
@@ -200,11 +202,25 @@ def resolve_prefill_graph(
     return PrefillGraph(sizing_backend=backend, backend=final, capture_sizes=sizes, reserve_mib=reserve)
 
 
-def serves_multimodal(arch: ModelArchitecture, o: SglangOptions) -> bool:
-    """handle_gpu_memory_settings' is_vlm: model_config.is_multimodal and neither language-only flag."""
-    if o.language_only or o.language_model_only or arch.architecture in MULTIMODAL_OFF_BY_DEFAULT:
+def model_is_multimodal(arch: ModelArchitecture, o: SglangOptions) -> bool:
+    """model_config.is_multimodal: a multimodal architecture or text_config wrapper, not --language-model-only."""
+    if o.language_model_only or arch.architecture in MULTIMODAL_OFF_BY_DEFAULT:
         return False
     return arch.architecture in SGLANG_MULTIMODAL_ARCHS or arch.wraps_text_config
+
+
+def serves_multimodal(arch: ModelArchitecture, o: SglangOptions) -> bool:
+    """handle_gpu_memory_settings' is_vlm: model_config.is_multimodal and not --language-only."""
+    return model_is_multimodal(arch, o) and not o.language_only
+
+
+def mm_reservation_gib(arch: ModelArchitecture, o: SglangOptions) -> float:
+    """mm_runtime_reservation_gb: SGLANG_VLM_CACHE_SIZE_MB (100) for a multimodal model, plus
+    SGLANG_MM_FEATURE_CACHE_MB (1,024) with CUDA feature transport; both at SGLang's defaults."""
+    if not model_is_multimodal(arch, o):
+        return 0.0
+    feature = 1024 if o.mm_feature_transport in ("cuda_ipc", "cuda_vmm") else 0
+    return (VLM_CACHE_SIZE_MB + feature) / 1024
 
 
 def resolve_args(
@@ -266,7 +282,8 @@ def resolve_args(
                 run.notes.append(f"multimodal {arch.architecture}: SGLang lowers the default mem_fraction_static to "
                                  f"{fraction:.4f} for the vision tower ({arch.vision_tower[0]} layers × "
                                  f"{arch.vision_tower[1]}; memory_hook.adjust_mem_fraction_for_vlm); "
-                                 "--language-only / --language-model-only serve text alone and keep it")
+                                 "--language-only serves text alone and keeps the fraction; 100 MiB of the KV budget "
+                                 "stays kept for the multimodal embedding cache (mm_runtime_reservation_gb)")
     algorithm, steps, topk, draft, mrr = _resolve_speculative(arch, o, drafter, run)
     try:
         kv_dtype, kv_elem = kv_storage(o.kv_cache_dtype, arch, capability)
@@ -297,6 +314,7 @@ def resolve_args(
         kv_explicit=o.kv_cache_dtype not in (None, "auto"),
         draft_layers=draft_kv_layers(arch, o, algorithm, drafter, run),
         sm100=capability is not None and capability[0] == 10,
+        mm_reservation_gib=mm_reservation_gib(arch, o),
     )
 
 

@@ -135,6 +135,8 @@ SGLANG_MULTIMODAL_ARCHS = frozenset(
         "UnlimitedOCRForCausalLM", "VoxtralForConditionalGeneration", "WhisperForConditionalGeneration",
     }
 )  # fmt: skip
+# environ.SGLANG_VLM_CACHE_SIZE_MB's default: the multimodal embedding cache, reserved out of the KV budget.
+VLM_CACHE_SIZE_MB = 100
 # ModelConfig.__init__'s mm_disabled_models: multimodal off unless --enable-multimodal.
 MULTIMODAL_OFF_BY_DEFAULT = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
                                        "Step3VLForConditionalGeneration", "InklingForConditionalGeneration"})

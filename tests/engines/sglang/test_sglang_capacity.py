@@ -32,6 +32,7 @@ from dspark.engines.sglang.server_defaults import (
     prefill_graph_batch_sizes,
     prefill_graph_reserve_mib,
     speculative_params,
+    vlm_mem_fraction,
 )
 from dspark.errors import SettingsError
 
@@ -596,3 +597,12 @@ def test_parse_config_path_matches_hand_built() -> None:
     by_hand = _flash_next(["--speculative-algorithm", "NEXTN"])
     assert (parsed.max_total_num_tokens, parsed.cell_size, parsed.draft_kv_layers) == (
         by_hand.max_total_num_tokens, by_hand.cell_size, by_hand.draft_kv_layers)  # type: ignore[attr-defined]
+
+
+def test_a_vision_tower_lowers_the_default_fraction_by_its_size() -> None:
+    # ViT-L/14 (24 x 1024^2) keeps 0.95 of it; 1152 wide: 1 - 0.1 x (1152^2 / 1024^2 - 1) = 0.9734375 on top.
+    assert vlm_mem_fraction(0.891, (24, 1024)) == pytest.approx(0.891 * 0.95)
+    assert vlm_mem_fraction(0.891, (24, 1152)) == pytest.approx(0.891 * 0.95 * 0.9734375)
+    assert vlm_mem_fraction(0.9, (48, 4096)) == pytest.approx(0.9 * 0.95 * 0.8)  # clamped below
+    assert vlm_mem_fraction(0.9, (1, 64)) == pytest.approx(0.9 * 0.95 * 1.05)  # clamped above
+    assert vlm_mem_fraction(0.9, None) == 0.9  # multimodal without a vision_config (audio): unchanged
