@@ -2,8 +2,8 @@
 
 Two ways, one row shape (results/start.json, rendered by render.py):
   exec : vLLM CPU releases 0.28.0-0.32.0. The real `dspark start --engine-python <release python> ... --json`
-         (under `flock /work/wt/engine.lock`), which execs the release's engine; its own KV line and its
-         "non-default args" (the pin as the engine parsed it) are read from the log, then the process group
+         (under `flock $DSPARK_ENGINE_LOCK`, default $TMPDIR/dspark-engine.lock), which execs the release's
+         engine; its own KV line and its "non-default args" (the pin as the engine parsed it) are read from the log, then the process group
          is stopped. The process that printed the line is checked to be dspark's own (exec, not a child).
   seam : releases that cannot serve here (vLLM 0.33.0, SGLang): dspark's start core in this process with a
          capturing exec (run_start's `execute`), `--hardware PROFILE`; the argv check and the witness run in
@@ -40,7 +40,8 @@ from vllm_harness import ENGINE_ENV, free_port, kill_group, parse_line  # noqa: 
 
 from dspark.launch import LaunchPlan  # noqa: E402
 
-LOCK = "/work/wt/engine.lock"  # the machine-wide lock for real engine starts (a 2-core host shared with others)
+# A machine-wide lock for real engine starts, so timing-sensitive work sharing a small host goes one at a time.
+LOCK = os.environ.get("DSPARK_ENGINE_LOCK", str(Path(tempfile.gettempdir()) / "dspark-engine.lock"))
 MTP2 = '{"method":"mtp","num_speculative_tokens":2}'
 PINS = {"vllm": ("--kv-cache-memory-bytes", "kv_cache_memory_bytes"), "sglang": ("--max-total-tokens",
                                                                                   "max_total_tokens")}
