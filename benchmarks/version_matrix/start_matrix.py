@@ -4,7 +4,8 @@ Two ways, one row shape (results/start.json, rendered by render.py):
   exec : vLLM CPU releases 0.28.0-0.32.0. The real `dspark start --engine-python <release python> ... --json`
          (under `flock $DSPARK_ENGINE_LOCK`, default $TMPDIR/dspark-engine.lock), which execs the release's
          engine; its own KV line and its "non-default args" (the pin as the engine parsed it) are read from the
-         log, then the process group is stopped. The process that printed the line is checked to be dspark's own (exec, not a child).
+         log, then the process group is stopped. The process that printed the line is checked to be dspark's
+         own (exec, not a child).
   seam : releases that cannot serve here (vLLM 0.33.0, SGLang): dspark's start core in this process with a
          capturing exec (run_start's `execute`), `--hardware PROFILE`; the argv check and the witness run in
          the release's interpreter as they do in a real start.
