@@ -256,6 +256,7 @@ class VllmCapacity:
             "tensor_parallel_size": self.tensor_parallel_size,
             "pipeline_parallel_size": self.pipeline_parallel_size,
             "enable_prefix_caching": self.enable_prefix_caching,
+            "enable_chunked_prefill": self.enable_chunked_prefill,
             "mamba_cache_mode": self.mamba_cache_mode,
             "mamba_block_size": self.mamba_block_size,
             "mamba_state_dtypes": list(self.mamba_state_dtypes) if self.mamba_state_dtypes else None,

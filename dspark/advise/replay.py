@@ -1,0 +1,194 @@
+"""The workload replayed through the installed engine's own scheduler, and what each pass would measure.
+
+The engine side (dspark/engines/<engine>/inside/replay_scheduler.py) runs in the engine's interpreter; this
+module builds its request from the plan, the workload and the advisor's step cost, runs it, and turns each
+pass's per-request times into the figures a bench reports (TTFT percentiles, TPOT, decode rates, wall time).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import import_module
+from types import ModuleType
+from typing import Any
+
+from dspark.advise.model import StepCosts, StepShape
+from dspark.advise.workload import Arrivals, WorkloadRequest
+from dspark.errors import InputError
+
+
+class ReplayError(Exception):
+    """The engine's scheduler could not be run on this plan or workload; the message says why."""
+
+
+@dataclass(frozen=True)
+class PassPrediction:
+    """What the engine's scheduler did with one pass of the workload, as a bench of it would report it."""
+
+    requests: int
+    steps: int
+    prefix_cache_queries: int  # prompt tokens looked up, as vllm:prefix_cache_queries counts them
+    prefix_cache_hits: int
+    prefix_cache_hit_rate: float | None  # hits / queries (None: no queries)
+    preemptions: int
+    kv_peak_fraction: float  # the KV pool used after the busiest step (the engine's own usage figure)
+    kv_mean_fraction: float  # over the pass's virtual time
+    running_peak: int
+    ttft_mean_s: float
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    tpot_mean_ms: float
+    per_stream_decode_tps: float
+    aggregate_decode_tps: float
+    wall_time_s: float
+    prefill_share: float
+
+
+@dataclass(frozen=True)
+class SeatReplay:
+    """The cold pass and, with --warm, the re-sent one at one seat count."""
+
+    seats: int
+    cold: PassPrediction
+    warm: PassPrediction | None
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """Every seat count's passes, which scheduler produced them, and how long it took."""
+
+    simulator: str
+    engine_version: str | None
+    seats: tuple[SeatReplay, ...]
+    seconds: float
+    setup_seconds: float
+    kv: Mapping[str, Any]
+
+    def at(self, seats: int) -> SeatReplay | None:
+        """The replay at `seats`, if it was run."""
+        return next((s for s in self.seats if s.seats == seats), None)
+
+
+def _engine_module(engine: str) -> ModuleType | None:
+    """dspark.engines.<engine>.replay_input, or None where the engine has no scheduler replay."""
+    try:
+        return import_module(f"dspark.engines.{engine}.replay_input")
+    except ModuleNotFoundError:
+        return None
+
+
+def engine_part(engine: str, witness_request: Mapping[str, Any] | None, details: Mapping[str, Any],
+                max_model_len: int, mtp_layers: int) -> tuple[dict[str, Any], str, ModuleType]:
+    """The replay's plan and engine settings for `engine`, with the script that runs them; ReplayError: why not."""
+    module = _engine_module(engine)
+    if module is None:
+        raise ReplayError(f"dspark cannot run {engine}'s scheduler without a model yet")
+    try:
+        part: dict[str, Any] = module.replay_engine_part(witness_request, details, max_model_len, mtp_layers)
+    except ValueError as exc:
+        raise ReplayError(str(exc)) from None
+    return part, str(module.REPLAY_SCRIPT), module
+
+
+def step_cost(costs: StepCosts, shape: StepShape) -> dict[str, float]:
+    """The advisor's step-cost terms (dspark.advise.model.decode_step_s), for the replay to compute each step."""
+    return {
+        "fixed_s": costs.fixed_s, "bandwidth_bytes_per_s": costs.bandwidth_bytes_per_s,
+        "per_token_s": costs.per_token_s, "prefill_per_token_s": costs.prefill_per_token_s,
+        "dense_weight_bytes": shape.dense_weight_bytes, "expert_weight_bytes": shape.expert_weight_bytes,
+        "num_experts": float(shape.num_experts or 0), "top_k": float(shape.top_k or 0),
+        "kv_bytes_per_token": shape.kv_bytes_per_token, "state_bytes_per_seat": shape.state_bytes_per_seat,
+        "query_len": float(shape.query_len),
+    }
+
+
+def replay_request(part: Mapping[str, Any], seats: Sequence[int], requests: Sequence[WorkloadRequest],
+                   arrivals: Arrivals, *, warm: bool, pattern: Sequence[int], cost: Mapping[str, float]
+                   ) -> dict[str, Any]:
+    """The JSON the engine-side replay reads."""
+    return {
+        **part, "seats": list(seats), "warm": warm, "accepted_pattern": list(pattern), "step_cost": dict(cost),
+        "requests": [{"prompt": list(r.prompt), "max_tokens": r.max_tokens} for r in requests],
+        "arrivals": arrivals.to_json(),
+    }
+
+
+def run_replay(python: str, script: str, request: Mapping[str, Any], marker: str, timeout: float = 600.0
+               ) -> dict[str, Any]:
+    """Run the replay in the engine's interpreter and return its answer; ReplayError when there is none."""
+    try:
+        proc = subprocess.run([python, script], input=json.dumps(request), capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ReplayError(f"cannot run the engine's scheduler in {python}: {exc}") from None
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(marker)), None)
+    if line is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise ReplayError(f"no answer from the engine's scheduler in {python} (exit {proc.returncode}): "
+                          f"{' | '.join(tail)}")
+    answer: dict[str, Any] = json.loads(line[len(marker):])
+    if not answer.get("ok"):
+        raise ReplayError(f"the engine's scheduler could not replay the workload: {answer.get('error')}")
+    return answer
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile by linear interpolation (numpy's default), NaN for none."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def pass_prediction(p: Mapping[str, Any]) -> PassPrediction:
+    """A pass's figures from the replay's per-request times (virtual seconds) and the engine's counters."""
+    arrival, first, finish, out = p["arrival_s"], p["first_token_s"], p["finish_s"], p["output_tokens"]
+    ttft = [f - a for a, f in zip(arrival, first, strict=True) if math.isfinite(f - a)]
+    streams = [(fin - f, n) for f, fin, n in zip(first, finish, out, strict=True) if n > 1 and fin > f]
+    span = math.fsum(s for s, _ in streams)
+    wall = float(p["wall_time_s"])
+    queries, hits = int(p["prefix_cache_queries"]), int(p["prefix_cache_hits"])
+    return PassPrediction(
+        requests=int(p["requests"]), steps=int(p["steps"]), prefix_cache_queries=queries, prefix_cache_hits=hits,
+        prefix_cache_hit_rate=hits / queries if queries else None, preemptions=int(p["preemptions"]),
+        kv_peak_fraction=float(p["kv_peak_fraction"]), kv_mean_fraction=float(p["kv_mean_fraction"]),
+        running_peak=int(p["running_peak"]),
+        ttft_mean_s=statistics.fmean(ttft) if ttft else math.nan, ttft_p50_s=_percentile(ttft, 50),
+        ttft_p90_s=_percentile(ttft, 90), ttft_p99_s=_percentile(ttft, 99),
+        tpot_mean_ms=statistics.fmean(s / (n - 1) for s, n in streams) * 1e3 if streams else math.nan,
+        per_stream_decode_tps=sum(n - 1 for _, n in streams) / span if span > 0 else math.nan,
+        aggregate_decode_tps=sum(out) / wall if wall > 0 else math.nan, wall_time_s=wall,
+        prefill_share=float(p["prefill_time_s"]) / wall if wall > 0 else 0.0,
+    )
+
+
+def replay_result(answer: Mapping[str, Any], simulator: str) -> ReplayResult:
+    """The parsed answer of the engine-side replay."""
+    seats = tuple(SeatReplay(seats=int(r["seats"]), cold=pass_prediction(r["cold"]),
+                             warm=pass_prediction(r["warm"]) if r.get("warm") else None)
+                  for r in answer["results"])
+    return ReplayResult(simulator=simulator, engine_version=answer.get("engine_version"), seats=seats,
+                        seconds=float(answer.get("seconds", 0.0)),
+                        setup_seconds=float(answer.get("setup_seconds", 0.0)), kv=answer.get("kv") or {})
+
+
+def simulate_with_engine(python: str, engine: str, witness_request: Mapping[str, Any] | None,
+                         details: Mapping[str, Any], max_model_len: int, mtp_layers: int, seats: Sequence[int],
+                         requests: Sequence[WorkloadRequest], arrivals: Arrivals, *, warm: bool,
+                         pattern: Sequence[int], cost: Mapping[str, float], timeout: float = 600.0) -> ReplayResult:
+    """Replay the workload at every seat count through the engine's scheduler in its interpreter."""
+    if not requests:
+        raise InputError("the workload has no requests")
+    part, script, module = engine_part(engine, witness_request, details, max_model_len, mtp_layers)
+    request = replay_request(part, seats, requests, arrivals, warm=warm, pattern=pattern, cost=cost)
+    answer = run_replay(python, script, request, module.MARKER, timeout)
+    return replay_result(answer, module.simulator_name(answer.get("engine_version")))

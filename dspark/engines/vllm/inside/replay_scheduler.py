@@ -1,0 +1,449 @@
+"""Run inside vLLM's interpreter: replay a workload through the installed engine's own Scheduler, without a model.
+
+Usage: `<vllm python> replay_scheduler.py < request.json`; prints one line `DSPARK_REPLAY {json}`.
+Imports only vllm and the standard library (the step cost below is pure, so dspark's tests load this file by
+path without vLLM); it runs where dspark may not be installed.
+
+The Scheduler and its KVCacheManager are vLLM's own, built on the KVCacheConfig the engine's planner makes of
+dspark's plan (kv_plan.py beside this file, the witness's planning), set up as EngineCore sets them up
+(num_gpu_blocks, block size, the block sizes resolve_kv_cache_block_sizes gives, the request block hasher),
+with the plan's seats, batched-token budget, chunked prefill, prefix caching, mamba cache mode and
+speculative method. Each step is schedule() -> a made-up ModelRunnerOutput -> update_from_output(): a request
+whose prompt is computed samples one token per step, or with speculation 1 + accepted of its scheduled draft
+tokens (a fixed pattern whose mean is the accepted-token rate), and every running request is handed drafts
+as the model runner would (update_draft_token_ids). Steps advance a virtual clock by the step cost of what
+they hold; arrivals follow that clock.
+
+request:
+    plan: the planner request (kv_plan.py); engine: {max_model_len, block_size (cache_config.block_size as
+    planned for the target), max_num_batched_tokens, enable_chunked_prefill, enable_prefix_caching,
+    mamba_cache_mode, speculative: null | {method, num_speculative_tokens, mtp_layers}, scheduler: extra
+    SchedulerConfig fields (optional)}; seats: [N, ...]; requests: [{prompt: [ids], max_tokens}];
+    arrivals: {clients: N} (closed loop) | {times: [s, ...]} (open loop, one per request, from the pass's
+    start); warm: bool (re-send every request after the cold pass ends, arriving the same way);
+    accepted_pattern: accepted draft tokens per decode step, cycled per request; step_cost: see step_seconds;
+    workers: processes to spread the seat counts over (default: the CPUs; forked after the engine's import).
+answer: {ok, engine_version, seconds, setup_seconds, kv: {num_blocks, block_size, hash_block_size, groups},
+    results: [{seats, cold: PASS, warm: PASS | null}], error}; PASS: {requests, steps, wall_time_s,
+    prefill_time_s, prefix_cache_queries, prefix_cache_hits, preempted_queries, preempted_hits, preemptions,
+    kv_peak_fraction, kv_mean_fraction (over the virtual time), running_peak, arrival_s, first_token_s,
+    finish_s, output_tokens: one per request in order, seconds, cpu_seconds (host time), process (its pid)}.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import heapq
+import importlib
+import importlib.util
+import inspect
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+# Run by path, this file's folder leads sys.path; keep it off (nothing here may shadow an engine module).
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+MARKER = "DSPARK_REPLAY "
+_TOKEN = 1  # the made-up sampled and draft token: its value only feeds block hashes past the prompt
+
+
+def step_seconds(cost: dict[str, float], rows: int, context_tokens: float, prefill_tokens: int) -> float:
+    """The advisor's step cost (dspark.advise.model.decode_step_s) for `rows` decoding seats, their context, prompt.
+
+    cost: fixed_s, bandwidth_bytes_per_s, per_token_s, prefill_per_token_s, dense_weight_bytes,
+    expert_weight_bytes, num_experts, top_k, kv_bytes_per_token, state_bytes_per_seat, query_len.
+    """
+    query_len = cost["query_len"]
+    tokens = rows * query_len + prefill_tokens
+    experts, top_k = cost.get("num_experts") or 0, cost.get("top_k") or 0
+    if experts and top_k and tokens > 0:
+        coverage = 1.0 - float((1.0 - top_k / experts) ** tokens)
+    else:
+        coverage = 1.0 if tokens > 0 else 0.0
+    read = (cost["dense_weight_bytes"] + cost["expert_weight_bytes"] * coverage
+            + cost["kv_bytes_per_token"] * context_tokens + cost["state_bytes_per_seat"] * rows)
+    return float(cost["fixed_s"] + read / cost["bandwidth_bytes_per_s"] + rows * query_len * cost["per_token_s"]
+                 + prefill_tokens * cost["prefill_per_token_s"])
+
+
+def _kv_plan() -> Any:
+    """kv_plan.py beside this file (the witness's planning), loaded by path."""
+    name = "_dspark_vllm_kv_plan"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, _HERE / "kv_plan.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {_HERE / 'kv_plan.py'}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _default(f: Any) -> Any:
+    """A dataclass field's default (pydantic FieldInfo defaults included); MISSING when it has none."""
+    if f.default is not dataclasses.MISSING:
+        value = f.default
+        return value.get_default(call_default_factory=True) if hasattr(value, "get_default") else value
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _bare(cls: Any, values: dict[str, Any]) -> Any:
+    """An instance of an engine config class without its __post_init__ (no model to read): defaults, then values.
+
+    The class's own methods and properties then answer from these fields (use_eagle(), uses_mrope, ...).
+    """
+    obj = object.__new__(cls)
+    for f in dataclasses.fields(cls):
+        value = _default(f)
+        if value is not dataclasses.MISSING:
+            object.__setattr__(obj, f.name, value)
+    for key, value in values.items():
+        object.__setattr__(obj, key, value)
+    return obj
+
+
+def _kwargs(cls: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """The values this release's constructor takes (InitVars included); the rest are left out."""
+    names = set(inspect.signature(cls).parameters)
+    return {k: v for k, v in values.items() if k in names}
+
+
+def _model_config(max_model_len: int) -> Any:
+    """A ModelConfig holding what the scheduler reads of it: a text-only generative model of max_model_len."""
+    from transformers import PretrainedConfig  # noqa: PLC0415
+    from vllm.config import ModelConfig  # noqa: PLC0415
+
+    hf = PretrainedConfig()
+    model = _bare(ModelConfig, {"max_model_len": max_model_len, "hf_config": hf, "hf_text_config": hf,
+                                "runner_type": "generate", "multimodal_config": None,
+                                "skip_tokenizer_init": True})
+    # supports_multimodal_inputs answers from this cache, keyed as _cached_supports_multimodal_inputs keys it.
+    object.__setattr__(model, "_supports_multimodal_inputs_cache", {(False, "generate", None): False})
+    return model
+
+
+def _speculative_config(spec: dict[str, Any] | None) -> Any:
+    """The SpeculativeConfig fields the scheduler and VllmConfig's lookahead properties read (method, tokens)."""
+    if not spec:
+        return None
+    from vllm.config import SpeculativeConfig  # noqa: PLC0415
+
+    draft_hf = SimpleNamespace(num_nextn_predict_layers=int(spec.get("mtp_layers") or 1), model_type="")
+    return _bare(SpeculativeConfig, {
+        "method": spec["method"], "num_speculative_tokens": int(spec["num_speculative_tokens"]),
+        "draft_model_config": SimpleNamespace(hf_config=draft_hf), "num_speculative_tokens_per_batch_size": None,
+    })
+
+
+class Replay:
+    """vLLM's Scheduler on the plan's KVCacheConfig, rebuilt per seat count; the planner runs once."""
+
+    def __init__(self, req: dict[str, Any]) -> None:
+        self.req = req
+        self.engine = req["engine"]
+        from vllm.v1.core import kv_cache_utils  # noqa: PLC0415
+        from vllm.v1.core.sched import scheduler  # noqa: PLC0415, F401 - imported before workers fork
+        from vllm.v1.request import Request  # noqa: PLC0415, F401
+
+        self.utils = kv_cache_utils
+        self.pattern = [int(a) for a in req.get("accepted_pattern") or [0]]
+
+    def kv_config(self, seats: int) -> Any:
+        """The scheduler's KVCacheConfig of the plan at `seats` (planned as the engine plans it at start-up)."""
+        planned = _kv_plan().plan({**self.req["plan"], "max_num_seqs": seats}, "the scheduler replay")
+        gen = getattr(self.utils, "generate_scheduler_kv_cache_config", None)
+        if gen is None:
+            with contextlib.suppress(ImportError, AttributeError):
+                gen = importlib.import_module("vllm.v1.core.kv_cache_planning").generate_scheduler_kv_cache_config
+        return gen(planned.kv_configs) if gen is not None else planned.kv_config
+
+    def vllm_config(self, seats: int) -> Any:
+        """A VllmConfig with the plan's scheduler, cache, model length and speculative settings."""
+        from vllm.config import CacheConfig, SchedulerConfig, VllmConfig  # noqa: PLC0415
+
+        e = self.engine
+        with contextlib.redirect_stdout(sys.stderr):
+            config = VllmConfig()  # the host platform's hooks run on these defaults, not on the plan's values
+        sched_values = {
+            "max_model_len": e["max_model_len"], "is_encoder_decoder": False, "max_num_seqs": seats,
+            "max_num_batched_tokens": e["max_num_batched_tokens"],
+            "enable_chunked_prefill": e["enable_chunked_prefill"], "async_scheduling": False,
+            **(e.get("scheduler") or {}),
+        }
+        config.scheduler_config = SchedulerConfig(**_kwargs(SchedulerConfig, sched_values))
+        cache_values = {"block_size": e["block_size"], "enable_prefix_caching": e["enable_prefix_caching"],
+                        "mamba_cache_mode": e.get("mamba_cache_mode") or "none"}
+        config.cache_config = CacheConfig(**_kwargs(CacheConfig, cache_values))
+        config.model_config = _model_config(e["max_model_len"])
+        config.speculative_config = _speculative_config(e.get("speculative"))
+        return config
+
+    def scheduler(self, seats: int) -> tuple[Any, Any, dict[str, Any]]:
+        """A fresh Scheduler (empty prefix cache) and the request block hasher, set up as EngineCore does."""
+        from vllm.v1.core.sched.scheduler import Scheduler  # noqa: PLC0415
+        from vllm.v1.structured_output import StructuredOutputManager  # noqa: PLC0415
+
+        config = self.vllm_config(seats)
+        kv = self.kv_config(seats)
+        cache = config.cache_config
+        cache.num_gpu_blocks = kv.num_blocks
+        participating = [g.kv_cache_spec.block_size for g in kv.kv_cache_groups
+                         if getattr(g.kv_cache_spec, "prefix_cacheable", True)]
+        if kv.kv_cache_groups:
+            cache.block_size = min(participating or [g.kv_cache_spec.block_size for g in kv.kv_cache_groups])
+        resolve = getattr(self.utils, "resolve_kv_cache_block_sizes", None)
+        block, hash_block = resolve(kv, config) if resolve is not None else (cache.block_size, cache.block_size)
+        if hasattr(kv, "hash_block_size"):
+            kv.hash_block_size = hash_block
+        alignment = getattr(self.utils, "resolve_cache_hit_alignment_tokens", None)
+        if alignment is not None and hasattr(kv, "cache_hit_alignment_tokens"):
+            kv.cache_hit_alignment_tokens = alignment(kv, config, block, hash_block)
+        with contextlib.redirect_stdout(sys.stderr):
+            sched = Scheduler(vllm_config=config, kv_cache_config=kv,
+                              structured_output_manager=StructuredOutputManager(config), block_size=block,
+                              hash_block_size=hash_block, log_stats=True)
+        hasher = None
+        if cache.enable_prefix_caching:
+            from vllm.utils.hashing import get_hash_fn_by_name  # noqa: PLC0415
+
+            fn = get_hash_fn_by_name(cache.prefix_caching_hash_algo)
+            self.utils.init_none_hash(fn)
+            hasher = self.utils.get_request_block_hasher(hash_block, fn)
+        info = {"num_blocks": int(kv.num_blocks), "block_size": int(block), "hash_block_size": int(hash_block),
+                "groups": [{"spec": type(g.kv_cache_spec).__name__, "block_size": int(g.kv_cache_spec.block_size),
+                            "layers": len(g.layer_names)} for g in kv.kv_cache_groups]}
+        return sched, hasher, info
+
+    def run(self, seats: int) -> dict[str, Any]:
+        """The cold pass, then the warm one when asked, on one scheduler (the warm pass finds the cold's cache)."""
+        sched, hasher, info = self.scheduler(seats)
+        cold = _Pass(self, sched, hasher, "c").run()
+        warm = _Pass(self, sched, hasher, "w").run() if self.req.get("warm") else None
+        return {"seats": seats, "cold": cold, "warm": warm, "kv": info}
+
+
+class _Pass:
+    """One pass of the workload through a scheduler, on a virtual clock starting at 0."""
+
+    def __init__(self, replay: Replay, sched: Any, hasher: Any, tag: str) -> None:
+        self.replay, self.sched, self.hasher, self.tag = replay, sched, hasher, tag
+        self.items = replay.req["requests"]
+        self.cost = replay.req["step_cost"]
+        self.spec = int((replay.engine.get("speculative") or {}).get("num_speculative_tokens") or 0)
+        n = len(self.items)
+        self.arrival = [math.nan] * n
+        self.first = [math.nan] * n
+        self.finish = [math.nan] * n
+        self.outputs = [0] * n
+        self.index = {f"{tag}{i}": i for i in range(n)}
+        self.decode_steps: dict[str, int] = {}
+        self.reqs: dict[str, Any] = {}
+        arrivals = replay.req["arrivals"]
+        self.clients = int(arrivals.get("clients") or 0)
+        # (arrival time, index): a heap, so requests arriving together are added in file order.
+        if self.clients:
+            self.pending = [(0.0, i) for i in range(min(self.clients, n))]
+        else:
+            self.pending = [(float(t), i) for i, t in enumerate(arrivals["times"])]
+        heapq.heapify(self.pending)
+        self.sent = len(self.pending)
+        self.now = self.prefill_time = self.usage_time = self.peak = 0.0
+        self.steps = self.running_peak = self.done = 0
+        self.counts = {"queries": 0, "hits": 0, "preempted_queries": 0, "preempted_hits": 0}
+
+    def _request(self, i: int) -> Any:
+        from vllm import SamplingParams  # noqa: PLC0415
+        from vllm.v1.request import Request  # noqa: PLC0415
+
+        item = self.items[i]
+        params = SamplingParams(max_tokens=int(item["max_tokens"]), ignore_eos=True)
+        rid = f"{self.tag}{i}"
+        request = Request(rid, list(item["prompt"]), params, None, arrival_time=self.now, block_hasher=self.hasher)
+        self.arrival[i] = self.now
+        self.reqs[rid] = request
+        return request
+
+    def _output(self, so: Any) -> tuple[list[str], Any]:
+        """The model runner's output: sampled tokens for requests whose prompt is computed, none mid-prefill."""
+        from vllm.v1.outputs import ModelRunnerOutput  # noqa: PLC0415
+
+        ids = [r.req_id for r in so.scheduled_new_reqs] + list(so.scheduled_cached_reqs.req_ids)
+        sampled: list[list[int]] = []
+        spec_tokens = so.scheduled_spec_decode_tokens
+        pattern = self.replay.pattern
+        for rid in ids:
+            request = self.sched.requests[rid]
+            if request.num_computed_tokens < request.num_tokens:
+                sampled.append([])  # a prompt chunk: the runner discards what it samples
+                continue
+            drafts = len(spec_tokens.get(rid, ()))
+            if drafts:
+                k = self.decode_steps.get(rid, 0)
+                self.decode_steps[rid] = k + 1
+                sampled.append([_TOKEN] * (1 + min(drafts, pattern[k % len(pattern)])))
+            else:
+                sampled.append([_TOKEN])
+        return ids, ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+                                      sampled_token_ids=sampled)
+
+    def _shape(self, so: Any) -> tuple[int, float, int]:
+        """(decoding rows, context tokens the step reads, prompt tokens computed) of a scheduled step."""
+        rows, context, prefill = 0, 0.0, 0
+        for rid, n in so.num_scheduled_tokens.items():
+            request = self.sched.requests[rid]
+            before = request.num_computed_tokens - n  # _update_after_schedule advanced it already
+            context += before
+            if before + 1 >= request.num_tokens:  # the last sampled token (and drafts): a decode row
+                rows += 1
+            else:
+                prefill += n  # a prompt chunk, or a preempted request computing its tokens again
+        return rows, context, prefill
+
+    def _record(self, outputs: dict[int, Any]) -> None:
+        """Count the engine's own figures of a step: prefix-cache stats, first and last tokens, finishes."""
+        for eco in outputs.values():
+            stats = eco.scheduler_stats
+            if stats is not None and stats.prefix_cache_stats is not None:
+                for key in self.counts:
+                    self.counts[key] += int(getattr(stats.prefix_cache_stats, key, 0))
+            for o in eco.outputs:
+                i = self.index[o.request_id]
+                if o.new_token_ids:
+                    self.outputs[i] += len(o.new_token_ids)
+                    if math.isnan(self.first[i]):
+                        self.first[i] = self.now
+                if o.finish_reason is not None:
+                    self.finish[i] = self.now
+                    self.done += 1
+                    if self.clients and self.sent < len(self.items):
+                        heapq.heappush(self.pending, (self.now, self.sent))  # the client's next request, at once
+                        self.sent += 1
+
+    def _step(self, pool: Any) -> None:
+        """schedule() -> made-up output -> update_from_output() -> drafts, on the clock."""
+        from vllm.v1.outputs import DraftTokenIds  # noqa: PLC0415
+
+        so = self.sched.schedule()
+        ids, out = self._output(so)
+        if not ids:
+            raise RuntimeError(f"the scheduler scheduled nothing at step {self.steps} with requests waiting "
+                               "(a prompt longer than the pool can hold?)")
+        rows, context, prefill = self._shape(so)
+        dt = step_seconds(self.cost, rows, context, prefill)
+        self.now += dt
+        self.prefill_time += prefill * self.cost["prefill_per_token_s"]
+        self.steps += 1
+        self.running_peak = max(self.running_peak, len(ids))
+        self._record(self.sched.update_from_output(so, out))
+        if self.spec:  # the drafter proposes for every request it ran (the scheduler skips prompt chunks)
+            self.sched.update_draft_token_ids(DraftTokenIds(ids, [[_TOKEN] * self.spec for _ in ids]))
+        usage = pool.get_usage()
+        self.peak = max(self.peak, usage)
+        self.usage_time += usage * dt
+
+    def run(self) -> dict[str, Any]:
+        """Send, schedule and finish every request; the figures of the pass."""
+        start, cpu = time.monotonic(), time.process_time()
+        sched = self.sched
+        pool = sched.kv_cache_manager.block_pool
+        while self.done < len(self.items):
+            while self.pending and self.pending[0][0] <= self.now:
+                sched.add_request(self._request(heapq.heappop(self.pending)[1]))
+            if sched.has_unfinished_requests():
+                self._step(pool)
+            elif self.pending:
+                self.now = self.pending[0][0]  # idle until the next arrival
+            else:
+                break
+        preemptions = sum(int(getattr(r, "num_preemptions", 0)) for r in self.reqs.values())
+        now = self.now
+        return {
+            "requests": len(self.items), "steps": self.steps, "wall_time_s": now, "prefill_time_s": self.prefill_time,
+            "prefix_cache_queries": self.counts["queries"], "prefix_cache_hits": self.counts["hits"],
+            "preempted_queries": self.counts["preempted_queries"], "preempted_hits": self.counts["preempted_hits"],
+            "preemptions": preemptions, "kv_peak_fraction": self.peak,
+            "kv_mean_fraction": self.usage_time / now if now > 0 else 0.0, "running_peak": self.running_peak,
+            "arrival_s": self.arrival, "first_token_s": self.first, "finish_s": self.finish,
+            "output_tokens": self.outputs, "seconds": round(time.monotonic() - start, 3),
+            "cpu_seconds": round(time.process_time() - cpu, 3), "process": os.getpid(),
+        }
+
+
+_REPLAY: Replay | None = None  # the set-up replay that forked workers inherit
+
+
+def _run_seats(seats: int) -> dict[str, Any]:
+    """One seat count in a worker; an error comes back as text (exceptions need not pickle)."""
+    assert _REPLAY is not None  # noqa: S101 - set before the workers fork
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return _REPLAY.run(seats)
+    except Exception as exc:  # noqa: BLE001 - the engine's refusal is the answer
+        return {"seats": seats, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _run_all(replay: Replay, seats: list[int], workers: int) -> list[dict[str, Any]]:
+    """Each seat count on its own scheduler; with workers > 1 in processes forked after the engine's import."""
+    global _REPLAY  # noqa: PLW0603 - what fork hands the workers
+    _REPLAY = replay
+    # The engine's imports are long-lived: keep the collector off them (a few percent of each step), and the
+    # forked workers' copies of them shared.
+    gc.collect()
+    gc.freeze()
+    if workers <= 1 or len(seats) <= 1 or not hasattr(os, "fork"):
+        return [_run_seats(n) for n in seats]
+    import multiprocessing  # noqa: PLC0415
+
+    with multiprocessing.get_context("fork").Pool(min(workers, len(seats))) as pool:
+        return pool.map(_run_seats, seats, chunksize=1)
+
+
+def replay(req: dict[str, Any]) -> dict[str, Any]:
+    """Every seat count of the request; errors (an engine refusal included) come back as text."""
+    start = time.monotonic()
+    answer: dict[str, Any] = {"ok": False}
+    # The replay runs no kernel: vLLM's CPU platform answers its config hooks on any host, and no GPU is touched
+    # (0.33 on a host without a device it knows stops at "Failed to infer device type" without it).
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # engines log on import; stdout carries our line
+            answer["engine_version"] = _kv_plan().engine_version()
+            r = Replay(req)
+            answer["setup_seconds"] = round(time.monotonic() - start, 3)
+        workers = int(req.get("workers") or os.cpu_count() or 1)
+        results = _run_all(r, [int(n) for n in req["seats"]], workers)
+        failed = next((x["error"] for x in results if "error" in x), None)
+        if failed is not None:
+            answer["error"] = failed
+        else:
+            answer["results"] = results
+            answer["kv"] = results[0]["kv"] if results else None
+            answer["ok"] = True
+    except Exception as exc:  # noqa: BLE001 - the engine's refusal or a missing piece is the answer
+        answer["error"] = f"{type(exc).__name__}: {exc}"
+    answer["seconds"] = round(time.monotonic() - start, 3)
+    return answer
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    """Read one request on stdin, print one answer line."""
+    request = json.loads(sys.stdin.read())
+    sys.stdout.write(MARKER + json.dumps(replay(request), allow_nan=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
