@@ -262,8 +262,18 @@ def start(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
 @click.option("--output-len", type=int, default=512, show_default=True, help="Output tokens per request.")
 @click.option("--prefix-hit-rate", type=float, default=0.0, show_default=True,
               help="Share of each prompt already in the prefix cache.")
-@click.option("--prompts", "prompts_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="JSONL of real prompts (as bench takes them): their mean length is the prompt length.")
+@click.option("--workload", "--prompts", "prompts_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="JSONL requests: {\"prompt\": token ids or text, \"max_tokens\": N} or {\"messages\": [...]}; "
+                   "text through the model's own tokenizer. --prompts is the same option.")
+@click.option("--request-rate", type=float, metavar="R",
+              help="Open loop: R requests per second (inf: all at once, in file order); default: --clients.")
+@click.option("--burstiness", type=float, default=1.0, show_default=True,
+              help="Gamma shape of the arrival intervals with --request-rate (1: Poisson).")
+@click.option("--warm", is_flag=True, help="Re-send every request, in order, after the first pass (a warm re-run).")
+@click.option("--shared-prefix", type=int, default=0, show_default=True, metavar="TOKENS",
+              help="Synthetic prompts share this many leading tokens (a system prompt).")
+@click.option("--simulator", type=click.Choice(["auto", "engine", "dspark"]), default="auto", show_default=True,
+              help="auto: the installed engine's own scheduler, else dspark's model; engine: require the former.")
 @click.option("--calibrate", multiple=True, metavar="FILE",
               help="A `dspark bench --json` result or a sweep.json of this deployment; repeatable.")
 @click.option("--accepted-tokens", type=float, metavar="N",
@@ -284,6 +294,7 @@ def advise(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bo
 
     del explain
     own = ("clients", "requests", "input_len", "output_len", "prefix_hit_rate", "prompts_file", "calibrate",
+           "request_rate", "burstiness", "warm", "shared_prefix", "simulator",
            "accepted_tokens", "primary", "adopt_at", "max_regression", "secondaries", "plot")
     opts = AdviseOptions(seats=seats, **{k: params.pop(k) for k in own})
     if params.get("max_num_seqs") is not None:

@@ -31,11 +31,29 @@ class Prediction:
     pool_holds_workload: bool  # seats × (input + output) + the prefix reserve fit the pool
     expert_coverage: float | None
     prefill_share: float
+    # What simulated the workload: "vllm 0.33.0 scheduler" (the engine's own, replayed), or "dspark model: why".
+    simulator: str = "dspark model"
+    # The engine scheduler's own figures; None from dspark's model, which has no prefix cache and no preemption.
+    prefix_cache_queries: int | None = None
+    prefix_cache_hits: int | None = None
+    prefix_cache_hit_rate: float | None = None
+    preemptions: int | None = None
+    kv_mean_fraction: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p90_s: float | None = None
+    ttft_p99_s: float | None = None
+    tpot_mean_ms: float | None = None
+    warm: dict[str, Any] | None = None  # the re-sent pass (--warm): the same keys as above
 
     def summary(self) -> dict[str, float | None]:
         """The figures in the names the decision rule judges (dspark.bench.results.METRICS)."""
+        warm = self.warm or {}
         return {"aggregate_decode_tps": self.aggregate_decode_tps, "per_stream_decode_tps": self.per_stream_decode_tps,
-                "ttft_mean_s": self.ttft_s, "wall_time_s": self.wall_time_s, "kv_usage_peak": self.kv_peak_fraction}
+                "ttft_mean_s": self.ttft_s, "ttft_p50_s": self.ttft_p50_s, "ttft_p99_s": self.ttft_p99_s,
+                "wall_time_s": self.wall_time_s, "tpot_mean_ms": self.tpot_mean_ms,
+                "kv_usage_peak": self.kv_peak_fraction, "prefix_hit_rate": self.prefix_cache_hit_rate,
+                "warm_prefix_hit_rate": warm.get("prefix_cache_hit_rate"), "warm_wall_time_s": warm.get("wall_time_s"),
+                "preemptions": float(self.preemptions) if self.preemptions is not None else None}
 
 
 @dataclass(frozen=True)
@@ -71,6 +89,12 @@ def predict(costs: StepCosts, shape: StepShape, load: Workload, pools: Sequence[
 
 
 def _problems(p: Prediction, prefix_reserve: int) -> tuple[str, ...]:
+    if p.preemptions is not None:  # the engine's own scheduler said whether it preempts
+        warm = (p.warm or {}).get("preemptions") or 0
+        if p.preemptions or warm:
+            return (f"the engine's scheduler preempts {p.preemptions + warm} time(s) at {p.seats} seats "
+                    f"({p.simulator})",)
+        return ()
     if p.pool_holds_workload:
         return ()
     reserve = f" plus {prefix_reserve:,} cached-prefix tokens" if prefix_reserve else ""

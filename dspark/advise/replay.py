@@ -7,6 +7,7 @@ pass's per-request times into the figures a bench reports (TTFT percentiles, TPO
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -17,6 +18,7 @@ from importlib import import_module
 from types import ModuleType
 from typing import Any
 
+from dspark.advise.advice import Prediction
 from dspark.advise.model import StepCosts, StepShape
 from dspark.advise.workload import Arrivals, WorkloadRequest
 from dspark.errors import InputError
@@ -122,8 +124,14 @@ def replay_request(part: Mapping[str, Any], seats: Sequence[int], requests: Sequ
 def run_replay(python: str, script: str, request: Mapping[str, Any], marker: str, timeout: float = 600.0
                ) -> dict[str, Any]:
     """Run the replay in the engine's interpreter and return its answer; ReplayError when there is none."""
+    return run_replays(python, script, [request], marker, timeout)[0]
+
+
+def run_replays(python: str, script: str, requests: Sequence[Mapping[str, Any]], marker: str,
+                timeout: float = 600.0) -> list[dict[str, Any]]:
+    """Several replays from one engine import, answered in order; ReplayError when one has no answer."""
     try:
-        proc = subprocess.run([python, script], input=json.dumps(request), capture_output=True, text=True,
+        proc = subprocess.run([python, script], input=json.dumps(list(requests)), capture_output=True, text=True,
                               timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ReplayError(f"cannot run the engine's scheduler in {python}: {exc}") from None
@@ -132,10 +140,11 @@ def run_replay(python: str, script: str, request: Mapping[str, Any], marker: str
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise ReplayError(f"no answer from the engine's scheduler in {python} (exit {proc.returncode}): "
                           f"{' | '.join(tail)}")
-    answer: dict[str, Any] = json.loads(line[len(marker):])
-    if not answer.get("ok"):
-        raise ReplayError(f"the engine's scheduler could not replay the workload: {answer.get('error')}")
-    return answer
+    answers: list[dict[str, Any]] = json.loads(line[len(marker):])
+    for answer in answers:
+        if not answer.get("ok"):
+            raise ReplayError(f"the engine's scheduler could not replay the workload: {answer.get('error')}")
+    return answers
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -192,3 +201,37 @@ def simulate_with_engine(python: str, engine: str, witness_request: Mapping[str,
     request = replay_request(part, seats, requests, arrivals, warm=warm, pattern=pattern, cost=cost)
     answer = run_replay(python, script, request, module.MARKER, timeout)
     return replay_result(answer, module.simulator_name(answer.get("engine_version")))
+
+
+_PASS_KEYS = ("prefix_cache_queries", "prefix_cache_hits", "prefix_cache_hit_rate", "preemptions", "kv_peak_fraction",
+              "kv_mean_fraction", "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_mean_ms",
+              "per_stream_decode_tps", "aggregate_decode_tps", "wall_time_s", "prefill_share", "running_peak")
+
+
+def pass_json(p: PassPrediction) -> dict[str, Any]:
+    """A pass's figures in predictions[]' names (NaN, a figure with nothing to measure, as None)."""
+    out: dict[str, Any] = {}
+    for key in _PASS_KEYS:
+        value = getattr(p, key)
+        out[key] = None if isinstance(value, float) and not math.isfinite(value) else value
+    return out
+
+
+def with_replay(prediction: Prediction, seat: SeatReplay, simulator: str) -> Prediction:
+    """The model's prediction with what the engine's scheduler did in its place: the figures it produced
+    (prefix cache, preemptions, KV use, queueing and the times on the advisor's step cost), the warm pass."""
+    c = seat.cold
+
+    def finite(value: float) -> float | None:
+        return value if math.isfinite(value) else None
+
+    return dataclasses.replace(
+        prediction, simulator=simulator, aggregate_decode_tps=c.aggregate_decode_tps,
+        per_stream_decode_tps=c.per_stream_decode_tps, ttft_s=c.ttft_mean_s, wall_time_s=c.wall_time_s,
+        kv_peak_fraction=c.kv_peak_fraction, kv_usage_metric="BlockPool.get_usage (the engine's scheduler)",
+        prefill_share=c.prefill_share, prefix_cache_queries=c.prefix_cache_queries,
+        prefix_cache_hits=c.prefix_cache_hits, prefix_cache_hit_rate=c.prefix_cache_hit_rate,
+        preemptions=c.preemptions, kv_mean_fraction=c.kv_mean_fraction, ttft_p50_s=finite(c.ttft_p50_s),
+        ttft_p90_s=finite(c.ttft_p90_s), ttft_p99_s=finite(c.ttft_p99_s), tpot_mean_ms=finite(c.tpot_mean_ms),
+        warm=pass_json(seat.warm) if seat.warm is not None else None,
+    )

@@ -16,7 +16,8 @@ from dspark.advise.advice import Advice, Prediction, predict, recommend
 from dspark.advise.calibrate import Calibration, Measured, fit, points_from_json
 from dspark.advise.inputs import ModelInputs, describe_costs, model_inputs
 from dspark.advise.kv_usage import counting_for
-from dspark.advise.model import Workload
+from dspark.advise.model import StepCosts, Workload
+from dspark.advise.replay import ReplayResult
 from dspark.bench.decision import make_rule
 from dspark.errors import ExitCode, InputError
 from dspark.validate import ValidateRequest, ValidationReport, validate
@@ -40,6 +41,13 @@ class AdviseOptions:
     max_regression: str = "10%"
     secondaries: str | None = None
     plot: Path | None = None
+    # The workload replayed through the engine's own scheduler (dspark.advise.replay); --prompts is --workload.
+    request_rate: float | None = None  # open loop (inf: every request at once, in file order); None: --clients
+    burstiness: float = 1.0
+    warm: bool = False  # re-send every request after the first pass ends
+    shared_prefix: int = 0  # synthetic prompts share this many leading tokens
+    simulator: str = "auto"  # auto: the engine's scheduler when installed, else dspark's model; engine; dspark
+    seed: int = 0
 
 
 def _prompt_tokens(prompt: object) -> int:
@@ -51,10 +59,21 @@ def _prompt_tokens(prompt: object) -> int:
     return len(prompt) if isinstance(prompt, list) else 1
 
 
+def _mean_max_tokens(path: Path, default: int) -> int:
+    """The mean of a workload file's max_tokens (lines without one ask for `default`)."""
+    values = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            obj = json.loads(line)
+            value = obj.get("max_tokens", default) if isinstance(obj, dict) else default
+            values.append(value if isinstance(value, int) and value > 0 else default)
+    return max(1, round(sum(values) / len(values))) if values else default
+
+
 def workload_of(opts: AdviseOptions, max_batched: int) -> tuple[Workload, list[str]]:
     """The workload from the flags, or from a prompts file's lengths; notes on what was estimated."""
     notes: list[str] = []
-    input_len, requests = opts.input_len, opts.requests
+    input_len, requests, output_len = opts.input_len, opts.requests, opts.output_len
     if opts.prompts_file is not None:
         from dspark.bench.prompts import load_jsonl  # noqa: PLC0415
 
@@ -63,16 +82,78 @@ def workload_of(opts: AdviseOptions, max_batched: int) -> tuple[Workload, list[s
             raise InputError(f"--prompts {opts.prompts_file}: no prompts")
         input_len = round(sum(_prompt_tokens(p) for p in prompts) / len(prompts))
         requests = requests or len(prompts)
+        output_len = _mean_max_tokens(opts.prompts_file, opts.output_len)
         notes.append(f"prompt length {input_len} tokens: the mean over {opts.prompts_file} (text at ~4 characters "
-                     "per token)")
+                     f"per token); {output_len} output tokens, the mean of its max_tokens (default --output-len)")
     for name, value in (("--clients", opts.clients), ("--input-len", input_len), ("--output-len", opts.output_len),
                         ("--requests", requests or 1)):
         if value < 1:
             raise InputError(f"{name} must be positive, got {value}")
     if not 0 <= opts.prefix_hit_rate < 1:
         raise InputError(f"--prefix-hit-rate must be within [0, 1), got {opts.prefix_hit_rate}")
-    return Workload(clients=opts.clients, requests=requests or 100, input_len=input_len, output_len=opts.output_len,
+    if not 0 <= opts.shared_prefix < input_len:
+        raise InputError(f"--shared-prefix must be at least 0 and shorter than the prompts ({input_len} tokens), "
+                         f"got {opts.shared_prefix}")
+    return Workload(clients=opts.clients, requests=requests or 100, input_len=input_len, output_len=output_len,
                     prefix_hit_rate=opts.prefix_hit_rate, max_num_batched_tokens=max_batched), notes
+
+
+def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationReport, load: Workload,
+              seats: Sequence[int], inputs: ModelInputs, costs: StepCosts) -> tuple[ReplayResult | None, list[str]]:
+    """The workload through the installed engine's own scheduler, or None and why (then dspark's model runs)."""
+    from dspark.advise.replay import ReplayError, simulate_with_engine, step_cost  # noqa: PLC0415
+    from dspark.advise.workload import (  # noqa: PLC0415
+        accepted_pattern,
+        arrivals_of,
+        check_lengths,
+        load_workload,
+        synthetic,
+    )
+    from dspark.engines import engine_spec  # noqa: PLC0415
+    from dspark.engines.base import find_engine_python  # noqa: PLC0415
+    from dspark.errors import EngineNotInstalledError  # noqa: PLC0415
+
+    if opts.simulator == "dspark":
+        return None, ["dspark model: asked for (--simulator dspark)"]
+    spec = engine_spec(first.serve.engine)
+    try:
+        python = find_engine_python(spec.adapter(), request.engine_python, request.env)
+    except EngineNotInstalledError as exc:
+        if opts.simulator == "engine":
+            raise
+        return None, [f"dspark model: {first.serve.engine} is not installed here ({exc})"]
+    model_dir = Path(first.serve.model)
+    if opts.prompts_file is not None:
+        reqs = load_workload(opts.prompts_file, opts.output_len, model_dir if model_dir.is_dir() else None)
+        reqs = reqs[:opts.requests] if opts.requests else reqs
+    else:
+        vocab = first.architecture.vocab_size or 32000
+        reqs = synthetic(load.requests, load.input_len, load.output_len, shared_prefix=opts.shared_prefix,
+                         vocab_size=vocab, seed=opts.seed)
+    cap = first.capacity
+    check_lengths(reqs, cap.max_model_len, str(opts.prompts_file or "the synthetic workload"))
+    arrivals = arrivals_of(len(reqs), opts.clients, opts.request_rate, opts.burstiness, opts.seed)
+    k = inputs.shape.speculative_tokens
+    try:
+        result = simulate_with_engine(
+            python, first.serve.engine, first.witness_request, cap.details, cap.max_model_len,
+            len(first.architecture.mtp_layers), seats, reqs, arrivals, warm=opts.warm,
+            pattern=accepted_pattern(inputs.shape.emitted_per_step, k), cost=step_cost(costs, inputs.shape))
+    except ReplayError as exc:
+        if opts.simulator == "engine":
+            raise EngineNotInstalledError(str(exc)) from None
+        return None, [f"dspark model: the engine's scheduler could not be used ({exc})"]
+    notes = [f"simulated by {result.simulator} in {python} ({result.seconds:.1f} s, {result.setup_seconds:.1f} s of "
+             f"it importing the engine): {len(reqs)} requests, {arrivals.description}"
+             + (", then re-sent the same way (warm)" if opts.warm else "")
+             + "; each step on the virtual clock costs the step cost above for what the scheduler put in it"
+             + (f"; {inputs.shape.emitted_per_step - 1:g} of {k} drafts accepted per step, in a fixed pattern"
+                if k else "")]
+    planned = cap.engine_version
+    if result.engine_version and planned and result.engine_version != planned:
+        notes.append(f"warn: the plan is for {first.serve.engine} {planned}, the scheduler replayed is the installed "
+                     f"{result.engine_version}'s")
+    return result, notes
 
 
 def _reports(request: ValidateRequest, seats: Sequence[int]) -> list[ValidationReport]:
@@ -143,6 +224,19 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
     pools = [(n, r.capacity.kv_pool_tokens) for n, r in zip(seat_list, reports, strict=True)]
     countings = {n: counting_for(r.capacity) for n, r in zip(seat_list, reports, strict=True)}
     predictions = predict(costs, inputs.shape, load, pools, request.prefix_cache_reserve, countings)
+    replay, replay_notes = _replayed(request, opts, first, load, seat_list, inputs, costs)
+    if replay is not None:
+        from dspark.advise.replay import with_replay  # noqa: PLC0415
+
+        predictions = [with_replay(p, seat, replay.simulator) if (seat := replay.at(p.seats)) else p
+                       for p in predictions]
+    else:
+        why = replay_notes[0]
+        predictions = [dataclasses.replace(p, simulator=why) for p in predictions]
+        replay_notes.append("dspark model: its own continuous batching, with no prefix cache, no eviction and no "
+                            "preemption: prefix hits are the --prefix-hit-rate input, clients are closed-loop"
+                            + (" (--request-rate and --warm need the engine's scheduler)"
+                               if opts.request_rate is not None or opts.warm else ""))
     fitted = calibration.fitted if calibration else ()
     lines = describe_costs(costs, fitted, inputs.sources, calibration.points if calibration else 0)
     assumptions = [
@@ -150,13 +244,15 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
         "linear state) ÷ effective bandwidth + decode tokens × cost per token + prompt tokens × prefill cost",
         f"tokens a seat keeps per step: {inputs.shape.emitted_per_step:g} ({inputs.sources['emitted_per_step']}); "
         f"each verifies {inputs.shape.query_len}",
-        f"chunked prefill within {max_batched:,} batched tokens per step; {load.clients} closed-loop clients "
-        f"send {load.requests} requests; TTFT includes the wait for a seat",
+        f"chunked prefill within {max_batched:,} batched tokens per step; "
+        + (f"{load.clients} closed-loop clients send {load.requests} requests" if replay is None
+           or opts.request_rate is None else "requests arrive open-loop (see the simulator's line)")
+        + "; TTFT includes the wait for a seat",
         countings[seat_list[0]].rule,
         *([f"KV peak counts each request's {load.prefix_hit_rate:.0%} cached prefix as its own; a prefix shared by "
            "running requests is held once by the engine, so with one shared prefix the peak is lower"]
           if load.prefix_hit_rate > 0 else []),
-        *inputs.assumptions, *notes, *recipe_notes,
+        *replay_notes, *inputs.assumptions, *notes, *recipe_notes,
         *([] if points else ["uncalibrated: every cost term is a prior; pass --calibrate with a bench or sweep "
                              "result from this deployment"]),
     ]
@@ -184,17 +280,34 @@ def advice_text(advice: Advice) -> str:
     from dspark.bench.report import to_text  # noqa: PLC0415
 
     table = Table(box=box.MARKDOWN)
-    for head in ("seats", "aggregate tok/s", "per-stream tok/s", "TTFT s", "wall s", "step ms", "KV peak",
-                 "pool holds", "experts/step", "prefill share"):
+    engine = any(p.preemptions is not None for p in advice.predictions)
+    warm = any(p.warm for p in advice.predictions)
+    heads = ["seats", "aggregate tok/s", "per-stream tok/s", "TTFT s", "wall s", "step ms", "KV peak", "pool holds",
+             "experts/step", "prefill share"]
+    heads += ["prefix hits", "preemptions"] if engine else []
+    heads += ["warm hits", "warm KV peak", "warm wall s"] if warm else []
+    for head in heads:
         table.add_column(head, justify="right")
     for p in advice.predictions:
-        table.add_row(str(p.seats), _fmt(p.aggregate_decode_tps), _fmt(p.per_stream_decode_tps), _fmt(p.ttft_s),
-                      _fmt(p.wall_time_s), _fmt(p.decode_step_ms), f"{p.kv_peak_fraction:.1%}",
-                      "yes" if p.pool_holds_workload else "no",
-                      f"{p.expert_coverage:.0%}" if p.expert_coverage is not None else "–", f"{p.prefill_share:.0%}")
+        row = [str(p.seats), _fmt(p.aggregate_decode_tps), _fmt(p.per_stream_decode_tps), _fmt(p.ttft_s),
+               _fmt(p.wall_time_s), _fmt(p.decode_step_ms), f"{p.kv_peak_fraction:.1%}",
+               "yes" if p.pool_holds_workload else "no",
+               f"{p.expert_coverage:.0%}" if p.expert_coverage is not None else "–", f"{p.prefill_share:.0%}"]
+        if engine:
+            rate = p.prefix_cache_hit_rate
+            row += [f"{rate:.1%}" if rate is not None else "–",
+                    str(p.preemptions) if p.preemptions is not None else "–"]
+        if warm:
+            wp = p.warm or {}
+            rate = wp.get("prefix_cache_hit_rate")
+            row += [f"{rate:.1%}" if rate is not None else "–",
+                    f"{wp['kv_peak_fraction']:.1%}" if wp.get("kv_peak_fraction") is not None else "–",
+                    _fmt(wp["wall_time_s"]) if wp.get("wall_time_s") is not None else "–"]
+        table.add_row(*row)
     w = advice.workload
     c = advice.context
     lines = [f"{c['engine']} {c['engine_version']} · {c['model']} · {c['hardware']}",
+             f"simulated by: {advice.predictions[0].simulator}",
              f"workload: {w.clients} clients, {w.requests} requests, {w.input_len} prompt tokens "
              f"({w.prefix_hit_rate:.0%} cached), {w.output_len} out", "",
              to_text(table).rstrip(), "", "cost terms:"]

@@ -1,6 +1,7 @@
 """Run inside vLLM's interpreter: replay a workload through the installed engine's own Scheduler, without a model.
 
-Usage: `<vllm python> replay_scheduler.py < request.json`; prints one line `DSPARK_REPLAY {json}`.
+Usage: `<vllm python> replay_scheduler.py < request.json`; prints one line `DSPARK_REPLAY {json}` (a JSON list
+of requests is answered with a list, from one engine import).
 Imports only vllm and the standard library (the step cost below is pure, so dspark's tests load this file by
 path without vLLM); it runs where dspark may not be installed.
 
@@ -439,9 +440,10 @@ def replay(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] = ()) -> int:
-    """Read one request on stdin, print one answer line."""
+    """Read one request on stdin, print one answer line (a list of requests: a list of answers, one import)."""
     request = json.loads(sys.stdin.read())
-    sys.stdout.write(MARKER + json.dumps(replay(request), allow_nan=True) + "\n")
+    answer = [replay(r) for r in request] if isinstance(request, list) else replay(request)
+    sys.stdout.write(MARKER + json.dumps(answer, allow_nan=True) + "\n")
     return 0
 
 
