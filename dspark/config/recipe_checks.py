@@ -7,66 +7,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
+from dspark.config.recipe_keys import FLAG_FIELDS, RUN_FLAGS
+from dspark.config.recipe_model import Parallel, RecipeFields, Speculative
 from dspark.config.recipe_yaml import Problem
-
-if TYPE_CHECKING:  # dspark.config.recipes imports this module
-    from dspark.config.recipes import Parallel, Recipe, Speculative
 
 _WHOLE_METRICS = frozenset({"kv_pool_tokens", "cudagraph_max_capture_size"})
 _NEEDS_DRAFT_MODEL = frozenset({"eagle", "eagle3", "dflash", "draft_model"})
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-# Engine flags (underscored, no dashes) that a recipe models as fields: passing them in engine_args too
-# would give one setting two sources, and the precedence chain could not see the second one.
-FLAG_FIELDS: dict[str, str] = {
-    "max_num_seqs": "batching.max_num_seqs",
-    "max_running_requests": "batching.max_num_seqs",
-    "max_num_batched_tokens": "batching.max_num_batched_tokens",
-    "chunked_prefill_size": "batching.max_num_batched_tokens",
-    "max_model_len": "context.max_model_len",
-    "context_length": "context.max_model_len",
-    "tensor_parallel_size": "parallel.tensor",
-    "tp": "parallel.tensor",
-    "tp_size": "parallel.tensor",
-    "pipeline_parallel_size": "parallel.pipeline",
-    "pp": "parallel.pipeline",
-    "pp_size": "parallel.pipeline",
-    "nnodes": "parallel.nodes",
-    "master_addr": "parallel.master_addr",
-    "master_port": "parallel.master_port",
-    "dist_init_addr": "parallel.master_addr",
-    "distributed_executor_backend": "parallel.runtime",
-    "kv_cache_dtype": "kv_cache.dtype",
-    "kv_cache_memory_bytes": "kv_cache.memory",
-    "kv_cache_memory": "kv_cache.memory",
-    "max_total_tokens": "kv_cache.tokens",
-    "gpu_memory_utilization": "kv_cache.gpu_memory_utilization",
-    "mem_fraction_static": "kv_cache.mem_fraction_static",
-    "speculative_config": "speculative",
-    "sc": "speculative",
-    "spec_method": "speculative.method",
-    "spec_model": "speculative.draft_model",
-    "spec_tokens": "speculative.num_speculative_tokens",
-    "speculative_algorithm": "speculative.method",
-    "speculative_num_draft_tokens": "speculative.num_speculative_tokens",
-    "speculative_draft_model_path": "speculative.draft_model",
-    "speculative_draft_model": "speculative.draft_model",
-    "num_speculative_tokens": "speculative.num_speculative_tokens",
-    "served_model_name": "model.served_name",
-    "model": "model.path",
-    "model_path": "model.path",
-    "revision": "model.revision",
-    "enable_prefix_caching": "prefix_caching",
-    "disable_radix_cache": "prefix_caching",
-}
-# Flags that belong to one machine or one run, not to a recipe.
-RUN_FLAGS: dict[str, str] = {
-    "node_rank": "--node-rank / DSPARK_NODE_RANK",
-    "port": "--port / DSPARK_PORT",
-    "host": "--host / DSPARK_HOST",
-}
 
 
 def _flag_key(arg: str) -> str | None:
@@ -79,7 +28,7 @@ def _flag_key(arg: str) -> str | None:
     return key
 
 
-def cross_problems(recipe: Recipe) -> Iterator[Problem]:
+def cross_problems(recipe: RecipeFields) -> Iterator[Problem]:
     """Everything pydantic's per-field checks cannot see."""
     yield from _kv_problems(recipe)
     yield from _parallel_problems(recipe.parallel)
@@ -93,7 +42,7 @@ def cross_problems(recipe: Recipe) -> Iterator[Problem]:
             )
 
 
-def _kv_problems(recipe: Recipe) -> Iterator[Problem]:
+def _kv_problems(recipe: RecipeFields) -> Iterator[Problem]:
     kv = recipe.kv_cache
     if kv.memory is not None and kv.tokens is not None:
         yield Problem(("kv_cache", "tokens"), "set kv_cache.memory or kv_cache.tokens, not both: each pins the pool")
@@ -128,7 +77,7 @@ def _speculative_problems(spec: Speculative) -> Iterator[Problem]:
         yield Problem(("speculative", "draft_config"), "describes a drafter, but speculative.draft_model is not set")
 
 
-def _passthrough_problems(recipe: Recipe) -> Iterator[Problem]:
+def _passthrough_problems(recipe: RecipeFields) -> Iterator[Problem]:
     """engine_args and env must not carry what the recipe's own fields (or dspark's settings) own."""
     for i, arg in enumerate(recipe.engine_args):
         key = _flag_key(arg)

@@ -16,6 +16,8 @@ from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 from yaml.nodes import Node
 
+from dspark.config.recipe_keys import FLAG_FIELDS, RUN_FLAGS
+from dspark.config.recipe_model import RecipeFields
 from dspark.config.recipe_yaml import Problem, dotted, line_of
 from dspark.core.redact import is_secret_name
 
@@ -154,9 +156,8 @@ def _model_of(annotation: object) -> type[BaseModel] | None:
 
 def _section(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
     """The model class describing the mapping at `loc` (list indices skipped)."""
-    from dspark.config.recipes import Recipe  # noqa: PLC0415 - dspark.config.recipes imports this module
 
-    model: type[BaseModel] = Recipe
+    model: type[BaseModel] = RecipeFields
     for part in loc:
         if isinstance(part, int):
             continue
@@ -180,8 +181,6 @@ def _all_paths(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, 
 
 def _unknown_key(loc: tuple[str | int, ...]) -> str:
     """'unknown key' plus the most useful suggestion: a near spelling here, or the key's real home."""
-    from dspark.config.recipe_checks import FLAG_FIELDS, RUN_FLAGS  # noqa: PLC0415
-    from dspark.config.recipes import Recipe  # noqa: PLC0415 - dspark.config.recipes imports this module
 
     key = str(loc[-1])
     here = _section(loc[:-1])
@@ -194,7 +193,7 @@ def _unknown_key(loc: tuple[str | int, ...]) -> str:
     target = FLAG_FIELDS.get(norm)
     if target is None:
         paths: dict[str, str] = {}
-        for leaf, path in _all_paths(Recipe):
+        for leaf, path in _all_paths(RecipeFields):
             paths.setdefault(leaf, path)  # the shallowest home of a name wins
         if norm in paths:
             target = paths[norm]

@@ -12,11 +12,9 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from dspark.cli import cli
+from dspark.config.recipe_model import ModelSpec, SpeculativeMethod
 from dspark.config.recipes import (
-    DEFAULT_RECIPE,
-    ModelSpec,
     Recipe,
-    SpeculativeMethod,
     default_recipe,
     find_recipe,
     list_recipes,
@@ -26,6 +24,7 @@ from dspark.config.recipes import (
     shipped_recipe_names,
     shipped_recipes_dir,
 )
+from dspark.core.constants import DEFAULT_RECIPE
 from dspark.core.errors import RecipeError
 from dspark.model import architecture
 from dspark.model.architecture import AttentionLayer, LinearStateLayer, MLALayer, parse_config, parse_drafter
