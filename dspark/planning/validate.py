@@ -39,7 +39,7 @@ from dspark.hardware.profiles import DEFAULT_PROFILE
 from dspark.hardware.select import host_snapshot, resolve_hardware
 from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.model.architecture import Drafter, ModelArchitecture
-from dspark.model.loading import draft_ref, drafter_of, model_architecture, weights_of
+from dspark.planning.model_inputs import draft_ref, drafter_of, model_architecture, weights_of
 from dspark.model.weights import WeightBytes
 from dspark.planning.capacity import CapacityResult, compute_capacity
 from dspark.planning.findings import (
