@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from dspark.capacity import CapacitySummary
     from dspark.capacity.result import CapacityDetail, CapacityInputs, CapacityResult
     from dspark.capacity.usage import KVCounting
-    from dspark.engines.witness import PlannerInput
     from dspark.hardware import GpuInfo
     from dspark.model.architecture import Drafter, ModelArchitecture
     from dspark.model.weights import WeightBytes
@@ -77,6 +76,15 @@ class ArgvCheck:
     error: str | None = None
     num_options: int | None = None
     witness: Mapping[str, Any] | None = None  # the engine planner's answer, when asked for in the same run
+
+
+@dataclass(frozen=True)
+class PlannerInput:
+    """What the engine's own planner (the witness) is handed, or, when it cannot be handed anything, why (one is
+    set)."""
+
+    request: dict[str, Any] | None
+    unavailable: str = ""
 
 
 class CapacityModel(Protocol):

@@ -19,6 +19,7 @@ from dspark.capacity.seats import safe_seats_full_window
 from dspark.core.errors import EngineNotInstalledError
 from dspark.core.findings import Finding
 from dspark.engines import ENGINE_NAMES, engine_spec
+from dspark.engines.base import PlannerInput
 
 WITNESS_SCRIPT = Path(__file__).with_name("_witness.py")
 MARKER = "DSPARK_WITNESS "
@@ -44,14 +45,6 @@ class Witness:
             "max_concurrency": self.max_concurrency, "agrees": self.agrees, "budget_source": self.budget_source,
             "error": self.error, "seconds": self.seconds, "functions": list(self.functions),
         }
-
-
-@dataclass(frozen=True)
-class PlannerInput:
-    """What the engine's own planner is handed, or, when it cannot be handed anything, why (one is set)."""
-
-    request: dict[str, Any] | None
-    unavailable: str = ""
 
 
 def witness_request(engine: str, detail: CapacityDetail | None, argv: Sequence[str] = (), *,

@@ -23,7 +23,7 @@ from dspark.config.settings import ResolvedSettings, Setting, resolve_settings, 
 from dspark.core.errors import EngineNotInstalledError, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
 from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES, engine_spec, get_engine
-from dspark.engines.base import EngineSpec, ServeConfig, find_engine_python
+from dspark.engines.base import EngineSpec, PlannerInput, ServeConfig, find_engine_python
 from dspark.engines.flags import (
     data_parallel_of,
     flag_values_from_engine_flags,
@@ -34,7 +34,7 @@ from dspark.engines.flags import (
 from dspark.engines.release_matrix import matrix_note
 from dspark.engines.version import ENV_VAR as ENGINE_VERSION_ENV
 from dspark.engines.version import EngineVersion, normalize, resolve_engine_version
-from dspark.engines.witness import PlannerInput, Witness, judge, run_witness, witness_finding, witness_request
+from dspark.engines.witness import Witness, judge, run_witness, witness_finding, witness_request
 from dspark.hardware import GpuInfo, HardwareSnapshot
 from dspark.hardware.profiles import DEFAULT_PROFILE
 from dspark.hardware.select import host_snapshot, resolve_hardware

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from dspark.capacity.result import CapacityDetail, CapacityInputs, CapacityResult
 from dspark.core.findings import Finding, gib
+from dspark.engines.base import PlannerInput
 
 if TYPE_CHECKING:
     from dspark.capacity import CapacitySummary
     from dspark.capacity.usage import KVCounting
     from dspark.engines.sglang.options import SglangOptions
-    from dspark.engines.witness import PlannerInput
     from dspark.hardware import GpuInfo
     from dspark.model.architecture import Drafter, ModelArchitecture
     from dspark.model.weights import WeightBytes
@@ -88,7 +88,6 @@ def witness_request(detail: CapacityDetail, argv: Sequence[str], user_pinned: bo
     reads the model directory, which must exist here."""
     from dspark.engines.sglang.sizing_types import SglangCapacity  # noqa: PLC0415
     from dspark.engines.sglang.witness_input import WitnessNotPossibleError, sglang_witness_request  # noqa: PLC0415
-    from dspark.engines.witness import PlannerInput  # noqa: PLC0415
 
     flags = list(argv)
     model = flags[flags.index("--model-path") + 1] if "--model-path" in flags[:-1] else None

@@ -14,12 +14,12 @@ from dspark.capacity import CapacitySummary
 from dspark.capacity.result import CapacityDetail, CapacityInputs, CapacityResult
 from dspark.core.errors import InputError
 from dspark.core.findings import Finding, gib
+from dspark.engines.base import PlannerInput
 
 if TYPE_CHECKING:
     from dspark.capacity.usage import KVCounting
     from dspark.engines.vllm.kv_types import CpuFeatures, VllmCapacity, VllmRefusal
     from dspark.engines.vllm.options import VllmOptions
-    from dspark.engines.witness import PlannerInput
     from dspark.hardware import GpuInfo
     from dspark.model.architecture import Drafter, ModelArchitecture
     from dspark.model.weights import WeightBytes
@@ -190,7 +190,6 @@ def witness_request(detail: CapacityDetail, argv: Sequence[str], user_pinned: bo
     del argv, user_pinned  # the planner reads neither: the specs carry the settings it takes
     from dspark.engines.vllm.kv_types import VllmCapacity  # noqa: PLC0415
     from dspark.engines.vllm.witness_input import WitnessNotPossibleError, vllm_witness_request  # noqa: PLC0415
-    from dspark.engines.witness import PlannerInput  # noqa: PLC0415
 
     if not isinstance(detail, VllmCapacity) or not detail.engine_layers:
         return PlannerInput(None, "vLLM's planner is handed layer specs, and dspark builds none it can hand over "
