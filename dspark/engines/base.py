@@ -147,6 +147,7 @@ class EngineSpec:
     witness_request: Callable[[CapacityDetail, Sequence[str], bool], PlannerInput]  # detail, argv, user pinned
     kv_counting: Callable[[CapacitySummary], KVCounting | None]  # its KV-usage metric; None: not exported
     data_parallel: Callable[[Any], tuple[int, bool]]  # (DP size, DP attention) from its parsed flags
+    drafter_flags: Callable[[Any], tuple[str | None, str | None]]  # (speculative method, draft model) flags
     foreign_knobs: tuple[tuple[str, str], ...]
     recipe_kv_problems: tuple[tuple[str, str], ...]
     metric_names: Mapping[str, str]

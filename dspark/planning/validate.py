@@ -225,7 +225,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
     arch, headers = model_architecture(settings, recipe)
-    drafter = drafter_of(settings, recipe, options, arch)
+    drafter = drafter_of(engine_name, settings, recipe, options, arch)
     weights = weights_of(arch, headers, drafter, settings, recipe)
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
     data_parallel, dp_attention = data_parallel_of(engine_name, options)
@@ -277,9 +277,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
     if weights is None:
         findings.append(WEIGHTS_UNKNOWN)
-    serve = serve_config(
-        engine_name, settings, recipe, request.engine_flags, summary, drafter_model=draft_ref(options, recipe)
-    )
+    serve = serve_config(engine_name, settings, recipe, request.engine_flags, summary,
+                         drafter_model=draft_ref(engine_name, options, recipe))
     plan, planner = _plan_and_witness_request(engine_name, serve, result.detail, settings)
     witness = None
     if request.engine_check:

@@ -114,3 +114,8 @@ def data_parallel(options: SglangOptions) -> tuple[int, bool]:
     """(DP size, DP attention): --dp-size adds replicas of TP × PP GPUs each, unless --enable-dp-attention runs
     the DP ranks inside the TP group (no extra GPUs)."""
     return int(options.dp_size or 1), "--enable-dp-attention" in options.unknown
+
+
+def drafter_flags(options: SglangOptions) -> tuple[str | None, str | None]:
+    """(speculative method, draft model): --speculative-algorithm and --speculative-draft-model-path."""
+    return options.speculative_algorithm, options.speculative_draft_model_path

@@ -41,6 +41,7 @@ SPEC = EngineSpec(
     witness_request=plan.witness_request,
     kv_counting=plan.kv_counting,
     data_parallel=plan.data_parallel,
+    drafter_flags=plan.drafter_flags,
     foreign_knobs=(("gpu_memory_utilization", "mem_fraction_static"),),
     recipe_kv_problems=(("gpu_memory_utilization", "is vLLM's; for SGLang use kv_cache.mem_fraction_static"),),
     metric_names={

@@ -210,3 +210,8 @@ def kv_counting(capacity: CapacitySummary) -> KVCounting | None:
 def data_parallel(options: VllmOptions) -> tuple[int, bool]:
     """(DP size, DP attention): --data-parallel-size adds replicas of TP × PP GPUs each; no DP attention."""
     return int(options.data_parallel_size or 1), False
+
+
+def drafter_flags(options: VllmOptions) -> tuple[str | None, str | None]:
+    """(speculative method, draft model) as the pasted flags give them (--speculative-config's method, model)."""
+    return options.speculative_method, options.speculative_model

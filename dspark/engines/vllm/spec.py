@@ -45,6 +45,7 @@ SPEC = EngineSpec(
     witness_request=plan.witness_request,
     kv_counting=plan.kv_counting,
     data_parallel=plan.data_parallel,
+    drafter_flags=plan.drafter_flags,
     foreign_knobs=(("max_total_tokens", "kv_cache_memory_bytes"), ("mem_fraction_static", "gpu_memory_utilization")),
     recipe_kv_problems=(
         ("tokens", "vLLM has no token pin; pin bytes with kv_cache.memory"),
