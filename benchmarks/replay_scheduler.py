@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from dspark.advise.inputs import default_emitted, model_inputs  # noqa: E402
 from dspark.advise.replay import engine_part, replay_request, step_cost  # noqa: E402
 from dspark.advise.workload import accepted_pattern, arrivals_of, synthetic  # noqa: E402
-from dspark.validate import ValidateRequest, validate  # noqa: E402
+from dspark.planning.validate import ValidateRequest, validate  # noqa: E402
 
 SEATS = (8, 16, 32)
 

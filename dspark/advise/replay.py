@@ -14,14 +14,14 @@ import statistics
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import import_module
 from types import ModuleType
 from typing import Any
 
 from dspark.advise.advice import Prediction
 from dspark.advise.model import StepCosts, StepShape
 from dspark.advise.workload import Arrivals, WorkloadRequest
-from dspark.errors import InputError
+from dspark.core.errors import InputError
+from dspark.engines.replay import scheduler_replay
 
 
 class ReplayError(Exception):
@@ -77,18 +77,10 @@ class ReplayResult:
         return next((s for s in self.seats if s.seats == seats), None)
 
 
-def _engine_module(engine: str) -> ModuleType | None:
-    """dspark.engines.<engine>.replay_input, or None where the engine has no scheduler replay."""
-    try:
-        return import_module(f"dspark.engines.{engine}.replay_input")
-    except ModuleNotFoundError:
-        return None
-
-
 def engine_part(engine: str, witness_request: Mapping[str, Any] | None, details: Mapping[str, Any],
                 max_model_len: int, mtp_layers: int) -> tuple[dict[str, Any], str, ModuleType]:
     """The replay's plan and engine settings for `engine`, with the script that runs them; ReplayError: why not."""
-    module = _engine_module(engine)
+    module = scheduler_replay(engine)
     if module is None:
         raise ReplayError(f"dspark cannot run {engine}'s scheduler without a model yet")
     try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dspark.errors import InputError
+from dspark.core.errors import InputError
 
 # Ids below 10 are left out of synthetic prompts: small ids are often special tokens in real vocabularies.
 _LOW_ID = 10

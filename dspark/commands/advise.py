@@ -19,8 +19,8 @@ from dspark.advise.kv_usage import counting_for
 from dspark.advise.model import StepCosts, Workload
 from dspark.advise.replay import ReplayResult
 from dspark.bench.decision import make_rule
-from dspark.errors import ExitCode, InputError
-from dspark.validate import ValidateRequest, ValidationReport, validate
+from dspark.core.errors import ExitCode, InputError
+from dspark.planning.validate import ValidateRequest, ValidationReport, validate
 
 
 @dataclass(frozen=True)
@@ -109,9 +109,9 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
         load_workload,
         synthetic,
     )
+    from dspark.core.errors import EngineNotInstalledError  # noqa: PLC0415
     from dspark.engines import engine_spec  # noqa: PLC0415
     from dspark.engines.base import find_engine_python  # noqa: PLC0415
-    from dspark.errors import EngineNotInstalledError  # noqa: PLC0415
 
     if opts.simulator == "dspark":
         return None, ["dspark model: asked for (--simulator dspark)"]

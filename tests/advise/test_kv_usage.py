@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from dspark.advise.kv_usage import (
-    BlockGroup,
-    KVCounting,
-    KVPool,
-    counting_for,
-    sglang_counting,
-    token_counting,
-    vllm_counting,
-)
+from dspark.advise.kv_usage import BlockGroup, KVCounting, KVPool, counting_for, token_counting
 from dspark.advise.model import StepCosts, StepShape, Workload, simulate
-from dspark.validate import ValidateRequest, validate
+from dspark.engines.sglang.kv_usage import sglang_counting
+from dspark.engines.vllm.kv_usage import vllm_counting
+from dspark.planning.validate import ValidateRequest, validate
 
 
 def test_full_attention_holds_every_block_its_tokens_touch() -> None:

@@ -24,8 +24,8 @@ from dspark.advise.workload import (
     synthetic,
 )
 from dspark.commands.bench import arrival_schedule
+from dspark.core.errors import InputError
 from dspark.engines.vllm.replay_input import REPLAY_SCRIPT
-from dspark.errors import InputError
 
 
 def _driver() -> ModuleType:

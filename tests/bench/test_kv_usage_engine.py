@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from dspark.bench.supervise import EngineProcess
 from dspark.cli import main
-from dspark.launch import LaunchPlan
+from dspark.engines import engine_spec
+from dspark.runtime.launch import LaunchPlan
+from dspark.runtime.supervise import EngineProcess
 from tests.bench.helpers import free_port
 
 SEATS = 4
@@ -44,7 +45,7 @@ import sys
 sys.path.insert(0, sys.argv[2])
 from pathlib import Path
 import torch, transformers as tf
-from tests.engine import build_tiny_models as b
+from tests.real_engines import build_tiny_models as b
 cfg = b.hybrid_qwen3_next()
 cfg.linear_key_head_dim = 128
 cfg.linear_value_head_dim = 128
@@ -74,7 +75,8 @@ def _engine_peak(vllm_python: str, model: Path, kv: int, flags: list[str], tmp_p
         vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--max-num-seqs",
         str(SEATS), "--max-model-len", "2048", "--enforce-eager", "--skip-tokenizer-init", "--host", "127.0.0.1",
         "--port", str(port), "--kv-cache-memory-bytes", str(kv), *flags))
-    engine = EngineProcess(plan, log_path=tmp_path / f"{name}-engine.log")
+    engine = EngineProcess(plan, log_format=engine_spec("vllm").log_format,
+                           log_path=tmp_path / f"{name}-engine.log")
     out = tmp_path / f"{name}-bench.json"
     try:
         engine.start()

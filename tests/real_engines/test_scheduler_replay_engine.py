@@ -1,0 +1,212 @@
+"""The scheduler replay (dspark/engines/vllm/inside/replay_scheduler.py) against the real vLLM CPU engine.
+
+A tiny random-weight Qwen3 with a pinned pool of 40 blocks of 128 tokens serves three workloads at 2 and at 8
+seats (one engine start per seat count, its prefix cache reset between workloads):
+
+(a) 12 distinct prompts of 350 tokens + 60 out, all at once in file order, then re-sent the same way: LRU's worst
+    case, the cached prompts of the first pass evicted as the second runs, more at 8 seats;
+(b) 24 prompts behind 4 shared 256-token system prefixes (taken in turn) with distinct 200-token tails, 100
+    out, sent and re-sent: shared-prefix hits, the tails evicted;
+(c) 8 prompts of 600 tokens with 200 out: at 8 seats they outgrow the pool (7 blocks each) and the engine
+    preempts.
+
+The replay is run first, through vLLM 0.32.0's own Scheduler in its interpreter, on dspark's plan of the same
+launch; then the engine serves the same requests sent the same way, and its /metrics counters (prefix-cache
+queries and hits, preemptions, per pass) and its KV usage gauge (sampled every 20 ms) are compared: hit rate
+within 2 points, preemptions within 1, peak KV usage within 5 points of the highest value sampled. "All at
+once in file order" is sent as one completions call holding the prompts as a batch (the API server adds them
+to the engine in list order); each workload is sized so that at 8 seats something is evicted or preempted
+(checked, so that the comparison compares something), and so that its KV peak lasts tens of steps (sampled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dspark.advise.inputs import model_inputs
+from dspark.advise.replay import PassPrediction, engine_part, pass_prediction, replay_request, run_replays, step_cost
+from dspark.advise.workload import WorkloadRequest, arrivals_of
+from dspark.bench.metrics import parse_metrics
+from dspark.planning.validate import ValidateRequest, validate
+from dspark.runtime.launch import LaunchPlan
+from dspark.runtime.supervise import EngineProcess
+from tests.bench.helpers import free_port
+
+SEATS = (2, 8)
+BLOCKS = 40
+KV_BYTES = BLOCKS * 128 * 1024  # 128-token blocks of 1,024 B per token (4 layers x 2 KV heads x 32 x bf16 x K, V)
+MAX_LEN = 2048
+SAMPLE_S = 0.02
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Requests and whether they are re-sent after the first pass."""
+
+    name: str
+    requests: list[WorkloadRequest]
+    warm: bool
+
+
+def _workloads() -> list[Workload]:
+    rng = random.Random(7)  # noqa: S311 - test prompts
+
+    def ids(n: int) -> tuple[int, ...]:
+        return tuple(rng.randrange(10, 500) for _ in range(n))
+
+    prefixes = [ids(256) for _ in range(4)]
+    return [
+        Workload("a-distinct-resent", [WorkloadRequest(ids(350), 60) for _ in range(12)], warm=True),
+        Workload("b-shared-prefixes", [WorkloadRequest(prefixes[i % 4] + ids(200), 100) for i in range(24)],
+                 warm=True),
+        Workload("c-long-outputs", [WorkloadRequest(ids(600), 200) for _ in range(8)], warm=False),
+    ]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The engine's own counters over one pass, and the highest KV usage sampled during it."""
+
+    queries: float
+    hits: float
+    preemptions: float
+    kv_peak: float
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.queries if self.queries else math.nan
+
+
+async def _metrics(client: httpx.AsyncClient, url: str) -> str:
+    return (await client.get(url + "/metrics")).text
+
+
+async def _pass(url: str, model: str, requests: list[WorkloadRequest]) -> Measured:
+    """Send every request at once, in order, sampling the KV gauge until all are done.
+
+    One completions call with the prompts as a batch: the API server adds one engine request per prompt, in
+    list order, in one go (separate HTTP requests started together reach the engine in whatever order their
+    connections are served, and a stagger lets the engine run steps between arrivals).
+    """
+    max_tokens = {r.max_tokens for r in requests}
+    assert len(max_tokens) == 1  # a batch shares its sampling parameters
+    async with httpx.AsyncClient() as client:
+        before = parse_metrics(await _metrics(client, url))
+        peak = 0.0
+        send = asyncio.create_task(client.post(url + "/v1/completions", timeout=900, json={
+            "model": model, "prompt": [list(r.prompt) for r in requests], "max_tokens": max_tokens.pop(),
+            "ignore_eos": True, "temperature": 0.0}))
+        while not send.done():
+            peak = max(peak, parse_metrics(await _metrics(client, url)).kv_usage or 0.0)
+            await asyncio.sleep(SAMPLE_S)
+        resp = await send
+        resp.raise_for_status()
+        assert resp.json()["usage"]["completion_tokens"] == sum(r.max_tokens for r in requests)
+        after = parse_metrics(await _metrics(client, url))
+
+    def delta(name: str) -> float:
+        return float(getattr(after, name) or 0.0) - float(getattr(before, name) or 0.0)
+
+    return Measured(delta("prefix_queries"), delta("prefix_hits"), delta("preemptions"), peak)
+
+
+def _serve_and_measure(vllm_python: str, model: Path, seats: int,
+                       tmp_path: Path) -> tuple[dict[str, list[Measured]], str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    plan = LaunchPlan(engine="vllm", argv=(
+        vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--max-num-seqs", str(seats),
+        "--kv-cache-memory-bytes", str(KV_BYTES), "--max-model-len", str(MAX_LEN), "--enforce-eager",
+        "--skip-tokenizer-init", "--host", "127.0.0.1", "--port", str(port)),
+        env_overlay={"VLLM_SERVER_DEV_MODE": "1"})  # for /reset_prefix_cache between workloads
+    log = tmp_path / f"engine-{seats}.log"
+    engine = EngineProcess(plan, log_path=log)
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {max(allowed)})  # the engine's processes and this client on one CPU (as the bench tests)
+    measured: dict[str, list[Measured]] = {}
+    try:
+        engine.start()
+        engine.wait_healthy(url + "/health", 600)
+        for w in _workloads():
+            httpx.post(url + "/reset_prefix_cache", timeout=30).raise_for_status()
+            passes = [asyncio.run(_pass(url, str(model), w.requests))]
+            if w.warm:
+                passes.append(asyncio.run(_pass(url, str(model), w.requests)))
+            measured[w.name] = passes
+    finally:
+        engine.stop(30)
+        os.sched_setaffinity(0, allowed)
+    return measured, log.read_text(errors="replace")
+
+
+def _predicted(vllm_python: str, model: Path) -> tuple[dict[str, dict[int, list[PassPrediction]]], int]:
+    """The replay's passes per workload and seat count (one engine import for all), and its pool in tokens."""
+    report = validate(ValidateRequest(flags={"model": str(model), "engine": "vllm", "platform": "cpu",
+                                             "kv_cache_memory_bytes": KV_BYTES, "max_num_seqs": SEATS[0]},
+                                      engine_flags=("--max-model-len", str(MAX_LEN))))
+    cap = report.capacity
+    inputs = model_inputs(report.architecture, report.weights, cap, None, platform="cpu", tp=1, speculative_tokens=0)
+    part, script, module = engine_part("vllm", report.witness_request, cap.details, cap.max_model_len, 0)
+    workloads = _workloads()
+    requests = [replay_request(part, SEATS, w.requests, arrivals_of(len(w.requests), None, math.inf), warm=w.warm,
+                               pattern=[0], cost=step_cost(inputs.prior, inputs.shape)) for w in workloads]
+    answers = run_replays(vllm_python, script, requests, module.MARKER, timeout=900)
+    out: dict[str, dict[int, list[PassPrediction]]] = {}
+    for w, answer in zip(workloads, answers, strict=True):
+        out[w.name] = {int(r["seats"]): [pass_prediction(r[k]) for k in ("cold", "warm") if r[k]]
+                       for r in answer["results"]}
+    kv = answers[0]["kv"]
+    return out, int(kv["num_blocks"]) * int(kv["block_size"])
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(1200)
+def test_the_replay_predicts_the_engines_own_counters(vllm_python: str, tiny_models: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    model = tiny_models / "dense-qwen3"
+    start = time.monotonic()
+    predicted, pool_tokens = _predicted(vllm_python, model)
+    replay_s = time.monotonic() - start
+    measured: dict[int, dict[str, list[Measured]]] = {}
+    served_s = {}
+    for seats in SEATS:
+        start = time.monotonic()
+        measured[seats], log = _serve_and_measure(vllm_python, model, seats, tmp_path)
+        served_s[seats] = time.monotonic() - start
+        assert f"KV cache size: {pool_tokens:,} tokens" in log  # the replay's pool is the engine's
+    rows, failures = [], []
+    for w in _workloads():
+        for seats in SEATS:
+            got = measured[seats][w.name]
+            assert len(got) == len(predicted[w.name][seats]) == (2 if w.warm else 1)
+            for label, p, m in zip(("cold", "warm"), predicted[w.name][seats], got, strict=False):
+                assert p.prefix_cache_queries == m.queries, (w.name, seats, label)  # the same prompt tokens looked up
+                rows.append(f"{w.name:<18} {seats:>2} seats {label}: hit rate {p.prefix_cache_hit_rate or 0:6.1%} vs "
+                            f"{m.hit_rate:6.1%}, preemptions {p.preemptions} vs {m.preemptions:.0f}, KV peak "
+                            f"{p.kv_peak_fraction:6.1%} vs {m.kv_peak:6.1%} sampled")
+                if abs((p.prefix_cache_hit_rate or 0.0) - m.hit_rate) > 0.02:
+                    failures.append(f"{w.name} {seats} {label}: hit rate")
+                if abs(p.preemptions - m.preemptions) > 1:
+                    failures.append(f"{w.name} {seats} {label}: preemptions")
+                if abs(p.kv_peak_fraction - m.kv_peak) > 0.05:
+                    failures.append(f"{w.name} {seats} {label}: KV peak")
+    with capsys.disabled():
+        print(f"\nvLLM 0.32.0 CPU engine vs its own Scheduler replayed by dspark ({BLOCKS} blocks of 128 tokens; "
+              f"replay {replay_s:.0f} s, engine {', '.join(f'{n} seats {t:.0f} s' for n, t in served_s.items())}): "
+              "predicted vs engine")
+        print("\n".join(rows))
+    assert not failures, failures
+    # What makes the comparison compare something: eviction and preemption at the higher seat count.
+    a, c = "a-distinct-resent", "c-long-outputs"
+    warm_hits = {s: measured[s][a][1].hit_rate for s in SEATS}
+    assert warm_hits[SEATS[1]] < warm_hits[SEATS[0]], warm_hits  # more seats: more of the cache evicted
+    assert measured[SEATS[1]][c][0].preemptions >= 1 and measured[SEATS[0]][c][0].preemptions == 0
