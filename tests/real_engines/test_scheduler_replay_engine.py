@@ -15,8 +15,9 @@ launch; then the engine serves the same requests sent the same way, and its /met
 queries and hits, preemptions, per pass) and its KV usage gauge (sampled every 20 ms) are compared: hit rate
 within 2 points, preemptions within 1, peak KV usage within 5 points of the highest value sampled. "All at
 once in file order" is sent as one completions call holding the prompts as a batch (the API server adds them
-to the engine in list order); each workload is sized so that at 8 seats something is evicted or preempted
-(checked, so that the comparison compares something), and so that its KV peak lasts tens of steps (sampled).
+to the engine in list order) while the engine's scheduler is paused, resumed once all wait. Each workload is
+sized so that at 8 seats something is evicted or preempted (checked, so that the comparison compares
+something), and so that its KV peak lasts tens of steps (sampled).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from dspark.advise.inputs import model_inputs
 from dspark.advise.replay import PassPrediction, engine_part, pass_prediction, replay_request, run_replays, step_cost
 from dspark.advise.workload import WorkloadRequest, arrivals_of
 from dspark.bench.metrics import parse_metrics
+from dspark.engines import engine_spec
 from dspark.planning.validate import ValidateRequest, validate
 from dspark.runtime.launch import LaunchPlan
 from dspark.runtime.supervise import EngineProcess
@@ -46,6 +48,7 @@ BLOCKS = 40
 KV_BYTES = BLOCKS * 128 * 1024  # 128-token blocks of 1,024 B per token (4 layers x 2 KV heads x 32 x bf16 x K, V)
 MAX_LEN = 2048
 SAMPLE_S = 0.02
+ADD_S = 3.0  # seconds the paused engine is given to receive a batch
 
 
 @dataclass(frozen=True)
@@ -93,18 +96,26 @@ async def _metrics(client: httpx.AsyncClient, url: str) -> str:
 async def _pass(url: str, model: str, requests: list[WorkloadRequest]) -> Measured:
     """Send every request at once, in order, sampling the KV gauge until all are done.
 
-    One completions call with the prompts as a batch: the API server adds one engine request per prompt, in
-    list order, in one go (separate HTTP requests started together reach the engine in whatever order their
-    connections are served, and a stagger lets the engine run steps between arrivals).
+    The engine's scheduler is paused (/pause?mode=keep, VLLM_SERVER_DEV_MODE) while one completions call hands
+    the API server the prompts as a batch (one engine request per prompt, added in list order), and resumed
+    ADD_S later: its first step sees every request, as the replay's does. Unpaused, the engine starts a step as
+    soon as the first request arrives and takes the rest in later steps (seen: one block fewer of hits at 8
+    seats in workload (a), 3 points).
     """
     max_tokens = {r.max_tokens for r in requests}
     assert len(max_tokens) == 1  # a batch shares its sampling parameters
     async with httpx.AsyncClient() as client:
         before = parse_metrics(await _metrics(client, url))
-        peak = 0.0
+        (await client.post(url + "/pause", params={"mode": "keep", "clear_cache": "false"}, timeout=60)
+         ).raise_for_status()
         send = asyncio.create_task(client.post(url + "/v1/completions", timeout=900, json={
             "model": model, "prompt": [list(r.prompt) for r in requests], "max_tokens": max_tokens.pop(),
             "ignore_eos": True, "temperature": 0.0}))
+        # A paused engine runs no step, so its gauges stand still: give the API server time to add the batch.
+        await asyncio.sleep(ADD_S)
+        assert not send.done()
+        (await client.post(url + "/resume", timeout=60)).raise_for_status()
+        peak = 0.0
         while not send.done():
             peak = max(peak, parse_metrics(await _metrics(client, url)).kv_usage or 0.0)
             await asyncio.sleep(SAMPLE_S)
@@ -127,9 +138,9 @@ def _serve_and_measure(vllm_python: str, model: Path, seats: int,
         vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--max-num-seqs", str(seats),
         "--kv-cache-memory-bytes", str(KV_BYTES), "--max-model-len", str(MAX_LEN), "--enforce-eager",
         "--skip-tokenizer-init", "--host", "127.0.0.1", "--port", str(port)),
-        env_overlay={"VLLM_SERVER_DEV_MODE": "1"})  # for /reset_prefix_cache between workloads
+        env_overlay={"VLLM_SERVER_DEV_MODE": "1"})  # /reset_prefix_cache between workloads, /pause and /resume
     log = tmp_path / f"engine-{seats}.log"
-    engine = EngineProcess(plan, log_path=log)
+    engine = EngineProcess(plan, log_format=engine_spec("vllm").log_format, log_path=log)
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {max(allowed)})  # the engine's processes and this client on one CPU (as the bench tests)
     measured: dict[str, list[Measured]] = {}
