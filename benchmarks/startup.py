@@ -38,7 +38,7 @@ def clean_env() -> dict[str, str]:
 def wall_time(argv: Sequence[str], env: dict[str, str]) -> float:
     """Seconds one fresh subprocess takes; a non-zero exit fails the benchmark (it would measure an error path)."""
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, check=False)  # noqa: S603 - fixed argv
+    proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, check=False)
     elapsed = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr.decode(errors='replace')}")
@@ -47,7 +47,7 @@ def wall_time(argv: Sequence[str], env: dict[str, str]) -> float:
 
 def slowest_imports(env: dict[str, str], count: int = 25) -> list[str]:
     """The `count` imports with the largest cumulative time in one `dspark validate --json`."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", *VALIDATE[1:]], env=env, cwd=ROOT,  # noqa: S603
+    proc = subprocess.run([sys.executable, "-X", "importtime", *VALIDATE[1:]], env=env, cwd=ROOT,
                           capture_output=True, text=True, check=False)
     rows = []
     for line in proc.stderr.splitlines():
