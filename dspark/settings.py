@@ -30,6 +30,8 @@ Environment variables, the full list (one setting each; a set-but-empty value is
   DSPARK_HOST                      host                     address the server listens on
   DSPARK_PORT                      port                     1..65535
 MAX_NUM_SEQS keeps the name the deployment's container scripts used; everything else is DSPARK_*.
+In a Kubernetes LeaderWorkerSet pod, LWS_GROUP_SIZE, LWS_WORKER_INDEX and LWS_LEADER_ADDRESS set nnodes,
+node_rank and master_addr when DSPARK_NNODES, DSPARK_NODE_RANK and DSPARK_MASTER_ADDR (or the flags) do not.
 
 Sources, as --explain and --json print them:
   flag                       a command-line flag
@@ -243,7 +245,7 @@ def _resolve_one(
     notes: list[str],
 ) -> Setting[Any]:
     if flag_value is not None:
-        return Setting(_convert(knob, flag_value, f"{knob.flag}"), "flag")
+        return _over_alias(knob, Setting(_convert(knob, flag_value, f"{knob.flag}"), "flag"), env, notes)
     raw = env.get(knob.env)
     if raw is not None:
         if not raw.strip():
@@ -252,7 +254,14 @@ def _resolve_one(
                 hint=f"unset {knob.env} to use the recipe's value or the default (in compose files, leave the "
                 f"variable out rather than writing ${{{knob.env}:-}})",
             )
-        return Setting(_convert(knob, raw, knob.env), f"env:{knob.env}")
+        return _over_alias(knob, Setting(_convert(knob, raw, knob.env), f"env:{knob.env}"), env, notes)
+    for alias in knob.aliases:  # an orchestrator's variable (LeaderWorkerSet): below dspark's own, above the recipe
+        raw = env.get(alias)
+        if raw is not None:
+            if not raw.strip():
+                raise SettingsError(f"{alias}={raw!r}: empty; expected {knob.expected}",
+                                    hint=f"set {knob.env} to override it")
+            return Setting(_convert(knob, raw, alias), f"env:{alias}")
     if recipe is not None and knob.recipe_path is not None:
         value = _recipe_value(recipe, knob.recipe_path)
         if value is not None:
@@ -260,6 +269,21 @@ def _resolve_one(
     if knob.name in overrides:
         return Setting(overrides[knob.name], "default")
     return Setting(knob.default, "computed" if knob.computed and knob.default is None else "default")
+
+
+def _over_alias(knob: Knob, setting: Setting[Any], env: Mapping[str, str], notes: list[str]) -> Setting[Any]:
+    """An explicit value wins over an orchestrator's variable; a disagreement between them is noted."""
+    for alias in knob.aliases:
+        raw = env.get(alias)
+        if raw is None:
+            continue
+        try:
+            theirs = knob.convert(raw)
+        except Invalid:
+            theirs = raw
+        if theirs != setting.value:
+            notes.append(f"{_where(setting)} sets {knob.name}={setting.value!r}, which wins over {alias}={raw!r}")
+    return setting
 
 
 def _convert(knob: Knob, raw: object, where: str) -> object:

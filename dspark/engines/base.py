@@ -92,6 +92,8 @@ class EngineSpec:
     kv_log_pattern: str  # regex of the engine's own KV-pool log line; group 1 is the pool in tokens
     # A flag dspark sets -> the name older releases' parsers know it by (tried when the parser calls it unknown).
     former_flags: Mapping[str, str] = field(default_factory=dict)
+    health_path: str = "/health"  # the HTTP path that answers 200 once the server takes requests
+    shm_bytes_per_gpu: int = 2 << 30  # /dev/shm a container gives the engine per local GPU (rendered manifests)
 
     @property
     def newest_modelled(self) -> str:

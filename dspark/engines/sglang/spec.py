@@ -35,4 +35,7 @@ SPEC = EngineSpec(
     kv_log_pattern=r"max_total_num_tokens=(\d+)",
     # 0.5.10-0.5.13 have one decode graph size, --cuda-graph-max-bs (ServerArgs.add_cli_args of those releases).
     former_flags={"--cuda-graph-max-bs-decode": "--cuda-graph-max-bs"},
+    health_path="/health",  # sglang/srt/entrypoints/http_server.py
+    # SGLang's container instructions give 32 GB of /dev/shm to an 8-GPU server (--shm-size 32g): 4 GiB a GPU.
+    shm_bytes_per_gpu=4 << 30,
 )

@@ -36,4 +36,8 @@ SPEC = EngineSpec(
     default_port=8000,
     # kv_cache_utils.update_kv_cache_capacity: "{GPU|CPU} KV cache size: N tokens, Maximum concurrency for ..."
     kv_log_pattern=r"KV cache size: ([\d,]+) tokens",
+    health_path="/health",  # vllm/entrypoints/openai/api_server.py: 200 once the engine core answers
+    # Ranks exchange inputs through a shared-memory broadcast queue and NCCL stages intra-node traffic in
+    # /dev/shm; vLLM's own Kubernetes guide mounts a 2 GiB memory volume there for a one-GPU server.
+    shm_bytes_per_gpu=2 << 30,
 )
