@@ -224,6 +224,7 @@ def resolve_settings(
         )
 
     _one_pool_pin(values, notes)
+    _one_runtime(values, env, recipe)
     _check_against_recipe(values, recipe)
     _check_combinations(values)
     notes.extend(_stray_env(env))
@@ -324,6 +325,26 @@ def _one_pool_pin(values: dict[str, Setting[Any]], notes: list[str]) -> None:
     else:
         notes.append(f"kv_cache_memory_bytes from {mem.source} is ignored: {tok.source} pins the KV pool in tokens")
         values["kv_cache_memory_bytes"] = Setting(None, "default")
+
+
+def _one_runtime(values: dict[str, Setting[Any]], env: Mapping[str, str], recipe: Recipe | None) -> None:
+    """The engine's own backend flag (after `--`) passes through verbatim: a lower layer must not say otherwise."""
+    runtime = values["distributed_runtime"]
+    if runtime.layer != "flag":
+        return
+    knob = BY_NAME["distributed_runtime"]
+    others = []
+    raw = env.get(knob.env)
+    if raw is not None and raw.strip().lower() != runtime.value:
+        others.append(f"{knob.env}={raw!r}")
+    in_recipe = _recipe_value(recipe, "parallel.runtime") if recipe is not None else None
+    if in_recipe is not None and in_recipe != runtime.value:
+        others.append(f"{recipe.source if recipe else ''}: parallel.runtime {in_recipe}")
+    if others:
+        raise SettingsError(
+            f"the engine flags ask for distributed runtime {runtime.value!r} but {' and '.join(others)} says otherwise",
+            hint="they are one setting: keep one of them, or make them agree",
+        )
 
 
 def _where(setting: Setting[Any]) -> str:

@@ -55,6 +55,7 @@ class ServeConfig:
     port: int | None = None
     extra_args: tuple[str, ...] = ()  # the user's own engine flags, passed through after ours are removed
     env: Mapping[str, str] = field(default_factory=dict)
+    distributed_runtime: str = "native"  # "ray": the engine places its workers on a running Ray cluster
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,15 @@ class ArgvCheck:
     error: str | None = None
     num_options: int | None = None
     witness: Mapping[str, Any] | None = None  # the engine planner's answer, when asked for in the same run
+
+
+@dataclass(frozen=True)
+class RaySupport:
+    """How an engine runs across a Ray cluster (EngineSpec.ray is None for an engine without a Ray backend)."""
+
+    platforms: tuple[str, ...]  # the platforms whose builds can place their workers through Ray
+    driver_needs_gpu: bool  # the node that starts the engine must hold one of its GPU workers
+    why_not_platform: str = ""  # said when the platform is not one of `platforms`
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,8 @@ class EngineSpec:
     former_flags: Mapping[str, str] = field(default_factory=dict)
     health_path: str = "/health"  # the HTTP path that answers 200 once the server takes requests
     shm_bytes_per_gpu: int = 2 << 30  # /dev/shm a container gives the engine per local GPU (rendered manifests)
+    ray: RaySupport | None = None  # None: no Ray backend
+    multi_node_flags: str = ""  # the engine's own flags for spanning nodes, named when Ray cannot be used
 
     @property
     def newest_modelled(self) -> str:

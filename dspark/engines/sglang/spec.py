@@ -38,4 +38,6 @@ SPEC = EngineSpec(
     health_path="/health",  # sglang/srt/entrypoints/http_server.py
     # SGLang's container instructions give 32 GB of /dev/shm to an 8-GPU server (--shm-size 32g): 4 GiB a GPU.
     shm_bytes_per_gpu=4 << 30,
+    ray=None,  # SGLang spans nodes with its own runtime only
+    multi_node_flags="--nnodes, --node-rank, --dist-init-addr",
 )
