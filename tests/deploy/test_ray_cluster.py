@@ -51,7 +51,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
     assert "ray" not in sys.modules, "Ray reads its loopback switch when imported: import it only here"
     saved = {k: os.environ.get(k) for k in LOOPBACK}
     os.environ.update(LOOPBACK)
-    from ray.cluster_utils import Cluster
+    from ray.cluster_utils import Cluster  # noqa: PLC0415 - after the loopback switch is set
 
     folder = tmp_path_factory.mktemp("ray-nodes")
     hardware = {name: folder / f"{name}.json" for name in ("head", "gpu", "cpu")}
