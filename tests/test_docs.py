@@ -19,11 +19,12 @@ def _tracked() -> list[str]:
 
 def test_nothing_cites_files_the_project_does_not_ship() -> None:
     unshipped = re.compile(r"DESIGN\.md|referenc[e]/|anchors\.md")  # spelled so it does not match itself
+    url = re.compile(r"https?://\S+")  # a web address (the vendored CRD links kubernetes.io/docs/reference/...)
     hits = [
         f"{path}:{n}"
         for path in _tracked()
         for n, line in enumerate((ROOT / path).read_text(errors="replace").splitlines(), start=1)
-        if unshipped.search(line)
+        if unshipped.search(url.sub("", line))
     ]
     assert hits == []
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dspark.errors import InputError
+from dspark.errors import InputError, SettingsError
 
 if TYPE_CHECKING:
     from dspark.validate import ValidationReport
@@ -296,6 +296,13 @@ def k8s_plan(report: ValidationReport, options: RenderOptions) -> K8sPlan:
     if options.replicas < 1:
         raise InputError(f"--replicas {options.replicas}: must be at least 1")
     settings = report.settings
+    runtime = settings.distributed_runtime
+    if runtime.value != "native":
+        raise SettingsError(
+            f"distributed_runtime {runtime.value!r} ({runtime.source}): the rendered pods span nodes with the "
+            "engine's native multi-node runtime, set up from the LeaderWorkerSet's variables",
+            hint="render with DSPARK_DISTRIBUTED_RUNTIME=native (the pods then carry it too)",
+        )
     spec = engine_spec(report.serve.engine)
     data_parallel, dp_attention = data_parallel_of(report.serve.engine,
                                                    parse_engine_flags(report.serve.engine, options.engine_flags))

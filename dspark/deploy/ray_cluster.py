@@ -79,7 +79,7 @@ def probe_environ(environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def probe_here(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def probe_here(environ: Mapping[str, str] | None = None, pynvml_module: Any | None = None) -> dict[str, Any]:
     """This node's snapshot as JSON ({"snapshot": ...}) or why there is none ({"error": ...})."""
     from dspark.hardware.nvml import NvmlSource  # noqa: PLC0415 - runs in the node's Ray worker
     from dspark.hardware.select import resolve_hardware  # noqa: PLC0415
@@ -88,8 +88,8 @@ def probe_here(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     env = probe_environ(os.environ if environ is None else environ)
     spec = env.get("DSPARK_HARDWARE", "").strip() or None
     try:
-        snapshot = resolve_hardware(spec, default_profile=None, nvml_factory=lambda: NvmlSource(environ=env),
-                                    origin="DSPARK_HARDWARE")
+        snapshot = resolve_hardware(spec, default_profile=None, origin="DSPARK_HARDWARE",
+                                    nvml_factory=lambda: NvmlSource(pynvml_module, environ=env))
     except DsparkError as exc:
         return {"error": exc.message, "hostname": socket.gethostname()}
     return {"snapshot": snapshot_to_dict(snapshot), "hostname": socket.gethostname()}

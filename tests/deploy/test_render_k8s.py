@@ -177,6 +177,21 @@ def test_bad_names_and_missing_image_are_usage_errors(
     assert "--image" in err
 
 
+def test_a_ray_plan_is_not_rendered_and_native_travels_to_the_pods(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rc, _, err = _render(["flash-next-vllm", "--image", IMAGE, "--", "--distributed-executor-backend", "ray"],
+                         capsys, monkeypatch)
+    assert rc == 2
+    assert "distributed_runtime 'ray' (flag): the rendered pods span nodes with the engine's native" in err
+    rc, out, _ = _render(["flash-next-vllm", "--image", IMAGE], capsys, monkeypatch,
+                         env={"DSPARK_DISTRIBUTED_RUNTIME": "native"})
+    assert rc == 0
+    lws = _by_kind(_objects(out))["LeaderWorkerSet"]
+    env = _container(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"])["env"]
+    assert {"name": "DSPARK_DISTRIBUTED_RUNTIME", "value": "native"} in env
+
+
 def test_a_typo_in_the_manifest_would_be_caught() -> None:
     """The checks above can fail: an unknown key, a key the client drops, a value of the wrong type."""
     plan = K8sPlan(name="x", image="i", engine="vllm", nodes=2, gpus_per_node=1, seats=4, port=8000,
