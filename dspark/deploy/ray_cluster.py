@@ -245,8 +245,8 @@ def node_findings(view: ClusterView, model: str, *, footprint: int | None, world
         if node.local and driver_needs_gpu and node.gpus < 1:
             out.append(Finding("fail", "ray-driver-without-gpu",
                                f"{label}: the engine starts here, but Ray schedules no GPU on this node and the "
-                               "engine's Ray executor needs one of its workers where it starts; run dspark start "
-                               "on a GPU node of the cluster"))
+                               "engine's Ray executor, as configured, needs one of its workers where it starts; run "
+                               "dspark start on a GPU node of the cluster"))
         if node.error is not None:
             out.append(Finding("fail", "ray-node-unprobed", f"{label}: {node.error}"))
             continue
@@ -342,5 +342,5 @@ def on_ray_cluster(request: ValidateRequest, settings: ResolvedSettings, *, dry_
                                 "before its `ray start` to plan that node against a saved probe)"))
     pinned = settings.kv_cache_memory_bytes.value is not None or settings.max_total_tokens.value is not None
     findings += node_findings(view, model, footprint=planned.footprint_bytes, world=world, pinned=pinned,
-                              driver_needs_gpu=spec.ray.driver_needs_gpu)
+                              driver_needs_gpu=spec.ray.driver_needs_gpu({**request.env, **planned.serve.env}))
     return replace(planned, findings=tuple(reconcile(findings)))

@@ -75,7 +75,8 @@ class RaySupport:
     """How an engine runs across a Ray cluster (EngineSpec.ray is None for an engine without a Ray backend)."""
 
     platforms: tuple[str, ...]  # the platforms whose builds can place their workers through Ray
-    driver_needs_gpu: bool  # the node that starts the engine must hold one of its GPU workers
+    # Whether, in this environment, the node that starts the engine must hold one of its GPU workers.
+    driver_needs_gpu: Callable[[Mapping[str, str]], bool]
     why_not_platform: str = ""  # said when the platform is not one of `platforms`
 
 

@@ -121,7 +121,12 @@ def test_the_engine_must_start_on_a_node_with_a_gpu_for_ray() -> None:
         RayNode("b" * 32, "127.0.0.1", "w1", gpus=1, snapshot=idle),
         RayNode("c" * 32, "127.0.0.1", "w2", gpus=1, snapshot=idle),
     ))
+    # vLLM's default Ray executor places its workers anywhere; the older one (V2 switched off) needs one here.
     request = _request(RAY_ENV)
+    report = on_ray_cluster(request, request_settings(request), dry_run=True, inspect=lambda _: view)
+    assert not [f for f in report.findings if f.code == "ray-driver-without-gpu"]
+    assert report.verdict != "fail"
+    request = _request({**RAY_ENV, "VLLM_USE_RAY_V2_EXECUTOR_BACKEND": "0"})
     report = on_ray_cluster(request, request_settings(request), dry_run=True, inspect=lambda _: view)
     (driver,) = [f for f in report.findings if f.code == "ray-driver-without-gpu"]
     assert driver.level == "fail" and driver.message.startswith("Ray node aaaaaaaa (head, 127.0.0.1) (here)")
