@@ -247,11 +247,11 @@ def node_findings(view: ClusterView, model: str, *, footprint: int | None, world
                                f"{label}: the engine starts here, but Ray schedules no GPU on this node and the "
                                "engine's Ray executor, as configured, needs one of its workers where it starts; run "
                                "dspark start on a GPU node of the cluster"))
-        if node.error is not None:
-            out.append(Finding("fail", "ray-node-unprobed", f"{label}: {node.error}"))
-            continue
-        if node.gpus < 1 or node.snapshot is None:
+        if node.gpus < 1:  # no rank goes there: what its probe found does not matter
             out.append(Finding("info", "ray-node-no-gpu", f"{label}: Ray schedules no GPU there; no rank goes there"))
+            continue
+        if node.error is not None or node.snapshot is None:
+            out.append(Finding("fail", "ray-node-unprobed", f"{label}: {node.error or 'not probed'}"))
             continue
         snapshot = node.snapshot
         if not _holds(node, model):
