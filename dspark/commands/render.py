@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from typing import IO
 
+from dspark.core.errors import ExitCode, RefusedError
 from dspark.deploy.kubernetes import RenderOptions, k8s_plan, render, to_json, to_yaml
-from dspark.errors import ExitCode, RefusedError
-from dspark.validate import ValidateRequest, validate
+from dspark.planning.validate import ValidateRequest, validate
 
 
 def run_render_k8s(request: ValidateRequest, options: RenderOptions, *, as_json: bool,

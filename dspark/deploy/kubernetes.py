@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dspark.errors import InputError, SettingsError
+from dspark.core.errors import InputError, SettingsError
 
 if TYPE_CHECKING:
-    from dspark.validate import ValidationReport
+    from dspark.planning.validate import ValidationReport
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 CONTAINER = "dspark"
@@ -285,11 +285,11 @@ class RenderOptions:
 
 def k8s_plan(report: ValidationReport, options: RenderOptions) -> K8sPlan:
     """The K8sPlan of a validated report: its settings, seats, GPUs per node and the engine's serving facts."""
-    from dspark.engine_flags import data_parallel_of, parse_engine_flags  # noqa: PLC0415
+    from dspark.config.knobs import BY_NAME  # noqa: PLC0415
+    from dspark.config.recipes import shipped_recipes_dir  # noqa: PLC0415
     from dspark.engines import engine_spec  # noqa: PLC0415
-    from dspark.findings import gpus_per_node  # noqa: PLC0415
-    from dspark.knobs import BY_NAME  # noqa: PLC0415
-    from dspark.recipes import shipped_recipes_dir  # noqa: PLC0415
+    from dspark.engines.flags import data_parallel_of, parse_engine_flags  # noqa: PLC0415
+    from dspark.planning.findings import gpus_per_node  # noqa: PLC0415
 
     if not options.image.strip():
         raise InputError("--image is empty", hint="name the image that holds dspark and the engine")

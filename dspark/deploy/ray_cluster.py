@@ -20,13 +20,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from dspark.errors import DsparkError, RefusedError, SettingsError
-from dspark.findings import Finding, idle_free_findings, reconcile
+from dspark.core.errors import DsparkError, RefusedError, SettingsError
+from dspark.core.findings import Finding
 from dspark.hardware import HardwareSnapshot
+from dspark.planning.findings import idle_free_findings, reconcile
 
 if TYPE_CHECKING:
-    from dspark.settings import ResolvedSettings
-    from dspark.validate import ValidateRequest, ValidationReport
+    from dspark.config.settings import ResolvedSettings
+    from dspark.planning.validate import ValidateRequest, ValidationReport
 
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 PROBE_TIMEOUT_S = 120.0
@@ -294,9 +295,9 @@ def on_ray_cluster(request: ValidateRequest, settings: ResolvedSettings, *, dry_
 
     A dry run with no cluster in reach is validated as usual, with a warning that the cluster was not checked.
     """
-    from dspark.engine_flags import data_parallel_of, parse_engine_flags  # noqa: PLC0415
     from dspark.engines import engine_spec  # noqa: PLC0415
-    from dspark.validate import validate as validate_request  # noqa: PLC0415
+    from dspark.engines.flags import data_parallel_of, parse_engine_flags  # noqa: PLC0415
+    from dspark.planning.validate import validate as validate_request  # noqa: PLC0415
 
     validate: Validator = validator or validate_request
     engine = settings.engine.value

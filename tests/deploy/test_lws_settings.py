@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dspark.errors import SettingsError
-from dspark.recipes import load_recipe_text
-from dspark.settings import resolve_settings
+from dspark.config.recipes import load_recipe_text
+from dspark.config.settings import resolve_settings
+from dspark.core.errors import SettingsError
 
 RECIPE = load_recipe_text("""\
 name: r

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from dspark.core.errors import RefusedError, SettingsError
 from dspark.deploy.ray_cluster import (
     ClusterView,
     RayNode,
@@ -16,10 +17,9 @@ from dspark.deploy.ray_cluster import (
 )
 from dspark.engines.base import ServeConfig
 from dspark.engines.vllm.adapter import VllmEngine
-from dspark.errors import RefusedError, SettingsError
 from dspark.hardware.snapshot import load_snapshot
-from dspark.start import StartRequest, plan_start
-from dspark.validate import ValidateRequest, request_settings
+from dspark.planning.start import StartRequest, plan_start
+from dspark.planning.validate import ValidateRequest, request_settings
 
 PROBES = Path(__file__).resolve().parents[1] / "fixtures" / "probes"
 RAY_ENV = {"DSPARK_DISTRIBUTED_RUNTIME": "ray"}
