@@ -63,7 +63,7 @@ def plan_start(
     settings = request_settings(request.validate)
     if settings.distributed_runtime.value == "ray":
         # Every node of the Ray cluster is probed where it is, and the tightest sizes the plan.
-        from dspark.deploy.ray_cluster import on_ray_cluster  # noqa: PLC0415 - only a Ray launch needs it
+        from dspark.planning.ray_plan import on_ray_cluster  # noqa: PLC0415 - only a Ray launch needs it
 
         report = on_ray_cluster(request.validate, settings, dry_run=request.dry_run)
     else:

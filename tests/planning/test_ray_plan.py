@@ -8,16 +8,11 @@ from pathlib import Path
 import pytest
 
 from dspark.core.errors import RefusedError, SettingsError
-from dspark.deploy.ray_cluster import (
-    ClusterView,
-    RayNode,
-    RayUnavailable,
-    on_ray_cluster,
-    probe_here,
-)
+from dspark.deploy.ray_cluster import ClusterView, RayNode, RayUnavailable, probe_here
 from dspark.engines.base import ServeConfig
 from dspark.engines.vllm.adapter import VllmEngine
 from dspark.hardware.snapshot import load_snapshot
+from dspark.planning.ray_plan import on_ray_cluster
 from dspark.planning.start import StartRequest, plan_start
 from dspark.planning.validate import ValidateRequest, request_settings
 
