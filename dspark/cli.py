@@ -320,7 +320,6 @@ def render_k8s(ctx: click.Context, /, recipe: str | None, as_json: bool, explain
     from dspark.core.units import parse_size  # noqa: PLC0415
     from dspark.deploy.kubernetes import DEFAULT_HF_SECRET_KEY, RenderOptions  # noqa: PLC0415
 
-    del explain
     secret, _, key = hf_secret.partition(":")
 
     def render_core() -> int:
@@ -332,7 +331,7 @@ def render_k8s(ctx: click.Context, /, recipe: str | None, as_json: bool, explain
         options = RenderOptions(image=image, name=name, replicas=replicas, hf_secret=secret,
                                 hf_secret_key=key or DEFAULT_HF_SECRET_KEY, ready_delay_s=ready_delay, shm_bytes=shm,
                                 engine_flags=request.engine_flags)
-        return run_render_k8s(request, options, as_json=as_json)
+        return run_render_k8s(request, options, as_json=as_json, explain=explain)
 
     run_core(ctx, render_core, json_errors=as_json)
 

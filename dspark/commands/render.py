@@ -10,7 +10,7 @@ from dspark.deploy.kubernetes import RenderOptions, k8s_plan, render, to_json, t
 from dspark.planning.validate import ValidateRequest, validate
 
 
-def run_render_k8s(request: ValidateRequest, options: RenderOptions, *, as_json: bool,
+def run_render_k8s(request: ValidateRequest, options: RenderOptions, *, as_json: bool, explain: bool = False,
                    out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     """Print the manifests of a plan that fits; RefusedError (exit 1) for one that does not, as `start` refuses."""
     report = validate(request)
@@ -27,6 +27,8 @@ def run_render_k8s(request: ValidateRequest, options: RenderOptions, *, as_json:
     for finding in report.findings:
         if finding.level != "info":
             print(f"{finding.level} {finding.code}: {finding.message}", file=notes)
+    if explain:
+        print(report.settings.explain(), file=notes)
     stream.write((to_json(objects) if as_json else to_yaml(objects, plan.summary)) + "\n")
     stream.flush()
     return int(ExitCode.OK)

@@ -66,7 +66,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
         gpu = cluster.add_node(**common, num_gpus=1, env_vars={"DSPARK_HARDWARE": str(hardware["gpu"])})
         # A node without GPUs and without a saved probe: its probe finds no GPU here, which is no failure.
         cpu = cluster.add_node(**common, num_gpus=0)
-        cluster.wait_for_nodes()
+        cluster.wait_for_nodes(timeout=120)  # a busy machine starts raylets slowly
         assert cluster.address.startswith("127.0.0.1:"), cluster.address
         yield RayCluster(address=cluster.address, hardware=hardware, cluster=cluster,
                          node_ids={"head": cluster.head_node.node_id, "gpu": gpu.node_id, "cpu": cpu.node_id})
@@ -157,7 +157,7 @@ def test_a_node_without_dspark_is_named_with_the_fix(ray_cluster: RayCluster, tm
     bare = ray_cluster.cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=80 << 20,
                                         env_vars={"PYTHONPATH": str(shadow.parent)})
     try:
-        ray_cluster.cluster.wait_for_nodes()
+        ray_cluster.cluster.wait_for_nodes(timeout=120)
         proc = _start(ray_cluster, "flash-next-vllm")
     finally:
         ray_cluster.cluster.remove_node(bare)
