@@ -80,9 +80,10 @@ def _vllm_request(detail: Any) -> PlannerInput:
 
 
 def _sglang_request(detail: Any, flags: list[str], user_pinned: bool) -> PlannerInput:
+    from dspark.engines.sglang.options import parse_sglang_flags  # noqa: PLC0415
     from dspark.engines.sglang.witness_input import WitnessNotPossibleError, sglang_witness_request  # noqa: PLC0415
 
-    model = flags[flags.index("--model-path") + 1] if "--model-path" in flags[:-1] else None
+    model = parse_sglang_flags(flags).model_path
     if model is None or not (Path(model) / "config.json").is_file():
         return PlannerInput(None, f"SGLang's sizing reads config.json from the model directory, and {model!r} is "
                                   "not a local directory with one (a recipe's inline config, or a hub name not "

@@ -104,10 +104,14 @@ def test_parse_flags(argv: list[str], expected: dict[str, object]) -> None:
     ("argv", "message"),
     [
         (["--tp-size", "two"], "--tp-size two: not an integer"),
-        (["--mem-fraction-static"], "--mem-fraction-static needs a value"),
+        # argparse's own words, as SGLang's parser says them (tests/real_engines/test_argv_readers.py compares).
+        (["--mem-fraction-static"], "argument --mem-fraction-static: expected one argument"),
         (["--kv-cache-dtype", "fp16"], "argument --kv-cache-dtype: invalid choice: 'fp16'"),
-        (["--disable-radix-cache=true"], "--disable-radix-cache takes no value"),
-        (["--cuda-graph-backend-prefill", "tc_piecewise"], "argument --cuda-graph-backend-prefill: invalid choice"),
+        (["--disable-radix-cache=true"], "argument --disable-radix-cache: ignored explicit argument 'true'"),
+        (["--cuda-graph-backend-prefill", "tc_piecewise"],
+         "argument --cuda-graph-backend-prefill: tc_piecewise was removed; select breakable, full, or disabled"),
+        (["--cuda-graph-backend-prefill", "tc"], "argument --cuda-graph-backend-prefill: invalid choice: 'tc'"),
+        (["--cuda-graph-bs-decode", "--page-size", "1"], "argument --cuda-graph-bs-decode: expected at least one"),
         (["--max-total-tokens", "1.5Mi"], "decimals are not allowed with IEC suffixes"),
     ],
 )

@@ -615,7 +615,10 @@ def test_flag_reader_json_flags() -> None:
         ],
     )
     assert (o.speculative_method, o.num_speculative_tokens) == ("mtp", 3)
-    assert (o.cudagraph_capture_sizes, o.max_cudagraph_capture_size, o.cudagraph_mode) == ((1, 2, 4), 4, "FULL")
+    # vLLM's pre-pass folds `-cc.cudagraph_mode=full` into a `-cc` JSON appended last: it replaces the whole one.
+    assert (o.cudagraph_capture_sizes, o.max_cudagraph_capture_size, o.cudagraph_mode) == (None, None, "FULL")
+    whole = parse_vllm_serve_flags(["-cc", '{"cudagraph_capture_sizes": [1, 2, 4], "max_cudagraph_capture_size": 4}'])
+    assert (whole.cudagraph_capture_sizes, whole.max_cudagraph_capture_size) == ((1, 2, 4), 4)
     dotted = parse_vllm_serve_flags(["--speculative-config.method", "eagle3", "--speculative_config.model=/d"])
     assert (dotted.speculative_method, dotted.speculative_model) == ("eagle3", "/d")
     sizes = parse_vllm_serve_flags(["--cudagraph-capture-sizes", "1", "2", "8", "--max-cudagraph-capture-size", "8"])
