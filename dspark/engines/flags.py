@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
 
+from dspark.config.knobs import BY_NAME, Invalid
 from dspark.core.errors import SettingsError
 from dspark.core.findings import Finding
 from dspark.engines import engine_spec
@@ -34,12 +35,26 @@ def flag_values_from_engine_flags(engine: str, options: Any) -> dict[str, object
     return out
 
 
+def _same_value(knob: str, mine: object, value: object) -> bool:
+    """Whether dspark's raw flag value (its own grammar: '256K', '4') reads as the engine flag's parsed value."""
+    if mine == value:
+        return True
+    try:
+        return bool(BY_NAME[knob].convert(mine) == value) if knob in BY_NAME else False
+    except Invalid:
+        return False  # resolving the settings names the bad value; here it only differs
+
+
 def merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object]) -> dict[str, object | None]:
-    """dspark's flags and the pasted engine flags together; the same knob given differently is an error."""
+    """dspark's flags and the pasted engine flags together; the same knob given differently is an error.
+
+    Each is read in its own grammar first (docs/units.md): `--max-num-seqs 4 -- --max-num-seqs 4` agrees, and
+    so does `--max-model-len 1M -- --context-length 1Mi` (SGLang's 1M is 10**6).
+    """
     merged = dict(own)
     for knob, value in pasted.items():
         mine = merged.get(knob)
-        if mine is not None and mine != value:
+        if mine is not None and not _same_value(knob, mine, value):
             raise SettingsError(
                 f"{knob} is given twice on the command line: {mine!r} (dspark flag) and {value!r} (engine flag)",
                 hint="give it once",
