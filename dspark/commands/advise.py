@@ -19,6 +19,7 @@ from dspark.advise.kv_usage import counting_for
 from dspark.advise.model import Workload
 from dspark.bench.decision import make_rule
 from dspark.core.errors import ExitCode, InputError
+from dspark.core.extras import require_extra
 from dspark.planning.validate import ValidateRequest, ValidationReport, validate
 
 
@@ -213,7 +214,8 @@ def advice_text(advice: Advice) -> str:
 
 
 def advice_png(predictions: Sequence[Prediction]) -> bytes:
-    """Predicted decode rates and TTFT against seats (matplotlib, Agg backend)."""
+    """Predicted decode rates and TTFT against seats (matplotlib, Agg backend); MissingExtraError without [plot]."""
+    require_extra("plot", "advise --plot")
     import matplotlib  # noqa: PLC0415 - only when a plot is asked for
 
     matplotlib.use("Agg")
@@ -241,6 +243,8 @@ def advice_png(predictions: Sequence[Prediction]) -> bytes:
 def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool = False,
                out: IO[str] | None = None) -> int:
     """Print the advice (table or one JSON object), write the plot; exit 0, or 1 when no seat count fits."""
+    if opts.plot is not None:
+        require_extra("plot", "advise --plot")  # before the work, not after it
     advice = build_advice(request, opts)
     if opts.plot is not None:
         from dspark.bench.report import write_atomic  # noqa: PLC0415

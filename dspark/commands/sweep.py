@@ -16,6 +16,7 @@ from dspark.bench.report import sweep_text, to_json, write_atomic
 from dspark.bench.sweep import PlanBuilder, PlannedLaunch, SweepResult, run_sweep
 from dspark.commands.bench import LoadOptions, RichProgress, bench_spec
 from dspark.core.errors import DsparkError, ExitCode, InputError
+from dspark.core.extras import require_extra
 from dspark.planning.start import StartRequest, plan_start
 
 
@@ -71,7 +72,8 @@ def sweep(
     the measurements in sweep.json and the table.
     """
     # Plans are built (validated, argv checked) for every seat count before any engine starts: a bad flag
-    # fails in seconds, not after the first engine's bench.
+    # fails in seconds, not after the first engine's bench; so does a missing [plot] extra (sweep.png).
+    require_extra("plot", "dspark sweep (it draws sweep.png)")
     plans = {n: build(n) for n in seats}
     spec = bench_spec(load, "http://127.0.0.1")  # each setting's own URL replaces this
     err = Console(file=sys.stderr, highlight=False)
