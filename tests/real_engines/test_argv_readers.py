@@ -208,7 +208,7 @@ def _vllm_engine_view(ns: Mapping[str, Any]) -> dict[str, Any]:
 
 def _vllm_dspark_view(opts: VllmOptions, engine_defaults: Mapping[str, Any]) -> dict[str, Any]:
     """dspark's reading, with what it leaves unset filled in from the engine's defaults."""
-    view = _vllm_engine_view(engine_defaults | {"model_tag": None})
+    view = _vllm_engine_view({**engine_defaults, "model_tag": None})
     for name in view:
         value = getattr(opts, name)
         if value is not None:
