@@ -7,11 +7,9 @@ engine.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
-from importlib import import_module
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from dspark.config.knobs import BY_NAME, Invalid
 from dspark.core.errors import SettingsError
 from dspark.core.findings import Finding
 from dspark.engines import engine_spec
@@ -25,36 +23,33 @@ def parse_engine_flags(engine: str, argv: tuple[str, ...]) -> Any:
 def flag_values_from_engine_flags(engine: str, options: Any) -> dict[str, object]:
     """Knob values the pasted engine flags set (only those dspark plans with)."""
     out: dict[str, object] = {}
-    for attr, knob in engine_spec(engine).flag_knobs.items():
+    spec = engine_spec(engine)
+    for attr, knob in spec.flag_knobs.items():
         value = getattr(options, attr, None)
         if value is None or (knob == "max_model_len" and not isinstance(value, int)):
             continue
         out[knob] = value
-    if getattr(options, "disable_radix_cache", None):  # SGLang's way of turning prefix caching off
-        out["enable_prefix_caching"] = False
+    for attr, knob in spec.negated_flag_knobs.items():
+        if getattr(options, attr, None):
+            out[knob] = False
     return out
 
 
-def _same_value(knob: str, mine: object, value: object) -> bool:
-    """Whether dspark's raw flag value (its own grammar: '256K', '4') reads as the engine flag's parsed value."""
-    if mine == value:
-        return True
-    try:
-        return bool(BY_NAME[knob].convert(mine) == value) if knob in BY_NAME else False
-    except Invalid:
-        return False  # resolving the settings names the bad value; here it only differs
+SameValue = Callable[[str, object, object], bool]
 
 
-def merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object]) -> dict[str, object | None]:
+def merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object], *,
+                same: SameValue) -> dict[str, object | None]:
     """dspark's flags and the pasted engine flags together; the same knob given differently is an error.
 
-    Each is read in its own grammar first (docs/units.md): `--max-num-seqs 4 -- --max-num-seqs 4` agrees, and
-    so does `--max-model-len 1M -- --context-length 1Mi` (SGLang's 1M is 10**6).
+    same(knob, raw, parsed): whether dspark's raw value, read in dspark's grammar, is the engine flag's parsed
+    one (docs/units.md): `--max-num-seqs 4 -- --max-num-seqs 4` agrees, and so does `--max-model-len 1M --
+    --context-length 1Mi` (SGLang's 1M is 10**6). dspark.config.knobs.reads_as is that test.
     """
     merged = dict(own)
     for knob, value in pasted.items():
         mine = merged.get(knob)
-        if mine is not None and not _same_value(knob, mine, value):
+        if mine is not None and not same(knob, mine, value):
             raise SettingsError(
                 f"{knob} is given twice on the command line: {mine!r} (dspark flag) and {value!r} (engine flag)",
                 hint="give it once",
@@ -72,7 +67,7 @@ def unplaced_flag_findings(engine: str, options: Any) -> list[Finding]:
     flags = [arg.partition("=")[0] for arg in getattr(options, "unknown", ()) if arg.startswith("-")]
     if not flags:
         return []
-    known = import_module(f"dspark.engines.{engine}.options").known_flags()
+    known = engine_spec(engine).known_flags()
     named = []
     for flag_name in flags:
         close = difflib.get_close_matches(flag_name, known, n=1, cutoff=0.85)
@@ -84,11 +79,8 @@ def unplaced_flag_findings(engine: str, options: Any) -> list[Finding]:
 
 
 def data_parallel_of(engine: str, options: Any) -> tuple[int, bool]:
-    """(DP size, DP attention) from the engine flags: vLLM --data-parallel-size, SGLang --dp-size.
+    """(DP size, DP attention) from the engine flags, as the engine reads them (its EngineSpec.data_parallel).
 
-    SGLang's --enable-dp-attention runs the DP ranks inside the TP group (no extra GPUs); plain DP adds
-    replicas of TP × PP GPUs each, as vLLM's does.
+    Plain DP adds replicas of TP × PP GPUs each; DP attention runs the DP ranks inside the TP group (no extra GPUs).
     """
-    dp = getattr(options, "data_parallel_size", None) or getattr(options, "dp_size", None) or 1
-    dp_attention = engine == "sglang" and "--enable-dp-attention" in getattr(options, "unknown", ())
-    return int(dp), dp_attention
+    return engine_spec(engine).data_parallel(options)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dspark.config.knobs import reads_as
 from dspark.core.errors import SettingsError
 from dspark.engines.flags import flag_values_from_engine_flags, merge_flags, parse_engine_flags
 
@@ -24,7 +25,7 @@ def _pasted(engine: str, *argv: str) -> dict[str, object]:
     ],
 )
 def test_the_same_setting_given_both_ways_agrees(engine: str, own: dict[str, object], argv: tuple[str, ...]) -> None:
-    merged = merge_flags(own, _pasted(engine, *argv))
+    merged = merge_flags(own, _pasted(engine, *argv), same=reads_as)
     (knob,) = own
     assert merged[knob] == _pasted(engine, *argv)[knob]
 
@@ -40,4 +41,4 @@ def test_the_same_setting_given_both_ways_agrees(engine: str, own: dict[str, obj
 def test_a_setting_given_differently_is_refused(engine: str, own: dict[str, object], argv: tuple[str, ...],
                                                message: str) -> None:
     with pytest.raises(SettingsError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        merge_flags(own, _pasted(engine, *argv))
+        merge_flags(own, _pasted(engine, *argv), same=reads_as)
