@@ -42,5 +42,5 @@ def test_the_request_carries_the_flags_less_dsparks_own_pin(argv: list[str], use
 
 @pytest.mark.parametrize("argv", [["--tp-size", "2"], ["--served-model-name", "model-path"]])
 def test_no_model_directory_no_request(argv: list[str]) -> None:
-    with pytest.raises(WitnessNotPossibleError, match="reads the model directory's config.json"):
+    with pytest.raises(WitnessNotPossibleError, match=r"reads the model directory's config\.json"):
         sglang_witness_request(_capacity(), argv, user_pinned=False)
