@@ -75,12 +75,17 @@ def is_option(arg: str) -> bool:
 
 
 def option_name(arg: str, *, underscores: bool = False) -> str:
-    """The option a arg names, before any `=`; with underscores, `--a_b.c_d` -> `--a-b.c_d` (vLLM's rule)."""
+    """The option an argument names, before any `=`; with underscores, `--a_b.c_d` -> `--a-b.c_d` (vLLM's rule)."""
     name = arg.partition("=")[0]
     if underscores and name.startswith("--"):
         head, dot, rest = name[2:].partition(".")
         name = "--" + head.replace("_", "-") + dot + rest
     return name
+
+
+def _normalised(arg: str, underscores: bool) -> str:
+    """The argument with its option name normalised (`--a_b=c_d` -> `--a-b=c_d`); values are left alone."""
+    return option_name(arg, underscores=underscores) + arg[len(arg.partition("=")[0]):] if is_option(arg) else arg
 
 
 def _merge(original: dict[str, Any], update: Mapping[str, Any]) -> None:
@@ -118,7 +123,7 @@ def fold_dotted(argv: Sequence[str], grammar: Grammar) -> list[str]:
         i += 1
         name = option_name(arg, underscores=grammar.underscores)
         if not (is_option(arg) and "." in name):
-            out.append(name + arg[len(arg.partition("=")[0]):] if is_option(arg) else arg)
+            out.append(_normalised(arg, grammar.underscores))
             continue
         if "=" in arg:
             value = arg.partition("=")[2]
@@ -167,10 +172,7 @@ def set_aside_unknown(argv: Sequence[str], known: Container[str]) -> tuple[list[
 
 def read_argv(parser: ArgvParser, argv: Sequence[str], grammar: Grammar = Grammar()) -> ReadArgv:
     """Parse argv the way the engine's parser does, for the flags `parser` declares; the rest set aside."""
-    args = fold_dotted(argv, grammar) if grammar.dotted else [
-        option_name(t, underscores=grammar.underscores) + t[len(t.partition("=")[0]):] if is_option(t) else t
-        for t in argv
-    ]
+    args = fold_dotted(argv, grammar) if grammar.dotted else [_normalised(a, grammar.underscores) for a in argv]
     kept, unknown = set_aside_unknown(args, parser.option_strings())
     namespace, positionals = parser.parse_known_args(kept)
     return ReadArgv(namespace, tuple(positionals), tuple(unknown))
