@@ -12,6 +12,7 @@ from typing import IO, Any
 from dspark.advise.advice import Advice, Prediction
 from dspark.advise.build import AdviseOptions, build_advice
 from dspark.core.errors import ExitCode
+from dspark.core.extras import require_extra
 from dspark.planning.validate import ValidateRequest
 
 
@@ -56,7 +57,8 @@ def advice_text(advice: Advice) -> str:
 
 
 def advice_png(predictions: Sequence[Prediction]) -> bytes:
-    """Predicted decode rates and TTFT against seats (matplotlib, Agg backend)."""
+    """Predicted decode rates and TTFT against seats (matplotlib, Agg backend); MissingExtraError without [plot]."""
+    require_extra("plot", "advise --plot")
     import matplotlib  # noqa: PLC0415 - only when a plot is asked for
 
     matplotlib.use("Agg")
@@ -84,6 +86,8 @@ def advice_png(predictions: Sequence[Prediction]) -> bytes:
 def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool = False,
                out: IO[str] | None = None) -> int:
     """Print the advice (table or one JSON object), write the plot; exit 0, or 1 when no seat count fits."""
+    if opts.plot is not None:
+        require_extra("plot", "advise --plot")  # before the work, not after it
     advice = build_advice(request, opts)
     if opts.plot is not None:
         from dspark.bench.report import write_atomic  # noqa: PLC0415

@@ -19,6 +19,7 @@ from dspark.capacity import CapacitySummary
 from dspark.capacity.result import CapacityDetail, CapacityResult, NotModelledError
 from dspark.capacity.seats import default_seats
 from dspark.capacity.typical import typical_context_seats
+from dspark.config.knobs import reads_as
 from dspark.config.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
 from dspark.core.errors import EngineNotInstalledError, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
@@ -221,7 +222,7 @@ def _resolve(request: ValidateRequest) -> tuple[Recipe | None, str, Any, Resolve
     engine_name = _engine_name(request, recipe)
     engine_spec(engine_name)  # unknown engine names fail here, naming the known ones
     options = parse_engine_flags(engine_name, request.engine_flags)
-    flags = merge_flags(request.flags, flag_values_from_engine_flags(engine_name, options))
+    flags = merge_flags(request.flags, flag_values_from_engine_flags(engine_name, options), same=reads_as)
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
