@@ -163,11 +163,9 @@ def arrival_times(count: int, rate: float, burstiness: float, seed: int) -> tupl
         raise InputError(f"--request-rate must be a positive number of requests per second or inf, got {rate}")
     if not (math.isfinite(burstiness) and burstiness > 0):
         raise InputError(f"--burstiness must be positive, got {burstiness}")
-    rng = random.Random(seed)  # noqa: S311 - a reproducible load pattern, not a secret
-    times = [0.0]
-    for _ in range(count - 1):
-        times.append(times[-1] + rng.gammavariate(burstiness, 1.0 / (rate * burstiness)))
-    return tuple(times)
+    from dspark.bench.load import arrival_schedule  # noqa: PLC0415 - bench's own schedule, not a copy of it
+
+    return tuple(arrival_schedule(count, rate, burstiness, seed))
 
 
 def arrivals_of(count: int, clients: int | None, rate: float | None, burstiness: float = 1.0,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -20,8 +20,12 @@ from dspark.bench.runner import BenchSpec, PassObserver, run_bench
 from dspark.bench.shard import ClientFailure
 from dspark.bench.stats import RequestRecord
 from dspark.engines import engine_spec
+from dspark.engines.argv import option_values
 from dspark.runtime.launch import LaunchPlan, redact_argv, redact_env
 from dspark.runtime.supervise import EngineFailure, EngineProcess, KvPoolLine, StopOutcome
+
+if TYPE_CHECKING:  # a sweep plans like start; bench and report, which import this module, need no planning
+    from dspark.planning.start import StartRequest
 
 
 @dataclass(frozen=True)
@@ -38,26 +42,7 @@ PlanBuilder = Callable[[int], PlannedLaunch]
 
 def planned_flags(argv: Sequence[str]) -> dict[str, str | bool]:
     """The `--flag value` / `--flag=value` / bare `--flag` / `--no-flag` options of an argv, by dest name."""
-    out: dict[str, str | bool] = {}
-    args = list(argv)
-    i = next((k for k, a in enumerate(args) if a.startswith("--")), len(args))
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if not arg.startswith("--"):
-            continue
-        name, eq, value = arg[2:].partition("=")
-        key = name.replace("-", "_")
-        if eq:
-            out[key] = value
-        elif i < len(args) and not args[i].startswith("--"):
-            out[key] = args[i]
-            i += 1
-        elif key.startswith("no_"):
-            out[key[3:]] = False
-        else:
-            out[key] = True
-    return out
+    return option_values(argv)
 
 
 def _same(planned: str | bool, seen: object) -> bool:
@@ -326,3 +311,22 @@ def run_sweep(
         settings=tuple(results),
         decision=decide(rule, settings),
     )
+
+
+def start_plan_builder(request: StartRequest) -> PlanBuilder:
+    """Seats -> the plan `dspark start` would exec with --max-num-seqs SEATS, and its predicted KV pool."""
+    from dspark.planning.start import plan_start  # noqa: PLC0415 - the planning stack loads only for a sweep
+
+    def build(seats: int) -> PlannedLaunch:
+        flags = {**request.validate.flags, "max_num_seqs": seats}
+        req = dataclasses.replace(request, validate=dataclasses.replace(request.validate, flags=flags))
+        result = plan_start(req)
+        return PlannedLaunch(plan=result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens)
+
+    return build
+
+
+def plan_launches(seats: Sequence[int], build: PlanBuilder) -> dict[int, PlannedLaunch]:
+    """Every seat count's plan, built (validated, argv checked) before any engine starts: a bad flag fails in
+    seconds, not after the first engine's bench."""
+    return {n: build(n) for n in seats}

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from dspark.core.errors import EngineArgError, EngineNotInstalledError
 from dspark.core.redact import redact_argv
+from dspark.engines.argv import strip_options
 from dspark.runtime.engine_log import LogFormat
 from dspark.runtime.launch import LaunchPlan
 
@@ -64,6 +65,7 @@ class ServeConfig:
     port: int | None = None
     extra_args: tuple[str, ...] = ()  # the user's own engine flags, passed through after ours are removed
     env: Mapping[str, str] = field(default_factory=dict)
+    distributed_runtime: str = "native"  # "ray": the engine places its workers on a running Ray cluster
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,16 @@ class ObservedCapacity(Protocol):
                  window: int, source: str, reason: str, engine_version: str) -> CapacitySummary:
         """The summary, labelled observed."""
         ...
+
+
+@dataclass(frozen=True)
+class RaySupport:
+    """How an engine runs across a Ray cluster (EngineSpec.ray is None for an engine without a Ray backend)."""
+
+    platforms: tuple[str, ...]  # the platforms whose builds can place their workers through Ray
+    # Whether, in this environment, the node that starts the engine must hold one of its GPU workers.
+    driver_needs_gpu: Callable[[Mapping[str, str]], bool]
+    why_not_platform: str = ""  # said when the platform is not one of `platforms`
 
 
 @dataclass(frozen=True)
@@ -156,6 +168,10 @@ class EngineSpec:
     negated_flag_knobs: Mapping[str, str] = field(default_factory=dict)
     # A flag dspark sets -> the name older releases' parsers know it by (tried when the parser calls it unknown).
     former_flags: Mapping[str, str] = field(default_factory=dict)
+    health_path: str = "/health"  # the HTTP path that answers 200 once the server takes requests
+    shm_bytes_per_gpu: int = 2 << 30  # /dev/shm a container gives the engine per local GPU (rendered manifests)
+    ray: RaySupport | None = None  # None: no Ray backend
+    multi_node_flags: str = ""  # the engine's own flags for spanning nodes, named when Ray cannot be used
 
     @property
     def newest_modelled(self) -> str:
@@ -339,21 +355,7 @@ def require_ok(engine: Engine, plan: LaunchPlan, check: ArgvCheck) -> None:
 # Flags the adapters set themselves, with how many values each takes; the user's copies are removed.
 def strip_flags(argv: Sequence[str], managed: Mapping[str, int]) -> tuple[str, ...]:
     """The argv without the managed flags (`--f v`, `--f=v`, bare booleans and their `--no-` forms)."""
-    out: list[str] = []
-    skip = 0
-    for arg in argv:
-        if skip:
-            skip -= 1
-            continue
-        name, eq, _ = arg.partition("=")
-        base = name.replace("_", "-")
-        if base.startswith("--no-") and f"--{base[5:]}" in managed:
-            continue
-        if base in managed:
-            skip = 0 if eq else managed[base]
-            continue
-        out.append(arg)
-    return tuple(out)
+    return strip_options(argv, managed)
 
 
 def flag(name: str, value: object) -> list[str]:

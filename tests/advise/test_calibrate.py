@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from dspark.advise.build import _recipe_points
 from dspark.advise.calibrate import Measured, fit, nelder_mead, points_from_json, terms_to_fit
 from dspark.advise.inputs import model_inputs
 from dspark.advise.model import StepCosts, StepShape, Workload, decode_step_s, simulate
@@ -17,7 +18,6 @@ from dspark.bench.client import ClientConfig
 from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.report import to_json
 from dspark.bench.runner import BenchSpec, run_bench
-from dspark.commands.advise import _recipe_points
 from dspark.planning.validate import ValidateRequest, validate
 from tests.bench.fake_server import FakeConfig, FakeServer
 
@@ -82,7 +82,7 @@ def test_a_known_step_cost_is_predicted_at_unseen_seat_counts(stepping_benches: 
     assert cal.fitted == ("fixed_s", "per_token_s", "prefill_per_token_s")
     assert cal.costs.per_token_s == pytest.approx(0.005, rel=0.4)  # the server's 5 ms per running request
     for seats in (2, 8):
-        sim = simulate(cal.costs, shape, points[0].workload, seats)  # type: ignore[arg-type]
+        sim = simulate(cal.costs, shape, points[0].workload, seats)
         measured = stepping_benches[seats]["summary"]
         err = sim.aggregate_decode_tps / measured["aggregate_decode_tps"] - 1
         print(f"stepping fake, {seats} seats: predicted {sim.aggregate_decode_tps:.1f} tok/s, measured "

@@ -23,7 +23,7 @@ from dspark.advise.workload import (
     load_workload,
     synthetic,
 )
-from dspark.commands.bench import arrival_schedule
+from dspark.bench.load import arrival_schedule
 from dspark.core.errors import InputError
 from dspark.engines.vllm.replay_input import REPLAY_SCRIPT
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from dspark.hardware import HardwareSnapshot, HardwareSource
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -126,14 +128,14 @@ def _hw_fakes() -> object:
     return module
 
 
-def _run_with_nvml(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], source: object,
+def _run_with_nvml(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], source: HardwareSource,
                    args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """`dspark ARGS` in-process with validate's hardware resolver reading `source` as if it were NVML."""
     from dspark.cli import main  # noqa: PLC0415
     from dspark.hardware.select import resolve_hardware  # noqa: PLC0415
     from dspark.planning import validate as validate_module  # noqa: PLC0415
 
-    def resolver(spec: str | None, default_profile: str, origin: str = "--hardware") -> object:
+    def resolver(spec: str | None, default_profile: str, origin: str = "--hardware") -> HardwareSnapshot:
         return resolve_hardware(spec, default_profile=default_profile, nvml_factory=lambda: source, origin=origin)
 
     monkeypatch.setattr(validate_module, "_resolve_hw", resolver)
@@ -230,11 +232,17 @@ def test_gb10_default_utilization_fails_vllms_startup_gate(tmp_path: Path, monke
     assert gate["message"].startswith("Free memory on device cuda:0 (100.0/119.0 GiB) on startup is less than desired")
 
 
-def test_a_ray_runtime_is_refused_by_start_not_ignored() -> None:
-    proc = run_dspark(["start", "flash-next-vllm", "--dry-run"],
-                      env={"DSPARK_DISTRIBUTED_RUNTIME": "ray", "DSPARK_MASTER_ADDR": "10.0.0.1"})
-    assert proc.returncode == 2
-    assert "distributed_runtime 'ray' (env:DSPARK_DISTRIBUTED_RUNTIME) is not launched by dspark start" in proc.stderr
+def test_a_ray_runtime_without_a_cluster_is_refused_by_start_not_ignored() -> None:
+    # No cluster answers on a closed port: the dry run says the nodes went unchecked, a real start refuses.
+    env = {"DSPARK_DISTRIBUTED_RUNTIME": "ray", "RAY_ADDRESS": "127.0.0.1:9"}
+    proc = run_dspark(["start", "flash-next-vllm", "--dry-run", "--json"], env=env)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert any(f["code"] == "ray-cluster-not-checked" for f in plan["findings"])
+    assert "--distributed-executor-backend" in plan["argv"] and "--nnodes" not in plan["argv"]
+    proc = run_dspark(["start", "flash-next-vllm"], env=env)
+    assert proc.returncode == 1
+    assert "refusing to start on Ray: " in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
