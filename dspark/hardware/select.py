@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import platform
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -101,6 +100,8 @@ def host_snapshot(
     read: Callable[[], HostMemory] = read_host_memory, cpuinfo: Path = Path("/proc/cpuinfo")
 ) -> HardwareSnapshot:
     """This host's memory as the one device of a CPU engine (vLLM's CPU build keeps its KV cache there)."""
+    import socket  # noqa: PLC0415 - its enums cost milliseconds; only a CPU plan names this host
+
     host = read()
     device = GpuInfo(
         index=0,
