@@ -282,14 +282,13 @@ def advise(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bo
     """
     from dspark.commands.advise import AdviseOptions, run_advise  # noqa: PLC0415 - keep CLI start-up light
 
-    del explain
     own = ("clients", "requests", "input_len", "output_len", "prefix_hit_rate", "prompts_file", "calibrate",
            "accepted_tokens", "primary", "adopt_at", "max_regression", "secondaries", "plot")
     opts = AdviseOptions(seats=seats, **{k: params.pop(k) for k in own})
     if params.get("max_num_seqs") is not None:
         raise click.UsageError("advise predicts the seats itself: use --seats, not --max-num-seqs")
-    run_core(ctx, lambda: run_advise(_validate_request(ctx, recipe, params), opts, as_json=as_json),
-             json_errors=as_json)
+    run_core(ctx, lambda: run_advise(_validate_request(ctx, recipe, params), opts, as_json=as_json,
+                                     explain=explain), json_errors=as_json)
 
 
 def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -297,7 +296,7 @@ def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--endpoint", type=click.Choice(["completions", "chat"]), default="completions",
                      show_default=True, help="/v1/completions or /v1/chat/completions."),
-        click.option("--served-model", "model", metavar="NAME", help="Model name to request (default: the first "
+        click.option("--served-model", "served_model", metavar="NAME", help="Model name to request (default: the first "
                      "one /v1/models lists)."),
         click.option("--prompts", "prompts_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                      help="JSONL of real prompts: {\"prompt\": text or token ids} or {\"messages\": [...]}."),
@@ -344,7 +343,7 @@ def _load(params: dict[str, Any]) -> Any:
     from dspark.commands.bench import LoadOptions  # noqa: PLC0415 - keep CLI start-up light
 
     return LoadOptions(
-        endpoint=params.pop("endpoint"), model=params.pop("model"), prompts_file=params.pop("prompts_file"),
+        endpoint=params.pop("endpoint"), model=params.pop("served_model"), prompts_file=params.pop("prompts_file"),
         input_len=params.pop("input_len"), prompt_kind=params.pop("prompt_kind"), vocab_size=params.pop("vocab_size"),
         requests=params.pop("requests"), concurrency=params.pop("concurrency"), max_tokens=params.pop("max_tokens"),
         ignore_eos=params.pop("ignore_eos"), reps=params.pop("reps"), warm_rerun=params.pop("warm_rerun"),
@@ -402,7 +401,6 @@ def sweep(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
     from dspark.commands.sweep import sweep_command  # noqa: PLC0415 - keep CLI start-up light
     from dspark.planning.start import StartRequest  # noqa: PLC0415
 
-    del explain  # each setting's plan is recorded in sweep.json
     if params.get("max_num_seqs") is not None:
         raise click.UsageError("sweep sets the seats itself: use --seats, not --max-num-seqs")
 
@@ -413,7 +411,7 @@ def sweep(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
         return sweep_command(request, seats=seats, load=load, primary=primary, adopt_at=adopt_at,
                              max_regression=max_regression, secondaries=secondaries, out_dir=out_dir,
                              as_json=as_json, progress=not no_progress, health_timeout_s=health_timeout,
-                             stop_timeout_s=stop_timeout)
+                             stop_timeout_s=stop_timeout, explain=explain)
 
     run_core(ctx, sweep_core, json_errors=as_json)
 

@@ -106,3 +106,24 @@ def test_messages_name_the_input(capsys: pytest.CaptureFixture[str], monkeypatch
     code, _, err = _run(capsys, *argv)
     assert code == 2
     assert named in err
+
+
+def test_explain_under_json_goes_to_stderr_beside_the_one_object(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "validate", "--hardware", "gb10x2", "--max-num-seqs", "5", "--json", "--explain")
+    assert code == 0
+    assert json.loads(out)["settings"]["max_num_seqs"] == {"value": 5, "source": "flag"}
+    rows = {line.split()[0]: line.split()[-1] for line in err.splitlines() if line and not line.startswith("note")}
+    assert rows["max_num_seqs"] == "flag"
+    assert rows["kv_cache_memory_bytes"].startswith("recipe:")
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_advise_explain_prints_each_source(capsys: pytest.CaptureFixture[str], as_json: bool) -> None:
+    code, out, err = _run(capsys, "advise", "--hardware", "gb10x2", "--seats", "4,8", "--explain",
+                          *(["--json"] if as_json else []))
+    assert code in (0, 1)
+    shown = err if as_json else out
+    assert "settings at 4 seats:" in shown
+    assert any(line.split()[:2] == ["max_num_seqs", "4"] for line in shown.splitlines())
+    if as_json:
+        assert isinstance(json.loads(out), dict)

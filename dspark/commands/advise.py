@@ -238,9 +238,21 @@ def advice_png(predictions: Sequence[Prediction]) -> bytes:
     return buf.getvalue()
 
 
-def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool = False,
+def explain_settings(request: ValidateRequest, seats: str) -> str:
+    """--explain for advise and sweep: each setting and its source, as the first seat count's plan resolves them."""
+    from dspark.commands.sweep import parse_seats  # noqa: PLC0415
+
+    first = parse_seats(seats)[0]
+    report = validate(dataclasses.replace(request, flags={**request.flags, "max_num_seqs": first}))
+    return f"settings at {first} seats:\n{report.settings.explain()}\n"
+
+
+def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool = False, explain: bool = False,
                out: IO[str] | None = None) -> int:
-    """Print the advice (table or one JSON object), write the plot; exit 0, or 1 when no seat count fits."""
+    """Print the advice (table or one JSON object), write the plot; exit 0, or 1 when no seat count fits.
+
+    explain: also each setting's source (on stderr under --json, where stdout holds exactly one object).
+    """
     advice = build_advice(request, opts)
     if opts.plot is not None:
         from dspark.bench.report import write_atomic  # noqa: PLC0415
@@ -249,4 +261,6 @@ def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool =
     stream = out or sys.stdout
     data: dict[str, Any] = advice.to_json()
     stream.write(json.dumps(data, default=str, allow_nan=False) + "\n" if as_json else advice_text(advice))
+    if explain:
+        (sys.stderr if as_json else stream).write(explain_settings(request, opts.seats))
     return int(ExitCode.OK if advice.recommendation.seats is not None else ExitCode.REFUSED)

@@ -26,6 +26,7 @@ def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out:
     stream = out or sys.stdout
     if as_json:
         stream.write(json.dumps(report.to_json(), default=str) + "\n")
+        _explain_on_stderr(report, explain)
     else:
         _print_notices(report)
         render_report(report, make_console(stream), explain=explain)
@@ -49,6 +50,7 @@ def run_start(
     stream = out or sys.stdout
     if as_json:
         stream.write(json.dumps(result.to_json(), default=str) + "\n")
+        _explain_on_stderr(result.report, explain)
     else:
         _print_notices(result.report)
         console = make_console(stream)
@@ -71,6 +73,12 @@ def make_console(stream: IO[str]) -> Console:
 
     width = None if stream.isatty() else 200
     return Console(file=stream, soft_wrap=True, width=width)
+
+
+def _explain_on_stderr(report: ValidationReport, explain: bool) -> None:
+    # Under --json stdout holds exactly one object (whose `settings` carry the sources); the table goes beside it.
+    if explain:
+        print(report.settings.explain(), file=sys.stderr)
 
 
 def _print_notices(report: ValidationReport) -> None:
