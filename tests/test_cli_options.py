@@ -63,22 +63,19 @@ def _given(param: click.Parameter, tmp: Path) -> Given:
         return Given((value,), value)
     assert isinstance(param, click.Option)
     name = param.opts[0]
-    if param.is_flag and param.secondary_opts:  # --x/--no-x: give the side that is not the default
-        return Given((param.secondary_opts[0] if param.default else name,), None)
-    if param.is_flag:
-        return Given((name,), None)
+    if param.is_flag:  # --x/--no-x: give the side that is not the default
+        return Given((param.secondary_opts[0] if param.secondary_opts and param.default else name,), None)
     kind = param.type
     if isinstance(kind, click.Choice):
-        value = next(c for c in kind.choices if c != param.default)
-        return Given((name, str(value)), None)
+        return Given((name, str(next(c for c in kind.choices if c != param.default))), None)
     if isinstance(kind, click.Path):
         path = tmp / f"file{next(_serial)}.jsonl"
         path.write_text('{"prompt": [1, 2, 3]}\n')
-        return Given((name, str(path)), str(path))
-    if isinstance(kind, click.types.FloatParamType):
+        value = str(path)
+    elif isinstance(kind, click.types.FloatParamType):
         value = f"0.{next(_serial)}1"  # no trailing zero: the mark is the float's repr
-        return Given((name, value), value)
-    value = str(next(_serial))  # whole numbers pass every text, count and token option
+    else:
+        value = str(next(_serial))  # whole numbers pass every text, count and token option
     return Given((name, value), value)
 
 
