@@ -320,7 +320,17 @@ def _check_with_engine(
     if planner.request is None:
         return Witness(None, None, None, agrees=False, budget_source=summary.kv_budget_source,
                        error=planner.unavailable)
-    python = find_engine_python(engine_spec(engine_name).adapter(), request.engine_python, request.env)
+    from dspark.engines.base import installed_version  # noqa: PLC0415
+
+    spec = engine_spec(engine_name)
+    python = find_engine_python(spec.adapter(), request.engine_python, request.env)
+    if installed_version(spec, python) is None:
+        # One rule for "no engine there", whether dspark looked for it or was pointed at an interpreter: exit 2.
+        raise EngineNotInstalledError(
+            f"--engine-check: {engine_name} is not installed in {python}",
+            hint="point --engine-python / DSPARK_ENGINE_PYTHON at the python of the engine's virtualenv, "
+            "or leave out --engine-check",
+        )
     return judge(run_witness(python, planner.request), summary)
 
 
