@@ -127,3 +127,13 @@ def test_advise_explain_prints_each_source(capsys: pytest.CaptureFixture[str], a
     assert any(line.split()[:2] == ["max_num_seqs", "4"] for line in shown.splitlines())
     if as_json:
         assert isinstance(json.loads(out), dict)
+
+
+def test_the_environment_a_flag_overrides_is_named_on_stderr_and_in_json(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MAX_NUM_SEQS", "8")
+    code, out, err = _run(capsys, "validate", "--hardware", "gb10x2", "--max-num-seqs", "12", "--json")
+    assert code in (0, 1)
+    assert "MAX_NUM_SEQS=8 from the environment overridden by --max-num-seqs 12" in err
+    assert json.loads(out)["settings"]["max_num_seqs"]["overridden"] == [{"source": "env:MAX_NUM_SEQS", "value": "8"}]

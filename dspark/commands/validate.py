@@ -24,11 +24,11 @@ def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out:
     """Print the report; exit 0 when it fits (ok or warn), 1 when it does not."""
     report = validate(request)
     stream = out or sys.stdout
+    _print_notices(report)
     if as_json:
         stream.write(json.dumps(report.to_json(), default=str) + "\n")
         _explain_on_stderr(report, explain)
     else:
-        _print_notices(report)
         render_report(report, make_console(stream), explain=explain)
     return int(ExitCode.REFUSED if report.verdict == "fail" else ExitCode.OK)
 
@@ -48,11 +48,11 @@ def run_start(
 
     result = plan_start(request)
     stream = out or sys.stdout
+    _print_notices(result.report)
     if as_json:
         stream.write(json.dumps(result.to_json(), default=str) + "\n")
         _explain_on_stderr(result.report, explain)
     else:
-        _print_notices(result.report)
         console = make_console(stream)
         render_report(result.report, console, explain=explain, extra=result.findings)
         render_plan(result, console)
@@ -82,7 +82,8 @@ def _explain_on_stderr(report: ValidationReport, explain: bool) -> None:
 
 
 def _print_notices(report: ValidationReport) -> None:
-    # On stderr, like the deployment's scripts: "MAX_NUM_SEQS not set, using default: 6".
+    # On stderr, like the deployment's scripts ("MAX_NUM_SEQS not set, using default: 6"), with --json too: the
+    # object on stdout also lists them under "notices".
     for line in report.settings.notices():
         print(line, file=sys.stderr)
 

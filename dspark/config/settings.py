@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dspark.core.constants import DEFAULT_RECIPE
@@ -70,6 +70,8 @@ class Setting(Generic[T]):
 
     value: T
     source: str
+    # (source, raw value) of the environment value this one replaced; not part of what the setting is.
+    overridden: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
     def layer(self) -> str:
@@ -77,8 +79,11 @@ class Setting(Generic[T]):
         return self.source.split(":", 1)[0]
 
     def to_json(self) -> dict[str, object]:
-        """{"value": ..., "source": ...}."""
-        return {"value": self.value, "source": self.source}
+        """{"value": ..., "source": ...}, plus "overridden": [{"source", "value"}] when it replaced the environment."""
+        out: dict[str, object] = {"value": self.value, "source": self.source}
+        if self.overridden:
+            out["overridden"] = [{"source": source, "value": raw} for source, raw in self.overridden]
+        return out
 
 
 @dataclass(frozen=True)
@@ -242,9 +247,15 @@ def _resolve_one(
     overrides: Mapping[str, object],
     notes: list[str],
 ) -> Setting[Any]:
-    if flag_value is not None:
-        return Setting(_convert(knob, flag_value, f"{knob.flag}"), "flag")
     raw = env.get(knob.env)
+    if flag_value is not None:
+        value = _convert(knob, flag_value, f"{knob.flag}")
+        if raw is None:
+            return Setting(value, "flag")
+        # Precedence is no secret: the environment value the command line replaced is said (stderr, --json).
+        shown = _shown(knob.name, value, "flag")
+        notes.append(f"{knob.env}={raw} from the environment overridden by {knob.flag} {shown}")
+        return Setting(value, "flag", overridden=((f"env:{knob.env}", raw),))
     if raw is not None:
         if not raw.strip():
             raise SettingsError(
