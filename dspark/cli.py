@@ -77,12 +77,15 @@ def cli(debug: bool) -> None:
     metavar="FILE|PROFILE",
     help="A file saved by `dspark probe --json`, or a built-in profile (gb10x2, h200, ...; h200:8 for 8 GPUs).",
 )
+@click.option("--platform", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
+              help="cpu: the host a CPU engine plans against (memory and the ISA flags it branches on); "
+              "--json saves it for `--platform cpu --hardware FILE` on another machine.")
 @click.pass_context
-def probe(ctx: click.Context, as_json: bool, hardware: str | None) -> None:
+def probe(ctx: click.Context, as_json: bool, hardware: str | None, platform: str) -> None:
     """Show the GPUs and memory dspark plans against."""
     from dspark.commands.probe import probe as probe_core  # noqa: PLC0415 - keep CLI start-up light
 
-    run_core(ctx, probe_core, hardware=hardware, as_json=as_json, json_errors=as_json)
+    run_core(ctx, probe_core, hardware=hardware, as_json=as_json, platform=platform, json_errors=as_json)
 
 
 @cli.group(invoke_without_command=True)
@@ -133,23 +136,35 @@ def _env_help(knob: str, text: str) -> str:
     return f"{text} [env: {env}]"
 
 
-# (flags, knob, metavar, help) of the options that set a knob; --help shows each one's variable beside it.
-_KNOB_FLAGS: tuple[tuple[tuple[str, ...], str, str | None, str], ...] = (
-    (("--model",), "model", "DIR|REPO", "Model directory (config.json; weights optional) or cached HF repo id."),
-    (("--hardware",), "hardware", "FILE|PROFILE",
-     "Plan against a saved probe or a profile (gb10, gb10x2, rtx5090, h100-80gb, h200, b200; h200:8 = 8 GPUs)."),
-    (("--kv-cache-memory", "kv_cache_memory_bytes"), "kv_cache_memory_bytes", "SIZE",
-     "KV pin per GPU: 28GB, 28GiB, 1073741824 (vLLM --kv-cache-memory-bytes)."),
-    (("--max-num-seqs",), "max_num_seqs", "N", "Seats (vLLM --max-num-seqs, SGLang --max-running-requests)."),
-    (("--max-model-len",), "max_model_len", "TOKENS", "Context window (also 32k, 256K)."),
-    (("--kv-cache-dtype",), "kv_cache_dtype", "DTYPE", "KV-cache dtype: auto, fp8, bfloat16, ..."),
-    (("--tp", "tensor_parallel_size"), "tensor_parallel_size", "N", "Tensor-parallel size."),
-    (("--nnodes",), "nnodes", "N", "Nodes the engine spans."),
-    (("--node-rank",), "node_rank", "R", "This node's rank in a multi-node launch."),
-    (("--master-addr",), "master_addr", "ADDR", "Address of node 0 (multi-node)."),
-    (("--master-port",), "master_port", "PORT", "Port of node 0 (multi-node)."),
-    (("--port",), "port", "PORT", "Port the server listens on."),
+# (knob, metavar, help) of the options that set a knob: each flag is the knob's own (dspark.config.knobs), and
+# --help shows its variable beside it.
+_KNOB_FLAGS: tuple[tuple[str, str | None, str], ...] = (
+    ("model", "DIR|REPO", "Model directory (config.json; weights optional) or cached HF repo id."),
+    ("hardware", "FILE|PROFILE",
+     "Plan against a saved probe or a profile (gb10, gb10x2, rtx5090, h100-80gb, h200, b200; h200:8 = 8 GPUs); "
+     "with --platform cpu, a CPU host saved by `dspark probe --platform cpu --json`."),
+    ("kv_cache_memory_bytes", "SIZE",
+     "KV pin per GPU: 28GB, 28GiB, 1073741824 (vLLM --kv-cache-memory-bytes; SGLang: the tokens it buys, "
+     "as --max-total-tokens)."),
+    ("max_num_seqs", "N", "Seats (vLLM --max-num-seqs, SGLang --max-running-requests)."),
+    ("max_model_len", "TOKENS", "Context window (also 32k, 256K)."),
+    ("kv_cache_dtype", "DTYPE", "KV-cache dtype: auto, fp8, bfloat16, ..."),
+    ("tensor_parallel_size", "N", "Tensor-parallel size."),
+    ("nnodes", "N", "Nodes the engine spans."),
+    ("node_rank", "R", "This node's rank in a multi-node launch."),
+    ("master_addr", "ADDR", "Address of node 0 (multi-node)."),
+    ("master_port", "PORT", "Port of node 0 (multi-node)."),
+    ("port", "PORT", "Port the server listens on."),
 )
+
+
+def _knob_flag(knob: str) -> str:
+    from dspark.config.knobs import BY_NAME  # noqa: PLC0415 - light: no pydantic, no recipes
+
+    flag = BY_NAME[knob].flag
+    if flag is None:
+        raise AssertionError(f"knob {knob} has no dspark flag")
+    return flag
 
 
 def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -160,8 +175,8 @@ def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help=_env_help("engine", "Engine (default: the recipe's, else vllm).")),
         click.option("--platform", type=click.Choice(["cuda", "cpu"]),
                      help=_env_help("platform", "cuda (default) or cpu (vLLM's CPU build).")),
-        *(click.option(*names, metavar=metavar, help=_env_help(knob, text))
-          for names, knob, metavar, text in _KNOB_FLAGS),
+        *(click.option(_knob_flag(knob), knob, metavar=metavar, help=_env_help(knob, text))
+          for knob, metavar, text in _KNOB_FLAGS),
         click.option("--typical-context", metavar="TOKENS",
                      help="Seats for requests of about this length (plus --prefix-cache-reserve) too."),
         click.option("--prefix-cache-reserve", metavar="TOKENS", help="Pool tokens kept for cached prefixes."),

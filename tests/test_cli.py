@@ -80,9 +80,9 @@ def test_env_vars_are_listed_beside_their_flags(capsys: pytest.CaptureFixture[st
     code, out, _ = _run(capsys, "validate", "--help")
     assert code == 0
     text = " ".join(out.split())  # click wraps the help text
-    for flags, knob, _, _ in cli._KNOB_FLAGS:
+    for knob, _, _ in cli._KNOB_FLAGS:
         env = next(k.env for k in KNOBS if k.name == knob)
-        assert f"[env: {env}]" in text, (flags, env)
+        assert f"[env: {env}]" in text, (knob, env)
     assert "[env: DSPARK_RECIPE]" in text
     assert "[env: DSPARK_ENGINE]" in text
 
@@ -96,7 +96,7 @@ def test_env_vars_are_listed_beside_their_flags(capsys: pytest.CaptureFixture[st
         ({"DSPARK_RECIPE": ""}, ["validate"], "DSPARK_RECIPE='': empty"),
         ({}, ["validate", ""], "RECIPE '': empty"),
         ({}, ["validate", "--platform", "cpu", "--hardware", "zz"], "--hardware 'zz' does not apply with platform cpu"),
-        ({"DSPARK_HARDWARE": "zz"}, ["validate", "--platform", "cpu"], "DSPARK_HARDWARE 'zz' does not apply"),
+        ({"DSPARK_HARDWARE": "zz"}, ["validate", "--platform", "cpu"], "DSPARK_HARDWARE='zz' does not apply"),
     ],
 )
 def test_messages_name_the_input(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,

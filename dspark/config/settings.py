@@ -229,6 +229,7 @@ def resolve_settings(
     _one_pool_pin(values, notes)
     _check_against_recipe(values, recipe)
     _check_combinations(values)
+    notes.extend(_single_node_unused(values))
     notes.extend(_stray_env(env))
 
     cli_recipe = cli.get("recipe")
@@ -249,12 +250,14 @@ def _resolve_one(
 ) -> Setting[Any]:
     raw = env.get(knob.env)
     if flag_value is not None:
-        value = _convert(knob, flag_value, f"{knob.flag}")
+        # A knob without a dspark flag reached the command line through the engine's own flags after --.
+        given = knob.flag or "its engine flag after --"
+        value = _convert(knob, flag_value, given)
         if raw is None:
             return Setting(value, "flag")
         # Precedence is no secret: the environment value the command line replaced is said (stderr, --json).
         shown = _shown(knob.name, value, "flag")
-        notes.append(f"{knob.env}={raw} from the environment overridden by {knob.flag} {shown}")
+        notes.append(f"{knob.env}={raw} from the environment overridden by {given} {shown}")
         return Setting(value, "flag", overridden=((f"env:{knob.env}", raw),))
     if raw is not None:
         if not raw.strip():
@@ -277,9 +280,15 @@ def _convert(knob: Knob, raw: object, where: str) -> object:
     try:
         return knob.convert(raw)
     except Invalid as exc:
-        shown = f"{where} {raw!r}" if where.startswith("--") else f"{where}={raw!r}"
+        from_env = where == knob.env
+        if from_env:
+            shown = f"{where}={raw!r}"
+        elif where == knob.flag:
+            shown = f"{where} {raw!r}"
+        else:
+            shown = f"{knob.name} {raw!r} (an engine flag after --)"
         hint = None
-        if not where.startswith("--"):
+        if from_env:
             fallback = "the recipe's value" + (f" or the default ({knob.default})" if knob.default is not None else "")
             hint = f"unset {where} to use {fallback}"
         suggestion = f"; did you mean {exc.suggestion!r}?" if exc.suggestion else ""
@@ -313,7 +322,7 @@ def _one_pool_pin(values: dict[str, Setting[Any]], notes: list[str]) -> None:
         values["kv_cache_memory_bytes"] = Setting(None, "default")
 
 
-def _where(setting: Setting[Any]) -> str:
+def where(setting: Setting[Any]) -> str:
     """How a user would name the place a value came from."""
     if setting.layer == "env":
         return setting.source.split(":", 1)[1]
@@ -326,43 +335,41 @@ def _check_against_recipe(values: dict[str, Setting[Any]], recipe: Recipe | None
     engine = values["engine"]
     if recipe is not None and engine.value != recipe.engine:
         raise SettingsError(
-            f"recipe {recipe.name} is for {recipe.engine}, but {_where(engine)} asks for {engine.value}",
+            f"recipe {recipe.name} is for {recipe.engine}, but {where(engine)} asks for {engine.value}",
             hint=f"pick a {engine.value} recipe (dspark recipes list) or unset {BY_NAME['engine'].env}",
         )
     spec = values["num_speculative_tokens"]
     if spec.value is not None and (recipe is None or recipe.speculative is None):
         raise SettingsError(
-            f"{_where(spec)} sets num_speculative_tokens, but no speculative method is configured",
+            f"{where(spec)} sets num_speculative_tokens, but no speculative method is configured",
             hint="speculative decoding is set up in the recipe (speculative.method)",
         )
 
 
 def _check_combinations(values: dict[str, Setting[Any]]) -> None:
-    engine = values["engine"].value
-    wrong_engine = {
-        "vllm": (("max_total_tokens", "kv_cache_memory_bytes"), ("mem_fraction_static", "gpu_memory_utilization")),
-        "sglang": (("gpu_memory_utilization", "mem_fraction_static"),),
-    }[engine]
-    for name, instead in wrong_engine:
-        setting = values[name]
-        if setting.value is not None:
-            raise SettingsError(
-                f"{name} from {_where(setting)} does not apply to {engine}",
-                hint=f"use {instead} ({BY_NAME[instead].flag} / {BY_NAME[instead].env}) for {engine}",
-            )
+    # Which knobs an engine reads is the engine's to say (dspark.planning.engine_knobs asks its EngineSpec).
     nodes, rank = values["nnodes"], values["node_rank"]
     if rank.value >= nodes.value:
         raise SettingsError(
-            f"node_rank {rank.value} from {_where(rank)} is out of range for {nodes.value} node(s) "
+            f"node_rank {rank.value} from {where(rank)} is out of range for {nodes.value} node(s) "
             f"(ranks 0 to {nodes.value - 1})",
-            hint=f"nnodes comes from {_where(nodes)}",
+            hint=f"nnodes comes from {where(nodes)}",
         )
     gpus = values["tensor_parallel_size"].value * values["pipeline_parallel_size"].value
     if gpus % nodes.value:
         raise SettingsError(
             f"tensor x pipeline parallel = {gpus} GPUs cannot be split evenly over {nodes.value} nodes",
-            hint=(f"tensor_parallel_size from {_where(values['tensor_parallel_size'])}, nnodes from {_where(nodes)}"),
+            hint=(f"tensor_parallel_size from {where(values['tensor_parallel_size'])}, nnodes from {where(nodes)}"),
         )
+
+
+def _single_node_unused(values: dict[str, Setting[Any]]) -> list[str]:
+    """The address of node 0 set for a single-node launch, which no engine dials: said, not silently dropped."""
+    if values["nnodes"].value > 1:
+        return []
+    return [f"{name} from {where(values[name])} is not used: a single-node launch dials no node 0"
+            for name in ("master_addr", "master_port")
+            if values[name].value is not None and values[name].layer in ("flag", "env", "recipe")]
 
 
 def _stray_env(env: Mapping[str, str]) -> list[str]:

@@ -76,6 +76,7 @@ class EngineSpec:
     flag_knobs: the engine option attributes (as its flag reader names them) that set a dspark knob.
     pinned: dspark's launch values -> the engine parser's dest names, re-read after parsing.
     pool_pin: how the launch pins the KV pool (vLLM: bytes, SGLang: tokens).
+    unread_knobs / translated_knobs / platforms: the knob x engine audit (dspark.planning.engine_knobs).
     modelled_versions: the versions whose arithmetic dspark reproduces, oldest first.
     """
 
@@ -92,6 +93,13 @@ class EngineSpec:
     kv_log_pattern: str  # regex of the engine's own KV-pool log line; group 1 is the pool in tokens
     # A flag dspark sets -> the name older releases' parsers know it by (tried when the parser calls it unknown).
     former_flags: Mapping[str, str] = field(default_factory=dict)
+    # dspark knobs this engine has no use for -> the knob that does the job for it: setting one is an error.
+    unread_knobs: Mapping[str, str] = field(default_factory=dict)
+    platforms: tuple[str, ...] = ("cuda",)  # the values of --platform it has a build for
+    # dspark knobs the engine reads under another unit, and how dspark translates them (said in findings).
+    translated_knobs: Mapping[str, str] = field(default_factory=dict)
+    # The values the engine's parser takes for a knob whose dspark choices span both engines (kv_cache_dtype).
+    knob_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def newest_modelled(self) -> str:

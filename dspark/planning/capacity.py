@@ -221,6 +221,7 @@ def _sglang(arch: ModelArchitecture, options: Any, s: ResolvedSettings, recipe: 
         weights_per_gpu_bytes=weights_per_gpu, drafter=drafter,
         compute_capability=gpu.compute_capability if gpu else None,
         engine_version=version or SGLANG_VERSIONS[-1],
+        kv_cache_memory_bytes=s.kv_cache_memory_bytes.value,
     )
     findings = [Finding("fail", r.code, r.message) for r in getattr(cap, "refusals", ())]
     for note in getattr(cap, "notes", ()):

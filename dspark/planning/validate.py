@@ -36,12 +36,13 @@ from dspark.engines.version import EngineVersion, normalize, resolve_engine_vers
 from dspark.engines.witness import PlannerInput, Witness, judge, run_witness, witness_finding, witness_request
 from dspark.hardware import GpuInfo, HardwareSnapshot
 from dspark.hardware.profiles import DEFAULT_PROFILE
-from dspark.hardware.select import host_snapshot, resolve_hardware
+from dspark.hardware.select import resolve_cpu_host, resolve_hardware
 from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.model.architecture import Drafter, ModelArchitecture
 from dspark.model.loading import draft_ref, drafter_of, model_architecture, weights_of
 from dspark.model.weights import WeightBytes
 from dspark.planning.capacity import CapacityResult, compute_capacity
+from dspark.planning.engine_knobs import check_engine_knobs
 from dspark.planning.findings import (
     data_parallel_findings,
     gpus_per_node,
@@ -171,14 +172,8 @@ def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: Hardw
     origin = chosen.source.split(":", 1)[1] if chosen.layer == "env" else "--hardware"
     spec = chosen.value if chosen.layer in ("flag", "env") else None
     if settings.platform.value == "cpu":
-        if spec is not None:
-            # Never silently dropped: the CPU build plans against this host's memory, not a GPU snapshot.
-            raise SettingsError(
-                f"{origin} {spec!r} does not apply with platform cpu ({settings.platform.source}): the CPU "
-                "build keeps its KV cache in this host's memory, which dspark reads itself",
-                hint=f"drop {origin}, or plan for GPUs (platform cuda)",
-            )
-        return host_snapshot()
+        # The CPU build keeps its KV cache in the host's memory: this host, or one saved with probe --platform cpu.
+        return resolve_cpu_host(spec, origin=origin)
     default_profile = (recipe.hardware if recipe and recipe.hardware else None) or DEFAULT_PROFILE
     return resolver(spec, default_profile, origin)
 
@@ -223,6 +218,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
+    check_engine_knobs(settings)  # a knob this engine does not read is an error, never a no-op
     arch, headers = model_architecture(settings, recipe)
     drafter = drafter_of(settings, recipe, options, arch)
     weights = weights_of(arch, headers, drafter, settings, recipe)
@@ -309,7 +305,8 @@ def _plan_and_witness_request(
     adapter = get_engine(engine_name)
     plan = adapter.build_plan(serve, None)
     planner = witness_request(engine_name, detail, adapter.parser_argv(plan),
-                              user_pinned=settings.max_total_tokens.value is not None)
+                              user_pinned=any(pin.value is not None and pin.layer in ("flag", "env", "recipe")
+                                              for pin in (settings.max_total_tokens, settings.kv_cache_memory_bytes)))
     return plan, planner
 
 

@@ -70,6 +70,9 @@ class SglangOptions:
     language_only: bool | None = None  # --language-only: no multimodal memory headroom
     language_model_only: bool | None = None  # --language-model-only: likewise
     attention_backend: str | None = None  # decides the page size on some backends (trtllm_mha/_mla, flashmla)
+    served_model_name: str | None = None  # launch-only, read so that dspark passes it rather than drop it
+    host: str | None = None
+    port: int | None = None
     ambiguous: tuple[str, ...] = ()  # flags 0.5.23's argparse rejects as ambiguous prefixes
     unknown: tuple[str, ...] = ()  # flags (and their values) this reader does not interpret
 
@@ -149,6 +152,9 @@ _VALUE_FLAGS: dict[str, tuple[str, str]] = {
     "--cuda-graph-max-bs-prefill": ("cuda_graph_max_bs_prefill", "int"),
     "--attention-backend": ("attention_backend", "str"),
     "--mm-feature-transport": ("mm_feature_transport", "str"),
+    "--served-model-name": ("served_model_name", "str"),
+    "--host": ("host", "str"),
+    "--port": ("port", "int"),
 }
 _BOOL_FLAGS: dict[str, tuple[str, ...]] = {
     "--disable-radix-cache": ("disable_radix_cache",),

@@ -77,6 +77,9 @@ class VllmOptions:
     performance_mode: str | None = None
     disable_hybrid_kv_cache_manager: bool | None = None
     quantization: str | None = None
+    served_model_name: str | None = None  # launch-only, read so that dspark passes it rather than drop it
+    host: str | None = None
+    port: int | None = None
     unknown: tuple[str, ...] = ()  # flags (and their values) this reader does not interpret
 
 
@@ -153,6 +156,8 @@ _VALUE_FLAGS: dict[str, tuple[str, str]] = {
     "--spec-method": ("speculative_method", "str"),
     "--spec-model": ("speculative_model", "str"),
     "--spec-tokens": ("num_speculative_tokens", "spec_pos"),
+    "--host": ("host", "str"),
+    "--port": ("port", "int"),
 }
 _BOOL_FLAGS: dict[str, str] = {
     "--enable-prefix-caching": "enable_prefix_caching",
@@ -267,6 +272,20 @@ class _Reader:
             raise SettingsError(f"{flag} needs at least one integer")
         self.values["cudagraph_capture_sizes"] = tuple(int_value(x, flag) for x in items)
 
+    def served_names(self, flag: str, inline: str | None) -> None:
+        """--served-model-name is nargs='+' in vLLM's parser; dspark launches with one name."""
+        names = [inline] if inline is not None else []
+        while inline is None and self.pos + 1 < len(self.args) and not self.args[self.pos + 1].startswith("-"):
+            self.pos += 1
+            names.append(self.args[self.pos])
+        if len(names) != 1:
+            raise SettingsError(
+                f"{flag} {' '.join(names)}: dspark passes exactly one served model name" if names
+                else f"{flag} needs a value",
+                hint="give one name (clients then request that name)",
+            )
+        self.values["served_model_name"] = names[0]
+
     def keep_unknown(self, arg: str, inline: str | None) -> None:
         """Keep an unknown flag with its value, so the value is not read as the model or a flag."""
         self.unknown.append(arg)
@@ -302,6 +321,8 @@ class _Reader:
             self.values[_BOOL_FLAGS[name if positive else "--" + name[5:]]] = positive
         elif name == "--cudagraph-capture-sizes":
             self.capture_sizes(name, inline)
+        elif name == "--served-model-name":
+            self.served_names(name, inline)
         else:
             self.keep_unknown(arg, inline)
 
@@ -340,7 +361,7 @@ _SPEC_SHORTCUTS = {"method": "speculative_method", "num_speculative_tokens": "nu
 def known_flags() -> tuple[str, ...]:
     """The long flags this reader interprets (for suggestions when a flag is not one of them)."""
     return (*_VALUE_FLAGS, *_BOOL_FLAGS, *(f"--no-{f[2:]}" for f in _BOOL_FLAGS), *_JSON_FLAGS,
-            "--cudagraph-capture-sizes")
+            "--cudagraph-capture-sizes", "--served-model-name")
 
 
 def parse_vllm_serve_flags(argv: Sequence[str]) -> VllmOptions:
