@@ -76,7 +76,7 @@ class EngineSpec:
     flag_knobs: the engine option attributes (as its flag reader names them) that set a dspark knob.
     pinned: dspark's launch values -> the engine parser's dest names, re-read after parsing.
     pool_pin: how the launch pins the KV pool (vLLM: bytes, SGLang: tokens).
-    unread_knobs / translated_knobs / platforms: the knob x engine audit (dspark.planning.engine_knobs).
+    unread_knobs / knob_values / platforms: the knob x engine audit (dspark.planning.engine_knobs).
     modelled_versions: the versions whose arithmetic dspark reproduces, oldest first.
     """
 
@@ -96,8 +96,6 @@ class EngineSpec:
     # dspark knobs this engine has no use for -> the knob that does the job for it: setting one is an error.
     unread_knobs: Mapping[str, str] = field(default_factory=dict)
     platforms: tuple[str, ...] = ("cuda",)  # the values of --platform it has a build for
-    # dspark knobs the engine reads under another unit, and how dspark translates them (said in findings).
-    translated_knobs: Mapping[str, str] = field(default_factory=dict)
     # The values the engine's parser takes for a knob whose dspark choices span both engines (kv_cache_dtype).
     knob_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 

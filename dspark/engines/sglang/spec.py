@@ -40,8 +40,8 @@ SPEC = EngineSpec(
     # 0.5.10-0.5.13 have one decode graph size, --cuda-graph-max-bs (ServerArgs.add_cli_args of those releases).
     former_flags={"--cuda-graph-max-bs-decode": "--cuda-graph-max-bs"},
     unread_knobs={"gpu_memory_utilization": "mem_fraction_static"},
-    # SGLang pins its pool in tokens: a byte pin becomes the tokens it buys (capacity.kv_pin_tokens).
-    translated_knobs={"kv_cache_memory_bytes": "max_total_tokens"},
+    # kv_cache_memory_bytes is read: SGLang pins its pool in tokens, so a byte pin becomes the tokens it buys
+    # (capacity.kv_pin_tokens), launched as --max-total-tokens.
     platforms=("cuda",),  # dspark models no SGLang CPU build
     knob_values={"kv_cache_dtype": KV_CACHE_DTYPES},  # its parser's choices (0.5.23)
 )
