@@ -137,3 +137,22 @@ def test_the_environment_a_flag_overrides_is_named_on_stderr_and_in_json(
     assert code in (0, 1)
     assert "MAX_NUM_SEQS=8 from the environment overridden by --max-num-seqs 12" in err
     assert json.loads(out)["settings"]["max_num_seqs"]["overridden"] == [{"source": "env:MAX_NUM_SEQS", "value": "8"}]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_dry_run_prints_the_plan_then_what_a_real_start_would_refuse(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, as_json: bool
+) -> None:
+    """The 2-node default recipe without --master-addr: a real start exits 2 on it, and so does the dry run."""
+    monkeypatch.setenv("DSPARK_ENGINE_PYTHON", "/nonexistent/python")
+    code, out, err = _run(capsys, "start", "--dry-run", "--hardware", "gb10x2", *(["--json"] if as_json else []))
+    assert code == 2
+    assert "a real start would refuse: a launch across 2 nodes needs the address of node 0" in err
+    if as_json:
+        document = json.loads(out)
+        assert "--node-rank" in document["argv"]
+        assert document["would_refuse"][0]["exit_code"] == 2
+    else:
+        assert "exec: vllm serve" in out
+    monkeypatch.setenv("DSPARK_MASTER_ADDR", "10.0.0.1")
+    assert _run(capsys, "start", "--dry-run", "--hardware", "gb10x2")[0] == 0

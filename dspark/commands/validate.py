@@ -58,7 +58,12 @@ def run_start(
         render_plan(result, console)
     stream.flush()
     if dry_run:
-        return int(ExitCode.OK)
+        for refusal in result.would_refuse:
+            # The plan above is printed all the same; the exit code is the one a real start would end with.
+            reason = refusal.message.removeprefix("refusing to start: ")
+            print(f"a real start would refuse: {reason}" + (f"\n  hint: {refusal.hint}" if refusal.hint else ""),
+                  file=sys.stderr)
+        return result.exit_code
     if watch:
         from dspark.runtime.supervise import watch_plan  # noqa: PLC0415
 

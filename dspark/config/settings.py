@@ -156,15 +156,10 @@ class ResolvedSettings:
             changes[name] = Setting(value, "computed")
         return replace(self, **changes)
 
-    def missing_for_launch(self, *, dry_run: bool = False) -> tuple[str, ...]:
-        """What `start` still needs that planning does not (the address of node 0 for a multi-node launch).
-
-        A dry run on node 0 prints its plan without the address (node 0 listens; only the others dial it).
-        """
+    def missing_for_launch(self) -> tuple[str, ...]:
+        """What `start` still needs that planning does not (the address of node 0 for a multi-node launch)."""
         missing: list[str] = []
-        needs_addr = not dry_run or self.node_rank.value >= 1
-        if (self.nnodes.value > 1 and self.distributed_runtime.value == "native" and self.master_addr.value is None
-                and needs_addr):
+        if self.nnodes.value > 1 and self.distributed_runtime.value == "native" and self.master_addr.value is None:
             missing.append(
                 f"a launch across {self.nnodes.value} nodes needs the address of node 0: "
                 "set --master-addr or DSPARK_MASTER_ADDR (or parallel.master_addr in the recipe)"

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dspark.core.errors import EngineArgError, EngineNotInstalledError, RefusedError, SettingsError
+from dspark.core.errors import DsparkError, EngineArgError, EngineNotInstalledError, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
 from dspark.engines import engine_spec, get_engine
 from dspark.engines.base import ArgvCheck, check_argv, find_engine_python, require_ok
@@ -35,6 +35,13 @@ class StartResult:
     plan: LaunchPlan
     check: ArgvCheck
     findings: tuple[Finding, ...] = ()  # what planning the launch added (argv-not-checked, ...)
+    # A dry run: what a real start would refuse, in the order it would check (the first one's exit code wins).
+    would_refuse: tuple[DsparkError, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        """0, or the exit code a real start would end with (its first refusal's)."""
+        return int(self.would_refuse[0].exit_code) if self.would_refuse else 0
 
     @property
     def all_findings(self) -> tuple[Finding, ...]:
@@ -53,31 +60,26 @@ class StartResult:
             "engine_version": self.check.engine_version,
             "parsed": dict(self.check.parsed),
         }
+        out["would_refuse"] = [{"code": e.code, "message": e.message, "hint": e.hint, "exit_code": int(e.exit_code)}
+                               for e in self.would_refuse]
         return out
 
 
 def plan_start(
     request: StartRequest, *, checker: ArgvChecker = check_argv, env: Mapping[str, str] | None = None
 ) -> StartResult:
-    """Everything before exec; RefusedError for a failing verdict (unless forced), EngineArgError for a bad argv."""
+    """Everything before exec; RefusedError for a failing verdict (unless forced), EngineArgError for a bad argv.
+
+    A dry run raises none of the refusals a real start would: it plans anyway and lists them (would_refuse),
+    having run every check that needs neither the engine nor a live GPU (and the engine's, when it is here).
+    """
     report = validate(request.validate)
-    if report.verdict == "fail" and not request.force:
-        reasons = "; ".join(f.message for f in report.findings if f.level == "fail")
-        raise RefusedError(f"refusing to start: {reasons}", hint="fix the plan, or pass --force to start anyway")
-    missing = report.settings.missing_for_launch(dry_run=request.dry_run)
-    if missing:
-        raise SettingsError("; ".join(missing))
-    runtime = report.settings.distributed_runtime
-    if report.serve.nnodes > 1 and runtime.value == "ray":
-        # Refused rather than ignored: a Ray launch needs a Ray cluster up first, which dspark does not start.
-        raise SettingsError(
-            f"distributed_runtime 'ray' ({runtime.source}) is not launched by dspark start: it starts each node "
-            "on the engine's native multi-node runtime (vLLM --nnodes/--node-rank, SGLang --dist-init-addr)",
-            hint="set parallel.runtime: native (or DSPARK_DISTRIBUTED_RUNTIME=native), or bring up Ray yourself "
-            "and start the engine with --distributed-executor-backend ray",
-        )
-    if not request.dry_run:
-        _require_real_hardware(report)
+    refusals = _refusals(report, request)
+    if refusals and not request.dry_run:
+        raise refusals[0]
+    findings: list[Finding] = []
+    if request.dry_run:
+        findings += _dry_run_hardware(report)
     engine = get_engine(report.serve.engine)
     env_map = request.validate.env if env is None else env
     try:
@@ -91,7 +93,44 @@ def plan_start(
                             f"{exc.message}: the argv below was not checked by the engine's own parser "
                             "(a real `dspark start` checks it, and needs the engine)")
         return StartResult(report=report, plan=plan, check=ArgvCheck(ok=False, engine_version=None, parsed={}),
-                           findings=(unchecked,))
+                           findings=(*findings, unchecked), would_refuse=tuple(refusals))
+    try:
+        report, plan, check = _checked_plan(engine, report, python, request, checker)
+    except (EngineArgError, RefusedError) as exc:  # what the engine's own parser and planner refuse
+        if not request.dry_run:
+            raise
+        plan = engine.build_plan(report.serve, python)
+        return StartResult(report=report, plan=plan, check=ArgvCheck(ok=False, engine_version=None, parsed={}),
+                           findings=tuple(findings), would_refuse=(*refusals, exc))
+    return StartResult(report=report, plan=plan, check=check, findings=tuple(findings), would_refuse=tuple(refusals))
+
+
+def _refusals(report: ValidationReport, request: StartRequest) -> list[DsparkError]:
+    """What a real start refuses before it looks for the engine, in the order it checks."""
+    out: list[DsparkError] = []
+    if report.verdict == "fail" and not request.force:
+        reasons = "; ".join(f.message for f in report.findings if f.level == "fail")
+        out.append(RefusedError(f"refusing to start: {reasons}", hint="fix the plan, or pass --force to start anyway"))
+    missing = report.settings.missing_for_launch()
+    if missing:
+        out.append(SettingsError("; ".join(missing)))
+    runtime = report.settings.distributed_runtime
+    if runtime.value == "ray":
+        # Refused rather than ignored: a Ray launch needs a Ray cluster up first, which dspark does not start.
+        out.append(SettingsError(
+            f"distributed_runtime 'ray' ({runtime.source}) is not launched by dspark start: it starts each node "
+            "on the engine's native multi-node runtime (vLLM --nnodes/--node-rank, SGLang --dist-init-addr)",
+            hint="set parallel.runtime: native (or DSPARK_DISTRIBUTED_RUNTIME=native), or bring up Ray yourself "
+            "and start the engine with --distributed-executor-backend ray",
+        ))
+    if not request.dry_run:
+        out += _real_hardware_refusal(report)
+    return out
+
+
+def _checked_plan(engine: Any, report: ValidationReport, python: str, request: StartRequest,
+                  checker: ArgvChecker) -> tuple[ValidationReport, LaunchPlan, ArgvCheck]:
+    """The plan checked by the engine's own parser (and planner), under older flag names where a release needs."""
     plan = engine.build_plan(report.serve, python)
     # The engine's own planner runs in the same process as its parser: the engine is imported once.
     check = checker(engine, plan, python, witness_request=report.witness_request)
@@ -113,7 +152,7 @@ def plan_start(
         check = replace(checker(engine, plan, python), witness=check.witness)
         require_ok(engine, plan, check)
     _confirm_pinned(report, check)
-    return StartResult(report=report, plan=plan, check=check)
+    return report, plan, check
 
 
 def _former_names(argv: Sequence[str], check: ArgvCheck, former: Mapping[str, str]) -> dict[str, str]:
@@ -130,16 +169,27 @@ def _renamed(argv: Sequence[str], names: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(names.get(arg, arg) for arg in argv)
 
 
-def _require_real_hardware(report: ValidationReport) -> None:
+def _real_hardware_refusal(report: ValidationReport) -> list[DsparkError]:
     """A launch is planned against live GPUs (or this host for the CPU build) or hardware named on purpose."""
     chosen = report.settings.hardware
     if report.hardware.source == "profile" and chosen.layer not in ("flag", "env"):
-        raise RefusedError(
+        return [RefusedError(
             f"refusing to start: no live GPU was read here, and the plan is against a built-in profile "
             f"({report.hardware.description}); its figures describe another machine",
             hint="start on the machine with the GPUs, or name the hardware on purpose with --hardware "
             "PROFILE|FILE (or DSPARK_HARDWARE); `dspark start --dry-run` prints the plan anyway",
-        )
+        )]
+    return []
+
+
+def _dry_run_hardware(report: ValidationReport) -> list[Finding]:
+    """A dry run may plan without a live GPU: it says which hardware it planned against instead."""
+    if report.hardware.source in ("nvml", "unified"):
+        return []
+    named = report.settings.hardware.layer in ("flag", "env")
+    return [Finding("info", "dry-run-hardware",
+                    f"dry run without live GPUs, planned against: {report.hardware.description}"
+                    + ("" if named else "; a real start needs live GPUs here, or hardware named with --hardware"))]
 
 
 def engine_serve(report: ValidationReport) -> Any:

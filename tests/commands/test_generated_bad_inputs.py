@@ -313,10 +313,16 @@ def _probe_cases() -> Iterator[Case]:
 # --- launches that must refuse or plan -------------------------------------------------------------------
 
 def _launch_cases() -> Iterator[Case]:
-    yield Case("start-dry-run", ("start", "--dry-run"), 0)
-    yield Case("start-dry-run", ("start", "--dry-run", "--json"), 0)
-    yield Case("start-dry-run", ("start", "flash-next-sglang", "--dry-run", "--json"), 0)
+    # The default recipe spans 2 nodes: without the address of node 0 a real start exits 2, and so does the dry
+    # run (after printing its plan).
+    yield Case("start-dry-run-no-address", ("start", "--dry-run"), 2)
+    yield Case("start-dry-run-no-address", ("start", "--dry-run", "--json"), 2)
+    yield Case("start-dry-run", ("start", "--dry-run", "--master-addr", "10.0.0.1"), 0)
+    yield Case("start-dry-run", ("start", "--dry-run", "--json"), 0, env={"DSPARK_MASTER_ADDR": "10.0.0.1"})
+    yield Case("start-dry-run", ("start", "flash-next-sglang", "--dry-run", "--json", "--master-addr", "10.0.0.1"), 0)
     yield Case("start-dry-run-rank1", ("start", "--dry-run", "--node-rank", "1"), 2)
+    yield Case("start-dry-run-fails", ("start", "--dry-run", "--master-addr", "10.0.0.1", "--kv-cache-memory",
+                                       "200GiB"), 1)
     yield Case("start-no-live-hardware", ("start", "--master-addr", "10.0.0.1"), 1)
     yield Case("start-no-live-hardware", ("start", "--json"), 1, env={"DSPARK_MASTER_ADDR": "10.0.0.1"})
     yield Case("probe-no-gpu", ("probe", "--json"), 1)
