@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -156,3 +157,21 @@ def test_dry_run_prints_the_plan_then_what_a_real_start_would_refuse(
         assert "exec: vllm serve" in out
     monkeypatch.setenv("DSPARK_MASTER_ADDR", "10.0.0.1")
     assert _run(capsys, "start", "--dry-run", "--hardware", "gb10x2")[0] == 0
+
+
+MODEL_32B = str(Path(__file__).resolve().parent / "fixtures" / "model-qwen3-32b")
+
+
+@pytest.mark.parametrize("argv", [
+    ["validate", "--hardware", "gb10x2"],  # the default recipe: the safe count is 6, the built-in fallback's value
+    ["validate", "--model", MODEL_32B, "--engine", "sglang", "--hardware", "h200"],  # also 6
+    ["validate", "--model", MODEL_32B, "--engine", "vllm", "--hardware", "h200", "--kv-cache-memory", "20GiB"],
+])
+def test_explain_says_the_seat_fallback_once_and_labels_it_one_way(capsys: pytest.CaptureFixture[str],
+                                                                   argv: list[str]) -> None:
+    code, out, err = _run(capsys, *argv, "--explain")
+    assert code in (0, 1)
+    assert (out + err).count("MAX_NUM_SEQS not set, using default:") == 1
+    seats_row = next(line for line in out.splitlines() if line.startswith("seats (max_num_seqs)"))
+    explain_row = next(line for line in out.splitlines() if line.startswith("max_num_seqs "))
+    assert seats_row.rstrip().endswith("(computed)") and explain_row.rstrip().endswith("computed")

@@ -244,7 +244,8 @@ def explain_settings(request: ValidateRequest, seats: str) -> str:
 
     first = parse_seats(seats)[0]
     report = validate(dataclasses.replace(request, flags={**request.flags, "max_num_seqs": first}))
-    return f"settings at {first} seats:\n{report.settings.explain()}\n"
+    notes = "".join(f"note: {line}\n" for line in report.settings.notices())
+    return f"settings at {first} seats:\n{report.settings.explain()}\n{notes}"
 
 
 def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool = False, explain: bool = False,

@@ -140,9 +140,8 @@ class ResolvedSettings:
         rows = [(name, _shown(name, s.value, s.source), s.source) for name, s in self.settings().items()]
         width = max(len(r[0]) for r in rows)
         vwidth = max(len(r[1]) for r in rows)
-        lines = [f"{name:<{width}}  {value:<{vwidth}}  {source}" for name, value, source in rows]
-        lines += [f"note: {line}" for line in self.notices()]
-        return "\n".join(lines)
+        # The notices are not repeated here: they are printed once, on stderr, beside this table.
+        return "\n".join(f"{name:<{width}}  {value:<{vwidth}}  {source}" for name, value, source in rows)
 
     def with_computed(self, **values: object) -> ResolvedSettings:
         """Fill in values another layer derived; only knobs that nothing else set (source default or computed)."""

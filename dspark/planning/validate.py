@@ -246,9 +246,10 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     if settings.max_num_seqs.layer == "default":
         # Nothing set the seats: use the computed safe count, as the deployment's scripts fell back to the 6
         # its pin held. On hybrid SGLang models the pool depends on the seats, so settle it in a few rounds.
+        # The count is always marked computed, also when it equals the built-in 6: one label for one thing.
         for _ in range(3):
             target = default_seats(summary.safe_max_num_seqs, engine_name)
-            if target == settings.max_num_seqs.value:
+            if target == settings.max_num_seqs.value and settings.max_num_seqs.layer == "computed":
                 break
             settings = settings.with_computed(max_num_seqs=target)
             result, summary = capacity_at(settings)
