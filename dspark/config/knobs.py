@@ -153,7 +153,8 @@ KNOBS: tuple[Knob, ...] = (
         "--hardware",
         "hardware",
         _text,
-        "a hardware profile name or a file saved by `dspark probe --json`",
+        "a hardware profile name or a file saved by `dspark probe --json` (`--platform cpu`: by `dspark probe "
+        "--platform cpu --json`)",
         computed=True,
     ),
     Knob(

@@ -110,10 +110,10 @@ def host_snapshot(
 
 
 def resolve_cpu_host(spec: str | None, *, origin: str = "--hardware",
-                     read: Callable[[], HostMemory] = read_host_memory) -> HardwareSnapshot:
+                     read: Callable[[], HostMemory] | None = None) -> HardwareSnapshot:
     """The host a CPU engine plans against: this one (spec None), or a CPU host saved by `probe --platform cpu`."""
     if spec is None:
-        return host_snapshot(read)
+        return host_snapshot(read or read_host_memory)
     shown = f"{origin} {spec!r}" if origin.startswith("-") else f"{origin}={spec!r}"
     hint = ("save the CPU host with `dspark probe --platform cpu --json > host.json` on it and give that file, "
             "or leave the hardware out to plan against this host")
