@@ -17,7 +17,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from dspark.core.errors import EngineArgError, EngineNotInstalledError
+from dspark.core.errors import EngineArgError, EngineNotInstalledError, SettingsError
 from dspark.core.redact import redact_argv
 from dspark.runtime.launch import LaunchPlan
 
@@ -130,7 +130,13 @@ class Engine(Protocol):
 def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping[str, str] | None = None) -> str:
     """The interpreter that runs the engine: explicit > DSPARK_ENGINE_PYTHON > this one > the console script's."""
     env = os.environ if env is None else env
-    candidate = explicit or env.get("DSPARK_ENGINE_PYTHON")
+    named = explicit if explicit is not None else env.get("DSPARK_ENGINE_PYTHON")
+    if named is not None and not named.strip():
+        where = "--engine-python" if explicit is not None else "DSPARK_ENGINE_PYTHON"
+        # Set but empty is a broken script or compose file, not "look for it": said, as for every setting.
+        raise SettingsError(f"{where}={named!r}: empty; expected the python of the engine's virtualenv",
+                            hint=f"unset {where} to use this interpreter or the engine's command on PATH")
+    candidate = named
     if candidate:
         if not Path(candidate).exists() and shutil.which(candidate) is None:
             raise EngineNotInstalledError(
