@@ -12,9 +12,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from dspark.core.errors import RefusedError
 from dspark.hardware import GpuInfo, HardwareSnapshot
-from dspark.hardware.select import resolve_cpu_host, resolve_hardware
+from dspark.hardware.select import probe_snapshot, resolve_cpu_host, resolve_hardware
 from dspark.hardware.snapshot import dumps_snapshot
 
 _GIB = 1 << 30
@@ -35,16 +34,8 @@ def probe(
     platform cpu: the host a CPU engine plans against (this one, or a saved CPU host), which --json saves.
     """
     stream = out if out is not None else sys.stdout
-    snapshot = resolve_cpu(hardware) if platform == "cpu" else resolve(hardware)
-    if as_json and hardware is None and snapshot.source == "profile":
-        # A saved probe stands for the machine it was taken on (`--hardware peer.json`): a built-in profile
-        # written out here would later read as measured figures of this machine.
-        raise RefusedError(
-            f"nothing to probe: {snapshot.description}; `probe --json` saves live figures of this machine",
-            hint="run it on the machine with the GPUs; to plan with a profile, name it where you plan "
-            f"(--hardware {snapshot.hostname.removeprefix('profile:')}), or see its figures with "
-            "`dspark probe --hardware PROFILE`; for a CPU engine's host, `dspark probe --platform cpu --json`",
-        )
+    # cpu: this host or a saved CPU host, live figures either way; cuda: a profile is never saved as this machine.
+    snapshot = resolve_cpu(hardware) if platform == "cpu" else probe_snapshot(hardware, saving=as_json, resolve=resolve)
     if as_json:
         stream.write(dumps_snapshot(snapshot) + "\n")
         return 0

@@ -33,43 +33,36 @@ def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out:
     return int(ExitCode.REFUSED if report.verdict == "fail" else ExitCode.OK)
 
 
-def run_start(
+def start_command(
     request: StartRequest,
     *,
-    dry_run: bool,
     as_json: bool,
     explain: bool,
     watch: bool = False,
     execute: Callable[[LaunchPlan], object] = exec_plan,
     out: IO[str] | None = None,
 ) -> int:
-    """Validate, check the argv with the engine's parser, print the plan, then exec (or stop at --dry-run)."""
-    from dspark.planning.start import plan_start  # noqa: PLC0415 - validate alone does not need the launch path
+    """dspark.planning.start.run_start, showing the plan (table or one JSON object) before the engine starts."""
+    from dspark.planning.start import run_start  # noqa: PLC0415 - validate alone does not need the launch path
 
-    result = plan_start(request)
     stream = out or sys.stdout
-    _print_notices(result.report)
-    if as_json:
-        stream.write(json.dumps(result.to_json(), default=str) + "\n")
-        _explain_on_stderr(result.report, explain)
-    else:
-        console = make_console(stream)
-        render_report(result.report, console, explain=explain, extra=result.findings)
-        render_plan(result, console)
-    stream.flush()
-    if dry_run:
-        for refusal in result.would_refuse:
-            # The plan above is printed all the same; the exit code is the one a real start would end with.
+
+    def show(result: StartResult) -> None:
+        _print_notices(result.report)
+        if as_json:
+            stream.write(json.dumps(result.to_json(), default=str) + "\n")
+            _explain_on_stderr(result.report, explain)
+        else:
+            console = make_console(stream)
+            render_report(result.report, console, explain=explain, extra=result.findings)
+            render_plan(result, console)
+        stream.flush()
+        for refusal in result.would_refuse:  # a dry run: the plan above is printed all the same
             reason = refusal.message.removeprefix("refusing to start: ")
             print(f"a real start would refuse: {reason}" + (f"\n  hint: {refusal.hint}" if refusal.hint else ""),
                   file=sys.stderr)
-        return result.exit_code
-    if watch:
-        from dspark.runtime.supervise import watch_plan  # noqa: PLC0415
 
-        return watch_plan(result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens)
-    execute(result.plan)
-    return int(ExitCode.OK)  # only reached when a test injects an execute that returns
+    return run_start(request, show, watch=watch, execute=execute)
 
 
 def make_console(stream: IO[str]) -> Console:

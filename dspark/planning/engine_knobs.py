@@ -1,40 +1,22 @@
-"""The knob x engine audit: a setting the chosen engine does not read is an error, never a silent no-op.
+"""The knob x engine audit beyond foreign knobs: the platform an engine has a build for, and the values its parser
+takes for a knob both engines read under different choices (kv_cache_dtype).
 
-Pure. Each engine's EngineSpec says which dspark knobs it has no use for (and which knob does that job for it),
-which it reads in other units (SGLang's token pin for a byte pin), and which --platform values it has a build
-for; this module turns a resolved setting that hits one of those into a SettingsError (exit 2) naming the
-knob, where it came from, the engine, and what to use instead.
+Pure. A knob the engine has no use for at all is refused while the settings resolve (EngineSpec.foreign_knobs,
+dspark.config.settings); this module adds what needs the platform and the engine's own value lists. Each error
+is a SettingsError (exit 2) naming the knob, where it came from, the engine, and what to use instead.
 """
 
 from __future__ import annotations
 
-from dspark.config.knobs import BY_NAME
-from dspark.config.settings import ResolvedSettings, where
+from dspark.config.settings import ResolvedSettings, how_to_set, where
 from dspark.core.errors import SettingsError
 from dspark.engines import ENGINE_NAMES, engine_spec
 
 _SET = ("flag", "env", "recipe")  # layers a user wrote; default and computed values are dspark's own
 
 
-def how_to_set(knob: str, engine: str) -> str:
-    """Every way a user sets `knob` for `engine`: dspark's flag, the engine's own flag after --, env, recipe key."""
-    k = BY_NAME[knob]
-    ways = [k.flag] if k.flag else []
-    ways += [f"{engine}'s {flag} after --" for flag in engine_flags_for(knob, engine)]
-    ways.append(k.env)
-    if k.recipe_path:
-        ways.append(f"{k.recipe_path} in the recipe")
-    return ", ".join(ways)
-
-
-def engine_flags_for(knob: str, engine: str) -> tuple[str, ...]:
-    """The engine's own flags (given after --) that set `knob`, as its parser spells them."""
-    spec = engine_spec(engine)
-    return tuple(f"--{attr.replace('_', '-')}" for attr, name in spec.flag_knobs.items() if name == knob)
-
-
 def check_engine_knobs(settings: ResolvedSettings) -> None:
-    """SettingsError when a knob the user set is one the engine does not read, or the platform has no build."""
+    """SettingsError when the platform has no build of the engine, or a value is one the engine does not take."""
     engine = settings.engine.value
     spec = engine_spec(engine)
     platform = settings.platform
@@ -53,11 +35,4 @@ def check_engine_knobs(settings: ResolvedSettings) -> None:
             raise SettingsError(
                 f"{knob} {setting.value!r} from {where(setting)} is not a value {engine} takes",
                 hint=f"{engine} takes {', '.join(accepted)} ({how_to_set(knob, engine)})",
-            )
-    for knob, instead in spec.unread_knobs.items():
-        setting = values[knob]
-        if setting.value is not None and setting.layer in _SET:
-            raise SettingsError(
-                f"{knob} from {where(setting)} does not apply to {engine}: {engine} has no such setting",
-                hint=f"use {instead} for {engine} ({how_to_set(instead, engine)})",
             )
