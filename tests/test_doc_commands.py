@@ -5,7 +5,8 @@ with these marks (docs/testing.md): `[needs engine]`, `[needs GPU]`, `[needs eng
 changes the environment: pip, the test script); a comment line holding only a mark applies to its whole block.
 `[exit N]` says the line exits N here; otherwise it must exit 0. Placeholders (DIR, RECIPE) are filled with a
 tiny model directory and the default recipe. Every dspark line without a mark is run, in-process, in a scratch
-directory, with NVML absent, no engine interpreter and a fixed host memory.
+directory, with NVML absent, no engine interpreter and a fixed host memory; what it pipes into or redirects
+to is not run.
 """
 
 from __future__ import annotations
@@ -118,8 +119,9 @@ def _argv(command: str, tmp: Path) -> tuple[dict[str, str], list[str]]:
         name, _, value = words.pop(0).partition("=")
         env[name] = value
     assert words[0] == "dspark", command
-    if ">" in words:
-        words = words[: words.index(">")]
+    for cut in (">", "|"):  # what the line redirects to or pipes into (kubectl apply, a file) is not run here
+        if cut in words:
+            words = words[: words.index(cut)]
     filled = {"DIR": str(tmp / "model"), "RECIPE": DEFAULT_RECIPE}
     argv = [filled.get(w, w) for w in words[1:]]
     argv = [w.strip("[]") if w.startswith("[") or w.endswith("]") else w for w in argv]  # optional parts: given

@@ -165,7 +165,8 @@ def test_environment_md_engine_flags_set_their_setting() -> None:
     samples = {"served_model_name": "m", "tensor_parallel_size": "2", "pipeline_parallel_size": "2",
                "max_model_len": "4096", "kv_cache_dtype": "fp8_e4m3", "kv_cache_memory_bytes": "1000000",
                "max_total_tokens": "1000", "gpu_memory_utilization": "0.5", "mem_fraction_static": "0.5",
-               "max_num_seqs": "3", "max_num_batched_tokens": "4096", "host": "0.0.0.0", "port": "9001"}
+               "max_num_seqs": "3", "max_num_batched_tokens": "4096", "host": "0.0.0.0", "port": "9001",
+               "distributed_runtime": "ray"}
     checked = 0
     for name, cells in _environment_rows().items():
         for part in filter(None, (p.strip() for p in cells[3].split(";"))):

@@ -59,6 +59,7 @@ from dspark.core.units import format_size
 
 T = TypeVar("T")
 
+ENGINE_FLAG = "its engine flag after --"  # where a knob without a dspark flag came from on the command line
 FALLBACK_NOTICE = "MAX_NUM_SEQS not set, using default: {value}"
 
 # DSPARK_* names other parts of dspark read, so their presence is not reported as a typo.
@@ -249,7 +250,7 @@ def _resolve_one(
     raw = env.get(knob.env)
     if flag_value is not None:
         # A knob without a dspark flag reached the command line through the engine's own flags after --.
-        given = knob.flag or "its engine flag after --"
+        given = knob.flag or ENGINE_FLAG
         value = _convert(knob, flag_value, given)
         setting: Setting[Any] = Setting(value, "flag")
         if raw is not None:
@@ -301,13 +302,14 @@ def _convert(knob: Knob, raw: object, where: str) -> object:
     try:
         return knob.convert(raw)
     except Invalid as exc:
-        from_env = where == knob.env
+        # where: dspark's flag (--x), the engine's flags after -- (ENGINE_FLAG), or a variable (its own or an alias).
+        from_env = not where.startswith("--") and where != ENGINE_FLAG
         if from_env:
             shown = f"{where}={raw!r}"
-        elif where == knob.flag:
-            shown = f"{where} {raw!r}"
-        else:
+        elif where == ENGINE_FLAG:
             shown = f"{knob.name} {raw!r} (an engine flag after --)"
+        else:
+            shown = f"{where} {raw!r}"
         hint = None
         if from_env:
             fallback = "the recipe's value" + (f" or the default ({knob.default})" if knob.default is not None else "")
@@ -375,9 +377,11 @@ def how_to_set(knob: str, engine: str) -> str:
 
 
 def engine_flags_for(knob: str, engine: str) -> tuple[str, ...]:
-    """The engine's own flags (given after --) that set `knob`, as its parser spells them."""
+    """The engine's own flags (given after --) that set `knob`, where the flag is spelled as its reader's field."""
     spec = engine_spec(engine)
-    return tuple(f"--{attr.replace('_', '-')}" for attr, name in spec.flag_knobs.items() if name == knob)
+    known = set(spec.known_flags())
+    spelled = (f"--{attr.replace('_', '-')}" for attr, name in spec.flag_knobs.items() if name == knob)
+    return tuple(flag for flag in spelled if flag in known)
 
 
 def where(setting: Setting[Any]) -> str:

@@ -394,6 +394,12 @@ OTHER_ENV: dict[str, tuple[tuple[str, tuple[str, ...], int, Files], ...]] = {
     "VLLM_CPU_KVCACHE_SPACE": (("0.5", CPU, 1, CPU_FILES), ("abc", CPU, 1, CPU_FILES), ("-1", CPU, 1, CPU_FILES),
                                ("2", CPU, 0, CPU_FILES)),
     "HF_TOKEN": (("hf_not_a_real_token", (*DRY, "--json"), 0, {}),),  # never printed
+    # A LeaderWorkerSet's own variables: nnodes, node_rank and master_addr below dspark's.
+    "LWS_GROUP_SIZE": (("abc", ("validate",), 2, {}), ("", ("validate",), 2, {}), ("0", ("validate",), 2, {})),
+    "LWS_WORKER_INDEX": (("abc", ("validate",), 2, {}), ("-1", ("validate",), 2, {})),
+    "LWS_LEADER_ADDRESS": (("", ("validate",), 2, {}), ("10.0.0.3", DRY, 0, {})),
+    # Read only when a start runs on Ray: a plain plan does not look at it.
+    "RAY_ADDRESS": (("nowhere:1", ("validate",), 0, {}),),
 }
 
 
@@ -464,7 +470,8 @@ def test_generated_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.Mon
         else:
             path.write_text(content)
     for name in [k for k in os.environ
-                 if k in ("MAX_NUM_SEQS", "CUDA_VISIBLE_DEVICES", "HF_TOKEN") or k.startswith(("DSPARK_", "VLLM_"))]:
+                 if k in ("MAX_NUM_SEQS", "CUDA_VISIBLE_DEVICES", "HF_TOKEN", "RAY_ADDRESS")
+                 or k.startswith(("DSPARK_", "VLLM_", "LWS_"))]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("DSPARK_ENGINE_PYTHON", str(tmp_path / "no-engine" / "python"))  # never a real engine
     for name, value in case.env.items():
