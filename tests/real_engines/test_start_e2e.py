@@ -173,7 +173,9 @@ def test_flag_beats_environment_in_the_checked_argv(tmp_path: Path, tiny_models:
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
-    assert plan["settings"]["max_num_seqs"] == {"value": 3, "source": "flag"}
+    assert plan["settings"]["max_num_seqs"] == {"value": 3, "source": "flag",
+                                                "overridden": [{"source": "env:MAX_NUM_SEQS", "value": "12"}]}
+    assert "MAX_NUM_SEQS=12 from the environment overridden by --max-num-seqs 3" in proc.stderr
     argv = plan["argv"]
     assert argv[argv.index("--max-num-seqs") + 1] == "3"
     # The installed engine's own parser read the same value.

@@ -91,8 +91,8 @@ DSV32_LAYER = MLALayer(kv_lora_rank=512, qk_rope_head_dim=64, index_head_dim=128
         (["--cuda-graph-bs-decode", "1", "2", "8", "--page-size", "1"], {"cuda_graph_bs": (1, 2, 8), "page_size": 1}),
         (["--cuda-graph-backend-decode", "disabled"], {"disable_cuda_graph": True}),
         (["--cuda-graph-max-bs", "8"], {"cuda_graph_max_bs": 8, "ambiguous": ("--cuda-graph-max-bs",)}),
-        (["--host", "0.0.0.0", "--trust-remote-code", "--tp-size", "2"],
-         {"tp_size": 2, "unknown": ("--host", "0.0.0.0", "--trust-remote-code")}),
+        (["--host", "0.0.0.0", "--trust-remote-code", "--tp-size", "2", "--log-level", "info"],
+         {"tp_size": 2, "host": "0.0.0.0", "unknown": ("--trust-remote-code", "--log-level", "info")}),
         (["--tp-size", "2", "--tp-size", "4"], {"tp_size": 4}),
     ],
 )
