@@ -79,6 +79,12 @@ def workload_of(opts: AdviseOptions, max_batched: int) -> tuple[Workload, list[s
                     prefix_hit_rate=opts.prefix_hit_rate, max_num_batched_tokens=max_batched), notes
 
 
+def first_plan(request: ValidateRequest, seats: str) -> tuple[int, ValidationReport]:
+    """The baseline seat count of `seats` ('8,16') and validate's report at it (advise and sweep --explain)."""
+    first = parse_seats(seats)[0]
+    return first, validate(dataclasses.replace(request, flags={**request.flags, "max_num_seqs": first}))
+
+
 def _reports(request: ValidateRequest, seats: Sequence[int]) -> list[ValidationReport]:
     """validate at each seat count, as `dspark start --max-num-seqs N` would plan it."""
     return [validate(dataclasses.replace(request, flags={**request.flags, "max_num_seqs": n})) for n in seats]

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from dspark.advise.advice import Advice, Prediction
-from dspark.advise.build import AdviseOptions, build_advice
+from dspark.advise.build import AdviseOptions, build_advice, first_plan
 from dspark.core.errors import ExitCode
+from dspark.core.extras import require_extra
 from dspark.planning.validate import ValidateRequest
 
 
@@ -56,7 +57,8 @@ def advice_text(advice: Advice) -> str:
 
 
 def advice_png(predictions: Sequence[Prediction]) -> bytes:
-    """Predicted decode rates and TTFT against seats (matplotlib, Agg backend)."""
+    """Predicted decode rates and TTFT against seats (matplotlib, Agg backend); MissingExtraError without [plot]."""
+    require_extra("plot", "advise --plot")
     import matplotlib  # noqa: PLC0415 - only when a plot is asked for
 
     matplotlib.use("Agg")
@@ -81,9 +83,21 @@ def advice_png(predictions: Sequence[Prediction]) -> bytes:
     return buf.getvalue()
 
 
-def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool = False,
+def explain_settings(request: ValidateRequest, seats: str) -> str:
+    """--explain for advise and sweep: each setting and its source, as the first seat count's plan resolves them."""
+    first, report = first_plan(request, seats)
+    notes = "".join(f"note: {line}\n" for line in report.settings.notices())
+    return f"settings at {first} seats:\n{report.settings.explain()}\n{notes}"
+
+
+def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool = False, explain: bool = False,
                out: IO[str] | None = None) -> int:
-    """Print the advice (table or one JSON object), write the plot; exit 0, or 1 when no seat count fits."""
+    """Print the advice (table or one JSON object), write the plot; exit 0, or 1 when no seat count fits.
+
+    explain: also each setting's source (on stderr under --json, where stdout holds exactly one object).
+    """
+    if opts.plot is not None:
+        require_extra("plot", "advise --plot")  # before the work, not after it
     advice = build_advice(request, opts)
     if opts.plot is not None:
         from dspark.bench.report import write_atomic  # noqa: PLC0415
@@ -92,4 +106,6 @@ def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool =
     stream = out or sys.stdout
     data: dict[str, Any] = advice.to_json()
     stream.write(json.dumps(data, default=str, allow_nan=False) + "\n" if as_json else advice_text(advice))
+    if explain:
+        (sys.stderr if as_json else stream).write(explain_settings(request, opts.seats))
     return int(ExitCode.OK if advice.recommendation.seats is not None else ExitCode.REFUSED)

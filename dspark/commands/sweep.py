@@ -18,6 +18,7 @@ from dspark.bench.report import sweep_text, to_json, write_atomic
 from dspark.bench.sweep import PlanBuilder, SweepResult, plan_launches, run_sweep, start_plan_builder
 from dspark.commands.bench import RichProgress
 from dspark.core.errors import ExitCode
+from dspark.core.extras import require_extra
 from dspark.planning.start import StartRequest
 
 
@@ -49,6 +50,7 @@ def sweep(
     `prediction` (dspark advise's JSON for these seats and this load, made before the runs) is kept beside
     the measurements in sweep.json and the table.
     """
+    require_extra("plot", "dspark sweep (it draws sweep.png)")  # before any engine starts
     plans = plan_launches(seats, build)
     spec = bench_spec(load, "http://127.0.0.1")  # each setting's own URL replaces this
     err = Console(file=sys.stderr, highlight=False)
@@ -86,10 +88,18 @@ def sweep_command(
     progress: bool = True,
     health_timeout_s: float = 900.0,
     stop_timeout_s: float = 30.0,
+    explain: bool = False,
 ) -> int:
-    """`dspark sweep` from its command-line spellings: seats '8,16', the rule's metric names and percentages."""
+    """`dspark sweep` from its command-line spellings: seats '8,16', the rule's metric names and percentages.
+
+    explain: print each setting's source (the baseline's plan) on stderr before any engine starts.
+    """
     seat_list = parse_seats(seats)
     rule = make_rule(primary, adopt_at, max_regression, secondaries)
+    if explain:
+        from dspark.commands.advise import explain_settings  # noqa: PLC0415
+
+        sys.stderr.write(explain_settings(request.validate, seats))
     return sweep(seat_list, load, rule, start_plan_builder(request), out_dir=out_dir, as_json=as_json,
                  progress=progress, health_timeout_s=health_timeout_s, stop_timeout_s=stop_timeout_s,
                  prediction=sweep_prediction(request.validate, seats, load, primary, adopt_at, max_regression,

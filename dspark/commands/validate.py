@@ -24,10 +24,11 @@ def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out:
     """Print the report; exit 0 when it fits (ok or warn), 1 when it does not."""
     report = validate(request)
     stream = out or sys.stdout
+    _print_notices(report)
     if as_json:
         stream.write(json.dumps(report.to_json(), default=str) + "\n")
+        _explain_on_stderr(report, explain)
     else:
-        _print_notices(report)
         render_report(report, make_console(stream), explain=explain)
     return int(ExitCode.REFUSED if report.verdict == "fail" else ExitCode.OK)
 
@@ -47,14 +48,19 @@ def start_command(
     stream = out or sys.stdout
 
     def show(result: StartResult) -> None:
+        _print_notices(result.report)
         if as_json:
             stream.write(json.dumps(result.to_json(), default=str) + "\n")
+            _explain_on_stderr(result.report, explain)
         else:
-            _print_notices(result.report)
             console = make_console(stream)
             render_report(result.report, console, explain=explain, extra=result.findings)
             render_plan(result, console)
         stream.flush()
+        for refusal in result.would_refuse:  # a dry run: the plan above is printed all the same
+            reason = refusal.message.removeprefix("refusing to start: ")
+            print(f"a real start would refuse: {reason}" + (f"\n  hint: {refusal.hint}" if refusal.hint else ""),
+                  file=sys.stderr)
 
     return run_start(request, show, watch=watch, execute=execute)
 
@@ -67,8 +73,15 @@ def make_console(stream: IO[str]) -> Console:
     return Console(file=stream, soft_wrap=True, width=width)
 
 
+def _explain_on_stderr(report: ValidationReport, explain: bool) -> None:
+    # Under --json stdout holds exactly one object (whose `settings` carry the sources); the table goes beside it.
+    if explain:
+        print(report.settings.explain(), file=sys.stderr)
+
+
 def _print_notices(report: ValidationReport) -> None:
-    # On stderr, like the deployment's scripts: "MAX_NUM_SEQS not set, using default: 6".
+    # On stderr, like the deployment's scripts ("MAX_NUM_SEQS not set, using default: 6"), with --json too: the
+    # object on stdout also lists them under "notices".
     for line in report.settings.notices():
         print(line, file=sys.stderr)
 

@@ -17,8 +17,9 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from dspark.core.errors import EngineArgError, EngineNotInstalledError
+from dspark.core.errors import EngineArgError, EngineNotInstalledError, SettingsError
 from dspark.core.redact import redact_argv
+from dspark.engines.argv import strip_options
 from dspark.runtime.engine_log import LogFormat
 from dspark.runtime.launch import LaunchPlan
 
@@ -130,6 +131,7 @@ class EngineSpec:
     negated_flag_knobs: option attributes that, when set, turn a boolean knob off.
     pinned: dspark's launch values -> the engine parser's dest names, re-read after parsing.
     pool_pin: how the launch pins the KV pool (vLLM: bytes, SGLang: tokens).
+    knob_values / platforms: the knob x engine audit beside foreign_knobs (dspark.planning.engine_knobs).
     modelled_versions: the versions whose arithmetic dspark reproduces, oldest first.
     default_max_num_seqs: the engine's own seat default when nothing sets them; the computed default never
       exceeds it.
@@ -167,6 +169,9 @@ class EngineSpec:
     negated_flag_knobs: Mapping[str, str] = field(default_factory=dict)
     # A flag dspark sets -> the name older releases' parsers know it by (tried when the parser calls it unknown).
     former_flags: Mapping[str, str] = field(default_factory=dict)
+    platforms: tuple[str, ...] = ("cuda",)  # the values of --platform it has a build for
+    # The values the engine's parser takes for a knob whose dspark choices span both engines (kv_cache_dtype).
+    knob_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     health_path: str = "/health"  # the HTTP path that answers 200 once the server takes requests
     shm_bytes_per_gpu: int = 2 << 30  # /dev/shm a container gives the engine per local GPU (rendered manifests)
     ray: RaySupport | None = None  # None: no Ray backend
@@ -213,7 +218,13 @@ class Engine(Protocol):
 def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping[str, str] | None = None) -> str:
     """The interpreter that runs the engine: explicit > DSPARK_ENGINE_PYTHON > this one > the console script's."""
     env = os.environ if env is None else env
-    candidate = explicit or env.get("DSPARK_ENGINE_PYTHON")
+    named = explicit if explicit is not None else env.get("DSPARK_ENGINE_PYTHON")
+    if named is not None and not named.strip():
+        where = "--engine-python" if explicit is not None else "DSPARK_ENGINE_PYTHON"
+        # Set but empty is a broken script or compose file, not "look for it": said, as for every setting.
+        raise SettingsError(f"{where}={named!r}: empty; expected the python of the engine's virtualenv",
+                            hint=f"unset {where} to use this interpreter or the engine's command on PATH")
+    candidate = named
     if candidate:
         if not Path(candidate).exists() and shutil.which(candidate) is None:
             raise EngineNotInstalledError(
@@ -354,21 +365,7 @@ def require_ok(engine: Engine, plan: LaunchPlan, check: ArgvCheck) -> None:
 # Flags the adapters set themselves, with how many values each takes; the user's copies are removed.
 def strip_flags(argv: Sequence[str], managed: Mapping[str, int]) -> tuple[str, ...]:
     """The argv without the managed flags (`--f v`, `--f=v`, bare booleans and their `--no-` forms)."""
-    out: list[str] = []
-    skip = 0
-    for arg in argv:
-        if skip:
-            skip -= 1
-            continue
-        name, eq, _ = arg.partition("=")
-        base = name.replace("_", "-")
-        if base.startswith("--no-") and f"--{base[5:]}" in managed:
-            continue
-        if base in managed:
-            skip = 0 if eq else managed[base]
-            continue
-        out.append(arg)
-    return tuple(out)
+    return strip_options(argv, managed)
 
 
 def flag(name: str, value: object) -> list[str]:

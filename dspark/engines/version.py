@@ -76,11 +76,15 @@ def resolve_engine_version(
     """Apply the precedence; a value that is not X.Y[.Z] is an input error (exit 2) listing the modelled ones."""
     choices: list[tuple[Literal["flag", "env"], str | None]] = [("flag", flag), ("env", env.get(ENV_VAR))]
     for source, raw in choices:
-        if raw is None or not raw.strip():
+        if raw is None:
             continue
+        where = "--engine-version" if source == "flag" else ENV_VAR
+        if not raw.strip():  # set but empty: a broken script or compose file, as for every setting
+            raise InputError(f"{where}={raw!r}: empty; expected a version X.Y.Z",
+                             hint=f"unset {where} to plan for the installed engine's version" if source == "env"
+                             else "give a version, or leave the flag out")
         version = normalize(raw)
         if version is None:
-            where = "--engine-version" if source == "flag" else ENV_VAR
             raise InputError(
                 f"{where} {raw!r} is not a version (X.Y.Z)",
                 hint=f"{engine} versions modelled: {', '.join(modelled)}",

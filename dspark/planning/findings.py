@@ -97,6 +97,12 @@ def _node_fit(
     footprint: int, hw: HardwareSnapshot, settings: ResolvedSettings, *, label: str, data_parallel: int = 1
 ) -> list[Finding]:
     need = gpus_per_node(settings, data_parallel)
+    if settings.platform.value == "cpu":
+        # The CPU build runs its TP ranks as processes (OMP thread groups) of one host: they share its memory.
+        ranks = f" x {need} ranks" if need > 1 else ""
+        return idle_free_findings(hw.gpus[0].free_bytes, footprint * need, unified=False,
+                                  where=f"{label}{hw.gpus[0].name}{ranks}",
+                                  pinned=settings.kv_cache_memory_bytes.value is not None)
     if len(hw.gpus) < need:
         return [Finding("fail", "not-enough-gpus", f"{label}{hw.description} has {len(hw.gpus)} GPU(s); the plan "
                         f"needs {need} per node")]

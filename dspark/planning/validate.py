@@ -19,6 +19,7 @@ from dspark.capacity import CapacitySummary
 from dspark.capacity.result import CapacityDetail, CapacityResult, NotModelledError
 from dspark.capacity.seats import default_seats
 from dspark.capacity.typical import typical_context_seats
+from dspark.config.knobs import reads_as
 from dspark.config.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
 from dspark.core.errors import EngineNotInstalledError, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
@@ -37,11 +38,12 @@ from dspark.engines.version import EngineVersion, normalize, resolve_engine_vers
 from dspark.engines.witness import Witness, judge, run_witness, witness_finding, witness_request
 from dspark.hardware import GpuInfo, HardwareSnapshot
 from dspark.hardware.profiles import DEFAULT_PROFILE
-from dspark.hardware.select import host_snapshot, resolve_hardware
+from dspark.hardware.select import resolve_cpu_host, resolve_hardware
 from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.model.architecture import Drafter, ModelArchitecture
 from dspark.model.weights import WeightBytes
 from dspark.planning.capacity import capacity_inputs, compute_capacity
+from dspark.planning.engine_knobs import check_engine_knobs
 from dspark.planning.findings import (
     data_parallel_findings,
     gpus_per_node,
@@ -173,14 +175,8 @@ def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: Hardw
     origin = chosen.source.split(":", 1)[1] if chosen.layer == "env" else "--hardware"
     spec = chosen.value if chosen.layer in ("flag", "env") else None
     if settings.platform.value == "cpu":
-        if spec is not None:
-            # Never silently dropped: the CPU build plans against this host's memory, not a GPU snapshot.
-            raise SettingsError(
-                f"{origin} {spec!r} does not apply with platform cpu ({settings.platform.source}): the CPU "
-                "build keeps its KV cache in this host's memory, which dspark reads itself",
-                hint=f"drop {origin}, or plan for GPUs (platform cuda)",
-            )
-        return host_snapshot()
+        # The CPU build keeps its KV cache in the host's memory: this host, or one saved with probe --platform cpu.
+        return resolve_cpu_host(spec, origin=origin)
     default_profile = (recipe.hardware if recipe and recipe.hardware else None) or DEFAULT_PROFILE
     return resolver(spec, default_profile, origin)
 
@@ -221,10 +217,11 @@ def _resolve(request: ValidateRequest) -> tuple[Recipe | None, str, Any, Resolve
     engine_name = _engine_name(request, recipe)
     engine_spec(engine_name)  # unknown engine names fail here, naming the known ones
     options = parse_engine_flags(engine_name, request.engine_flags)
-    flags = merge_flags(request.flags, flag_values_from_engine_flags(engine_name, options))
+    flags = merge_flags(request.flags, flag_values_from_engine_flags(engine_name, options), same=reads_as)
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
+    check_engine_knobs(settings)  # a platform or value this engine does not take is an error, never a no-op
     return recipe, engine_name, options, settings
 
 
@@ -263,9 +260,10 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     if settings.max_num_seqs.layer == "default":
         # Nothing set the seats: use the computed safe count, as the deployment's scripts fell back to the 6
         # its pin held. On hybrid SGLang models the pool depends on the seats, so settle it in a few rounds.
+        # The count is always marked computed, also when it equals the built-in 6: one label for one thing.
         for _ in range(3):
             target = default_seats(summary.safe_max_num_seqs, spec.default_max_num_seqs)
-            if target == settings.max_num_seqs.value:
+            if target == settings.max_num_seqs.value and settings.max_num_seqs.layer == "computed":
                 break
             settings = settings.with_computed(max_num_seqs=target)
             result, summary = capacity_at(settings)
@@ -322,7 +320,8 @@ def _plan_and_witness_request(
     adapter = get_engine(engine_name)
     plan = adapter.build_plan(serve, None)
     planner = witness_request(engine_name, detail, adapter.parser_argv(plan),
-                              user_pinned=settings.max_total_tokens.value is not None)
+                              user_pinned=any(pin.value is not None and pin.layer in ("flag", "env", "recipe")
+                                              for pin in (settings.max_total_tokens, settings.kv_cache_memory_bytes)))
     return plan, planner
 
 
@@ -333,7 +332,17 @@ def _check_with_engine(
     if planner.request is None:
         return Witness(None, None, None, agrees=False, budget_source=summary.kv_budget_source,
                        error=planner.unavailable)
-    python = find_engine_python(engine_spec(engine_name).adapter(), request.engine_python, request.env)
+    from dspark.engines.base import installed_version  # noqa: PLC0415
+
+    spec = engine_spec(engine_name)
+    python = find_engine_python(spec.adapter(), request.engine_python, request.env)
+    if installed_version(spec, python) is None:
+        # One rule for "no engine there", whether dspark looked for it or was pointed at an interpreter: exit 2.
+        raise EngineNotInstalledError(
+            f"--engine-check: {engine_name} is not installed in {python}",
+            hint="point --engine-python / DSPARK_ENGINE_PYTHON at the python of the engine's virtualenv, "
+            "or leave out --engine-check",
+        )
     return judge(run_witness(python, planner.request), summary)
 
 

@@ -82,7 +82,7 @@ def test_a_known_step_cost_is_predicted_at_unseen_seat_counts(stepping_benches: 
     assert cal.fitted == ("fixed_s", "per_token_s", "prefill_per_token_s")
     assert cal.costs.per_token_s == pytest.approx(0.005, rel=0.4)  # the server's 5 ms per running request
     for seats in (2, 8):
-        sim = simulate(cal.costs, shape, points[0].workload, seats)  # type: ignore[arg-type]
+        sim = simulate(cal.costs, shape, points[0].workload, seats)
         measured = stepping_benches[seats]["summary"]
         err = sim.aggregate_decode_tps / measured["aggregate_decode_tps"] - 1
         print(f"stepping fake, {seats} seats: predicted {sim.aggregate_decode_tps:.1f} tok/s, measured "

@@ -103,11 +103,12 @@ def test_typical_context_policy_seats_requests_of_a_given_length_with_a_prefix_r
     # Token arithmetic alone would seat (181,777 - 30,000) // 20,000 = 7; but every DeepSeek-V4 request also
     # holds its sliding-window and compressor-state rings, whatever its length. Counted in blocks, as vLLM's
     # Maximum concurrency is: the growing groups take ceil(T / block) blocks, the rings their fixed count.
-    groups = cap.details["groups"]
+    groups, num_blocks = cap.details["groups"], cap.details["num_blocks"]
+    assert isinstance(groups, list) and isinstance(num_blocks, int)
     per_request = sum(g["blocks_per_request"] if g["kind"] == "sliding" else math.ceil(20_000 / g["block_size"])
                       for g in groups)
     reserved = sum(math.ceil(30_000 / g["block_size"]) for g in groups if g["kind"] != "sliding")
-    by_blocks = (cap.details["num_blocks"] - reserved) // per_request
+    by_blocks = (num_blocks - reserved) // per_request
     assert (cap.typical_context, cap.prefix_cache_reserve, cap.typical_context_seats) == (20_000, 30_000, by_blocks)
     assert 0 < by_blocks < 7  # below the token-only count and the 8 configured: a warning says so
     finding = next(f for f in report.findings if f.code == "typical-context-seats")

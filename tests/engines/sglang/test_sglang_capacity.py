@@ -34,6 +34,7 @@ from dspark.engines.sglang.server_defaults import (
     speculative_params,
     vlm_mem_fraction,
 )
+from dspark.engines.sglang.sizing_types import SglangCapacity
 from dspark.model.architecture import AttentionLayer, LinearStateLayer, MLALayer, ModelArchitecture, MoE, parse_config
 
 GIB = 1 << 30
@@ -90,8 +91,8 @@ DSV32_LAYER = MLALayer(kv_lora_rank=512, qk_rope_head_dim=64, index_head_dim=128
         (["--cuda-graph-bs-decode", "1", "2", "8", "--page-size", "1"], {"cuda_graph_bs": (1, 2, 8), "page_size": 1}),
         (["--cuda-graph-backend-decode", "disabled"], {"disable_cuda_graph": True}),
         (["--cuda-graph-max-bs", "8"], {"cuda_graph_max_bs": 8, "ambiguous": ("--cuda-graph-max-bs",)}),
-        (["--host", "0.0.0.0", "--trust-remote-code", "--tp-size", "2"],
-         {"tp_size": 2, "unknown": ("--host", "0.0.0.0", "--trust-remote-code")}),
+        (["--host", "0.0.0.0", "--trust-remote-code", "--tp-size", "2", "--log-level", "info"],
+         {"tp_size": 2, "host": "0.0.0.0", "unknown": ("--trust-remote-code", "--log-level", "info")}),
         (["--tp-size", "2", "--tp-size", "4"], {"tp_size": 4}),
     ],
 )
@@ -104,10 +105,14 @@ def test_parse_flags(argv: list[str], expected: dict[str, object]) -> None:
     ("argv", "message"),
     [
         (["--tp-size", "two"], "--tp-size two: not an integer"),
-        (["--mem-fraction-static"], "--mem-fraction-static needs a value"),
+        # argparse's own words, as SGLang's parser says them (tests/real_engines/test_argv_readers.py compares).
+        (["--mem-fraction-static"], "argument --mem-fraction-static: expected one argument"),
         (["--kv-cache-dtype", "fp16"], "argument --kv-cache-dtype: invalid choice: 'fp16'"),
-        (["--disable-radix-cache=true"], "--disable-radix-cache takes no value"),
-        (["--cuda-graph-backend-prefill", "tc_piecewise"], "argument --cuda-graph-backend-prefill: invalid choice"),
+        (["--disable-radix-cache=true"], "argument --disable-radix-cache: ignored explicit argument 'true'"),
+        (["--cuda-graph-backend-prefill", "tc_piecewise"],
+         "argument --cuda-graph-backend-prefill: tc_piecewise was removed; select breakable, full, or disabled"),
+        (["--cuda-graph-backend-prefill", "tc"], "argument --cuda-graph-backend-prefill: invalid choice: 'tc'"),
+        (["--cuda-graph-bs-decode", "--page-size", "1"], "argument --cuda-graph-bs-decode: expected at least one"),
         (["--max-total-tokens", "1.5Mi"], "decimals are not allowed with IEC suffixes"),
     ],
 )
@@ -422,11 +427,10 @@ def test_resolve_page_size(arch: ModelArchitecture, flags: list[str], capability
 
 # --- the pool, end to end ---------------------------------------------------------------------------
 
-def _flash_next(flags: list[str], **kw: object) -> object:
+def _flash_next(flags: list[str]) -> SglangCapacity:
     return compute_sglang_capacity(
         FLASH_NEXT, parse_sglang_flags(["--tp-size", "2", *flags]), gpu_capacity_bytes=124_546 << 20,
         free_before_load_bytes=118_412_345_678, weights_per_gpu_bytes=26 * GIB + 123, compute_capability=(12, 1),
-        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -596,7 +600,7 @@ def test_parse_config_path_matches_hand_built() -> None:
         weights_per_gpu_bytes=26 * GIB + 123, compute_capability=(12, 1))
     by_hand = _flash_next(["--speculative-algorithm", "NEXTN"])
     assert (parsed.max_total_num_tokens, parsed.cell_size, parsed.draft_kv_layers) == (
-        by_hand.max_total_num_tokens, by_hand.cell_size, by_hand.draft_kv_layers)  # type: ignore[attr-defined]
+        by_hand.max_total_num_tokens, by_hand.cell_size, by_hand.draft_kv_layers)
 
 
 def test_a_vision_tower_lowers_the_default_fraction_by_its_size() -> None:

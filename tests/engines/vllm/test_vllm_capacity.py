@@ -455,7 +455,10 @@ def test_deepseek_v4_flash_packs_its_caches_block_outermost() -> None:
     the block; a 10 GB pin at vLLM's 8,192-token prefill default gives the 181,777 the GB10 pair logged."""
     c = cuda(fixture("deepseek-v4-flash"), ["--kv-cache-memory-bytes", "10g", "--max-model-len", "131072", "-tp", "2",
                                            "--max-num-batched-tokens", "8192"], cc=(12, 1))
-    page = lambda rows, row_bytes: -(-rows * row_bytes // 576) * 576  # noqa: E731
+
+    def page(rows: int, row_bytes: int) -> int:
+        return -(-rows * row_bytes // 576) * 576
+
     widest = 21 * page(64, 132) + 21 * page(64, 584) + 20 * page(2, 584)
     assert (c.block_size, c.kv_cache_dtype, c.bytes_per_block) == (256, "fp8_ds_mla", widest)
     assert c.kv_bytes_per_token == widest // 256
@@ -615,7 +618,10 @@ def test_flag_reader_json_flags() -> None:
         ],
     )
     assert (o.speculative_method, o.num_speculative_tokens) == ("mtp", 3)
-    assert (o.cudagraph_capture_sizes, o.max_cudagraph_capture_size, o.cudagraph_mode) == ((1, 2, 4), 4, "FULL")
+    # vLLM's pre-pass folds `-cc.cudagraph_mode=full` into a `-cc` JSON appended last: it replaces the whole one.
+    assert (o.cudagraph_capture_sizes, o.max_cudagraph_capture_size, o.cudagraph_mode) == (None, None, "FULL")
+    whole = parse_vllm_serve_flags(["-cc", '{"cudagraph_capture_sizes": [1, 2, 4], "max_cudagraph_capture_size": 4}'])
+    assert (whole.cudagraph_capture_sizes, whole.max_cudagraph_capture_size) == ((1, 2, 4), 4)
     dotted = parse_vllm_serve_flags(["--speculative-config.method", "eagle3", "--speculative_config.model=/d"])
     assert (dotted.speculative_method, dotted.speculative_model) == ("eagle3", "/d")
     sizes = parse_vllm_serve_flags(["--cudagraph-capture-sizes", "1", "2", "8", "--max-cudagraph-capture-size", "8"])
@@ -627,6 +633,14 @@ def test_flag_reader_json_flags() -> None:
 
 
 def test_flag_reader_keeps_unknown_flags_with_their_values() -> None:
-    o = parse_vllm_serve_flags(["--served-model-name", "x", "--trust-remote-code", "--max-num-seqs", "4", "-O3"])
-    assert o.unknown == ("--served-model-name", "x", "--trust-remote-code", "-O3")
+    o = parse_vllm_serve_flags(["--uvicorn-log-level", "x", "--trust-remote-code", "--max-num-seqs", "4", "-O3"])
+    assert o.unknown == ("--uvicorn-log-level", "x", "--trust-remote-code", "-O3")
     assert (o.max_num_seqs, o.model) == (4, None)
+
+
+def test_flag_reader_reads_the_launch_only_flags_dspark_passes_on() -> None:
+    """--served-model-name (one name), --host and --port are read, so that the launch carries them."""
+    o = parse_vllm_serve_flags(["--served-model-name", "x", "--host", "0.0.0.0", "--port=9001"])
+    assert (o.served_model_name, o.host, o.port, o.unknown) == ("x", "0.0.0.0", 9001, ())
+    with pytest.raises(SettingsError, match="exactly one served model name"):
+        parse_vllm_serve_flags(["--served-model-name", "a", "b"])
