@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +25,13 @@ def _emit_error(code: str, message: str, hint: str | None, exit_code: int, *, as
         click.echo(json.dumps({"error": error, "exit_code": exit_code}))
 
 
+def _print_traceback() -> None:
+    """The current exception's traceback on stderr (--debug); the module loads only then."""
+    import traceback  # noqa: PLC0415
+
+    traceback.print_exc()
+
+
 @contextmanager
 def error_boundary(debug: bool, *, as_json: bool = False) -> Iterator[None]:
     """The single place where exceptions become messages and exit codes; tracebacks only with --debug."""
@@ -33,7 +39,7 @@ def error_boundary(debug: bool, *, as_json: bool = False) -> Iterator[None]:
         yield
     except DsparkError as exc:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         _emit_error(exc.code, exc.message, exc.hint, int(exc.exit_code), as_json=as_json)
         raise SystemExit(int(exc.exit_code)) from None
     except KeyboardInterrupt:
@@ -45,7 +51,7 @@ def error_boundary(debug: bool, *, as_json: bool = False) -> Iterator[None]:
         raise
     except Exception as exc:  # noqa: BLE001 - the boundary: anything unexpected is an internal error
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         _emit_error("internal_error", f"internal error: {type(exc).__name__}: {exc}",
                     None if debug else "run with --debug for the traceback", int(ExitCode.INTERNAL), as_json=as_json)
         raise SystemExit(int(ExitCode.INTERNAL)) from None
