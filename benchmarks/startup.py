@@ -89,7 +89,7 @@ def main() -> None:
     labels = {"floor": "floor (import click, pydantic, yaml, psutil, pynvml, rich)",
               "one_model": "floor + one pydantic model", "json": "dspark validate --json",
               "table": "dspark validate (table)"}
-    print(f"first dspark validate --json (writes dspark's bytecode where none was): {first:.3f} s")
+    print(f"first dspark validate --json of this run (slower when it writes dspark's bytecode): {first:.3f} s")
     print(f"median of {args.n} fresh processes each: wall s (min-max), CPU s (user + system)")
     for kind, label in labels.items():
         v = wall[kind]
