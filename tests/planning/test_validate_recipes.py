@@ -205,3 +205,26 @@ def test_deployment_doc_says_which_logged_pools_dspark_reproduces(system: str, r
     cell = _deployment_rows()[system]
     reproduced = all(_reproduces(recipe, *obs) for obs in _pool_observations(recipe))
     assert cell.startswith("yes" if reproduced else "no"), f"{system}: {cell!r}"
+
+
+# --- issue 16 item 14: the seats a recipe, its description and `dspark recipes` name are the seats it runs -------
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_shipped_recipe_names_the_seats_its_engine_runs(name: str) -> None:
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from dspark.cli import cli  # noqa: PLC0415
+    from dspark.config.recipes import find_recipe  # noqa: PLC0415
+
+    recipe = find_recipe(name)
+    report = _validate(name)
+    runs = report.capacity.max_num_seqs  # type: ignore[attr-defined]
+    assert "seats-capped-by-engine" not in {f.code for f in report.findings}  # type: ignore[attr-defined]
+    said = re.search(r"(\d+) seats", recipe.description)  # the first: later ones may list measured settings
+    assert said is not None and int(said[1]) == runs, f"{name}: the description says {said}, the engine runs {runs}"
+    listing = CliRunner().invoke(cli, ["recipes"]).output
+    row = next(line.replace(" * ", " ").split() for line in listing.splitlines() if line.split()[:1] == [name])
+    column = listing.splitlines()[0].split().index("SEATS")
+    assert row[column] == (str(recipe.batching.max_num_seqs) if recipe.batching.max_num_seqs else "-")
+    if recipe.batching.max_num_seqs is not None:
+        assert recipe.batching.max_num_seqs == runs
