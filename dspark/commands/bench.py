@@ -83,12 +83,14 @@ def arrival_schedule(count: int, rate: float, burstiness: float, seed: int) -> l
     return times
 
 
-def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = ()) -> BenchSpec:
+def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = (), seats: int | None = None) -> BenchSpec:
     """The runner's spec: synthetic prompts differ per rep (no cross-rep cache hits); a file's are reused."""
     if load.request_rate is not None and not (math.isfinite(load.request_rate) and load.request_rate > 0):
         raise InputError(f"--request-rate must be a positive number of requests per second, got {load.request_rate}")
     if not (math.isfinite(load.burstiness) and load.burstiness > 0):
         raise InputError(f"--burstiness must be positive, got {load.burstiness}")
+    if seats is not None:
+        _positive("--seats", seats)
     for name, value in (("--requests", load.requests), ("--concurrency", load.concurrency),
                         ("--max-tokens", load.max_tokens), ("--reps", load.reps), ("--input-len", load.input_len),
                         ("--sample-interval", load.sample_interval_s), ("--timeout", load.timeout_s),
@@ -139,6 +141,7 @@ def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = ()) -> Be
         metadata={"argv": list(argv), "mode": "closed loop" if rate is None else "open loop",
                   "request_rate": rate, "burstiness": load.burstiness if rate is not None else None,
                   "max_concurrency": load.concurrency},
+        seats=seats,
     )
 
 
@@ -187,9 +190,12 @@ class RichProgress:
 
 
 def bench(load: LoadOptions, *, url: str, as_json: bool = False, out_file: Path | None = None,
-          progress: bool = True, out: IO[str] | None = None) -> int:
-    """Run the bench at `url`; print the table (or JSON), write JSON to out_file; exit 1 when a request failed."""
-    spec = bench_spec(load, url, argv=sys.argv)
+          progress: bool = True, out: IO[str] | None = None, seats: int | None = None) -> int:
+    """Run the bench at `url`; print the table (or JSON), write JSON to out_file; exit 1 when a request failed.
+
+    seats: the server's seat count, recorded in the result for `dspark advise --calibrate`.
+    """
+    spec = bench_spec(load, url, argv=sys.argv, seats=seats)
     observer = RichProgress() if progress else None
     try:
         result = asyncio.run(run_bench(spec, observer))
