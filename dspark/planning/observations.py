@@ -1,9 +1,10 @@
 """A recipe's measured pools against the plan: which observations describe this plan, and what they say. Pure.
 
-An observation is the engine's own figure for one deployment: one engine version, one KV pin, one GPU. It counts
-for a plan only when the plan asks for the same; otherwise it is shown, not applied. An observation that records
-no engine version or pin takes the recipe's (`engine_version`, `kv_cache`), and its hardware is the recipe's
-`hardware` profile.
+An observation is the engine's own figure for one deployment: one engine version, one KV pin, one GPU, one set of
+the settings that size the pool (window, parallel layout, KV dtype, prefill budget, speculative tokens, prefix
+caching). It counts for a plan only when the plan asks for the same; otherwise it is shown, not applied. An
+observation that records no engine version or pin takes the recipe's (`engine_version`, `kv_cache`), its other
+settings are the recipe's, and its hardware is the recipe's `hardware` profile.
 """
 
 from __future__ import annotations
@@ -24,16 +25,21 @@ if TYPE_CHECKING:
     from dspark.config.settings import ResolvedSettings
 
 # The settings that size the pool: an observation made under other values says nothing about this plan's pool.
-POOL_KNOBS = ("kv_cache_memory_bytes", "max_total_tokens", "gpu_memory_utilization", "mem_fraction_static")
+# The pin and memory fractions first (the ones an observation may record itself), then the layout and budgets.
+POOL_KNOBS = ("kv_cache_memory_bytes", "max_total_tokens", "gpu_memory_utilization", "mem_fraction_static",
+              "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype",
+              "max_num_batched_tokens", "num_speculative_tokens", "enable_prefix_caching")
 POOL_METRICS = ("kv_pool_tokens", "full_contexts")
 
 
 @dataclass(frozen=True)
 class PlanIdentity:
-    """What an observation must match: the engine version planned for and the GPU planned against."""
+    """What an observation must match: the engine version planned for, the GPU planned against, and the recipe's
+    own settings (no flags, no environment), which an observation that records nothing else was taken with."""
 
     engine_version: str  # the version asked for (X.Y.Z), not the modelled stand-in
     gpu_name: str | None  # None: no GPU (the CPU build)
+    recipe_settings: ResolvedSettings | None = None
 
 
 def observations(recipe: Recipe | None, settings: ResolvedSettings, metric: str, seats: int | None = None) -> list[Any]:
@@ -54,12 +60,20 @@ def _shown(name: str, value: object) -> str:
     return format_size(value) if name == "kv_cache_memory_bytes" and isinstance(value, int) else str(value)
 
 
-def taken_under(recipe: Recipe, obs: Any) -> dict[str, object]:
-    """The engine version, pool settings and GPU an observation was measured with (the recipe's where it is silent)."""
+def taken_under(recipe: Recipe, obs: Any, own: ResolvedSettings | None = None) -> dict[str, object]:
+    """The engine version, pool settings and GPU an observation was measured with (the recipe's where it is silent).
+
+    own: the recipe's settings as resolved without flags or environment (defaults included); without them, the
+    values the recipe itself writes.
+    """
+    pool: dict[str, object] = {
+        name: getattr(own, name).value if own is not None else recipe_value(recipe, name) for name in POOL_KNOBS
+    }
     pinned = getattr(obs, "kv_cache_memory", None)
-    pool: dict[str, object] = {name: recipe_value(recipe, name) for name in POOL_KNOBS}
     if pinned is not None:  # the observation's own pin replaces the recipe's, in whichever unit that was
         pool |= {"kv_cache_memory_bytes": pinned, "max_total_tokens": None}
+    if getattr(obs, "max_model_len", None) is not None:
+        pool["max_model_len"] = obs.max_model_len
     gpu = get_profile(recipe.hardware).gpus[0].name if recipe.hardware and is_profile(recipe.hardware) else None
     version = getattr(obs, "engine_version", None) or recipe.engine_version
     return {"engine_version": normalize(version) if version else None, "gpu": gpu, **pool}
@@ -67,7 +81,7 @@ def taken_under(recipe: Recipe, obs: Any) -> dict[str, object]:
 
 def mismatches(recipe: Recipe, obs: Any, settings: ResolvedSettings, plan: PlanIdentity) -> list[str]:
     """Why an observation does not describe this plan, one phrase per difference; empty when it does."""
-    taken = taken_under(recipe, obs)
+    taken = taken_under(recipe, obs, plan.recipe_settings)
     out: list[str] = []
     version = taken["engine_version"]
     if version is not None and version != plan.engine_version:
@@ -140,7 +154,7 @@ def observation_findings(cap: CapacitySummary, recipe: Recipe | None, settings: 
                 out.append(Finding(
                     "info", "observation-not-applied",
                     f"observed {_figure(obs)} ({obs.source}) not applied: {'; '.join(why)}; an observation counts "
-                    "only for the engine version, KV pin and hardware it was measured with",
+                    "only for the engine version, KV pin, settings and GPU it was measured with",
                 ))
             elif metric == "kv_pool_tokens" and int(obs.value) != cap.kv_pool_tokens:
                 pool, taken = int(obs.value), observed_with(recipe, obs, cap.engine)

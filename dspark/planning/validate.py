@@ -229,7 +229,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
     gpu = _first_gpu(hardware, settings, replicas)
     version = _engine_version(engine_name, request)
-    identity = PlanIdentity(engine_version=version.requested, gpu_name=gpu.name if gpu is not None else None)
+    identity = PlanIdentity(engine_version=version.requested, gpu_name=gpu.name if gpu is not None else None,
+                            recipe_settings=resolve_settings({}, {}, recipe) if recipe is not None else None)
 
     from dspark.engines.vllm.capacity import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
 

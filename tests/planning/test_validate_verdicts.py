@@ -281,3 +281,14 @@ def test_predicted_and_observed_pools_are_both_labelled_and_the_seat_sentence_fo
     assert f"predicted {cap.kv_pool_tokens:,} tokens, {cap.max_concurrency:.2f} full contexts" in seat.message
     assert "safe default 5" in seat.message
     assert f"average ≤ {1_482_304 // 16:,} tokens" in seat.message  # 92,644: the observed pool over 16 seats
+
+
+def test_an_observation_is_not_applied_under_another_prefill_budget_or_layout() -> None:
+    # DeepSeek-V4-Flash's 181,777 tokens hold at its 8,192-token prefill budget; at 2,048 the pool is another one.
+    report = _validate("deepseek-v4-flash-vllm", flags={"max_num_batched_tokens": 2048})
+    assert report.capacity.kv_pool_tokens != 181_777 and report.capacity.observed is None
+    assert report.capacity.safe_max_num_seqs == math.floor(report.capacity.max_concurrency)
+    shown = [f.message for f in report.findings if f.code == "observation-not-applied"]
+    assert shown and all("max_num_batched_tokens 8192, planned with 2048" in m for m in shown)
+    tp1 = _validate(flags={"tensor_parallel_size": 1, "nnodes": 1})  # the default recipe's 6.52 is at TP=2
+    assert tp1.capacity.observed is None
