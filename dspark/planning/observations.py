@@ -30,6 +30,8 @@ POOL_KNOBS = ("kv_cache_memory_bytes", "max_total_tokens", "gpu_memory_utilizati
               "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype",
               "max_num_batched_tokens", "num_speculative_tokens", "enable_prefix_caching")
 POOL_METRICS = ("kv_pool_tokens", "full_contexts")
+_PINS = ("kv_cache_memory_bytes", "max_total_tokens")
+_FRACTIONS = ("gpu_memory_utilization", "mem_fraction_static")
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,11 @@ def mismatches(recipe: Recipe, obs: Any, settings: ResolvedSettings, plan: PlanI
     version = taken["engine_version"]
     if version is not None and version != plan.engine_version:
         out.append(f"measured with {recipe.engine} {version}, planned for {plan.engine_version}")
+    pinned = any(taken[pin] is not None and taken[pin] == getattr(settings, pin).value for pin in _PINS)
     for name in POOL_KNOBS:
         theirs, ours = taken[name], getattr(settings, name)
+        if pinned and name in _FRACTIONS:
+            continue  # the same pin sizes the pool exactly: the memory fractions no longer do
         if theirs != ours.value:
             out.append(f"measured with {name} {_shown(name, theirs)}, planned with {_shown(name, ours.value)} "
                        f"({ours.source})")
