@@ -210,6 +210,10 @@ def _above_safe(cap: CapacitySummary, seats: int) -> str:
     window = f"{cap.max_model_len:,}"
     predicted = f"{cap.kv_pool_tokens:,} tokens, {cap.max_concurrency:.2f} full contexts"
     obs = cap.observed
+    held = min(cap.max_concurrency, obs.max_concurrency if obs is not None else cap.max_concurrency)
+    if seats <= held:  # the pool holds them all; another limit set the safe default below it
+        return (f"{seats} seats: the pool holds {held:.2f} full contexts of {window} tokens, but the safe default is "
+                f"{cap.safe_max_num_seqs} (the engine's other per-seat limits)")
     if obs is None or obs.max_concurrency >= cap.max_concurrency:
         beside = "" if obs is None else f" (observed {obs.max_concurrency:.2f} full contexts: {obs.source})"
         return (f"{seats} seats but the {'predicted ' if obs else ''}pool ({cap.kv_pool_tokens:,} tokens) holds "
