@@ -15,6 +15,7 @@ import click
 
 from dspark import __version__
 from dspark.core.errors import DsparkError, ExitCode
+from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES
 
 
 def _emit_error(code: str, message: str, hint: str | None, exit_code: int, *, as_json: bool) -> None:
@@ -156,8 +157,8 @@ def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by validate and start: each maps to one setting (flag > env > recipe > default)."""
     options = [
         click.argument("recipe", required=False, metavar="[RECIPE]"),
-        click.option("--engine", type=click.Choice(["vllm", "sglang"]),
-                     help=_env_help("engine", "Engine (default: the recipe's, else vllm).")),
+        click.option("--engine", type=click.Choice(ENGINE_NAMES),
+                     help=_env_help("engine", f"Engine (default: the recipe's, else {DEFAULT_ENGINE}).")),
         click.option("--platform", type=click.Choice(["cuda", "cpu"]),
                      help=_env_help("platform", "cuda (default) or cpu (vLLM's CPU build).")),
         *(click.option(*names, metavar=metavar, help=_env_help(knob, text))

@@ -9,6 +9,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from dspark.core.errors import ExitCode
 from dspark.core.findings import Finding, verdict_of
+from dspark.engines import engine_spec
 from dspark.planning.validate import ValidateRequest, ValidationReport, validate
 from dspark.runtime.launch import LaunchPlan, exec_plan
 
@@ -61,7 +62,8 @@ def run_start(
     if watch:
         from dspark.runtime.supervise import watch_plan  # noqa: PLC0415
 
-        return watch_plan(result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens)
+        return watch_plan(result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens,
+                          log_format=engine_spec(result.plan.engine).log_format)
     execute(result.plan)
     return int(ExitCode.OK)  # only reached when a test injects an execute that returns
 
@@ -172,21 +174,11 @@ def render_plan(result: StartResult, console: Console) -> None:
     else:
         console.print(
             f"engine parser ({check.engine_version}) accepted the argv: "
-            f"{', '.join(f'{k}={v}' for k, v in _shown(check.parsed).items())}"
+            f"{', '.join(f'{k}={v}' for k, v in _shown(result.plan.engine, check.parsed).items())}"
         )
     console.print(f"exec: {result.plan.shell_line()}", markup=False, highlight=False)
 
 
-def _shown(parsed: Any) -> dict[str, Any]:
-    keys = (
-        "max_num_seqs",
-        "max_running_requests",
-        "kv_cache_memory_bytes",
-        "max_total_tokens",
-        "max_model_len",
-        "context_length",
-        "tensor_parallel_size",
-        "tp_size",
-        "node_rank",
-    )
-    return {k: parsed[k] for k in keys if k in parsed}
+def _shown(engine: str, parsed: Any) -> dict[str, Any]:
+    """The parsed values `start` shows: seats, pool pin, window, TP and node rank (EngineSpec.shown_args)."""
+    return {k: parsed[k] for k in engine_spec(engine).shown_args if k in parsed}

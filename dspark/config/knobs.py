@@ -14,6 +14,7 @@ from typing import Any, get_args
 
 from dspark.core.constants import MAX_NUM_SEQS_LIMIT, KvCacheDtype
 from dspark.core.units import SIZE_UNITS_HELP, parse_count, parse_size
+from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES
 
 # The fallback the deployment's scripts used when nothing set seats (what its KV pin held; docs/deployment.md).
 # validate replaces it with the computed safe count for the configuration at hand (capacity.seats.default_seats).
@@ -143,7 +144,8 @@ def _text(raw: object) -> str:
 _KV_DTYPES: tuple[str, ...] = get_args(KvCacheDtype)
 
 KNOBS: tuple[Knob, ...] = (
-    Knob("engine", "DSPARK_ENGINE", "--engine", "engine", _choice("vllm", "sglang"), "vllm or sglang", "vllm"),
+    Knob("engine", "DSPARK_ENGINE", "--engine", "engine", _choice(*ENGINE_NAMES), " or ".join(ENGINE_NAMES),
+         DEFAULT_ENGINE),
     Knob("model", "DSPARK_MODEL", "--model", "model.path", _text, "a model directory or repo id"),
     Knob("served_model_name", "DSPARK_SERVED_MODEL_NAME", "--served-model-name", "model.served_name", _text, "a name"),
     Knob("platform", "DSPARK_PLATFORM", "--platform", None, _choice("cuda", "cpu"), "cuda or cpu", computed=True),

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dspark.core.constants import DEFAULT_RECIPE
 from dspark.core.errors import SettingsError
+from dspark.engines import engine_spec
 
 if TYPE_CHECKING:  # pydantic models cost start-up time; settings only reads recipe attributes
     from dspark.config.recipes import Recipe
@@ -334,11 +335,7 @@ def _check_against_recipe(values: dict[str, Setting[Any]], recipe: Recipe | None
 
 def _check_combinations(values: dict[str, Setting[Any]]) -> None:
     engine = values["engine"].value
-    wrong_engine = {
-        "vllm": (("max_total_tokens", "kv_cache_memory_bytes"), ("mem_fraction_static", "gpu_memory_utilization")),
-        "sglang": (("gpu_memory_utilization", "mem_fraction_static"),),
-    }[engine]
-    for name, instead in wrong_engine:
+    for name, instead in engine_spec(engine).foreign_knobs:
         setting = values[name]
         if setting.value is not None:
             raise SettingsError(

@@ -11,6 +11,7 @@ import pytest
 
 from dspark.cli import main
 from dspark.commands.bench import client_processes
+from dspark.engines import engine_spec
 from dspark.runtime.launch import LaunchPlan
 from dspark.runtime.supervise import EngineProcess
 from tests.bench.helpers import fake_engine_argv, free_port
@@ -18,7 +19,8 @@ from tests.bench.helpers import fake_engine_argv, free_port
 
 def _serve(*extra: str) -> Iterator[str]:
     port = free_port()
-    eng = EngineProcess(LaunchPlan(engine="vllm", argv=fake_engine_argv(port, *extra)))
+    eng = EngineProcess(LaunchPlan(engine="vllm", argv=fake_engine_argv(port, *extra)),
+                        log_format=engine_spec("vllm").log_format)
     eng.start()
     url = f"http://127.0.0.1:{port}"
     eng.wait_healthy(url + "/health", 30)

@@ -55,15 +55,15 @@ def test_check_launch_against_the_engines_own_words() -> None:
             "--speculative-config", '{"method":"mtp","num_speculative_tokens":2}', "--gpu-memory-utilization", "0.9")
     seen = {"max_num_seqs": 8, "enforce_eager": True, "max_model_len": 2048,
             "speculative_config": {"method": "mtp", "num_speculative_tokens": 2}}
-    c = check_launch(argv, 8, seen, KvPoolLine(1000), 1000)
+    c = check_launch(argv, 8, seen, KvPoolLine(1000), 1000, seat_arg="max_num_seqs")
     assert c.confirmed == ("max_num_seqs", "enforce_eager", "speculative_config")
     assert c.mismatched == ("max_model_len: planned '4096', engine 2048",)
     assert c.unconfirmed == ("gpu_memory_utilization",)  # vLLM omits values at their default
     assert c.seats_confirmed
     assert c.problems == ("argv mismatch: max_model_len: planned '4096', engine 2048",)
-    c = check_launch(argv[:5], 8, {}, None, 1000)
+    c = check_launch(argv[:5], 8, {}, None, 1000, seat_arg="max_num_seqs")
     assert c.problems == ("the engine's log does not confirm 8 seats", "the engine printed no KV pool line")
-    c = check_launch(argv[:5], 8, None, KvPoolLine(999), 1000)
+    c = check_launch(argv[:5], 8, None, KvPoolLine(999), 1000, seat_arg="max_num_seqs")
     assert c.problems == ("the engine printed no argument line (vLLM `non-default args:`), so its argv is unconfirmed",
                           "KV pool is 999 tokens, the plan predicted 1,000")
 
