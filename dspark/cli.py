@@ -242,13 +242,13 @@ def validate(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: 
 def start(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, dry_run: bool, force: bool,
           watch: bool, **params: Any) -> None:
     """Validate, check the argv with the installed engine's own parser, print the plan, then exec the engine."""
-    from dspark.commands.validate import run_start  # noqa: PLC0415 - keep CLI start-up light
+    from dspark.commands.validate import start_command  # noqa: PLC0415 - keep CLI start-up light
     from dspark.planning.start import StartRequest  # noqa: PLC0415
 
     def start_core() -> int:
         request = StartRequest(validate=_validate_request(ctx, recipe, params), force=force,
                                engine_python=params.get("engine_python"), dry_run=dry_run)
-        return run_start(request, dry_run=dry_run, as_json=as_json, explain=explain, watch=watch)
+        return start_command(request, as_json=as_json, explain=explain, watch=watch)
 
     run_core(ctx, start_core, json_errors=as_json)
 
@@ -281,7 +281,8 @@ def advise(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bo
 
     Exit 0 with a recommendation, 1 when no seat count can be recommended, 2 for bad input.
     """
-    from dspark.commands.advise import AdviseOptions, run_advise  # noqa: PLC0415 - keep CLI start-up light
+    from dspark.advise.build import AdviseOptions  # noqa: PLC0415 - keep CLI start-up light
+    from dspark.commands.advise import run_advise  # noqa: PLC0415
 
     del explain
     own = ("clients", "requests", "input_len", "output_len", "prefix_hit_rate", "prompts_file", "calibrate",
@@ -294,7 +295,7 @@ def advise(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bo
 
 
 def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The load options bench and sweep share (dspark.commands.bench.LoadOptions)."""
+    """The load options bench and sweep share (dspark.bench.load.LoadOptions)."""
     options = [
         click.option("--endpoint", type=click.Choice(["completions", "chat"]), default="completions",
                      show_default=True, help="/v1/completions or /v1/chat/completions."),
@@ -342,7 +343,7 @@ def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _load(params: dict[str, Any]) -> Any:
-    from dspark.commands.bench import LoadOptions  # noqa: PLC0415 - keep CLI start-up light
+    from dspark.bench.load import LoadOptions  # noqa: PLC0415 - keep CLI start-up light
 
     return LoadOptions(
         endpoint=params.pop("endpoint"), model=params.pop("model"), prompts_file=params.pop("prompts_file"),

@@ -22,10 +22,6 @@ from dspark.engines import ENGINE_NAMES
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "dspark"
 
-# Cycles another change is breaking; each entry must go as soon as its cycle does (the test then says so).
-# commands/advise.py <-> commands/sweep.py: issue 17's commands clean-up moves build_advice out of commands/.
-KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset({frozenset({"dspark.commands.advise", "dspark.commands.sweep"})})
-
 
 def _cycles(graph: grimp.ImportGraph) -> set[frozenset[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
@@ -89,9 +85,7 @@ def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path
 
 def test_no_import_cycle_between_dspark_modules() -> None:
     found = _cycles(_graph("dspark", ROOT))
-    assert found <= KNOWN_CYCLES, f"import cycles: {sorted(sorted(c) for c in found - KNOWN_CYCLES)}"
-    gone = KNOWN_CYCLES - found
-    assert not gone, f"these cycles are broken now: remove them from KNOWN_CYCLES: {sorted(sorted(c) for c in gone)}"
+    assert not found, f"import cycles: {sorted(sorted(c) for c in found)}"
 
 
 def test_every_package_is_inside_the_layer_contracts() -> None:

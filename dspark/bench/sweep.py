@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -22,6 +22,9 @@ from dspark.bench.stats import RequestRecord
 from dspark.engines import engine_spec
 from dspark.runtime.launch import LaunchPlan, redact_argv, redact_env
 from dspark.runtime.supervise import EngineFailure, EngineProcess, KvPoolLine, StopOutcome
+
+if TYPE_CHECKING:  # a sweep plans like start; bench and report, which import this module, need no planning
+    from dspark.planning.start import StartRequest
 
 
 @dataclass(frozen=True)
@@ -326,3 +329,22 @@ def run_sweep(
         settings=tuple(results),
         decision=decide(rule, settings),
     )
+
+
+def start_plan_builder(request: StartRequest) -> PlanBuilder:
+    """Seats -> the plan `dspark start` would exec with --max-num-seqs SEATS, and its predicted KV pool."""
+    from dspark.planning.start import plan_start  # noqa: PLC0415 - the planning stack loads only for a sweep
+
+    def build(seats: int) -> PlannedLaunch:
+        flags = {**request.validate.flags, "max_num_seqs": seats}
+        req = dataclasses.replace(request, validate=dataclasses.replace(request.validate, flags=flags))
+        result = plan_start(req)
+        return PlannedLaunch(plan=result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens)
+
+    return build
+
+
+def plan_launches(seats: Sequence[int], build: PlanBuilder) -> dict[int, PlannedLaunch]:
+    """Every seat count's plan, built (validated, argv checked) before any engine starts: a bad flag fails in
+    seconds, not after the first engine's bench."""
+    return {n: build(n) for n in seats}

@@ -9,7 +9,6 @@ from typing import IO, TYPE_CHECKING, Any
 
 from dspark.core.errors import ExitCode
 from dspark.core.findings import Finding, verdict_of
-from dspark.engines import engine_spec
 from dspark.planning.validate import ValidateRequest, ValidationReport, validate
 from dspark.runtime.launch import LaunchPlan, exec_plan
 
@@ -34,38 +33,31 @@ def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out:
     return int(ExitCode.REFUSED if report.verdict == "fail" else ExitCode.OK)
 
 
-def run_start(
+def start_command(
     request: StartRequest,
     *,
-    dry_run: bool,
     as_json: bool,
     explain: bool,
     watch: bool = False,
     execute: Callable[[LaunchPlan], object] = exec_plan,
     out: IO[str] | None = None,
 ) -> int:
-    """Validate, check the argv with the engine's parser, print the plan, then exec (or stop at --dry-run)."""
-    from dspark.planning.start import plan_start  # noqa: PLC0415 - validate alone does not need the launch path
+    """dspark.planning.start.run_start, showing the plan (table or one JSON object) before the engine starts."""
+    from dspark.planning.start import run_start  # noqa: PLC0415 - validate alone does not need the launch path
 
-    result = plan_start(request)
     stream = out or sys.stdout
-    if as_json:
-        stream.write(json.dumps(result.to_json(), default=str) + "\n")
-    else:
-        _print_notices(result.report)
-        console = make_console(stream)
-        render_report(result.report, console, explain=explain, extra=result.findings)
-        render_plan(result, console)
-    stream.flush()
-    if dry_run:
-        return int(ExitCode.OK)
-    if watch:
-        from dspark.runtime.supervise import watch_plan  # noqa: PLC0415
 
-        return watch_plan(result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens,
-                          log_format=engine_spec(result.plan.engine).log_format)
-    execute(result.plan)
-    return int(ExitCode.OK)  # only reached when a test injects an execute that returns
+    def show(result: StartResult) -> None:
+        if as_json:
+            stream.write(json.dumps(result.to_json(), default=str) + "\n")
+        else:
+            _print_notices(result.report)
+            console = make_console(stream)
+            render_report(result.report, console, explain=explain, extra=result.findings)
+            render_plan(result, console)
+        stream.flush()
+
+    return run_start(request, show, watch=watch, execute=execute)
 
 
 def make_console(stream: IO[str]) -> Console:
@@ -174,11 +166,21 @@ def render_plan(result: StartResult, console: Console) -> None:
     else:
         console.print(
             f"engine parser ({check.engine_version}) accepted the argv: "
-            f"{', '.join(f'{k}={v}' for k, v in _shown(result.plan.engine, check.parsed).items())}"
+            f"{', '.join(f'{k}={v}' for k, v in _shown(check.parsed).items())}"
         )
     console.print(f"exec: {result.plan.shell_line()}", markup=False, highlight=False)
 
 
-def _shown(engine: str, parsed: Any) -> dict[str, Any]:
-    """The parsed values `start` shows: seats, pool pin, window, TP and node rank (EngineSpec.shown_args)."""
-    return {k: parsed[k] for k in engine_spec(engine).shown_args if k in parsed}
+def _shown(parsed: Any) -> dict[str, Any]:
+    keys = (
+        "max_num_seqs",
+        "max_running_requests",
+        "kv_cache_memory_bytes",
+        "max_total_tokens",
+        "max_model_len",
+        "context_length",
+        "tensor_parallel_size",
+        "tp_size",
+        "node_rank",
+    )
+    return {k: parsed[k] for k in keys if k in parsed}

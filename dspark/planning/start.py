@@ -6,13 +6,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dspark.core.errors import EngineArgError, EngineNotInstalledError, RefusedError, SettingsError
+from dspark.core.errors import EngineArgError, EngineNotInstalledError, ExitCode, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
 from dspark.engines import engine_spec, get_engine
 from dspark.engines.base import ArgvCheck, check_argv, find_engine_python, require_ok
 from dspark.engines.witness import judge, with_engine_figures, witness_finding
 from dspark.planning.validate import ValidateRequest, ValidationReport, validate
-from dspark.runtime.launch import LaunchPlan
+from dspark.runtime.launch import LaunchPlan, exec_plan
 
 ArgvChecker = Callable[..., ArgvCheck]  # check_argv's signature: (engine, plan, python, witness_request=...)
 
@@ -114,6 +114,30 @@ def plan_start(
         require_ok(engine, plan, check)
     _confirm_pinned(report, check)
     return StartResult(report=report, plan=plan, check=check)
+
+
+def run_start(
+    request: StartRequest,
+    show: Callable[[StartResult], None],
+    *,
+    watch: bool = False,
+    execute: Callable[[LaunchPlan], object] = exec_plan,
+) -> int:
+    """Plan the launch and `show` it; then exec the engine, or supervise it as a child with `watch`.
+
+    With request.dry_run nothing starts (exit 0). Exec does not return; `execute` is the seam tests replace.
+    """
+    result = plan_start(request)
+    show(result)
+    if request.dry_run:
+        return int(ExitCode.OK)
+    if watch:
+        from dspark.runtime.supervise import watch_plan  # noqa: PLC0415 - the supervisor loads only for --watch
+
+        return watch_plan(result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens,
+                          log_format=engine_spec(result.plan.engine).log_format)
+    execute(result.plan)
+    return int(ExitCode.OK)  # only reached when a test injects an execute that returns
 
 
 def _former_names(argv: Sequence[str], check: ArgvCheck, former: Mapping[str, str]) -> dict[str, str]:

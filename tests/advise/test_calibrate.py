@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from dspark.advise.build import _recipe_points
 from dspark.advise.calibrate import Measured, fit, nelder_mead, points_from_json, terms_to_fit
 from dspark.advise.inputs import model_inputs
 from dspark.advise.model import StepCosts, StepShape, Workload, decode_step_s, simulate
-from dspark.commands.advise import _recipe_points
 from dspark.planning.validate import ValidateRequest, validate
 
 MOE = StepShape(dense_weight_bytes=2e9, expert_weight_bytes=20e9, num_experts=512, top_k=10,

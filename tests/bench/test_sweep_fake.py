@@ -10,12 +10,12 @@ import psutil
 import pytest
 
 from dspark.bench.client import ClientConfig
-from dspark.bench.decision import DecisionRule
+from dspark.bench.decision import DecisionRule, parse_seats
+from dspark.bench.load import LoadOptions
 from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.runner import BenchSpec
 from dspark.bench.sweep import PlannedLaunch, base_url_of, check_launch, planned_flags, run_setting, run_sweep
-from dspark.commands.bench import LoadOptions
-from dspark.commands.sweep import parse_seats, sweep
+from dspark.commands.sweep import sweep
 from dspark.core.errors import InputError
 from dspark.runtime.launch import LaunchPlan
 from dspark.runtime.supervise import KvPoolLine
