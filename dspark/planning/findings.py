@@ -233,7 +233,7 @@ def _below_one_context(cap: CapacitySummary) -> Finding:
 
     dest = engine_spec(cap.engine).pinned.get("max_model_len", "max_model_len")
     engine_flag = "--" + dest.replace("_", "-")
-    also = "" if engine_flag == "--max-model-len" else f" ({cap.engine}'s {engine_flag})"
+    also = "" if engine_flag == "--max-model-len" else f", {engine_flag} to {cap.engine}"
     return Finding(
         "fail", "pool-below-one-context",
         f"the KV pool holds {cap.kv_pool_tokens:,} tokens, {cap.max_concurrency:.2f} of one "
