@@ -294,6 +294,50 @@ def advise(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bo
              json_errors=as_json)
 
 
+@cli.group()
+def render() -> None:
+    """Print deployment files for a validated plan."""
+
+
+@render.command("k8s", epilog="Example: dspark render k8s flash-next-vllm --image REGISTRY/dspark-vllm:TAG | "
+                "kubectl apply -f -")
+@_plan_options
+@click.option("--image", required=True, metavar="IMAGE", help="Container image holding dspark and the engine.")
+@click.option("--name", metavar="NAME", help="Name of the objects (default: from the served model or recipe).")
+@click.option("--replicas", type=int, default=1, show_default=True, help="Engine replicas (LWS groups or pods).")
+@click.option("--hf-secret", default="hf-token", show_default=True, metavar="SECRET[:KEY]",
+              help="Secret holding the Hugging Face token (key 'token' unless given); never inlined.")
+@click.option("--ready-delay", type=int, metavar="SECONDS",
+              help="Seconds before the first readiness probe (default: estimated from the weights per node).")
+@click.option("--shm-size", metavar="SIZE",
+              help="Size of the pod's shared-memory volume (default: the engine's figure per GPU).")
+@click.pass_context
+def render_k8s(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, image: str, name: str | None,
+               replicas: int, hf_secret: str, ready_delay: int | None, shm_size: str | None, **params: Any) -> None:
+    """A LeaderWorkerSet (plans across nodes) or a Deployment, and a Service; every pod runs `dspark start`.
+
+    Exit 0 with the manifests on stdout (YAML; --json: one v1 List), 1 when the plan does not fit, 2 bad input.
+    """
+    from dspark.commands.render import run_render_k8s  # noqa: PLC0415 - keep CLI start-up light
+    from dspark.core.units import parse_size  # noqa: PLC0415
+    from dspark.deploy.kubernetes import DEFAULT_HF_SECRET_KEY, RenderOptions  # noqa: PLC0415
+
+    secret, _, key = hf_secret.partition(":")
+
+    def render_core() -> int:
+        request = _validate_request(ctx, recipe, params)
+        try:
+            shm = parse_size(shm_size) if shm_size else None
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--shm-size") from None
+        options = RenderOptions(image=image, name=name, replicas=replicas, hf_secret=secret,
+                                hf_secret_key=key or DEFAULT_HF_SECRET_KEY, ready_delay_s=ready_delay, shm_bytes=shm,
+                                engine_flags=request.engine_flags)
+        return run_render_k8s(request, options, as_json=as_json, explain=explain)
+
+    run_core(ctx, render_core, json_errors=as_json)
+
+
 def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """The load options bench and sweep share (dspark.bench.load.LoadOptions)."""
     options = [

@@ -43,6 +43,8 @@ class Knob:
     expected: str  # what is valid, in words, for messages
     default: object = None
     computed: bool = False  # when nothing sets it, a later layer derives it
+    # Variables an orchestrator sets in every pod, read below `env` (which wins; a disagreement is noted).
+    aliases: tuple[str, ...] = ()
 
 
 def _blank(raw: object) -> bool:
@@ -176,9 +178,13 @@ KNOBS: tuple[Knob, ...] = (
         "1 to 1024",
         1,
     ),
-    Knob("nnodes", "DSPARK_NNODES", "--nnodes", "parallel.nodes", _whole(1, 1024), "1 to 1024 nodes", 1),
-    Knob("node_rank", "DSPARK_NODE_RANK", "--node-rank", None, _whole(0, 1023), "0 to nnodes - 1", 0),
-    Knob("master_addr", "DSPARK_MASTER_ADDR", "--master-addr", "parallel.master_addr", _text, "an address"),
+    # A Kubernetes LeaderWorkerSet sets LWS_GROUP_SIZE, LWS_WORKER_INDEX and LWS_LEADER_ADDRESS in every pod.
+    Knob("nnodes", "DSPARK_NNODES", "--nnodes", "parallel.nodes", _whole(1, 1024), "1 to 1024 nodes", 1,
+         aliases=("LWS_GROUP_SIZE",)),
+    Knob("node_rank", "DSPARK_NODE_RANK", "--node-rank", None, _whole(0, 1023), "0 to nnodes - 1", 0,
+         aliases=("LWS_WORKER_INDEX",)),
+    Knob("master_addr", "DSPARK_MASTER_ADDR", "--master-addr", "parallel.master_addr", _text, "an address",
+         aliases=("LWS_LEADER_ADDRESS",)),
     Knob("master_port", "DSPARK_MASTER_PORT", "--master-port", "parallel.master_port", _whole(1, 65535), "1 to 65535"),
     Knob(
         "distributed_runtime",

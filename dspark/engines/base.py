@@ -64,6 +64,7 @@ class ServeConfig:
     port: int | None = None
     extra_args: tuple[str, ...] = ()  # the user's own engine flags, passed through after ours are removed
     env: Mapping[str, str] = field(default_factory=dict)
+    distributed_runtime: str = "native"  # "ray": the engine places its workers on a running Ray cluster
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,16 @@ class ObservedCapacity(Protocol):
                  window: int, source: str, reason: str, engine_version: str) -> CapacitySummary:
         """The summary, labelled observed."""
         ...
+
+
+@dataclass(frozen=True)
+class RaySupport:
+    """How an engine runs across a Ray cluster (EngineSpec.ray is None for an engine without a Ray backend)."""
+
+    platforms: tuple[str, ...]  # the platforms whose builds can place their workers through Ray
+    # Whether, in this environment, the node that starts the engine must hold one of its GPU workers.
+    driver_needs_gpu: Callable[[Mapping[str, str]], bool]
+    why_not_platform: str = ""  # said when the platform is not one of `platforms`
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,10 @@ class EngineSpec:
     negated_flag_knobs: Mapping[str, str] = field(default_factory=dict)
     # A flag dspark sets -> the name older releases' parsers know it by (tried when the parser calls it unknown).
     former_flags: Mapping[str, str] = field(default_factory=dict)
+    health_path: str = "/health"  # the HTTP path that answers 200 once the server takes requests
+    shm_bytes_per_gpu: int = 2 << 30  # /dev/shm a container gives the engine per local GPU (rendered manifests)
+    ray: RaySupport | None = None  # None: no Ray backend
+    multi_node_flags: str = ""  # the engine's own flags for spanning nodes, named when Ray cannot be used
 
     @property
     def newest_modelled(self) -> str:

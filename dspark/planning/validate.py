@@ -99,6 +99,7 @@ class ValidationReport:
     witness: Witness | None = None  # the installed engine's own planner on the same inputs, when asked
     witness_request: Mapping[str, Any] | None = None  # what that planner is given (None: nothing it can take)
     witness_unavailable: str = ""  # why there is no request, when there is none
+    footprint_bytes: int | None = None  # what the engine holds per GPU (weights, KV, runtime), for per-node checks
 
     @property
     def verdict(self) -> str:
@@ -212,8 +213,8 @@ def _generic_weights_findings(found: list[Finding], weights: WeightBytes | None,
                             hardware, settings, arch.num_attention_heads)
 
 
-def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
-    """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
+def _resolve(request: ValidateRequest) -> tuple[Recipe | None, str, Any, ResolvedSettings]:
+    """The recipe, engine, pasted engine flags (as its reader sees them) and settings of a request."""
     recipe, _ = _load_recipe(request)
     engine_name = _engine_name(request, recipe)
     engine_spec(engine_name)  # unknown engine names fail here, naming the known ones
@@ -222,6 +223,17 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
+    return recipe, engine_name, options, settings
+
+
+def request_settings(request: ValidateRequest) -> ResolvedSettings:
+    """The settings validate plans with, before any model, hardware or capacity is read."""
+    return _resolve(request)[3]
+
+
+def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
+    """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
+    recipe, engine_name, options, settings = _resolve(request)
     arch, headers = model_architecture(settings, recipe)
     drafter = drafter_of(engine_name, settings, recipe, options, arch)
     weights = weights_of(arch, headers, drafter, settings, recipe)
@@ -299,6 +311,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         witness=witness,
         witness_request=planner.request,
         witness_unavailable=planner.unavailable,
+        footprint_bytes=result.footprint_bytes,
     )
 
 

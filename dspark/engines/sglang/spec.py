@@ -60,4 +60,9 @@ SPEC = EngineSpec(
     negated_flag_knobs={"disable_radix_cache": "enable_prefix_caching"},
     # 0.5.10-0.5.13 have one decode graph size, --cuda-graph-max-bs (ServerArgs.add_cli_args of those releases).
     former_flags={"--cuda-graph-max-bs-decode": "--cuda-graph-max-bs"},
+    health_path="/health",  # sglang/srt/entrypoints/http_server.py
+    # SGLang's container instructions give 32 GB of /dev/shm to an 8-GPU server (--shm-size 32g): 4 GiB a GPU.
+    shm_bytes_per_gpu=4 << 30,
+    ray=None,  # SGLang spans nodes with its own runtime only
+    multi_node_flags="--nnodes, --node-rank, --dist-init-addr",
 )

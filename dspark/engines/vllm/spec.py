@@ -6,6 +6,7 @@ from dspark.engines.base import EngineSpec
 from dspark.engines.vllm import logs, plan
 from dspark.engines.vllm.adapter import VllmEngine
 from dspark.engines.vllm.options import known_flags, parse_vllm_serve_flags
+from dspark.engines.vllm.ray import RAY
 from dspark.engines.vllm.versions import MODELLED_VERSIONS
 
 SPEC = EngineSpec(
@@ -25,6 +26,7 @@ SPEC = EngineSpec(
         "gpu_memory_utilization": "gpu_memory_utilization",
         "max_num_batched_tokens": "max_num_batched_tokens",
         "enable_prefix_caching": "enable_prefix_caching",
+        "distributed_runtime": "distributed_runtime",  # from --distributed-executor-backend ray | mp
         # Not num_speculative_tokens: a pasted --speculative-config carries its method with it, and the options
         # keep both; as a setting on its own it would need the recipe's method.
     },
@@ -64,4 +66,10 @@ SPEC = EngineSpec(
         "queue_time": "vllm:request_queue_time_seconds",
     },
     shown_args=("max_num_seqs", "kv_cache_memory_bytes", "max_model_len", "tensor_parallel_size", "node_rank"),
+    health_path="/health",  # vllm/entrypoints/openai/api_server.py: 200 once the engine core answers
+    # Ranks exchange inputs through a shared-memory broadcast queue and NCCL stages intra-node traffic in
+    # /dev/shm; vLLM's own Kubernetes guide mounts a 2 GiB memory volume there for a one-GPU server.
+    shm_bytes_per_gpu=2 << 30,
+    ray=RAY,
+    multi_node_flags="--nnodes, --node-rank, --master-addr",
 )
