@@ -14,11 +14,13 @@ parts=$(cd "$1" && pwd) site=$2 dsite=$3
 work=${TMPDIR:-/tmp}/gpu-bundle
 rm -rf "$work" && mkdir -p "$work"
 (cd "$parts" && grep ' bundle.part' SHA256SUMS | sha256sum --quiet -c -)
-cat "$parts"/bundle.part* > "$work/bundle.tar.xz"
-(cd "$work" && grep ' bundle.tar.xz$' "$parts/SHA256SUMS" | sha256sum --quiet -c -)
-echo "checksums ok: $(ls "$parts"/bundle.part* | wc -l) parts, $(stat -c %s "$work/bundle.tar.xz") bytes"
-tar -xJf "$work/bundle.tar.xz" -C "$work"
-rm -f "$work/bundle.tar.xz"
+cat "$parts"/bundle.part* > "$work/bundle.tar"
+(cd "$work" && grep ' bundle.tar$' "$parts/SHA256SUMS" | sha256sum --quiet -c -)
+echo "checksums ok: $(ls "$parts"/bundle.part* | wc -l) parts, $(stat -c %s "$work/bundle.tar") bytes"
+# tarfile reads plain and xz-compressed tars alike (gpu_bundle.py --xz-preset); no xz binary needed there.
+python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
+  "$work/bundle.tar" "$work"
+rm -f "$work/bundle.tar"
 pip_target() { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$@"; }
 pip_target "$site" "$work"/wheels/*.whl
 pip_target "$dsite" "$work"/wheels/{pydantic,pydantic_core,annotated_types,typing_inspection}-*.whl

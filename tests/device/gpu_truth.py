@@ -228,6 +228,8 @@ def main() -> int:
     ap.add_argument("--vllm-site", type=Path, required=True, help="pip --target folder of gpu_install.sh")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--deadline-s", type=float, default=560)
+    ap.add_argument("--state", type=Path, default=Path("/tmp/gpu-rows-done.txt"),
+                    help="rows already run on this machine (skipped, so one command line serves every call)")
     args = ap.parse_args()
     t0 = time.monotonic()
     rows = [BY_NAME[n] for n in args.rows] if args.rows else list(ROWS)
@@ -237,8 +239,11 @@ def main() -> int:
     if not (args.out / "probe.json").exists():
         probe = dspark_json(args.src.resolve(), ["probe", "--json"])
         (args.out / "probe.json").write_text(json.dumps(probe, indent=1) + "\n")
+    done = set(args.state.read_text().split()) if args.state.exists() else set()
     with (args.out / "rows.jsonl").open("a") as fh:
         for row in rows:
+            if row.name in done:
+                continue
             left = args.deadline_s - (time.monotonic() - t0)
             if left < ROW_START_S:
                 print(f"{row.name}: not started ({left:.0f} s left)", flush=True)
@@ -246,6 +251,8 @@ def main() -> int:
             rec = run_row(row, args.src.resolve(), args.vllm_site.resolve(), logs, t0 + args.deadline_s)
             fh.write(json.dumps(rec) + "\n")
             fh.flush()
+            with args.state.open("a") as st:
+                st.write(row.name + "\n")
             eng = rec.get("engine", {})
             cap = (rec.get("dspark") or {}).get("capacity") or {}
             print(f"{row.name}: engine {eng.get('available_kv_gib')} GiB {eng.get('kv_tokens')} tok "
