@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from dspark.bench.client import ClientConfig  # noqa: E402
 from dspark.bench.report import write_atomic  # noqa: E402
 from dspark.bench.runner import BenchSpec, run_bench  # noqa: E402
-from dspark.bench.supervise import EngineProcess  # noqa: E402
-from dspark.launch import LaunchPlan  # noqa: E402
+from dspark.runtime.launch import LaunchPlan  # noqa: E402
+from dspark.runtime.supervise import EngineProcess  # noqa: E402
 
 VOCAB = 512
 # dspark bench as shipped (samples /metrics every 5 s), the same client without /metrics, and vLLM's own.

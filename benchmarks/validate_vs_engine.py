@@ -1,7 +1,7 @@
 """How long `dspark validate --json` takes beside the real engine printing the same KV line.
 
 Usage: python benchmarks/validate_vs_engine.py [--runs 7] [--models DIR]
-Builds the tiny dense Qwen3 of tests/engine (with the engine venv's transformers), times `dspark validate`
+Builds the tiny dense Qwen3 of tests/real_engines (with the engine venv's transformers), times `dspark validate`
 (median of --runs), starts `python -m vllm.entrypoints.openai.api_server` once with the same settings
 (--enforce-eager; in its own process group, stopped with SIGTERM then SIGKILL) until it prints
 "CPU KV cache size: ...", and prints both times, their ratio and both lines.

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dspark.engines.base import ARGV_CHECK_SCRIPT  # noqa: E402
-from dspark.validate import ValidateRequest, validate  # noqa: E402
+from dspark.planning.validate import ValidateRequest, validate  # noqa: E402
 
 
 def timed(argv: list[str], stdin: str = "", env: dict[str, str] | None = None) -> tuple[float, str]:

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from dspark import __version__
-from dspark.errors import DsparkError, ExitCode
+from dspark.core.errors import DsparkError, ExitCode
 
 
 def _emit_error(code: str, message: str, hint: str | None, exit_code: int, *, as_json: bool) -> None:
@@ -127,7 +127,7 @@ def recipes_schema_cmd(ctx: click.Context) -> None:
 
 def _env_help(knob: str, text: str) -> str:
     """An option's help with the environment variable that sets the same knob (from the settings table)."""
-    from dspark.knobs import KNOBS  # noqa: PLC0415 - light: no pydantic, no recipes
+    from dspark.config.knobs import KNOBS  # noqa: PLC0415 - light: no pydantic, no recipes
 
     env = next(k.env for k in KNOBS if k.name == knob)
     return f"{text} [env: {env}]"
@@ -185,7 +185,7 @@ _KNOB_OPTIONS = ("model", "engine", "platform", "hardware", "kv_cache_memory_byt
 
 
 def _validate_request(ctx: click.Context, recipe: str | None, params: dict[str, Any]) -> Any:
-    from dspark.validate import ValidateRequest  # noqa: PLC0415 - keep CLI start-up light
+    from dspark.planning.validate import ValidateRequest  # noqa: PLC0415 - keep CLI start-up light
 
     engine_flags = tuple((ctx.find_root().obj or {}).get("engine_flags", ()))
     flags = {k: params[k] for k in _KNOB_OPTIONS if params.get(k) is not None}
@@ -202,7 +202,7 @@ def _tokens(raw: object, flag: str) -> int | None:
     """A token count flag (also 32k, 256K); click.BadParameter (exit 2) names the flag."""
     if raw is None:
         return None
-    from dspark.units import parse_count  # noqa: PLC0415
+    from dspark.core.units import parse_count  # noqa: PLC0415
 
     try:
         value = parse_count(str(raw))
@@ -242,7 +242,7 @@ def start(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
           watch: bool, **params: Any) -> None:
     """Validate, check the argv with the installed engine's own parser, print the plan, then exec the engine."""
     from dspark.commands.validate import run_start  # noqa: PLC0415 - keep CLI start-up light
-    from dspark.start import StartRequest  # noqa: PLC0415
+    from dspark.planning.start import StartRequest  # noqa: PLC0415
 
     def start_core() -> int:
         request = StartRequest(validate=_validate_request(ctx, recipe, params), force=force,
@@ -400,7 +400,7 @@ def sweep(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
     Exit 0 when every setting ran clean (launch as planned, 0 errors, 0 preemptions), 1 otherwise.
     """
     from dspark.commands.sweep import sweep_command  # noqa: PLC0415 - keep CLI start-up light
-    from dspark.start import StartRequest  # noqa: PLC0415
+    from dspark.planning.start import StartRequest  # noqa: PLC0415
 
     del explain  # each setting's plan is recorded in sweep.json
     if params.get("max_num_seqs") is not None:

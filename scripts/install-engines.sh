@@ -20,7 +20,7 @@ import vllm.v1.core.kv_cache_planning, vllm.v1.core.kv_cache_utils, vllm.v1.kv_c
 assert m.version("vllm") == "0.33.0"
 PY
 }
-# 0.33's GDN layers (built by tests/engine/test_vllm033_gdn_prefill.py) import its quantization modules.
+# 0.33's GDN layers (built by tests/real_engines/test_vllm033_gdn_prefill.py) import its quantization modules.
 vllm033_gdn_ok() {
   "$dest/vllm033/bin/python" -c 'import vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn' >/dev/null 2>&1
 }

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from dspark import cli
-from dspark.errors import ExitCode
-from dspark.knobs import KNOBS
+from dspark.config.knobs import KNOBS
+from dspark.core.errors import ExitCode
 
 
 @pytest.fixture(autouse=True)

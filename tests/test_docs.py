@@ -6,8 +6,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from dspark.knobs import ENV_NAMES
-from dspark.settings import OTHER_DSPARK_ENV
+from dspark.config.knobs import ENV_NAMES
+from dspark.config.settings import OTHER_DSPARK_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 

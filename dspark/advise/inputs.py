@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from dspark.advise.calibrate import TERM_LABELS
 from dspark.advise.model import StepCosts, StepShape
-from dspark.architecture import LinearStateLayer, ModelArchitecture, dtype_bytes
 from dspark.capacity import CapacitySummary
 from dspark.hardware import GpuInfo
 from dspark.hardware.profiles import bandwidth_gbps_for
-from dspark.weights import WeightBytes, format_bytes_per_parameter
+from dspark.model.architecture import LinearStateLayer, ModelArchitecture, dtype_bytes
+from dspark.model.weights import WeightBytes, format_bytes_per_parameter
 
 # Decode on the seed deployment read 78–85% of GB10's bandwidth: the prior takes 80%.
 BANDWIDTH_EFFICIENCY = 0.80

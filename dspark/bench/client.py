@@ -15,7 +15,7 @@ import httpx
 from dspark.bench.http import HttpError, RawHttp
 from dspark.bench.prompts import Prompt
 from dspark.bench.stats import RequestRecord
-from dspark.errors import InputError
+from dspark.core.errors import InputError
 
 Endpoint = Literal["completions", "chat"]
 _PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from dspark.bench.results import METRICS, SPREAD_SUFFIX
 from dspark.bench.stats import relative_change
-from dspark.errors import InputError
+from dspark.core.errors import InputError
 
 # Short names users type for the judged metrics.
 ALIASES: dict[str, str] = {

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 from typing import Union
 
-from dspark.errors import InputError
+from dspark.core.errors import InputError
 
 Message = dict[str, str]
 # Text, token ids (completions only; works with --skip-tokenizer-init) or chat messages.

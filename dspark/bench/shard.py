@@ -23,7 +23,7 @@ from typing import Any
 from dspark.bench.client import ClientConfig, run_clients
 from dspark.bench.prompts import Prompt
 from dspark.bench.stats import RequestRecord
-from dspark.errors import DsparkError, ExitCode
+from dspark.core.errors import DsparkError, ExitCode
 
 _READY_TIMEOUT_S = 120.0
 

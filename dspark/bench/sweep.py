@@ -19,9 +19,9 @@ from dspark.bench.results import BenchResult
 from dspark.bench.runner import BenchSpec, PassObserver, run_bench
 from dspark.bench.shard import ClientFailure
 from dspark.bench.stats import RequestRecord
-from dspark.bench.supervise import EngineFailure, EngineProcess, KvPoolLine, StopOutcome
 from dspark.engines import engine_spec
-from dspark.launch import LaunchPlan, redact_argv, redact_env
+from dspark.runtime.launch import LaunchPlan, redact_argv, redact_env
+from dspark.runtime.supervise import EngineFailure, EngineProcess, KvPoolLine, StopOutcome
 
 # The engine's name for the seat count, per engine.
 SEAT_KEYS = ("max_num_seqs", "max_running_requests")

@@ -18,8 +18,8 @@ from dspark.advise.inputs import ModelInputs, describe_costs, model_inputs
 from dspark.advise.kv_usage import counting_for
 from dspark.advise.model import Workload
 from dspark.bench.decision import make_rule
-from dspark.errors import ExitCode, InputError
-from dspark.validate import ValidateRequest, ValidationReport, validate
+from dspark.core.errors import ExitCode, InputError
+from dspark.planning.validate import ValidateRequest, ValidationReport, validate
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from dspark.bench.prompts import Prompt, load_jsonl, synthetic_text_prompts, syn
 from dspark.bench.report import bench_text, to_json, write_atomic
 from dspark.bench.runner import BenchSpec, run_bench
 from dspark.bench.stats import RequestRecord
-from dspark.errors import ExitCode, InputError
+from dspark.core.errors import ExitCode, InputError
 
 # Token ids are drawn from [10, vocab_size): 500 fits every real vocabulary and the tests' tiny models (512).
 DEFAULT_VOCAB = 500

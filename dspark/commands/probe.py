@@ -12,7 +12,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from dspark.errors import RefusedError
+from dspark.core.errors import RefusedError
 from dspark.hardware import GpuInfo, HardwareSnapshot
 from dspark.hardware.select import resolve_hardware
 from dspark.hardware.snapshot import dumps_snapshot

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from dspark.constants import DEFAULT_RECIPE
-from dspark.recipes import Recipe, find_recipe, list_recipes, render_json_schema
+from dspark.config.recipes import Recipe, find_recipe, list_recipes, render_json_schema
+from dspark.core.constants import DEFAULT_RECIPE
 
 
 def recipes_list(*, as_json: bool = False, out: TextIO | None = None) -> int:

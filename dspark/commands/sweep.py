@@ -15,8 +15,8 @@ from dspark.bench.plot import sweep_png
 from dspark.bench.report import sweep_text, to_json, write_atomic
 from dspark.bench.sweep import PlanBuilder, PlannedLaunch, SweepResult, run_sweep
 from dspark.commands.bench import LoadOptions, RichProgress, bench_spec
-from dspark.errors import DsparkError, ExitCode, InputError
-from dspark.start import StartRequest, plan_start
+from dspark.core.errors import DsparkError, ExitCode, InputError
+from dspark.planning.start import StartRequest, plan_start
 
 
 def parse_seats(text: str) -> tuple[int, ...]:

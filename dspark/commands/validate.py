@@ -7,15 +7,15 @@ import sys
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
-from dspark.errors import ExitCode
-from dspark.findings import Finding, verdict_of
-from dspark.launch import LaunchPlan, exec_plan
-from dspark.validate import ValidateRequest, ValidationReport, validate
+from dspark.core.errors import ExitCode
+from dspark.core.findings import Finding, verdict_of
+from dspark.planning.validate import ValidateRequest, ValidationReport, validate
+from dspark.runtime.launch import LaunchPlan, exec_plan
 
 if TYPE_CHECKING:  # rich loads only for the table, not for --json
     from rich.console import Console
 
-    from dspark.start import StartRequest, StartResult
+    from dspark.planning.start import StartRequest, StartResult
 
 _STYLE = {"info": "dim", "warn": "yellow", "fail": "bold red", "ok": "green"}
 
@@ -43,7 +43,7 @@ def run_start(
     out: IO[str] | None = None,
 ) -> int:
     """Validate, check the argv with the engine's parser, print the plan, then exec (or stop at --dry-run)."""
-    from dspark.start import plan_start  # noqa: PLC0415 - validate alone does not need the launch path
+    from dspark.planning.start import plan_start  # noqa: PLC0415 - validate alone does not need the launch path
 
     result = plan_start(request)
     stream = out or sys.stdout
@@ -58,7 +58,7 @@ def run_start(
     if dry_run:
         return int(ExitCode.OK)
     if watch:
-        from dspark.bench.supervise import watch_plan  # noqa: PLC0415
+        from dspark.runtime.supervise import watch_plan  # noqa: PLC0415
 
         return watch_plan(result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens)
     execute(result.plan)

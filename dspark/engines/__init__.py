@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from dspark.core.errors import InputError
 from dspark.engines.base import Engine, EngineSpec
-from dspark.errors import InputError
 
 ENGINE_NAMES = ("vllm", "sglang")
 

@@ -17,9 +17,9 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from dspark.errors import EngineArgError, EngineNotInstalledError
-from dspark.launch import LaunchPlan
-from dspark.redact import redact_argv
+from dspark.core.errors import EngineArgError, EngineNotInstalledError
+from dspark.core.redact import redact_argv
+from dspark.runtime.launch import LaunchPlan
 
 ARGV_CHECK_SCRIPT = Path(__file__).with_name("_argv_check.py")
 _MARKER = "DSPARK_ARGV_CHECK "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from dspark.errors import SettingsError
+from dspark.core.errors import SettingsError
 
 
 def int_value(value: str, flag: str) -> int:

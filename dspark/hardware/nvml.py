@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dspark.errors import HardwareError
+from dspark.core.errors import HardwareError
 from dspark.hardware import GpuInfo, GpuProcess, HardwareSnapshot
 from dspark.hardware.unified import HostMemory, read_host_memory
 

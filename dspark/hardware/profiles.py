@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dspark.errors import InputError
+from dspark.core.errors import InputError
 from dspark.hardware import GpuInfo, HardwareSnapshot
 
 _MIB = 1 << 20

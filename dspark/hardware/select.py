@@ -8,7 +8,7 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from dspark.errors import InputError
+from dspark.core.errors import InputError
 from dspark.hardware import GpuInfo, HardwareSnapshot, HardwareSource
 from dspark.hardware.nvml import NvmlSource, NvmlUnavailable
 from dspark.hardware.profiles import DEFAULT_PROFILE, get_profile, is_profile, profile_names

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dspark.errors import InputError
+from dspark.core.errors import InputError
+from dspark.core.jsonfile import read_json_file
 from dspark.hardware import GpuInfo, GpuProcess, HardwareSnapshot
-from dspark.jsonfile import read_json_file
 
 FORMAT = "dspark.hardware-snapshot/1"  # written into every file; a file without it is still read
 

@@ -18,7 +18,7 @@ from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.report import to_json
 from dspark.bench.runner import BenchSpec, run_bench
 from dspark.commands.advise import _recipe_points
-from dspark.validate import ValidateRequest, validate
+from dspark.planning.validate import ValidateRequest, validate
 from tests.bench.fake_server import FakeConfig, FakeServer
 
 MOE = StepShape(dense_weight_bytes=2e9, expert_weight_bytes=20e9, num_experts=512, top_k=10,

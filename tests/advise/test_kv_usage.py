@@ -14,7 +14,7 @@ from dspark.advise.kv_usage import (
     vllm_counting,
 )
 from dspark.advise.model import StepCosts, StepShape, Workload, simulate
-from dspark.validate import ValidateRequest, validate
+from dspark.planning.validate import ValidateRequest, validate
 
 
 def test_full_attention_holds_every_block_its_tokens_touch() -> None:

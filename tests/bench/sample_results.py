@@ -6,8 +6,8 @@ from dspark.bench.decision import Setting, decide, make_rule
 from dspark.bench.metrics import EngineDelta, Sample
 from dspark.bench.results import BenchResult, PassResult, summarize_reps
 from dspark.bench.stats import PassStats
-from dspark.bench.supervise import StopOutcome
 from dspark.bench.sweep import LaunchCheck, SettingResult, SweepResult
+from dspark.runtime.supervise import StopOutcome
 
 
 def one_pass(label: str, wall: float, agg: float, per: float, ttft: float, kv: float, hit: float,

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from dspark.bench.supervise import EngineProcess
 from dspark.cli import main
-from dspark.launch import LaunchPlan
+from dspark.runtime.launch import LaunchPlan
+from dspark.runtime.supervise import EngineProcess
 from tests.bench.helpers import free_port
 
 SEATS = (1, 2, 4)

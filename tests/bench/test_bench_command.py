@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from dspark.bench.supervise import EngineProcess
 from dspark.cli import main
 from dspark.commands.bench import client_processes
-from dspark.launch import LaunchPlan
+from dspark.runtime.launch import LaunchPlan
+from dspark.runtime.supervise import EngineProcess
 from tests.bench.helpers import fake_engine_argv, free_port
 
 

@@ -12,7 +12,7 @@ from dspark.bench.client import ClientConfig, _consume, _Stream, make_client, re
 from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.runner import BenchSpec, run_bench
 from dspark.bench.shard import run_pass
-from dspark.errors import InputError
+from dspark.core.errors import InputError
 from tests.bench.fake_server import FakeConfig, FakeServer
 from tests.bench.helpers import free_port
 

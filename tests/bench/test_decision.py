@@ -13,7 +13,7 @@ from dspark.bench.decision import (
     metric_name,
     parse_percent,
 )
-from dspark.errors import InputError
+from dspark.core.errors import InputError
 
 EIGHT = Setting("8 seats", {"aggregate_decode_tps": 147.0, "per_stream_decode_tps": 20.3, "ttft_mean_s": 71.9,
                             "wall_time_s": 348.4, "warm_wall_time_s": 179.6})

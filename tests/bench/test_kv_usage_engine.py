@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from dspark.bench.supervise import EngineProcess
 from dspark.cli import main
-from dspark.launch import LaunchPlan
+from dspark.runtime.launch import LaunchPlan
+from dspark.runtime.supervise import EngineProcess
 from tests.bench.helpers import free_port
 
 SEATS = 4
@@ -44,7 +44,7 @@ import sys
 sys.path.insert(0, sys.argv[2])
 from pathlib import Path
 import torch, transformers as tf
-from tests.engine import build_tiny_models as b
+from tests.real_engines import build_tiny_models as b
 cfg = b.hybrid_qwen3_next()
 cfg.linear_key_head_dim = 128
 cfg.linear_value_head_dim = 128

@@ -12,7 +12,7 @@ import pytest
 from dspark.bench.client import ClientConfig
 from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.shard import ClientFailure, run_pass, split
-from dspark.errors import ExitCode
+from dspark.core.errors import ExitCode
 from tests.bench.fake_server import FakeConfig, FakeServer
 
 

@@ -13,12 +13,12 @@ from dspark.bench.client import ClientConfig
 from dspark.bench.decision import DecisionRule
 from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.runner import BenchSpec
-from dspark.bench.supervise import KvPoolLine
 from dspark.bench.sweep import PlannedLaunch, base_url_of, check_launch, planned_flags, run_setting, run_sweep
 from dspark.commands.bench import LoadOptions
 from dspark.commands.sweep import parse_seats, sweep
-from dspark.errors import InputError
-from dspark.launch import LaunchPlan
+from dspark.core.errors import InputError
+from dspark.runtime.launch import LaunchPlan
+from dspark.runtime.supervise import KvPoolLine
 from tests.bench.helpers import FAKE_SERVER, fake_engine_argv, free_port
 
 POOL = 4096

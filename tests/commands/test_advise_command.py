@@ -83,7 +83,7 @@ def test_flash_next_kv_peak_next_to_the_deployments(capsys: pytest.CaptureFixtur
     3,651); the smaller pool is printed too.
     """
     from dspark.advise.kv_usage import counting_for  # noqa: PLC0415
-    from dspark.validate import ValidateRequest, validate  # noqa: PLC0415
+    from dspark.planning.validate import ValidateRequest, validate  # noqa: PLC0415
 
     assert main(["advise", "flash-next-vllm", "--seats", "8,16", "--clients", "32", "--requests", "100",
                  "--input-len", "2048", "--output-len", "512", "--json"]) == 0

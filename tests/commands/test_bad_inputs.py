@@ -129,9 +129,9 @@ def _hw_fakes() -> object:
 def _run_with_nvml(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], source: object,
                    args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """`dspark ARGS` in-process with validate's hardware resolver reading `source` as if it were NVML."""
-    from dspark import validate as validate_module  # noqa: PLC0415
     from dspark.cli import main  # noqa: PLC0415
     from dspark.hardware.select import resolve_hardware  # noqa: PLC0415
+    from dspark.planning import validate as validate_module  # noqa: PLC0415
 
     def resolver(spec: str | None, default_profile: str, origin: str = "--hardware") -> object:
         return resolve_hardware(spec, default_profile=default_profile, nvml_factory=lambda: source, origin=origin)

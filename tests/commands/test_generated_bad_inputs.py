@@ -22,10 +22,10 @@ import pytest
 import yaml
 
 from dspark.cli import main
+from dspark.config.knobs import KNOBS
+from dspark.config.recipes import shipped_recipes_dir
 from dspark.hardware.nvml import NvmlUnavailable
 from dspark.hardware.select import resolve_hardware
-from dspark.knobs import KNOBS
-from dspark.recipes import shipped_recipes_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
@@ -363,8 +363,8 @@ def test_there_are_enough_cases() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[f"{i:03d}-{c.kind}" for i, c in enumerate(CASES)])
 def test_generated_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                              capsys: pytest.CaptureFixture[str]) -> None:
-    from dspark import validate as validate_module  # noqa: PLC0415
     from dspark.commands import probe as probe_module  # noqa: PLC0415
+    from dspark.planning import validate as validate_module  # noqa: PLC0415
 
     for name, content in case.files.items():
         path = tmp_path / name

@@ -10,7 +10,7 @@ from dspark.engines import get_engine
 from dspark.engines.base import ServeConfig, check_argv
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.vllm.adapter import VllmEngine
-from dspark.validate import ValidateRequest, validate
+from dspark.planning.validate import ValidateRequest, validate
 
 RECIPES = Path(__file__).resolve().parents[2] / "dspark" / "data" / "recipes"
 

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 
 import pytest
 
+from dspark.core.errors import EngineArgError, EngineNotInstalledError, InputError
 from dspark.engines import get_engine
 from dspark.engines.base import ArgvCheck, ServeConfig, check_argv, require_ok, strip_flags
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.vllm.adapter import VllmEngine
-from dspark.errors import EngineArgError, EngineNotInstalledError, InputError
-from dspark.launch import LaunchPlan
+from dspark.runtime.launch import LaunchPlan
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from dspark.core.errors import SettingsError
 from dspark.engines.sglang.options import parse_sglang_flags
 from dspark.engines.vllm.options import parse_vllm_serve_flags
-from dspark.errors import SettingsError
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 
 from dspark.engines import engine_spec
 from dspark.engines.release_matrix import ENTRIES, matrix_entry, matrix_note
-from dspark.validate import ValidateRequest, validate
+from dspark.planning.validate import ValidateRequest, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 

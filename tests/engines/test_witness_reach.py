@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from dspark.witness import MARKER, WITNESS_SCRIPT
+from dspark.engines.witness import MARKER, WITNESS_SCRIPT
 
 REQUEST = {"engine": "vllm", "workers": [[{"name": "l0", "class": "FullAttentionSpec", "block_size": 16,
                                             "kwargs": {}}]]}

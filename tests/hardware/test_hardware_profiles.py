@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dspark.errors import ExitCode, InputError
+from dspark.core.errors import ExitCode, InputError
 from dspark.hardware.profiles import DEFAULT_PROFILE, get_profile, is_profile, profile_names
 
 MIB, GIB = 1 << 20, 1 << 30

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dspark.errors import InputError
+from dspark.core.errors import InputError
 from dspark.hardware import GpuInfo, GpuProcess, HardwareSnapshot
 from dspark.hardware.profiles import get_profile, profile_names
 from dspark.hardware.snapshot import (

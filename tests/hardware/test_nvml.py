@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from dspark.errors import ExitCode, HardwareError
+from dspark.core.errors import ExitCode, HardwareError
 from dspark.hardware import GpuProcess
 from dspark.hardware.nvml import NvmlSource, NvmlUnavailable, integrated_signal
 from dspark.hardware.unified import HostMemory, read_host_memory

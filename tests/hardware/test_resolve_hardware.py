@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dspark.errors import HardwareError, InputError
+from dspark.core.errors import HardwareError, InputError
 from dspark.hardware import HardwareSnapshot
 from dspark.hardware.nvml import NvmlUnavailable
 from dspark.hardware.profiles import get_profile

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dspark.engines.base import ServeConfig, flag, strip_flags
 from dspark.engines.sglang.options import sglang_speculative_flags
-from dspark.launch import LaunchPlan
+from dspark.runtime.launch import LaunchPlan
 
 MANAGED_FLAGS: dict[str, int] = {
     "--model-path": 1,

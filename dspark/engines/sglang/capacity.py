@@ -29,15 +29,6 @@ import struct
 from dataclasses import dataclass
 from typing import Literal
 
-from dspark.architecture import (
-    AttentionLayer,
-    Drafter,
-    Layer,
-    LinearStateLayer,
-    MLALayer,
-    ModelArchitecture,
-    dtype_bytes,
-)
 from dspark.engines.sglang.options import SglangOptions
 from dspark.engines.sglang.server_args import ResolvedArgs, SizingRun, resolve_args
 from dspark.engines.sglang.server_defaults import (
@@ -60,6 +51,15 @@ from dspark.engines.sglang.sizing_types import (
     MambaPool,
     SglangCapacity,
     SglangRefusal,
+)
+from dspark.model.architecture import (
+    AttentionLayer,
+    Drafter,
+    Layer,
+    LinearStateLayer,
+    MLALayer,
+    ModelArchitecture,
+    dtype_bytes,
 )
 
 # --------------------------------------------------------------------------------------------------

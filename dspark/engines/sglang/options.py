@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
+from dspark.core.errors import SettingsError
 from dspark.engines.flag_values import choice, float_value, int_value, positive_int
-from dspark.errors import SettingsError
 
 KV_CACHE_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16")
 MAMBA_SSM_DTYPES = ("float32", "bfloat16", "float16")

@@ -5,12 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from dspark.architecture import (
-    Drafter,
-    MLALayer,
-    ModelArchitecture,
-    dtype_bytes,
-)
 from dspark.engines.sglang.options import SglangOptions
 from dspark.engines.sglang.server_defaults import (
     decode_graph_batch_sizes,
@@ -36,6 +30,12 @@ from dspark.engines.sglang.sizing_types import (
     VLM_CACHE_SIZE_MB,
     PrefillGraph,
     SglangRefusal,
+)
+from dspark.model.architecture import (
+    Drafter,
+    MLALayer,
+    ModelArchitecture,
+    dtype_bytes,
 )
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dspark.architecture import (
+from dspark.engines.sglang.sizing_types import DSA_INDEXER_QUANT_BLOCK, KV_DTYPE_BYTES, SPEC_PARAMS_5_4_8
+from dspark.model.architecture import (
     AttentionLayer,
     Layer,
     LinearStateLayer,
@@ -10,7 +11,6 @@ from dspark.architecture import (
     ModelArchitecture,
     dtype_bytes,
 )
-from dspark.engines.sglang.sizing_types import DSA_INDEXER_QUANT_BLOCK, KV_DTYPE_BYTES, SPEC_PARAMS_5_4_8
 
 # --------------------------------------------------------------------------------------------------
 # Server-argument defaults (arg_groups/memory_hook.py, cuda_graph_hook.py, speculative_hook.py)

@@ -6,7 +6,7 @@ import json
 import subprocess
 
 from dspark.engines.base import ServeConfig, flag, strip_flags
-from dspark.launch import LaunchPlan
+from dspark.runtime.launch import LaunchPlan
 
 # Flags dspark sets itself, with their arity; a user's copy in extra_args is dropped in favour of the resolved value.
 MANAGED_FLAGS: dict[str, int] = {
@@ -70,7 +70,7 @@ class VllmEngine:
         console = console_usable(python) if self._console is None else self._console
         if config.nnodes > 1 and config.node_rank > 0 and not console:
             # --headless exists only on `vllm serve` (the vllm console script's subcommand; docs/testing.md).
-            from dspark.errors import EngineNotInstalledError  # noqa: PLC0415
+            from dspark.core.errors import EngineNotInstalledError  # noqa: PLC0415
 
             raise EngineNotInstalledError(
                 "a headless vLLM worker node needs the `vllm serve` command, but no distribution named 'vllm' "

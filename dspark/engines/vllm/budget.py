@@ -5,11 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from dspark.architecture import (
-    ModelArchitecture,
-    dtype_bytes,
-)
-from dspark.capacity.graphs import VllmGraphPlan
+from dspark.core.errors import InputError
+from dspark.engines.vllm.graphs import VllmGraphPlan
 from dspark.engines.vllm.kv_types import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     GiB,
@@ -20,7 +17,10 @@ from dspark.engines.vllm.kv_types import (
 )
 from dspark.engines.vllm.options import VllmOptions
 from dspark.engines.vllm.resolve import Resolved
-from dspark.errors import InputError
+from dspark.model.architecture import (
+    ModelArchitecture,
+    dtype_bytes,
+)
 
 # ---------------------------------------------------------------------------------------------
 # 5. KV budget

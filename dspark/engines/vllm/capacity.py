@@ -21,14 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from dspark.architecture import (
-    Drafter,
-    ModelArchitecture,
-)
-from dspark.capacity.graphs import CaptureSizeError, VllmGraphPlan, vllm_graph_plan
+from dspark.core.errors import InputError
 from dspark.engines.vllm.budget import kv_budget, runtime_overhead, startup_checks
 from dspark.engines.vllm.deepseek_v4 import is_deepseek_v4
 from dspark.engines.vllm.deepseek_v4_fit import deepseek_v4_fit
+from dspark.engines.vllm.graphs import CaptureSizeError, VllmGraphPlan, vllm_graph_plan
 from dspark.engines.vllm.groups import fit_blocks
 from dspark.engines.vllm.kv_types import (
     CpuFeatures,
@@ -52,7 +49,10 @@ from dspark.engines.vllm.layer_specs import (
 from dspark.engines.vllm.options import VllmOptions
 from dspark.engines.vllm.resolve import Resolved, max_in_flight, model_runner, resolve
 from dspark.engines.vllm.versions import MODELLED_VERSIONS, RELEASES
-from dspark.errors import InputError
+from dspark.model.architecture import (
+    Drafter,
+    ModelArchitecture,
+)
 
 
 def _mamba_seats_refusal(max_num_seqs: int, num_blocks: int) -> VllmRefusal:
@@ -194,7 +194,7 @@ def _graphs(
     compute_capability: tuple[int, int] | None,
     runner: Literal["v1", "v2"],
 ) -> VllmGraphPlan:
-    """The capture plan (dspark.capacity.graphs) for the resolved seats, spec tokens and prefill budget."""
+    """The capture plan (dspark.engines.vllm.graphs) for the resolved seats, spec tokens and prefill budget."""
     try:
         return vllm_graph_plan(
             platform=platform,

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from dspark.architecture import MLALayer, ModelArchitecture
-from dspark.errors import InputError
+from dspark.core.errors import InputError
+from dspark.model.architecture import MLALayer, ModelArchitecture
 
 # Releases whose DeepSeek-V4 specs and packing were read and checked against their planner.
 # 0.33.0 reads the ratios through transformers' DeepseekV4Config (layer_types + compress_rates) and

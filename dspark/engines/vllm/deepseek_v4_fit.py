@@ -3,7 +3,6 @@ with the engine's null-block reserve, admission check and auto-fit (get_kv_cache
 
 from __future__ import annotations
 
-from dspark.architecture import ModelArchitecture
 from dspark.engines.vllm import deepseek_v4
 from dspark.engines.vllm.groups import _check_enough_memory as check_enough_memory
 from dspark.engines.vllm.groups import _Fit as Fit
@@ -11,6 +10,7 @@ from dspark.engines.vllm.groups import _fit_search as fit_search
 from dspark.engines.vllm.kv_types import EAGLE_METHODS, KVGroup, LayerSpec, SpecKind, VllmNotModelledError, VllmRefusal
 from dspark.engines.vllm.options import VllmOptions
 from dspark.engines.vllm.resolve import Resolved
+from dspark.model.architecture import ModelArchitecture
 
 
 def _lookahead_retained(arch: ModelArchitecture, r: Resolved) -> int:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dspark.capacity import CapacitySummary
-from dspark.capacity.graphs import VllmGraphPlan
 from dspark.capacity.seats import expert_coverage, safe_seats_full_window
-from dspark.errors import InputError
+from dspark.core.errors import InputError
+from dspark.engines.vllm.graphs import VllmGraphPlan
 
 GiB = 1 << 30
 Platform = Literal["cpu", "cuda"]

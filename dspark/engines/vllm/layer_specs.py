@@ -6,13 +6,6 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from dspark.architecture import (
-    AttentionLayer,
-    LinearStateLayer,
-    MLALayer,
-    ModelArchitecture,
-    dtype_bytes,
-)
 from dspark.engines.vllm.groups import promote_sliding
 from dspark.engines.vllm.kv_types import (
     EAGLE_METHODS,
@@ -24,6 +17,13 @@ from dspark.engines.vllm.kv_types import (
 )
 from dspark.engines.vllm.options import VllmOptions
 from dspark.engines.vllm.resolve import Resolved
+from dspark.model.architecture import (
+    AttentionLayer,
+    LinearStateLayer,
+    MLALayer,
+    ModelArchitecture,
+    dtype_bytes,
+)
 
 # ---------------------------------------------------------------------------------------------
 # 2-3. Layer specs, and the hybrid block-size alignment

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from dspark.core.errors import SettingsError
 from dspark.engines.flag_values import choice, float_value, int_value, json_count, positive_int
-from dspark.errors import SettingsError
 
 MaxModelLen = int | Literal["auto"]
 

@@ -6,13 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from dspark.architecture import (
-    Drafter,
-    Layer,
-    LinearStateLayer,
-    ModelArchitecture,
-    dtype_bytes,
-)
+from dspark.core.errors import InputError
 from dspark.engines.vllm import deepseek_v4
 from dspark.engines.vllm.kv_types import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -26,7 +20,13 @@ from dspark.engines.vllm.kv_types import (
 )
 from dspark.engines.vllm.options import VllmOptions
 from dspark.engines.vllm.versions import VllmRelease
-from dspark.errors import InputError
+from dspark.model.architecture import (
+    Drafter,
+    Layer,
+    LinearStateLayer,
+    ModelArchitecture,
+    dtype_bytes,
+)
 
 # ---------------------------------------------------------------------------------------------
 # 1. Settings the engine resolves before it builds the model

@@ -1,6 +1,6 @@
 """SGLang 0.5.23's sizing formulas, table by table, with values worked out from its source.
 
-The same functions are checked against SGLang's own code in tests/engine/test_sglang_oracle.py; here each
+The same functions are checked against SGLang's own code in tests/real_engines/test_sglang_oracle.py; here each
 formula is pinned on its own, with the arithmetic written out.
 """
 
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from dspark.architecture import AttentionLayer, LinearStateLayer, MLALayer, ModelArchitecture, MoE, parse_config
+from dspark.core.errors import SettingsError
 from dspark.engines.sglang.capacity import (
     available_gib,
     compute_sglang_capacity,
@@ -34,7 +34,7 @@ from dspark.engines.sglang.server_defaults import (
     speculative_params,
     vlm_mem_fraction,
 )
-from dspark.errors import SettingsError
+from dspark.model.architecture import AttentionLayer, LinearStateLayer, MLALayer, ModelArchitecture, MoE, parse_config
 
 GIB = 1 << 30
 
@@ -467,7 +467,7 @@ def test_hybrid_state_pool_by_hand() -> None:
 def test_flash_next_pool_shrinks_with_seats_under_mtp(seats: int, pool: int, intermediate_requests: int) -> None:
     """NEXTN (D = 4): every seat keeps D intermediate states, (seats + 1) * D * per_req bytes leave the KV pool.
 
-    Same inputs as tests/engine flash-next-gb10-*: SGLang 0.5.23 computes these pools.
+    Same inputs as tests/real_engines flash-next-gb10-*: SGLang 0.5.23 computes these pools.
     """
     cap = _flash_next(["--speculative-algorithm", "NEXTN", "--max-running-requests", str(seats), "--page-size", "64"])
     assert cap.max_total_num_tokens == pool

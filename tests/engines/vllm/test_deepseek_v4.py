@@ -1,6 +1,6 @@
 """dspark.engines.vllm.deepseek_v4: DeepSeek-V4's caches and vLLM's block-outermost packing of them.
 
-The engine's own planner judges the full figures (tests/engine/test_vllm_dsv4_planner.py); these tests pin
+The engine's own planner judges the full figures (tests/real_engines/test_vllm_dsv4_planner.py); these tests pin
 the rules one at a time, each expectation worked out here from the engine's formulas.
 """
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dspark.architecture import parse_config
 from dspark.engines.vllm import deepseek_v4 as dsv4
+from dspark.model.architecture import parse_config
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 FLASH = json.loads((FIXTURES / "deepseek-v4-flash.json").read_text())

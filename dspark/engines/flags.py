@@ -1,0 +1,79 @@
+"""Engine flags after `--`: read by the engine's flag reader, mapped onto dspark's knobs, the rest named.
+
+Pure: the readers (dspark/engines/<name>/options.py) mirror each engine's own parser; nothing here runs an
+engine.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from importlib import import_module
+from typing import Any
+
+from dspark.core.errors import SettingsError
+from dspark.core.findings import Finding
+from dspark.engines import engine_spec
+
+
+def parse_engine_flags(engine: str, argv: tuple[str, ...]) -> Any:
+    """The pasted engine flags as the engine's own flag reader sees them."""
+    return engine_spec(engine).parse_flags(argv)
+
+
+def flag_values_from_engine_flags(engine: str, options: Any) -> dict[str, object]:
+    """Knob values the pasted engine flags set (only those dspark plans with)."""
+    out: dict[str, object] = {}
+    for attr, knob in engine_spec(engine).flag_knobs.items():
+        value = getattr(options, attr, None)
+        if value is None or (knob == "max_model_len" and not isinstance(value, int)):
+            continue
+        out[knob] = value
+    if getattr(options, "disable_radix_cache", None):  # SGLang's way of turning prefix caching off
+        out["enable_prefix_caching"] = False
+    return out
+
+
+def merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object]) -> dict[str, object | None]:
+    """dspark's flags and the pasted engine flags together; the same knob given differently is an error."""
+    merged = dict(own)
+    for knob, value in pasted.items():
+        mine = merged.get(knob)
+        if mine is not None and mine != value:
+            raise SettingsError(
+                f"{knob} is given twice on the command line: {mine!r} (dspark flag) and {value!r} (engine flag)",
+                hint="give it once",
+            )
+        merged[knob] = value
+    return merged
+
+
+def unplaced_flag_findings(engine: str, options: Any) -> list[Finding]:
+    """Engine flags after `--` that dspark's reader does not know: said, with a guess where one is close.
+
+    dspark reads only the flags that change capacity; the rest reach the engine untouched. validate does not
+    run the engine's parser, so a typo such as --max-num-seq would otherwise pass unremarked.
+    """
+    flags = [arg.partition("=")[0] for arg in getattr(options, "unknown", ()) if arg.startswith("-")]
+    if not flags:
+        return []
+    known = import_module(f"dspark.engines.{engine}.options").known_flags()
+    named = []
+    for flag_name in flags:
+        close = difflib.get_close_matches(flag_name, known, n=1, cutoff=0.85)
+        named.append(f"{flag_name} (did you mean {close[0]}?)" if close else flag_name)
+    return [Finding("warn", "argv-not-checked",
+                    f"dspark cannot place these {engine} flags: {', '.join(named)}; they are passed to the engine "
+                    "unchecked here (dspark reads the flags that change capacity; `dspark start` runs the installed "
+                    "engine's own parser, which rejects unknown ones)")]
+
+
+def data_parallel_of(engine: str, options: Any) -> tuple[int, bool]:
+    """(DP size, DP attention) from the engine flags: vLLM --data-parallel-size, SGLang --dp-size.
+
+    SGLang's --enable-dp-attention runs the DP ranks inside the TP group (no extra GPUs); plain DP adds
+    replicas of TP × PP GPUs each, as vLLM's does.
+    """
+    dp = getattr(options, "data_parallel_size", None) or getattr(options, "dp_size", None) or 1
+    dp_attention = engine == "sglang" and "--enable-dp-attention" in getattr(options, "unknown", ())
+    return int(dp), dp_attention

@@ -1,0 +1,1 @@
+"""The model: architecture from config.json, model directories, weights, loading for a plan."""

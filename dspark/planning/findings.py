@@ -1,0 +1,271 @@
+"""Findings and the verdict they add up to: memory fit per node, seats, observations against predictions. Pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from dspark.core.findings import Finding, Level
+
+if TYPE_CHECKING:
+    from dspark.capacity import CapacitySummary
+    from dspark.config.recipes import Recipe
+    from dspark.config.settings import ResolvedSettings
+    from dspark.hardware import HardwareSnapshot
+    from dspark.model.architecture import ModelArchitecture
+
+GIB = 1 << 30
+# Unified memory (2x DGX Spark): an idle free-memory level between these hung both boxes (docs/deployment.md).
+DANGER_BAND_BYTES = (int(0.8 * GIB), int(4.2 * GIB))
+
+
+def gib(n: int | float) -> str:
+    """Bytes as GiB with two decimals."""
+    return f"{n / GIB:.2f} GiB"
+
+
+def idle_free_findings(
+    free_bytes: int, need_bytes: int, *, unified: bool, where: str, pinned: bool = False
+) -> list[Finding]:
+    """Does the engine fit in free memory, and on unified memory, is the idle remainder outside the danger band?"""
+    rest = free_bytes - need_bytes
+    if rest < 0:
+        # Under a pin the KV pool is a fixed size: the window and seats only divide it, they do not shrink it.
+        fix = ("lower the KV pin (--kv-cache-memory), shrink the weights per GPU (more TP, a smaller quantization) "
+               "or free memory" if pinned else
+               "lower gpu_memory_utilization / mem_fraction_static, or pin a smaller KV pool, or free memory")
+        return [Finding("fail", "does-not-fit",
+                        f"{where}: the engine needs about {gib(need_bytes)} but only {gib(free_bytes)} is free "
+                        f"({gib(-rest)} short); {fix}")]
+    low, high = DANGER_BAND_BYTES
+    if unified and rest <= high:
+        band = "below" if rest < low else "inside"
+        return [Finding("fail", "unified-memory-danger-band",
+                        f"{where}: predicted idle free memory {gib(rest)} is {band} the {gib(low)}–{gib(high)} band "
+                        "that hung both DGX Sparks (unified memory: the host starves, not just the GPU); "
+                        f"shrink the footprint by at least {gib(high - rest)}")]
+    return [Finding("info", "fits", f"{where}: needs about {gib(need_bytes)} of {gib(free_bytes)} free; "
+                    f"{gib(rest)} left idle")]
+
+
+def gpus_per_node(settings: ResolvedSettings, data_parallel: int = 1) -> int:
+    """GPUs one node gives the engine: TP × PP × DP replicas, spread over the nodes."""
+    world = settings.tensor_parallel_size.value * settings.pipeline_parallel_size.value * data_parallel
+    return max(1, world // max(1, settings.nnodes.value))
+
+
+def data_parallel_findings(engine: str, data_parallel: int, dp_attention: bool, seats: int) -> list[Finding]:
+    """What DP > 1 means for the figures: per-replica pools and seats, and the GPUs it takes."""
+    if data_parallel <= 1:
+        return []
+    if engine == "sglang" and dp_attention:
+        return [Finding("info", "data-parallel",
+                        f"DP attention over {data_parallel} ranks inside the TP group: --max-running-requests "
+                        f"{seats} is split between them (about {max(1, seats // data_parallel)} per rank; "
+                        "pool_configurator divides by attn_dp_size)")]
+    return [Finding("info", "data-parallel",
+                    f"data parallel {data_parallel}: {data_parallel} engine replicas, each on its own GPUs with its "
+                    f"own KV pool and {seats} seats (the figures above are per replica; the server runs up to "
+                    f"{data_parallel * seats} requests at once)")]
+
+
+def memory_findings(
+    footprint: int | None, hw: HardwareSnapshot, settings: ResolvedSettings, peers: tuple[HardwareSnapshot, ...] = (),
+    *, data_parallel: int = 1,
+) -> list[Finding]:
+    """Each node's fit: this one, then every peer whose saved probe was given; a note for nodes not seen."""
+    if footprint is None or not hw.gpus:
+        return []
+    out = _node_fit(footprint, hw, settings, label="", data_parallel=data_parallel)
+    nodes = max(hw.nodes, settings.nnodes.value)
+    for rank, peer in enumerate(peers, start=1):
+        out += _node_fit(footprint, peer, settings, label=f"node {rank} ({peer.hostname}): ",
+                         data_parallel=data_parallel)
+    unseen = nodes - 1 - len(peers)
+    if unseen > 0 and hw.source != "profile":
+        out.append(Finding("info", "per-node",
+                           f"checked this node only; {unseen} other node(s) must have as much free memory "
+                           "(pass each one's saved probe with --peer-hardware FILE)"))
+    elif unseen > 0:
+        out.append(Finding("info", "per-node", f"the profile describes {hw.nodes} identical node(s); each was "
+                           "checked as this one"))
+    return out
+
+
+def _node_fit(
+    footprint: int, hw: HardwareSnapshot, settings: ResolvedSettings, *, label: str, data_parallel: int = 1
+) -> list[Finding]:
+    need = gpus_per_node(settings, data_parallel)
+    if len(hw.gpus) < need:
+        return [Finding("fail", "not-enough-gpus", f"{label}{hw.description} has {len(hw.gpus)} GPU(s); the plan "
+                        f"needs {need} per node")]
+    pinned = settings.kv_cache_memory_bytes.value is not None or settings.max_total_tokens.value is not None
+    if hw.unified:
+        # One pool per node: every GPU of the node draws on the host's memory.
+        free = min(g.free_bytes for g in hw.gpus[:need])
+        return idle_free_findings(free, footprint * need, unified=True,
+                                  where=f"{label}{hw.gpus[0].name} (unified memory)", pinned=pinned)
+    out: list[Finding] = []
+    for g in hw.gpus[:need]:
+        out += idle_free_findings(g.free_bytes, footprint, unified=False, where=f"{label}GPU {g.index} {g.name}",
+                                  pinned=pinned)
+    return out
+
+
+def weights_findings(
+    weights_total: int | None, weights_per_gpu: int | None, hw: HardwareSnapshot, settings: ResolvedSettings,
+    heads: int,
+) -> list[Finding]:
+    """Weights that alone exceed a GPU: no KV setting helps; name the tensor-parallel size that would hold them."""
+    if weights_per_gpu is None or weights_total is None or not hw.gpus or hw.unified:
+        return []
+    total = min(g.total_bytes for g in hw.gpus)
+    if weights_per_gpu <= total:
+        return []
+    tp, pp = settings.tensor_parallel_size.value, settings.pipeline_parallel_size.value
+    # TP sizes the engines accept divide the attention heads; leave a tenth of the GPU for KV and runtime.
+    fits = [k for k in (1, 2, 4, 8, 16, 32, 64)
+            if k > tp and heads % k == 0 and weights_total / (k * pp) <= 0.9 * total]
+    fix = f"--tp {fits[0]} ({fits[0] * pp} GPUs) would hold them" if fits else "no TP size up to 64 holds them"
+    return [Finding("fail", "weights-do-not-fit",
+                    f"the weights alone need {gib(weights_per_gpu)} per GPU at TP={tp}, PP={pp}, more than the "
+                    f"{gib(total)} a {hw.gpus[0].name} has: no KV or memory-utilization setting can help; {fix}")]
+
+
+# Engine refusals whose advice (raise gpu_memory_utilization, shorten the window) cannot help when the weights
+# alone overflow the GPU; weights-do-not-fit says what can.
+_MOOT_WHEN_WEIGHTS_OVERFLOW = frozenset({"no_kv_memory", "max_model_len_does_not_fit", "auto_fit_failed",
+                                         "startup_free_memory", "does-not-fit"})
+
+
+def reconcile(findings: Iterable[Finding]) -> list[Finding]:
+    """Findings that do not contradict each other: no "fits" beside a failure, no advice that cannot help."""
+    out = list(findings)
+    codes = {f.code for f in out}
+    if "weights-do-not-fit" in codes:
+        out = [f for f in out if f.code not in _MOOT_WHEN_WEIGHTS_OVERFLOW]
+    if any(f.level == "fail" for f in out):
+        out = [f for f in out if f.code != "fits"]
+    return out
+
+
+def seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelArchitecture) -> list[Finding]:
+    seats = cap.max_num_seqs
+    out: list[Finding] = []
+    asked = settings.max_num_seqs.value
+    if seats < asked:
+        out.append(Finding("warn", "seats-capped-by-engine",
+                           f"{asked} seats asked ({settings.max_num_seqs.source}) but the engine will run at most "
+                           f"{seats}; the figures below are for {seats}"))
+    if seats > cap.safe_max_num_seqs:
+        predicted_safe = math.floor(cap.max_concurrency + 1e-9)
+        why = "" if predicted_safe <= cap.safe_max_num_seqs else ", lowered to what the engine's log showed"
+        out.append(Finding(
+            "warn", "seats-above-safe",
+            f"{seats} seats but the pool holds {cap.max_concurrency:.2f} full contexts of {cap.max_model_len:,} "
+            f"tokens (safe default {cap.safe_max_num_seqs}{why}): with every seat busy, requests must average "
+            f"≤ {cap.avg_context_at_max_num_seqs:,} tokens or the engine preempts (recomputes) some",
+        ))
+    else:
+        out.append(
+            Finding(
+                "info",
+                "seats-safe",
+                f"{seats} seats ≤ {cap.safe_max_num_seqs} safe: every seat can hold a full "
+                f"{cap.max_model_len:,}-token context at once; nothing is ever preempted",
+            )
+        )
+    if cap.cudagraph_max_capture_size > 0:
+        out.append(Finding("info", "cudagraph-capture",
+                           f"largest CUDA graph captured: batch {cap.cudagraph_max_capture_size} "
+                           f"({len(cap.cudagraph_capture_sizes)} sizes); raising seats spends graph memory, not KV"))
+    elif settings.platform.value == "cpu":
+        out.append(Finding("info", "cudagraph-capture", "CUDA graphs do not apply on the CPU build: nothing is "
+                           "captured, and seats cost no graph memory"))
+    else:
+        out.append(Finding("info", "cudagraph-capture", "no CUDA graphs are captured (eager mode or graphs turned "
+                           "off): every decode step launches its kernels one by one"))
+    if cap.typical_context_seats is not None and cap.typical_context is not None:
+        kept = cap.prefix_cache_reserve
+        reserve = f" plus {kept:,} tokens kept for cached prefixes" if kept else ""
+        level: Level = "warn" if cap.typical_context_seats < seats else "info"
+        out.append(Finding(level, "typical-context-seats",
+                           f"at a typical {cap.typical_context:,} tokens per request{reserve}, the pool seats "
+                           f"{cap.typical_context_seats} at once ({seats} configured)"))
+    if cap.expert_coverage is not None and arch.moe is not None:
+        out.append(
+            Finding(
+                "info",
+                "expert-coverage",
+                f"one decode step at {seats} seats touches ~{cap.expert_coverage:.0%} of the "
+                f"{arch.moe.num_experts} experts (top-{arch.moe.top_k}, uniform routing)",
+            )
+        )
+    return out
+
+
+def observations(
+    recipe: Recipe | None, settings: ResolvedSettings, metric: str, seats: int | None = None
+) -> list[Any]:
+    if recipe is None:
+        return []
+    window = settings.max_model_len.value
+    return [
+        o
+        for o in recipe.observations
+        if o.metric == metric and (o.max_model_len in (None, window)) and (seats is None or o.seats in (None, seats))
+    ]
+
+
+def observed_with(recipe: Recipe | None, obs: Any, engine: str) -> str:
+    """`vllm 0.32.0`, or `vllm version unknown`: the engine version an observation was taken with."""
+    version = getattr(obs, "engine_version", None) or (recipe.engine_version if recipe is not None else None)
+    return f"{engine} {version}" if version else f"{engine} version unknown"
+
+
+def observation_findings(cap: CapacitySummary, recipe: Recipe | None, settings: ResolvedSettings) -> list[Finding]:
+    """Observations that disagree with the prediction, each naming both engine versions."""
+    out: list[Finding] = []
+    predicted_with = f"{cap.engine} {cap.engine_version}"
+    for obs in observations(recipe, settings, "kv_pool_tokens", cap.max_num_seqs):
+        if int(obs.value) != cap.kv_pool_tokens:
+            out.append(
+                Finding(
+                    "warn",
+                    "observed-pool-differs",
+                    f"observed KV pool {int(obs.value):,} tokens "
+                    f"({obs.source}; {observed_with(recipe, obs, cap.engine)}) vs predicted "
+                    f"{cap.kv_pool_tokens:,} ({predicted_with}; {cap.kv_pool_tokens - int(obs.value):+,} tokens, "
+                    f"{_percent(cap.kv_pool_tokens, obs.value)}): the safe default follows the lower",
+                )
+            )
+    for obs in observations(recipe, settings, "full_contexts", cap.max_num_seqs):
+        if f"{obs.value:.2f}" != f"{cap.max_concurrency:.2f}":
+            out.append(
+                Finding(
+                    "warn",
+                    "observed-contexts-differ",
+                    f"observed {obs.value:.2f} full contexts ({obs.source}; {observed_with(recipe, obs, cap.engine)})"
+                    f" vs predicted {cap.max_concurrency:.2f} ({predicted_with}): the safe default follows the lower",
+                )
+            )
+    return out
+
+
+def _percent(predicted: float, observed: float) -> str:
+    """The prediction's difference from the observation, in percent of the observation."""
+    return f"{100 * (predicted - observed) / observed:+.1f}%" if observed else "n/a"
+
+
+def with_observed_safe_seats(
+    cap: CapacitySummary, recipe: Recipe | None, settings: ResolvedSettings
+) -> CapacitySummary:
+    """Where the engine's own log disagrees with the prediction, the safe default follows the lower."""
+    safe = cap.safe_max_num_seqs
+    for obs in observations(recipe, settings, "full_contexts", cap.max_num_seqs):
+        safe = min(safe, max(1, math.floor(obs.value + 1e-9)))
+    for obs in observations(recipe, settings, "kv_pool_tokens", cap.max_num_seqs):
+        safe = min(safe, max(1, int(obs.value) // max(1, cap.max_model_len)))
+    return cap if safe == cap.safe_max_num_seqs else replace(cap, safe_max_num_seqs=safe)

@@ -1,0 +1,198 @@
+"""start: validate, refuse what does not fit, build the argv, have the engine's own parser accept it, exec."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from dspark.core.errors import EngineArgError, EngineNotInstalledError, RefusedError, SettingsError
+from dspark.core.findings import Finding, verdict_of
+from dspark.engines import engine_spec, get_engine
+from dspark.engines.base import ArgvCheck, check_argv, find_engine_python, require_ok
+from dspark.engines.witness import judge, with_engine_figures, witness_finding
+from dspark.planning.validate import ValidateRequest, ValidationReport, validate
+from dspark.runtime.launch import LaunchPlan
+
+ArgvChecker = Callable[..., ArgvCheck]  # check_argv's signature: (engine, plan, python, witness_request=...)
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    """validate's inputs plus what only a launch needs."""
+
+    validate: ValidateRequest
+    force: bool = False  # start even when the verdict fails
+    engine_python: str | None = None
+    dry_run: bool = False  # only print the plan: no engine or live hardware needed
+
+
+@dataclass(frozen=True)
+class StartResult:
+    """A checked plan: the report it rests on, the argv, and the engine parser's verdict on it."""
+
+    report: ValidationReport  # on the engine planner's figures where it disagreed with dspark's
+    plan: LaunchPlan
+    check: ArgvCheck
+    findings: tuple[Finding, ...] = ()  # what planning the launch added (argv-not-checked, ...)
+
+    @property
+    def all_findings(self) -> tuple[Finding, ...]:
+        """validate's findings, then the launch's."""
+        return (*self.report.findings, *self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        """validate's JSON with the real argv and the engine's parse of it."""
+        out = self.report.to_json()
+        out["findings"] = [f.to_json() for f in self.all_findings]
+        out["verdict"] = verdict_of(self.all_findings)
+        out["argv"] = self.plan.to_json()["argv"]
+        out["env"] = self.plan.to_json()["env"]
+        out["engine_check"] = {
+            "ok": self.check.ok,
+            "engine_version": self.check.engine_version,
+            "parsed": dict(self.check.parsed),
+        }
+        return out
+
+
+def plan_start(
+    request: StartRequest, *, checker: ArgvChecker = check_argv, env: Mapping[str, str] | None = None
+) -> StartResult:
+    """Everything before exec; RefusedError for a failing verdict (unless forced), EngineArgError for a bad argv."""
+    report = validate(request.validate)
+    if report.verdict == "fail" and not request.force:
+        reasons = "; ".join(f.message for f in report.findings if f.level == "fail")
+        raise RefusedError(f"refusing to start: {reasons}", hint="fix the plan, or pass --force to start anyway")
+    missing = report.settings.missing_for_launch(dry_run=request.dry_run)
+    if missing:
+        raise SettingsError("; ".join(missing))
+    runtime = report.settings.distributed_runtime
+    if report.serve.nnodes > 1 and runtime.value == "ray":
+        # Refused rather than ignored: a Ray launch needs a Ray cluster up first, which dspark does not start.
+        raise SettingsError(
+            f"distributed_runtime 'ray' ({runtime.source}) is not launched by dspark start: it starts each node "
+            "on the engine's native multi-node runtime (vLLM --nnodes/--node-rank, SGLang --dist-init-addr)",
+            hint="set parallel.runtime: native (or DSPARK_DISTRIBUTED_RUNTIME=native), or bring up Ray yourself "
+            "and start the engine with --distributed-executor-backend ray",
+        )
+    if not request.dry_run:
+        _require_real_hardware(report)
+    engine = get_engine(report.serve.engine)
+    env_map = request.validate.env if env is None else env
+    try:
+        python = find_engine_python(engine, request.engine_python, env_map)
+    except EngineNotInstalledError as exc:
+        if not request.dry_run:
+            raise
+        # A plan printed on a laptop: the argv is shown as built, and said to be unchecked.
+        plan = engine.build_plan(report.serve, None)
+        unchecked = Finding("warn", "argv-not-checked",
+                            f"{exc.message}: the argv below was not checked by the engine's own parser "
+                            "(a real `dspark start` checks it, and needs the engine)")
+        return StartResult(report=report, plan=plan, check=ArgvCheck(ok=False, engine_version=None, parsed={}),
+                           findings=(unchecked,))
+    plan = engine.build_plan(report.serve, python)
+    # The engine's own planner runs in the same process as its parser: the engine is imported once.
+    check = checker(engine, plan, python, witness_request=report.witness_request)
+    former = _former_names(plan.argv, check, engine_spec(engine.name).former_flags)
+    if former:  # an older release knows a flag dspark sets by its former name: its parser is asked again
+        plan = replace(plan, argv=_renamed(plan.argv, former))
+        witness_request = report.witness_request
+        if witness_request is not None and "argv" in witness_request:  # SGLang's sizing parses the flags too
+            witness_request = {**witness_request, "argv": list(_renamed(witness_request["argv"], former))}
+        check = checker(engine, plan, python, witness_request=witness_request)
+    require_ok(engine, plan, check)
+    validated = report.serve
+    report = _with_witness(report, check, force=request.force)
+    if report.serve != validated:
+        # Launching on the engine planner's figure changed a pin (SGLang's --max-total-tokens): the argv that
+        # execs is a new one, so the engine's parser reads that one too (its witness answer is kept).
+        plan = engine.build_plan(report.serve, python)
+        plan = replace(plan, argv=_renamed(plan.argv, former))
+        check = replace(checker(engine, plan, python), witness=check.witness)
+        require_ok(engine, plan, check)
+    _confirm_pinned(report, check)
+    return StartResult(report=report, plan=plan, check=check)
+
+
+def _former_names(argv: Sequence[str], check: ArgvCheck, former: Mapping[str, str]) -> dict[str, str]:
+    """The flags of argv the parser called unrecognized that older releases know by another name (new -> old)."""
+    marker = "unrecognized arguments:"  # argparse's own words for flags it does not have
+    if check.ok or not check.error or marker not in check.error:
+        return {}
+    unknown = set(check.error.partition(marker)[2].split())
+    return {new: old for new, old in former.items() if new in unknown and new in argv}
+
+
+def _renamed(argv: Sequence[str], names: Mapping[str, str]) -> tuple[str, ...]:
+    """argv with each flag in names given its other name."""
+    return tuple(names.get(arg, arg) for arg in argv)
+
+
+def _require_real_hardware(report: ValidationReport) -> None:
+    """A launch is planned against live GPUs (or this host for the CPU build) or hardware named on purpose."""
+    chosen = report.settings.hardware
+    if report.hardware.source == "profile" and chosen.layer not in ("flag", "env"):
+        raise RefusedError(
+            f"refusing to start: no live GPU was read here, and the plan is against a built-in profile "
+            f"({report.hardware.description}); its figures describe another machine",
+            hint="start on the machine with the GPUs, or name the hardware on purpose with --hardware "
+            "PROFILE|FILE (or DSPARK_HARDWARE); `dspark start --dry-run` prints the plan anyway",
+        )
+
+
+def engine_serve(report: ValidationReport) -> Any:
+    """The launch values for the report's capacity: a token pin (SGLang) follows the figure launched on."""
+    if engine_spec(report.serve.engine).pool_pin != "tokens" or report.settings.max_total_tokens.value is not None:
+        return report.serve
+    return replace(report.serve, max_total_tokens=report.capacity.kv_pool_tokens)
+
+
+def _with_witness(report: ValidationReport, check: ArgvCheck, *, force: bool) -> ValidationReport:
+    """Judge the model by the engine's planner; launch on the engine's figure; refuse when nothing vouches.
+
+    An unmodelled installed version launches only on the witness's figure, or with --force.
+    """
+    version = report.engine_version
+    witness = judge(check.witness, report.capacity) if check.witness is not None else None
+    vouched = version.exact or (witness is not None and witness.error is None)
+    if not vouched and not force:
+        why = witness.error if witness is not None and witness.error else (
+            report.witness_unavailable or "no planner the witness can run")
+        raise RefusedError(
+            f"refusing to start: {report.serve.engine} {version.requested} is not modelled (figures are "
+            f"{version.modelled}'s) and the engine's own planner could not vouch for the pool: {why}",
+            hint=f"install a modelled version ({', '.join(engine_spec(report.serve.engine).modelled_versions)}), "
+            "or pass --force to start on the nearest modelled version's figures",
+        )
+    if witness is None:
+        return report
+    findings = [*report.findings, witness_finding(witness, report.capacity)]
+    capacity = report.capacity
+    if not witness.agrees and witness.error is None:
+        capacity = with_engine_figures(capacity, witness)
+        findings.append(Finding("warn", "launch-on-engine-figure",
+                                f"launching on the engine planner's figure: {witness.kv_pool_tokens:,} tokens, "
+                                f"{witness.max_concurrency:.2f}x"))
+    out = replace(report, capacity=capacity, findings=tuple(findings), witness=witness)
+    return replace(out, serve=engine_serve(out))
+
+
+def _confirm_pinned(report: ValidationReport, check: ArgvCheck) -> None:
+    """The engine's parse must hold the validated seats, pool pin and window."""
+    serve = report.serve
+    planned = {
+        "max_num_seqs": serve.max_num_seqs,
+        "kv_cache_memory_bytes": serve.kv_cache_memory_bytes,
+        "max_total_tokens": serve.max_total_tokens,
+        "max_model_len": serve.max_model_len,
+    }
+    # Checked after parsing so a silently ignored or renamed flag cannot launch something other than validated.
+    for ours, theirs in engine_spec(serve.engine).pinned.items():
+        want = planned[ours]
+        if want is not None and check.parsed.get(theirs) != want:
+            raise EngineArgError(
+                f"the engine's parser read {theirs}={check.parsed.get(theirs)!r} but dspark validated {want!r}",
+                hint="an engine flag in extra_args or the recipe's engine_args overrides it; remove the duplicate",
+            )

@@ -1,0 +1,400 @@
+"""validate: recipe + flags + environment + model + hardware -> capacity, findings and a launch plan.
+
+Data flows one way: settings (each with its source) and the model's architecture and the
+hardware snapshot feed the engine's capacity arithmetic; the verdict and the launch plan follow from those.
+This module reads files and hardware only through the edge modules it calls (modeldir, hardware.select).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dspark import __version__
+from dspark.capacity import CapacitySummary
+from dspark.capacity.seats import default_seats
+from dspark.capacity.typical import typical_context_seats
+from dspark.config.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
+from dspark.core.errors import EngineNotInstalledError, RefusedError, SettingsError
+from dspark.core.findings import Finding, verdict_of
+from dspark.engines import ENGINE_NAMES, engine_spec, get_engine
+from dspark.engines.base import ServeConfig, find_engine_python
+from dspark.engines.flags import (
+    data_parallel_of,
+    flag_values_from_engine_flags,
+    merge_flags,
+    parse_engine_flags,
+    unplaced_flag_findings,
+)
+from dspark.engines.release_matrix import matrix_note
+from dspark.engines.version import ENV_VAR as ENGINE_VERSION_ENV
+from dspark.engines.version import EngineVersion, normalize, resolve_engine_version
+from dspark.engines.witness import PlannerInput, Witness, judge, run_witness, witness_finding, witness_request
+from dspark.hardware import GpuInfo, HardwareSnapshot
+from dspark.hardware.profiles import DEFAULT_PROFILE
+from dspark.hardware.select import host_snapshot, resolve_hardware
+from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
+from dspark.model.architecture import Drafter, ModelArchitecture
+from dspark.model.loading import draft_ref, drafter_of, model_architecture, weights_of
+from dspark.model.weights import WeightBytes
+from dspark.planning.capacity import CapacityResult, compute_capacity
+from dspark.planning.findings import (
+    data_parallel_findings,
+    gpus_per_node,
+    memory_findings,
+    observation_findings,
+    observations,
+    reconcile,
+    seat_findings,
+    weights_findings,
+    with_observed_safe_seats,
+)
+from dspark.planning.serve_config import serve_config
+from dspark.runtime.launch import LaunchPlan
+
+if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
+    from dspark.config.recipes import Recipe
+
+HardwareResolver = Callable[[str | None, str, str], HardwareSnapshot]
+
+
+def _resolve_hw(spec: str | None, default_profile: str, origin: str) -> HardwareSnapshot:
+    return resolve_hardware(spec, default_profile=default_profile, origin=origin)
+
+
+@dataclass(frozen=True)
+class ValidateRequest:
+    """What the user asked for: dspark's own flags (by knob name), engine flags after `--`, and the environment."""
+
+    flags: Mapping[str, object | None] = field(default_factory=dict)
+    recipe: str | None = None
+    engine_flags: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    peer_hardware: tuple[str, ...] = ()  # saved probes (`dspark probe --json`) of the other nodes
+    typical_context: int | None = None  # tokens a request typically holds, for the typical-context seat policy
+    prefix_cache_reserve: int = 0  # tokens kept for cached prefixes under that policy
+    engine_version: str | None = None  # --engine-version: plan for this version instead of the installed one
+    engine_python: str | None = None  # --engine-python: the engine's interpreter (else DSPARK_ENGINE_PYTHON, ...)
+    engine_check: bool = False  # --engine-check: also run the installed engine's own planner (the witness)
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """Everything validate decided; `to_json()` is what `--json` prints."""
+
+    recipe: Recipe | None
+    settings: ResolvedSettings
+    architecture: ModelArchitecture
+    weights: WeightBytes | None
+    drafter: Drafter | None
+    hardware: HardwareSnapshot
+    capacity: CapacitySummary
+    findings: tuple[Finding, ...]
+    serve: ServeConfig
+    plan: LaunchPlan
+    engine_version: EngineVersion
+    witness: Witness | None = None  # the installed engine's own planner on the same inputs, when asked
+    witness_request: Mapping[str, Any] | None = None  # what that planner is given (None: nothing it can take)
+    witness_unavailable: str = ""  # why there is no request, when there is none
+
+    @property
+    def verdict(self) -> str:
+        """ok / warn / fail."""
+        return verdict_of(self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        """One JSON object: capacity, settings (with sources), verdict, findings, argv, and what they rest on."""
+        cap = dataclasses.asdict(self.capacity)
+        cap["witness"] = self.witness.to_json() if self.witness is not None else None
+        return {
+            "dspark_version": __version__,
+            "recipe": self.recipe.name if self.recipe else None,
+            "engine": self.serve.engine,
+            "engine_version": self.engine_version.to_json(),
+            "model": {
+                "source": self.architecture.source,
+                "model_type": self.architecture.model_type,
+                "architecture": self.architecture.architecture,
+                "layers": self.architecture.num_layers,
+                "hybrid": self.architecture.is_hybrid,
+                "mla": self.architecture.uses_mla,
+                "weights_per_gpu_bytes": self.weights.per_gpu_bytes if self.weights else None,
+                "weights_exact": self.weights.exact if self.weights else None,
+                "drafter": self.drafter.method if self.drafter else None,
+            },
+            "hardware": snapshot_to_dict(self.hardware),
+            "capacity": cap,
+            "settings": self.settings.to_json(),
+            "verdict": self.verdict,
+            "findings": [f.to_json() for f in self.findings],
+            "argv": self.plan.to_json()["argv"],
+            "env": self.plan.to_json()["env"],
+            "notices": list(self.settings.notices()),
+        }
+
+
+def _load_recipe(request: ValidateRequest) -> tuple[Recipe | None, Setting[str | None]]:
+    model_given = request.flags.get("model") is not None or bool(request.env.get("DSPARK_MODEL", "").strip())
+    choice = select_recipe(request.recipe, request.env, model_given=model_given)
+    if not choice.value:
+        return None, choice
+    from dspark.config.recipes import find_recipe  # noqa: PLC0415
+
+    return find_recipe(choice.value), choice
+
+
+def _engine_name(request: ValidateRequest, recipe: Recipe | None) -> str:
+    flag = request.flags.get("engine")
+    if isinstance(flag, str) and flag:
+        return flag
+    raw = request.env.get("DSPARK_ENGINE")
+    if raw is not None:
+        value = raw.strip().lower()
+        if value not in ENGINE_NAMES:
+            close = difflib.get_close_matches(value, ENGINE_NAMES, n=1)
+            raise SettingsError(
+                f"DSPARK_ENGINE={raw!r}: " + ("empty" if not value else "not an engine dspark knows")
+                + f"; expected one of {', '.join(ENGINE_NAMES)}" + (f"; did you mean {close[0]!r}?" if close else ""),
+                hint="unset DSPARK_ENGINE to use the recipe's engine (or vllm)",
+            )
+        return value
+    return recipe.engine if recipe else "vllm"
+
+
+def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: HardwareResolver) -> HardwareSnapshot:
+    """This machine's GPUs; a recipe's `hardware` is only the profile to use when there are none here."""
+    chosen = settings.hardware
+    origin = chosen.source.split(":", 1)[1] if chosen.layer == "env" else "--hardware"
+    spec = chosen.value if chosen.layer in ("flag", "env") else None
+    if settings.platform.value == "cpu":
+        if spec is not None:
+            # Never silently dropped: the CPU build plans against this host's memory, not a GPU snapshot.
+            raise SettingsError(
+                f"{origin} {spec!r} does not apply with platform cpu ({settings.platform.source}): the CPU "
+                "build keeps its KV cache in this host's memory, which dspark reads itself",
+                hint=f"drop {origin}, or plan for GPUs (platform cuda)",
+            )
+        return host_snapshot()
+    default_profile = (recipe.hardware if recipe and recipe.hardware else None) or DEFAULT_PROFILE
+    return resolver(spec, default_profile, origin)
+
+
+WEIGHTS_UNKNOWN = Finding(
+    "warn",
+    "weights-unknown",
+    "no safetensors here and no parameter estimate: weights are not counted in the memory check; give "
+    "model.weights_bytes in the recipe or a directory with weights",
+)
+
+
+def _version_findings(engine_name: str, version: EngineVersion) -> list[Finding]:
+    """An unmodelled engine version is said, with the version whose figures stand in for it."""
+    if version.exact:
+        return []
+    return [Finding(
+        "warn", "engine-version-not-modelled",
+        f"{engine_name} {version.requested} ({version.source}) is not modelled: the figures are "
+        f"{engine_name} {version.modelled}'s, the nearest modelled version "
+        f"(modelled: {', '.join(engine_spec(engine_name).modelled_versions)}); "
+        f"{matrix_note(engine_name, str(version.requested))}",
+    )]
+
+
+def _generic_weights_findings(found: list[Finding], weights: WeightBytes | None, hardware: HardwareSnapshot,
+                              settings: ResolvedSettings, arch: ModelArchitecture) -> list[Finding]:
+    """Weights that overflow a GPU, judged generically only where the engine model has not (its check is finer)."""
+    if any(f.code == "weights-do-not-fit" for f in found):
+        return []
+    return weights_findings(weights.total_bytes if weights else None, weights.per_gpu_bytes if weights else None,
+                            hardware, settings, arch.num_attention_heads)
+
+
+def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
+    """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
+    recipe, _ = _load_recipe(request)
+    engine_name = _engine_name(request, recipe)
+    engine_spec(engine_name)  # unknown engine names fail here, naming the known ones
+    options = parse_engine_flags(engine_name, request.engine_flags)
+    flags = merge_flags(request.flags, flag_values_from_engine_flags(engine_name, options))
+    settings = resolve_settings(
+        {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
+    )
+    arch, headers = model_architecture(settings, recipe)
+    drafter = drafter_of(settings, recipe, options, arch)
+    weights = weights_of(arch, headers, drafter, settings, recipe)
+    hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
+    data_parallel, dp_attention = data_parallel_of(engine_name, options)
+    replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
+    gpu = _first_gpu(hardware, settings, replicas)
+    version = _engine_version(engine_name, request)
+
+    from dspark.engines.vllm.capacity import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
+
+    def capacity_at(resolved: ResolvedSettings) -> tuple[CapacityResult, CapacitySummary]:
+        try:
+            found = compute_capacity(
+                engine_name, arch, options, resolved, recipe, gpu=gpu, weights=weights, drafter=drafter,
+                env=request.env, cpu_flags=hardware.cpu_flags if resolved.platform.value == "cpu" else None,
+                cpu_arch=hardware.cpu_arch, engine_version=version.modelled,
+            )
+        except VllmNotModelledError as exc:
+            found = _observed_capacity(exc, recipe, resolved, arch, gpu, version.modelled)
+        # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
+        return found, with_observed_safe_seats(found.summary, recipe, resolved)
+
+    result, summary = capacity_at(settings)
+    if settings.max_num_seqs.layer == "default":
+        # Nothing set the seats: use the computed safe count, as the deployment's scripts fell back to the 6
+        # its pin held. On hybrid SGLang models the pool depends on the seats, so settle it in a few rounds.
+        for _ in range(3):
+            target = default_seats(summary.safe_max_num_seqs, engine_name)
+            if target == settings.max_num_seqs.value:
+                break
+            settings = settings.with_computed(max_num_seqs=target)
+            result, summary = capacity_at(settings)
+    if request.typical_context is not None:
+        summary = replace(summary, typical_context=request.typical_context,
+                          prefix_cache_reserve=request.prefix_cache_reserve,
+                          typical_context_seats=typical_context_seats(
+                              result.detail, summary.kv_pool_tokens, request.typical_context,
+                              request.prefix_cache_reserve))
+    if summary.avg_context_at_max_num_seqs > summary.max_model_len:
+        # No request is longer than the window: past it the bound only says every seat holds a full window.
+        summary = replace(summary, avg_context_at_max_num_seqs=summary.max_model_len)
+    findings = list(result.findings)
+    findings += unplaced_flag_findings(engine_name, options)
+    findings += _version_findings(engine_name, version)
+    peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
+    findings += memory_findings(result.footprint_bytes, hardware, settings, peers, data_parallel=replicas)
+    findings += data_parallel_findings(engine_name, data_parallel, dp_attention, summary.max_num_seqs)
+    findings += observation_findings(result.summary, recipe, settings)
+    findings += seat_findings(summary, settings, arch)
+    findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
+    if weights is None:
+        findings.append(WEIGHTS_UNKNOWN)
+    serve = serve_config(
+        engine_name, settings, recipe, request.engine_flags, summary, drafter_model=draft_ref(options, recipe)
+    )
+    plan, planner = _plan_and_witness_request(engine_name, serve, result.detail, settings)
+    witness = None
+    if request.engine_check:
+        witness = _check_with_engine(engine_name, request, planner, summary)
+        findings.append(witness_finding(witness, summary))
+    return ValidationReport(
+        recipe=recipe,
+        settings=settings,
+        architecture=arch,
+        weights=weights,
+        drafter=drafter,
+        hardware=hardware,
+        capacity=summary,
+        findings=tuple(reconcile(findings)),
+        serve=serve,
+        plan=plan,
+        engine_version=version,
+        witness=witness,
+        witness_request=planner.request,
+        witness_unavailable=planner.unavailable,
+    )
+
+
+def _plan_and_witness_request(
+    engine_name: str, serve: ServeConfig, detail: Any, settings: ResolvedSettings
+) -> tuple[LaunchPlan, PlannerInput]:
+    """The launch plan (display form), and what the engine's own planner would be handed for the witness."""
+    adapter = get_engine(engine_name)
+    plan = adapter.build_plan(serve, None)
+    planner = witness_request(engine_name, detail, adapter.parser_argv(plan),
+                              user_pinned=settings.max_total_tokens.value is not None)
+    return plan, planner
+
+
+def _check_with_engine(
+    engine_name: str, request: ValidateRequest, planner: PlannerInput, summary: CapacitySummary
+) -> Witness:
+    """validate --engine-check: the installed engine's planner on dspark's budget (needs the engine)."""
+    if planner.request is None:
+        return Witness(None, None, None, agrees=False, budget_source=summary.kv_budget_source,
+                       error=planner.unavailable)
+    python = find_engine_python(engine_spec(engine_name).adapter(), request.engine_python, request.env)
+    return judge(run_witness(python, planner.request), summary)
+
+
+def _engine_version(engine_name: str, request: ValidateRequest) -> EngineVersion:
+    """The version to plan for; the installed one is read from the engine's interpreter's metadata (cheap)."""
+    from dspark.engines.base import installed_version  # noqa: PLC0415
+
+    spec = engine_spec(engine_name)
+    flag, env_value = request.engine_version, request.env.get(ENGINE_VERSION_ENV, "").strip()
+    installed = None
+    if not (flag or env_value):  # an explicit version needs no look at the installed engine
+        try:
+            python = find_engine_python(spec.adapter(), request.engine_python, request.env)
+        except EngineNotInstalledError:
+            python = None
+        raw = installed_version(spec, python) if python else None
+        installed = normalize(raw) if raw else None
+    return resolve_engine_version(engine_name, spec.modelled_versions, flag=flag, env=request.env,
+                                  installed=installed)
+
+
+def _observed_capacity(
+    exc: Exception, recipe: Recipe | None, settings: ResolvedSettings, arch: ModelArchitecture, gpu: GpuInfo | None,
+    engine_version: str,
+) -> CapacityResult:
+    """When dspark cannot reproduce the engine's KV accounting, a recipe's observed pool stands in, labelled so."""
+    window = settings.max_model_len.value
+    seats = settings.max_num_seqs.value
+    observed = list(observations(recipe, settings, "kv_pool_tokens", seats)) if window else []
+    if not observed or window is None:
+        raise exc
+    from dspark.capacity.seats import expert_coverage, safe_seats_full_window  # noqa: PLC0415
+    from dspark.engines.vllm.graphs import vllm_capture_sizes  # noqa: PLC0415
+
+    obs = observed[0]
+    pool = int(obs.value)
+    spec = recipe.speculative.num_speculative_tokens if recipe and recipe.speculative else 0
+    # vLLM serve's batch default for GPUs of >= 70 GiB (EngineArgs.get_batch_defaults) unless set.
+    batched = settings.max_num_batched_tokens.value or 8192
+    graphs = vllm_capture_sizes(max_num_seqs=seats, num_speculative_tokens=spec, max_num_batched_tokens=batched,
+                                compute_capability=gpu.compute_capability if gpu else None)
+    concurrency = pool / window
+    summary = CapacitySummary(
+        engine="vllm", engine_version=engine_version, kv_pool_tokens=pool, max_concurrency=concurrency,
+        max_model_len=window, kv_bytes_per_token=0, kv_budget_bytes=settings.kv_cache_memory_bytes.value or 0,
+        kv_budget_source="observed", kv_budget_assumptions=(f"pool observed: {obs.source}",),
+        cudagraph_max_capture_size=graphs.max_capture_size, cudagraph_capture_sizes=graphs.sizes,
+        max_num_seqs=seats, safe_max_num_seqs=safe_seats_full_window(concurrency),
+        avg_context_at_max_num_seqs=pool // seats,
+        expert_coverage=(
+            expert_coverage(arch.moe.num_experts, arch.moe.top_k, seats * (1 + spec)) if arch.moe else None
+        ),
+        details={"not_modelled": getattr(exc, "message", str(exc))},
+    )
+    reason = getattr(exc, "message", str(exc))
+    finding = Finding("warn", "engine-not-modelled",
+                      f"{reason}; the pool and contexts below are the recipe's observation ({obs.source}), "
+                      "not a prediction, and the memory check is skipped")
+    return CapacityResult(summary, (finding,), None, None)
+
+
+def _first_gpu(hardware: HardwareSnapshot, settings: ResolvedSettings, data_parallel: int = 1) -> GpuInfo | None:
+    if not hardware.gpus:
+        return None
+    need = gpus_per_node(settings, data_parallel)
+    if len(hardware.gpus) < need and settings.platform.value != "cpu":
+        dp = f" × DP {data_parallel}" if data_parallel > 1 else ""
+        # Valid input that this hardware cannot hold: a refusal (exit 1), as any other plan that does not fit.
+        raise RefusedError(
+            f"the plan needs {need} GPU(s) per node (TP {settings.tensor_parallel_size.value} × PP "
+            f"{settings.pipeline_parallel_size.value}{dp} over {settings.nnodes.value} node(s)) but "
+            f"{hardware.description} has {len(hardware.gpus)}",
+            hint="lower --tp (or the data-parallel size), spread over more nodes, or plan against other hardware "
+            "(--hardware PROFILE:N names N GPUs per node)",
+        )
+    # The engines size every rank by the smallest free memory among them.
+    return min(hardware.gpus[:need], key=lambda g: g.free_bytes)

@@ -1,0 +1,109 @@
+"""Sizes and token counts: one documented convention (GB decimal, GiB binary, vLLM's k/K for single letters)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dspark.core.units import SIZE_PATTERN, format_size, parse_count, parse_size
+
+HELP = (
+    "use bytes as an int, or a number with a unit: GB/MB/KB/TB decimal (28GB = 28e9), "
+    "GiB/MiB/KiB/TiB binary (28GiB = 28*2^30), or vLLM's k/m/g/t decimal and K/M/G/T binary"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("28GB", 28_000_000_000),  # the deployment's "28 GB KV pin" (docs/deployment.md): decimal
+        ("28 GB", 28_000_000_000),
+        ("28gb", 28_000_000_000),
+        ("28GiB", 30_064_771_072),
+        ("28 GiB", 30_064_771_072),
+        ("28gib", 30_064_771_072),
+        ("28G", 30_064_771_072),  # vLLM: upper-case letter is binary
+        ("28g", 28_000_000_000),  # vLLM: lower-case letter is decimal
+        ("512MiB", 536_870_912),
+        ("512MB", 512_000_000),
+        ("1.5GiB", 1_610_612_736),
+        ("0.5GB", 500_000_000),
+        ("1TB", 10**12),
+        ("1TiB", 2**40),
+        ("4KiB", 4096),
+        ("123", 123),
+        ("123B", 123),
+        (" 28GB ", 28_000_000_000),
+        (28_000_000_000, 28_000_000_000),
+        (0, 0),
+    ],
+)
+def test_parse_size(text: str | int, expected: int) -> None:
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("28QQ", f"unknown unit 'QQ'; {HELP}"),
+        ("28 GiBs", f"unknown unit 'GiBs'; {HELP}"),
+        ("GB", f"not a size; {HELP}"),
+        ("", f"not a size; {HELP}"),
+        ("-1GB", f"not a size; {HELP}"),
+        ("1e9", f"not a size; {HELP}"),
+        ("0.5", "a fraction of a byte; give whole bytes or a unit"),
+        (-1, "a size cannot be negative"),
+    ],
+)
+def test_parse_size_rejects_with_a_message_that_says_what_is_accepted(text: str | int, message: str) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        parse_size(text)
+
+
+def test_parse_size_refuses_a_boolean() -> None:
+    with pytest.raises(TypeError, match=r"^expected a size, got a boolean$"):
+        parse_size(True)
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [("28GB", True), ("28 GiB", True), ("28G", True), ("1.5gib", True), ("123", True), ("28QQ", False), ("x", False)],
+)
+def test_schema_pattern_agrees_with_the_parser(text: str, ok: bool) -> None:
+    assert (re.fullmatch(SIZE_PATTERN, text) is not None) is ok
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("8192", 8192), ("8k", 8000), ("8K", 8192), ("256K", 262_144), ("1.5k", 1500), ("1m", 10**6), (131072, 131072)],
+)
+def test_parse_count(text: str | int, expected: int) -> None:
+    assert parse_count(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("lots", "not a whole number of tokens (suffixes: k/m/g decimal, K/M/G binary)"),
+        ("8GB", "not a whole number of tokens (suffixes: k/m/g decimal, K/M/G binary)"),
+        ("12.5", "not a whole number of tokens"),
+    ],
+)
+def test_parse_count_rejects(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        parse_count(text)
+
+
+@pytest.mark.parametrize(
+    ("num_bytes", "expected"),
+    [
+        (28_000_000_000, "28.00 GB (26.08 GiB)"),
+        (30_064_771_072, "30.06 GB (28.00 GiB)"),
+        (999, "999 B"),
+        (1000, "1.00 KB (1000.00 B)"),
+        (2**40, "1.10 TB (1.00 TiB)"),
+    ],
+)
+def test_format_size_shows_both_conventions(num_bytes: int, expected: str) -> None:
+    assert format_size(num_bytes) == expected

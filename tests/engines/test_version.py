@@ -1,0 +1,48 @@
+"""Which engine version the figures model: flag > env > installed > newest modelled; unmodelled ones are said."""
+
+from __future__ import annotations
+
+import pytest
+
+from dspark.core.errors import InputError
+from dspark.engines.version import nearest_modelled, normalize, resolve_engine_version, version_key
+
+VLLM = ("0.32.0", "0.33.0")
+
+
+def test_precedence_flag_env_installed_default() -> None:
+    env = {"DSPARK_ENGINE_VERSION": "0.32.0"}
+    assert resolve_engine_version("vllm", VLLM, flag="0.33.0", env=env, installed="0.32.0").source == "flag"
+    from_env = resolve_engine_version("vllm", VLLM, flag=None, env=env, installed="0.33.0")
+    assert (from_env.source, from_env.requested, from_env.installed) == ("env", "0.32.0", "0.33.0")
+    installed = resolve_engine_version("vllm", VLLM, flag=None, env={}, installed="0.32.0")
+    assert (installed.source, installed.modelled, installed.exact) == ("installed", "0.32.0", True)
+    default = resolve_engine_version("vllm", VLLM, flag=None, env={}, installed=None)
+    assert default.to_json() == {"modelled": "0.33.0", "installed": None, "requested": "0.33.0", "source": "default"}
+
+
+def test_unmodelled_versions_use_the_nearest_modelled_and_say_so() -> None:
+    newer = resolve_engine_version("vllm", VLLM, flag="0.34.0", env={}, installed=None)
+    assert (newer.modelled, newer.exact) == ("0.33.0", False)
+    assert newer.label() == "0.34.0 (computed as 0.33.0: not modelled)"
+    older = resolve_engine_version("sglang", ("0.5.23",), flag=None, env={}, installed="0.5.10")
+    assert (older.requested, older.modelled, older.source) == ("0.5.10", "0.5.23", "installed")
+    assert nearest_modelled("0.32.5", VLLM) == "0.32.0"
+    assert nearest_modelled("0.31.0", VLLM) == "0.32.0"
+
+
+def test_local_versions_and_suffixes_are_normalized() -> None:
+    assert normalize("0.32.0+cpu") == "0.32.0"
+    assert normalize("v0.33") == "0.33.0"
+    assert version_key("0.10.2rc1") == (0, 10, 2)
+    assert normalize("abc") is None
+
+
+@pytest.mark.parametrize("where", ["flag", "env"])
+def test_a_value_that_is_not_a_version_is_an_input_error_listing_the_modelled(where: str) -> None:
+    flag = "abc" if where == "flag" else None
+    env = {"DSPARK_ENGINE_VERSION": "abc"} if where == "env" else {}
+    with pytest.raises(InputError) as err:
+        resolve_engine_version("vllm", VLLM, flag=flag, env=env, installed=None)
+    assert err.value.exit_code == 2
+    assert "0.32.0, 0.33.0" in (err.value.hint or "")

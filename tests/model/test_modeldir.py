@@ -1,0 +1,316 @@
+"""Model directories: resolving a path or a cached repo offline, reading config.json and safetensors headers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from dspark.core.errors import ArchitectureError, InputError
+from dspark.model.architecture import AttentionLayer
+from dspark.model.modeldir import (
+    ModelLocation,
+    load_architecture,
+    load_config,
+    read_safetensors_header,
+    read_safetensors_headers,
+    resolve_model,
+)
+from dspark.model.weights import TensorInfo
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+TINY = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 100,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "float16",
+}
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """Record any attempt to reach the network; every test asserts there was none."""
+    attempts: list[Any] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(args)
+        raise OSError("network disabled in tests")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    yield attempts
+    assert attempts == []
+
+
+def model_dir(tmp_path: Path, config: Any = None, name: str = "model") -> Path:
+    path = tmp_path / name
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(TINY if config is None else config))
+    return path
+
+
+def tiny_tensors(layers: range) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for i in layers:
+        out[f"model.layers.{i}.self_attn.q_proj.weight"] = np.zeros((64, 64), dtype=np.float16)
+        out[f"model.layers.{i}.self_attn.k_proj.weight"] = np.zeros((32, 64), dtype=np.float16)
+        out[f"model.layers.{i}.input_layernorm.weight"] = np.zeros((64,), dtype=np.float32)
+        out[f"model.layers.{i}.mlp.down_proj.qweight"] = np.zeros((64, 32), dtype=np.int8)
+    return out
+
+
+def test_resolve_directory(tmp_path: Path) -> None:
+    path = model_dir(tmp_path)
+    location = resolve_model(str(path))
+    assert location == ModelLocation(ref=str(path), path=path.resolve())
+    assert location.config_path == path.resolve() / "config.json"
+
+
+@pytest.mark.parametrize(
+    ("ref", "needle"),
+    [
+        ("/no/such/dir", "does not exist"),
+        ("./relative/missing", "does not exist"),
+        ("org/not-downloaded", "not-downloaded' is neither a directory nor a repo in the local Hugging Face cache"),
+        ("org/bad name", "local Hugging Face cache"),
+    ],
+)
+def test_resolve_missing(tmp_path: Path, ref: str, needle: str) -> None:
+    with pytest.raises(InputError, match=needle):
+        resolve_model(ref, cache_dir=tmp_path / "hub")
+
+
+def test_resolve_file_is_refused(tmp_path: Path) -> None:
+    path = model_dir(tmp_path) / "config.json"
+    with pytest.raises(InputError, match="is a file, not a model directory"):
+        resolve_model(str(path))
+
+
+def cached_repo(tmp_path: Path, repo: str, files: dict[str, Any]) -> Path:
+    """Lay out a repo the way huggingface_hub caches it: refs/main -> snapshots/<commit>/."""
+    root = tmp_path / "hub" / ("models--" + repo.replace("/", "--"))
+    snapshot = root / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text("0123abcd")
+    for name, content in files.items():
+        (snapshot / name).write_text(json.dumps(content))
+    return snapshot
+
+
+def test_resolve_repo_from_local_cache(tmp_path: Path) -> None:
+    snapshot = cached_repo(tmp_path, "org/tiny", {"config.json": TINY})
+    location = resolve_model("org/tiny", cache_dir=tmp_path / "hub")
+    assert location == ModelLocation(ref="org/tiny", path=snapshot, repo_id="org/tiny")
+    arch, weights = load_architecture("org/tiny", cache_dir=tmp_path / "hub")
+    assert arch.source == str(snapshot / "config.json")
+    assert weights is None
+
+
+def test_load_config_folds_in_modelopt_quantization(tmp_path: Path) -> None:
+    path = model_dir(tmp_path)
+    (path / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "NVFP4", "group_size": 16}}))
+    config = load_config(resolve_model(str(path)))
+    assert config["quantization_config"] == {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}
+    arch, _ = load_architecture(str(path))
+    assert (arch.quantization, arch.weight_format) == ("modelopt_fp4", "nvfp4")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('{\n  "model_type": "llama",\n  "hidden_size": 64,,\n}', "not valid JSON at line 3, column 21"),
+        ('{"a": 1}\n[', "not valid JSON at line 2, column 1"),
+        ("[1, 2]", "must hold a JSON object, not list"),
+    ],
+)
+def test_malformed_config(tmp_path: Path, text: str, needle: str) -> None:
+    path = tmp_path / "model"
+    path.mkdir()
+    (path / "config.json").write_text(text)
+    with pytest.raises(InputError, match=needle) as info:
+        load_config(resolve_model(str(path)))
+    assert str(path / "config.json") in str(info.value)
+
+
+def test_missing_config(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError) as info:
+        load_architecture(str(tmp_path / "empty"))
+    assert str(tmp_path / "empty" / "config.json") in str(info.value)
+    assert "no config.json" in str(info.value)
+
+
+def test_architecture_error_names_the_config_file(tmp_path: Path) -> None:
+    path = model_dir(tmp_path, {k: v for k, v in TINY.items() if k != "num_attention_heads"})
+    with pytest.raises(ArchitectureError) as info:
+        load_architecture(str(path))
+    assert str(path.resolve() / "config.json") in str(info.value)
+    assert "'num_attention_heads'" in str(info.value)
+
+
+def test_config_only_directory_has_no_weights(tmp_path: Path) -> None:
+    arch, weights = load_architecture(str(model_dir(tmp_path)))
+    assert weights is None
+    assert arch.layers == (AttentionLayer(num_kv_heads=2, head_dim=16),) * 2
+    assert arch.dtype == "float16"
+
+
+def test_single_file_headers(tmp_path: Path) -> None:
+    path = model_dir(tmp_path)
+    tensors = tiny_tensors(range(2))
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    info = read_safetensors_headers(resolve_model(str(path)))
+    assert info is not None
+    assert info.files == ("model.safetensors",)
+    by_name = {t.name: t for t in info.tensors}
+    assert set(by_name) == set(tensors)
+    assert by_name["model.layers.0.self_attn.q_proj.weight"] == TensorInfo(
+        name="model.layers.0.self_attn.q_proj.weight",
+        dtype="F16",
+        shape=(64, 64),
+        nbytes=8192,
+        file="model.safetensors",
+    )
+    assert by_name["model.layers.1.input_layernorm.weight"].dtype == "F32"
+    assert by_name["model.layers.1.mlp.down_proj.qweight"].nbytes == 64 * 32
+    # The header's sizes account for every data byte of the file.
+    data_bytes = sum(array.nbytes for array in tensors.values())
+    assert info.total_bytes == data_bytes == 2 * (8192 + 4096 + 256 + 2048)
+    (length,) = struct.unpack("<Q", (path / "model.safetensors").read_bytes()[:8])
+    assert (path / "model.safetensors").stat().st_size == 8 + length + data_bytes
+
+
+def test_sharded_headers_follow_the_index(tmp_path: Path) -> None:
+    path = model_dir(tmp_path)
+    first, second = tiny_tensors(range(1)), tiny_tensors(range(1, 2))
+    save_file(first, str(path / "model-00001-of-00002.safetensors"))
+    save_file(second, str(path / "model-00002-of-00002.safetensors"))
+    save_file({"unlisted": np.zeros(4, dtype=np.float32)}, str(path / "stray.safetensors"))
+    weight_map = dict.fromkeys(first, "model-00001-of-00002.safetensors")
+    weight_map.update(dict.fromkeys(second, "model-00002-of-00002.safetensors"))
+    (path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    arch, info = load_architecture(str(path))
+    assert info is not None
+    assert info.files == ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors")
+    assert {t.name for t in info.tensors} == set(weight_map)  # the stray file is not a shard
+    assert {t.file for t in info.tensors if ".1." in t.name} == {"model-00002-of-00002.safetensors"}
+    assert info.total_bytes == 2 * (8192 + 4096 + 256 + 2048)
+    assert arch.num_layers == 2
+
+
+def test_only_headers_are_read(tmp_path: Path) -> None:
+    """A 1 TiB sparse file: reading its header must not touch (or allocate) the data."""
+    path = model_dir(tmp_path)
+    size = 1 << 40
+    header = json.dumps({"big": {"dtype": "BF16", "shape": [1 << 39], "data_offsets": [0, size]}}).encode()
+    shard = path / "model.safetensors"
+    with shard.open("wb") as handle:
+        handle.write(struct.pack("<Q", len(header)) + header)
+        handle.truncate(8 + len(header) + size)
+    info = read_safetensors_headers(resolve_model(str(path)))
+    assert info is not None
+    assert info.tensors == (TensorInfo("big", "BF16", (1 << 39,), size, "model.safetensors"),)
+    assert shard.stat().st_blocks * 512 < 1 << 20  # still sparse: no data was written or read
+
+
+def write_raw(path: Path, payload: bytes) -> Path:
+    path.write_bytes(payload)
+    return path
+
+
+def header_bytes(header: dict[str, Any], data: int = 0) -> bytes:
+    raw = json.dumps(header).encode()
+    return struct.pack("<Q", len(raw)) + raw + b"\0" * data
+
+
+@pytest.mark.parametrize(
+    ("payload", "needle"),
+    [
+        (b"abc", "too short to be a safetensors file"),
+        (struct.pack("<Q", 1 << 40), "header length 1099511627776 is not plausible"),
+        (struct.pack("<Q", 100) + b"{}", "header cut short \\(2 of 100 bytes\\)"),
+        (struct.pack("<Q", 3) + b"{x}", "header is not valid JSON"),
+        (header_bytes([]), "header is not a JSON object"),  # type: ignore[arg-type]
+        (header_bytes({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, data=4), "download is incomplete"),
+        (header_bytes({"t": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}, 8), "entry 't' is malformed"),
+        (header_bytes({"t": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}}, 8), "entry 't' is malformed"),
+        (header_bytes({"t": {"shape": [2], "data_offsets": [0, 8]}}, 8), "entry 't' is malformed"),
+        (header_bytes({"t": [1, 2]}, 8), "entry 't' is malformed"),
+    ],
+)
+def test_bad_safetensors_files(tmp_path: Path, payload: bytes, needle: str) -> None:
+    path = write_raw(tmp_path / "x.safetensors", payload)
+    with pytest.raises(InputError, match=needle) as info:
+        read_safetensors_header(path)
+    assert str(path) in str(info.value)
+
+
+def test_metadata_entry_is_not_a_tensor(tmp_path: Path) -> None:
+    header = {"__metadata__": {"format": "pt"}, "t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
+    path = write_raw(tmp_path / "x.safetensors", header_bytes(header, data=8))
+    assert read_safetensors_header(path) == [TensorInfo("t", "F32", (2,), 8, "x.safetensors")]
+
+
+@pytest.mark.parametrize(
+    ("index", "needle"),
+    [
+        ({"metadata": {}}, "has no 'weight_map'"),
+        ({"weight_map": {"a": 1}}, "has no 'weight_map'"),
+    ],
+)
+def test_bad_index(tmp_path: Path, index: dict[str, Any], needle: str) -> None:
+    path = model_dir(tmp_path)
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(InputError, match=needle):
+        load_architecture(str(path))
+
+
+def test_index_with_some_shards_missing_is_an_incomplete_download(tmp_path: Path) -> None:
+    path = model_dir(tmp_path)
+    header = {"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
+    write_raw(path / "model-00001.safetensors", header_bytes(header, data=8))
+    index = {"weight_map": {"t": "model-00001.safetensors", "u": "model-00009.safetensors"}}
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(InputError, match=r"not in the directory: model-00009\.safetensors"):
+        load_architecture(str(path))
+
+
+def test_config_and_index_alone_plan_without_weights(tmp_path: Path) -> None:
+    # What the hint for an uncached repo downloads: config.json and the index, no shard.
+    path = model_dir(tmp_path)
+    (path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"t": "model-00001.safetensors"}}))
+    arch, weights = load_architecture(str(path))
+    assert weights is None
+    assert arch.num_layers > 0
+
+
+def test_uncached_repo_hint_downloads_only_what_planning_reads(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as err:
+        resolve_model("nosuch-org/nosuch-model", cache_dir=tmp_path)
+    assert err.value.hint is not None
+    assert "huggingface-cli download nosuch-org/nosuch-model config.json model.safetensors.index.json" in err.value.hint
+
+
+def test_real_fixture_config_in_a_directory(tmp_path: Path) -> None:
+    path = tmp_path / "qwen3-next"
+    path.mkdir()
+    shutil.copy(CONFIGS / "qwen3-next-80b-a3b-instruct.json", path / "config.json")
+    arch, weights = load_architecture(str(path))
+    assert weights is None
+    assert arch.parameter_count == 79_674_391_296
+    assert arch.source == str(path.resolve() / "config.json")
