@@ -15,7 +15,8 @@ MAX_NUM_SEQS=16 setsid python3 -m dspark start --watch --model $model --engine v
   --max-model-len 32768 --load-format dummy --skip-tokenizer-init --host 127.0.0.1 >"$log" 2>&1 &
 pid=$!
 for _ in $(seq 1 300); do
-  grep -q "Maximum concurrency" "$log" && break
+  # the engine's line ("Maximum concurrency for N tokens per request: X.XXx"), not dspark's own plan table
+  grep -q "Maximum concurrency for .* tokens per request" "$log" && break
   kill -0 $pid 2>/dev/null || break
   sleep 1
 done
@@ -26,8 +27,9 @@ for _ in $(seq 1 60); do kill -0 $pid 2>/dev/null || break; sleep 1; done
 if kill -0 $pid 2>/dev/null; then echo "dspark still running $((SECONDS - t0)) s after SIGINT"; else echo "dspark exited $((SECONDS - t0)) s after SIGINT"; fi
 wait $pid; echo "dspark rc=$?"
 sleep 2
-echo "left: $(ps -eo pid,pgid,args | grep -E 'vllm|EngineCore|dspark' | grep -vc grep) processes"
-ps -eo pid,pgid,args | grep -E 'vllm|EngineCore|dspark' | grep -v grep
+# what is left of the process group dspark started (the device tool's own wrapper names dspark in its args)
+echo "left in dspark's process group: $(ps -eo pgid= | grep -cx " *$pid") processes"
+ps -eo pid,pgid,args | awk -v g=$pid '$2 == g' | cut -c1-200
 echo "after: $(nvidia-smi --query-gpu=memory.used --format=csv,noheader)"
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
 grep -E "KV cache size|Maximum concurrency|kv|KV|watch|verdict|exec" "$log" | grep -v DEBUG | tail -25

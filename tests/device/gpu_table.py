@@ -26,15 +26,15 @@ GiB = 1 << 30
 
 def replan(rec: dict[str, Any], probe: Path, version: str) -> dict[str, Any]:
     """This checkout's `dspark validate --json` for a recorded row, against the recorded hardware."""
-    hw = probe
-    if isinstance(rec.get("hardware"), dict) and "gpus" in json.dumps(rec["hardware"]):
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-            json.dump({k: v for k, v in rec["hardware"].items() if not k.startswith("_")}, fh)
-            hw = Path(fh.name)
+    snapshot = rec["hardware"] if isinstance(rec.get("hardware"), dict) else json.loads(probe.read_text())
     with tempfile.TemporaryDirectory() as tmp:
+        hw = Path(tmp) / "hardware.json"  # the snapshot without gpu_truth.py's own _rc/_seconds keys
+        hw.write_text(json.dumps({k: v for k, v in snapshot.items() if not k.startswith("_")}))
         cfg = HERE / "configs" / f"{rec['model']}.json"
-        (Path(tmp) / "config.json").write_text(cfg.read_text())
-        argv = [sys.executable, "-m", "dspark", "validate", "--json", "--model", tmp, "--engine", "vllm",
+        model = Path(tmp) / "model"
+        model.mkdir()
+        (model / "config.json").write_text(cfg.read_text())
+        argv = [sys.executable, "-m", "dspark", "validate", "--json", "--model", str(model), "--engine", "vllm",
                 "--hardware", str(hw), "--engine-version", version, *rec.get("dspark_options", []), "--",
                 *rec["flags"]]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -71,7 +71,7 @@ def main() -> int:
     rows = [json.loads(line) for f in sorted(args.results.glob("rows*.jsonl")) for line in f.read_text().splitlines()
             if line.strip()]
     head = ("| row | engine KV budget GiB | dspark then | dspark now | error now | engine pool tokens | dspark now "
-            "| error now | engine concurrency | dspark now | date (UTC) | start s |")
+            "| error now | engine concurrency | dspark now | date (UTC) | start s | note |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for rec in rows:
@@ -86,9 +86,12 @@ def main() -> int:
         now_gib = now.get("kv_budget_bytes", 0) / GiB if now else None
         eng_tok = num(eng.get("kv_tokens"))
         err = eng.get("error") or rec.get("error") or now_all.get("error")
+        refused = [f["code"] for f in now_all.get("findings") or [] if f.get("level") == "fail"]
+        note = (f"dspark refuses: {', '.join(refused)}; engine not started" if refused and not eng
+                else str(err or ""))
         cells = [
             rec["row"],
-            f"{eng_budget_gib:.2f}" if eng_budget_gib is not None else f"– ({err})" if err else "–",
+            f"{eng_budget_gib:.2f}" if eng_budget_gib is not None else "–",
             f"{then_gib:.2f}" if then_gib is not None else "–",
             f"{now_gib:.2f}" if now_gib is not None else "–",
             pct(now_gib, eng_budget_gib),
@@ -99,6 +102,7 @@ def main() -> int:
             f"{now.get('max_concurrency', 0):.2f}x" if now.get("max_concurrency") else "–",
             str(rec.get("date", ""))[:16].replace("T", " "),
             str(eng.get("seconds_to_kv_line", "–")),
+            note,
         ]
         print("| " + " | ".join(cells) + " |")
     return 0
