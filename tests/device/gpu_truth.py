@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_rows import BY_NAME, COMMON, ROWS, Row
 
 HERE = Path(__file__).resolve().parent
-ENGINE_VERSION_PLANNED = os.environ.get("DSPARK_GPU_ENGINE_VERSION", "0.32.0")
+ENGINE_VERSION_PLANNED = os.environ.get("DSPARK_GPU_ENGINE_VERSION", "0.25.0")  # the release that runs there
 DSPARK_SITE = os.environ.get("DSPARK_SITE", "/tmp/dsite")  # pydantic for dspark (gpu_install.sh), no vLLM there
 ROW_START_S = 150  # a row is not started with less time than this left
 ENGINE_TIMEOUT_S = 400
@@ -236,8 +236,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     logs = Path("/tmp/gpu-logs")
     logs.mkdir(exist_ok=True)
-    if not (args.out / "probe.json").exists():
-        probe = dspark_json(args.src.resolve(), ["probe", "--json"])
+    if not (args.out / "probe.json").exists():  # a snapshot `--hardware FILE` reads (without this script's keys)
+        probe = {k: v for k, v in dspark_json(args.src.resolve(), ["probe", "--json"]).items() if k[0] != "_"}
         (args.out / "probe.json").write_text(json.dumps(probe, indent=1) + "\n")
     done = set(args.state.read_text().split()) if args.state.exists() else set()
     with (args.out / "rows.jsonl").open("a") as fh:
