@@ -15,6 +15,7 @@ import click
 
 from dspark import __version__
 from dspark.core.errors import DsparkError, ExitCode
+from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES
 
 
 def _emit_error(code: str, message: str, hint: str | None, exit_code: int, *, as_json: bool) -> None:
@@ -156,8 +157,8 @@ def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by validate and start: each maps to one setting (flag > env > recipe > default)."""
     options = [
         click.argument("recipe", required=False, metavar="[RECIPE]"),
-        click.option("--engine", type=click.Choice(["vllm", "sglang"]),
-                     help=_env_help("engine", "Engine (default: the recipe's, else vllm).")),
+        click.option("--engine", type=click.Choice(ENGINE_NAMES),
+                     help=_env_help("engine", f"Engine (default: the recipe's, else {DEFAULT_ENGINE}).")),
         click.option("--platform", type=click.Choice(["cuda", "cpu"]),
                      help=_env_help("platform", "cuda (default) or cpu (vLLM's CPU build).")),
         *(click.option(*names, metavar=metavar, help=_env_help(knob, text))
@@ -241,13 +242,13 @@ def validate(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: 
 def start(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, dry_run: bool, force: bool,
           watch: bool, **params: Any) -> None:
     """Validate, check the argv with the installed engine's own parser, print the plan, then exec the engine."""
-    from dspark.commands.validate import run_start  # noqa: PLC0415 - keep CLI start-up light
+    from dspark.commands.validate import start_command  # noqa: PLC0415 - keep CLI start-up light
     from dspark.planning.start import StartRequest  # noqa: PLC0415
 
     def start_core() -> int:
         request = StartRequest(validate=_validate_request(ctx, recipe, params), force=force,
                                engine_python=params.get("engine_python"), dry_run=dry_run)
-        return run_start(request, dry_run=dry_run, as_json=as_json, explain=explain, watch=watch)
+        return start_command(request, as_json=as_json, explain=explain, watch=watch)
 
     run_core(ctx, start_core, json_errors=as_json)
 
@@ -280,7 +281,8 @@ def advise(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bo
 
     Exit 0 with a recommendation, 1 when no seat count can be recommended, 2 for bad input.
     """
-    from dspark.commands.advise import AdviseOptions, run_advise  # noqa: PLC0415 - keep CLI start-up light
+    from dspark.advise.build import AdviseOptions  # noqa: PLC0415 - keep CLI start-up light
+    from dspark.commands.advise import run_advise  # noqa: PLC0415
 
     del explain
     own = ("clients", "requests", "input_len", "output_len", "prefix_hit_rate", "prompts_file", "calibrate",
@@ -292,8 +294,52 @@ def advise(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bo
              json_errors=as_json)
 
 
+@cli.group()
+def render() -> None:
+    """Print deployment files for a validated plan."""
+
+
+@render.command("k8s", epilog="Example: dspark render k8s flash-next-vllm --image REGISTRY/dspark-vllm:TAG | "
+                "kubectl apply -f -")
+@_plan_options
+@click.option("--image", required=True, metavar="IMAGE", help="Container image holding dspark and the engine.")
+@click.option("--name", metavar="NAME", help="Name of the objects (default: from the served model or recipe).")
+@click.option("--replicas", type=int, default=1, show_default=True, help="Engine replicas (LWS groups or pods).")
+@click.option("--hf-secret", default="hf-token", show_default=True, metavar="SECRET[:KEY]",
+              help="Secret holding the Hugging Face token (key 'token' unless given); never inlined.")
+@click.option("--ready-delay", type=int, metavar="SECONDS",
+              help="Seconds before the first readiness probe (default: estimated from the weights per node).")
+@click.option("--shm-size", metavar="SIZE",
+              help="Size of the pod's shared-memory volume (default: the engine's figure per GPU).")
+@click.pass_context
+def render_k8s(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, image: str, name: str | None,
+               replicas: int, hf_secret: str, ready_delay: int | None, shm_size: str | None, **params: Any) -> None:
+    """A LeaderWorkerSet (plans across nodes) or a Deployment, and a Service; every pod runs `dspark start`.
+
+    Exit 0 with the manifests on stdout (YAML; --json: one v1 List), 1 when the plan does not fit, 2 bad input.
+    """
+    from dspark.commands.render import run_render_k8s  # noqa: PLC0415 - keep CLI start-up light
+    from dspark.core.units import parse_size  # noqa: PLC0415
+    from dspark.deploy.kubernetes import DEFAULT_HF_SECRET_KEY, RenderOptions  # noqa: PLC0415
+
+    secret, _, key = hf_secret.partition(":")
+
+    def render_core() -> int:
+        request = _validate_request(ctx, recipe, params)
+        try:
+            shm = parse_size(shm_size) if shm_size else None
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--shm-size") from None
+        options = RenderOptions(image=image, name=name, replicas=replicas, hf_secret=secret,
+                                hf_secret_key=key or DEFAULT_HF_SECRET_KEY, ready_delay_s=ready_delay, shm_bytes=shm,
+                                engine_flags=request.engine_flags)
+        return run_render_k8s(request, options, as_json=as_json, explain=explain)
+
+    run_core(ctx, render_core, json_errors=as_json)
+
+
 def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The load options bench and sweep share (dspark.commands.bench.LoadOptions)."""
+    """The load options bench and sweep share (dspark.bench.load.LoadOptions)."""
     options = [
         click.option("--endpoint", type=click.Choice(["completions", "chat"]), default="completions",
                      show_default=True, help="/v1/completions or /v1/chat/completions."),
@@ -341,7 +387,7 @@ def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _load(params: dict[str, Any]) -> Any:
-    from dspark.commands.bench import LoadOptions  # noqa: PLC0415 - keep CLI start-up light
+    from dspark.bench.load import LoadOptions  # noqa: PLC0415 - keep CLI start-up light
 
     return LoadOptions(
         endpoint=params.pop("endpoint"), model=params.pop("model"), prompts_file=params.pop("prompts_file"),

@@ -19,11 +19,12 @@ def _tracked() -> list[str]:
 
 def test_nothing_cites_files_the_project_does_not_ship() -> None:
     unshipped = re.compile(r"DESIGN\.md|referenc[e]/|anchors\.md")  # spelled so it does not match itself
+    url = re.compile(r"https?://\S+")  # web addresses (the vendored CRD links the Kubernetes API docs)
     hits = [
         f"{path}:{n}"
         for path in _tracked()
         for n, line in enumerate((ROOT / path).read_text(errors="replace").splitlines(), start=1)
-        if unshipped.search(line)
+        if unshipped.search(url.sub("", line))
     ]
     assert hits == []
 

@@ -7,7 +7,7 @@ Two ways, one row shape (results/start.json, rendered by render.py):
          log, then the process group is stopped. The process that printed the line is checked to be dspark's
          own (exec, not a child).
   seam : releases that cannot serve here (vLLM 0.33.0, SGLang): dspark's start core in this process with a
-         capturing exec (run_start's `execute`), `--hardware PROFILE`; the argv check and the witness run in
+         capturing exec (start_command's `execute`), `--hardware PROFILE`; the argv check and the witness run in
          the release's interpreter as they do in a real start.
          vLLM 0.33.0's parser needs a device type: without one it is run again with VLLM_TARGET_DEVICE=cpu
          (both answers are kept). An SGLang release start refuses (nothing vouches for its pool) is run again
@@ -229,21 +229,21 @@ def seam_start(engine: str, python: str, models: Path, case: StartCase,
     from dspark.cli import main  # noqa: PLC0415
 
     executed: list[LaunchPlan] = []
-    original = commands.run_start
+    original = commands.start_command
 
-    def run_start_capturing(*args: Any, **kwargs: Any) -> int:
+    def start_capturing(*args: Any, **kwargs: Any) -> int:
         return original(*args, **kwargs, execute=executed.append)
 
     argv = _dspark_argv(case, engine, python, models)
     row: dict[str, Any] = {"mode": "seam", "command": _shown(["dspark", "start", *argv]),
                            "engine_env": dict(engine_env)}
     stdout = io.StringIO()
-    commands.run_start = run_start_capturing  # the CLI imports it at call time: its exec is this capture
+    commands.start_command = start_capturing  # the CLI imports it at call time: its exec is this capture
     try:
         with _environ({**_clean_env(), **engine_env}), contextlib.redirect_stdout(stdout):
             code = main(["start", *argv])
     finally:
-        commands.run_start = original
+        commands.start_command = original
     first = stdout.getvalue().splitlines()[0] if stdout.getvalue().strip() else "{}"
     row.update(summarize(json.loads(first), engine), exit_code=code)
     row["executed"] = [_shown(list(p.argv)) for p in executed]

@@ -90,6 +90,17 @@ def make_rule(primary: str, adopt_at: str, max_regression: str, secondaries: str
     )
 
 
+def parse_seats(text: str) -> tuple[int, ...]:
+    """'8,16' -> (8, 16): distinct positive seat counts, in the order given (the first is the baseline)."""
+    try:
+        seats = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise InputError(f"--seats takes comma-separated whole numbers, got {text!r}") from None
+    if len(seats) < 1 or any(n < 1 for n in seats) or len(set(seats)) != len(seats):
+        raise InputError(f"--seats needs distinct positive seat counts, got {text!r}")
+    return seats
+
+
 def improvement(metric: str, base: float, new: float) -> float:
     """The relative change signed so that positive is better (a 20% shorter wall time is +0.20)."""
     change = relative_change(base, new)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -12,23 +13,23 @@ from dataclasses import dataclass, field
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-# Sample names per concept, vLLM V1 first (vLLM's /metrics, docs/engines/vllm.md), then SGLang's equivalents.
-# Counters are matched by their exposed sample name (with _total); label sets are summed (one per engine/DP rank).
-_COUNTERS: dict[str, tuple[str, ...]] = {
-    "prefix_queries": ("vllm:prefix_cache_queries_total", "sglang:prompt_tokens_total"),
-    "prefix_hits": ("vllm:prefix_cache_hits_total", "sglang:cached_tokens_total"),
-    "preemptions": ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total"),
-    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
-    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
-}
-_GAUGES: dict[str, tuple[str, ...]] = {
-    "kv_usage": ("vllm:kv_cache_usage_perc", "sglang:token_usage"),
-    "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
-    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
-}
+from dspark.engines import ENGINE_NAMES, engine_spec
+
+# The concepts dspark reads; each engine names its sample for each (EngineSpec.metric_names). Counters are
+# matched by their exposed sample name (with _total); label sets are summed (one per engine/DP rank).
+_COUNTERS = ("prefix_queries", "prefix_hits", "preemptions", "prompt_tokens", "generation_tokens")
+_GAUGES = ("kv_usage", "running", "waiting")
 # Gauges that are fractions per rank are averaged rather than summed across label sets.
 _AVERAGED = frozenset({"kv_usage"})
-_QUEUE_HISTOGRAMS = ("vllm:request_queue_time_seconds", "sglang:queue_time_seconds")
+_QUEUE_TIME = "queue_time"  # a histogram: its base name
+
+
+@functools.cache
+def _sample_names() -> dict[str, tuple[str, ...]]:
+    """Concept -> the sample names that carry it, one per engine, in the registry's order."""
+    specs = [engine_spec(name) for name in ENGINE_NAMES]
+    return {concept: tuple(s.metric_names[concept] for s in specs if concept in s.metric_names)
+            for concept in (*_COUNTERS, *_GAUGES, _QUEUE_TIME)}
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,10 @@ def parse_metrics(text: str) -> EngineSnapshot:
         for s in family.samples:
             by_name.setdefault(s.name, []).append(float(s.value))
 
+    names_of = _sample_names()
     values: dict[str, float | None] = {}
-    for concept, names in (_COUNTERS | _GAUGES).items():
+    for concept in (*_COUNTERS, *_GAUGES):
+        names = names_of[concept]
         found = next((by_name[n] for n in names if n in by_name), None)
         if found is None:
             values[concept] = None
@@ -106,7 +109,7 @@ def parse_metrics(text: str) -> EngineSnapshot:
             values[concept] = _sum_or_none(found)
 
     queue: Histogram | None = None
-    for base in _QUEUE_HISTOGRAMS:
+    for base in names_of[_QUEUE_TIME]:
         if base + "_count" in by_name:
             queue = Histogram(sum=math.fsum(by_name.get(base + "_sum", [])), count=math.fsum(by_name[base + "_count"]))
             break

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -23,8 +23,8 @@ from dspark.engines import engine_spec
 from dspark.runtime.launch import LaunchPlan, redact_argv, redact_env
 from dspark.runtime.supervise import EngineFailure, EngineProcess, KvPoolLine, StopOutcome
 
-# The engine's name for the seat count, per engine.
-SEAT_KEYS = ("max_num_seqs", "max_running_requests")
+if TYPE_CHECKING:  # a sweep plans like start; bench and report, which import this module, need no planning
+    from dspark.planning.start import StartRequest
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,13 @@ def check_launch(
     engine_args: Mapping[str, object] | None,
     kv: KvPoolLine | None,
     expected_pool_tokens: int | None,
+    *,
+    seat_arg: str,
 ) -> LaunchCheck:
-    """Compare the planned argv and pool with what the engine printed; every disagreement is a problem."""
+    """Compare the planned argv and pool with what the engine printed; every disagreement is a problem.
+
+    seat_arg: the engine's dest name for the seat count (EngineSpec.seat_arg).
+    """
     planned = planned_flags(argv)
     confirmed: list[str] = []
     mismatched: list[str] = []
@@ -117,9 +122,7 @@ def check_launch(
                 confirmed.append(key)
             else:
                 mismatched.append(f"{key}: planned {value!r}, engine {engine_args[key]!r}")
-    seats_ok = engine_args is not None and any(
-        k in engine_args and _same(str(seats), engine_args[k]) for k in SEAT_KEYS
-    )
+    seats_ok = engine_args is not None and seat_arg in engine_args and _same(str(seats), engine_args[seat_arg])
     if engine_args is not None and not seats_ok:
         problems.append(f"the engine's log does not confirm {seats} seats")
     problems += [f"argv mismatch: {m}" for m in mismatched]
@@ -240,7 +243,8 @@ def run_setting(
     label = f"{seats} seats"
     plan = launch.plan
     url = launch.base_url or base_url_of(plan)
-    engine = EngineProcess(plan, log_path=log_path)
+    espec = engine_spec(plan.engine)
+    engine = EngineProcess(plan, log_format=espec.log_format, log_path=log_path)
     problems: list[str] = []
     startup = check = result = stop = None
     say(f"{label}: starting {plan.engine} ({url}); log: {log_path or '-'}")
@@ -248,7 +252,8 @@ def run_setting(
         engine.start()
         startup = engine.wait_healthy(url + "/health", health_timeout_s)
         engine.log.kv_seen.wait(5.0)  # printed before the server answers; a short grace for the reader thread
-        check = check_launch(plan.argv, seats, engine.log.engine_args, engine.log.kv_pool, launch.expected_pool_tokens)
+        check = check_launch(plan.argv, seats, engine.log.engine_args, engine.log.kv_pool, launch.expected_pool_tokens,
+                             seat_arg=espec.seat_arg)
         problems += check.problems
         pool = f"{check.kv_pool_tokens:,}" if check.kv_pool_tokens is not None else "?"
         say(f"{label}: healthy after {startup:.1f} s; KV pool {pool} tokens; "
@@ -324,3 +329,22 @@ def run_sweep(
         settings=tuple(results),
         decision=decide(rule, settings),
     )
+
+
+def start_plan_builder(request: StartRequest) -> PlanBuilder:
+    """Seats -> the plan `dspark start` would exec with --max-num-seqs SEATS, and its predicted KV pool."""
+    from dspark.planning.start import plan_start  # noqa: PLC0415 - the planning stack loads only for a sweep
+
+    def build(seats: int) -> PlannedLaunch:
+        flags = {**request.validate.flags, "max_num_seqs": seats}
+        req = dataclasses.replace(request, validate=dataclasses.replace(request.validate, flags=flags))
+        result = plan_start(req)
+        return PlannedLaunch(plan=result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens)
+
+    return build
+
+
+def plan_launches(seats: Sequence[int], build: PlanBuilder) -> dict[int, PlannedLaunch]:
+    """Every seat count's plan, built (validated, argv checked) before any engine starts: a bad flag fails in
+    seconds, not after the first engine's bench."""
+    return {n: build(n) for n in seats}

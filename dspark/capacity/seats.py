@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import math
 
-# The engines' own seat defaults when nothing sets them, which the computed default never exceeds:
-# vLLM's EngineArgs.get_batch_defaults gives `vllm serve` 256 seats below 70 GiB of GPU memory (1,024 above);
-# SGLang's pool_configurator._resolve_max_running_requests_per_worker estimates at least 2,048.
-ENGINE_DEFAULT_SEATS = {"vllm": 256, "sglang": 2048}
 
-
-def default_seats(safe_seats: int, engine: str) -> int:
-    """Seats when nothing sets them: the safe count (every seat holds a full window), capped by the engine's default."""
-    return max(1, min(safe_seats, ENGINE_DEFAULT_SEATS[engine]))
+def default_seats(safe_seats: int, engine_default: int) -> int:
+    """Seats when nothing sets them: the safe count (every seat holds a full window), capped by the engine's own
+    default (EngineSpec.default_max_num_seqs), which the computed default never exceeds."""
+    return max(1, min(safe_seats, engine_default))
 
 
 def safe_seats_full_window(max_concurrency: float) -> int:

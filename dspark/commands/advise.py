@@ -1,175 +1,18 @@
-"""`dspark advise`: validate at each seat count, calibrate on measured results, predict, recommend, print."""
+"""`dspark advise`: the advice (dspark.advise.build) as a table or one JSON object, and its plot."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
-from dspark.advise.advice import Advice, Prediction, predict, recommend
-from dspark.advise.calibrate import Calibration, Measured, fit, points_from_json
-from dspark.advise.inputs import ModelInputs, describe_costs, model_inputs
-from dspark.advise.kv_usage import counting_for
-from dspark.advise.model import Workload
-from dspark.bench.decision import make_rule
-from dspark.core.errors import ExitCode, InputError
-from dspark.planning.validate import ValidateRequest, ValidationReport, validate
-
-
-@dataclass(frozen=True)
-class AdviseOptions:
-    """The workload, the seat counts to predict, the calibration files and the decision rule's spellings."""
-
-    seats: str
-    clients: int = 32
-    requests: int | None = None  # default: 100, or the prompts file's count
-    input_len: int = 2048
-    output_len: int = 512
-    prefix_hit_rate: float = 0.0
-    prompts_file: Path | None = None
-    calibrate: tuple[str, ...] = ()
-    accepted_tokens: float | None = None
-    primary: str = "wall_time"
-    adopt_at: str = "10%"
-    max_regression: str = "10%"
-    secondaries: str | None = None
-    plot: Path | None = None
-
-
-def _prompt_tokens(prompt: object) -> int:
-    """Token ids count as themselves; text at about 4 characters per token."""
-    if isinstance(prompt, str):
-        return max(1, round(len(prompt) / 4))
-    if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
-        return max(1, round(sum(len(str(m.get("content", ""))) for m in prompt) / 4))
-    return len(prompt) if isinstance(prompt, list) else 1
-
-
-def workload_of(opts: AdviseOptions, max_batched: int) -> tuple[Workload, list[str]]:
-    """The workload from the flags, or from a prompts file's lengths; notes on what was estimated."""
-    notes: list[str] = []
-    input_len, requests = opts.input_len, opts.requests
-    if opts.prompts_file is not None:
-        from dspark.bench.prompts import load_jsonl  # noqa: PLC0415
-
-        prompts = load_jsonl(opts.prompts_file)
-        if not prompts:
-            raise InputError(f"--prompts {opts.prompts_file}: no prompts")
-        input_len = round(sum(_prompt_tokens(p) for p in prompts) / len(prompts))
-        requests = requests or len(prompts)
-        notes.append(f"prompt length {input_len} tokens: the mean over {opts.prompts_file} (text at ~4 characters "
-                     "per token)")
-    for name, value in (("--clients", opts.clients), ("--input-len", input_len), ("--output-len", opts.output_len),
-                        ("--requests", requests or 1)):
-        if value < 1:
-            raise InputError(f"{name} must be positive, got {value}")
-    if not 0 <= opts.prefix_hit_rate < 1:
-        raise InputError(f"--prefix-hit-rate must be within [0, 1), got {opts.prefix_hit_rate}")
-    return Workload(clients=opts.clients, requests=requests or 100, input_len=input_len, output_len=opts.output_len,
-                    prefix_hit_rate=opts.prefix_hit_rate, max_num_batched_tokens=max_batched), notes
-
-
-def _reports(request: ValidateRequest, seats: Sequence[int]) -> list[ValidationReport]:
-    """validate at each seat count, as `dspark start --max-num-seqs N` would plan it."""
-    return [validate(dataclasses.replace(request, flags={**request.flags, "max_num_seqs": n})) for n in seats]
-
-
-def _recipe_points(report: ValidationReport) -> tuple[list[Measured], tuple[float, str] | None, list[str]]:
-    """Step-time and prefill observations of the recipe, when planning for the hardware they were measured on."""
-    recipe = report.recipe
-    if recipe is None or not recipe.observations:
-        return [], None, []
-    if recipe.hardware is None or report.hardware.hostname != f"profile:{recipe.hardware}":
-        return [], None, [f"the recipe's measurements are not used: they were taken on {recipe.hardware}, "
-                          f"this plan is for {report.hardware.description}"]
-    steps = [Measured(seats=o.seats, source=f"recipe observation: {o.source}", step_s=o.value / 1e3)
-             for o in recipe.observations if o.metric == "decode_step_ms" and o.seats]
-    prefill = next(((o.value / 1e3, f"recipe observation: {o.source}") for o in recipe.observations
-                    if o.metric == "prefill_ms_per_token"), None)
-    return steps, prefill, []
-
-
-def _calibration_points(files: Sequence[str], max_batched: int) -> list[Measured]:
-    points: list[Measured] = []
-    for name in files:
-        path = Path(name)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise InputError(f"--calibrate {name}: cannot read it as JSON ({type(exc).__name__}: {exc})") from None
-        if not isinstance(data, dict):
-            raise InputError(f"--calibrate {name}: not a `dspark bench --json` or sweep.json object")
-        try:
-            points += points_from_json(data, name, max_num_batched_tokens=max_batched)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise InputError(f"--calibrate {name}: {exc}") from None
-    return points
-
-
-def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
-    """Validate at each seat count, fit the costs to the measured points, predict each, and recommend."""
-    from dspark.commands.sweep import parse_seats  # noqa: PLC0415
-
-    seat_list = parse_seats(opts.seats)
-    rule = make_rule(opts.primary, opts.adopt_at, opts.max_regression, opts.secondaries)
-    reports = _reports(request, seat_list)
-    first = reports[0]
-    s = first.settings
-    cap = first.capacity
-    batched = cap.details.get("max_num_batched_tokens") or cap.details.get("chunked_prefill_size")
-    max_batched = int(batched) if isinstance(batched, int) and batched > 0 else 8192
-    load, notes = workload_of(opts, max_batched)
-    steps, prefill, recipe_notes = _recipe_points(first)
-    spec = int(s.num_speculative_tokens.value or (first.recipe.speculative.num_speculative_tokens
-                                                 if first.recipe and first.recipe.speculative else 0))
-    gpu = min(first.hardware.gpus, key=lambda g: g.free_bytes) if first.hardware.gpus else None
-    inputs: ModelInputs = model_inputs(
-        first.architecture, first.weights, cap, gpu, platform=str(s.platform.value or "cuda"),
-        tp=int(s.tensor_parallel_size.value), speculative_tokens=spec, emitted_per_step=opts.accepted_tokens,
-        observed_prefill_s=prefill)
-    points = steps + _calibration_points(opts.calibrate, max_batched)
-    calibration: Calibration | None = None
-    costs = inputs.prior
-    if points:
-        pinned = ("prefill_per_token_s",) if prefill is not None else ()
-        calibration = fit(inputs.prior, inputs.shape, points, pinned)
-        costs = calibration.costs
-    pools = [(n, r.capacity.kv_pool_tokens) for n, r in zip(seat_list, reports, strict=True)]
-    countings = {n: counting_for(r.capacity) for n, r in zip(seat_list, reports, strict=True)}
-    predictions = predict(costs, inputs.shape, load, pools, request.prefix_cache_reserve, countings)
-    fitted = calibration.fitted if calibration else ()
-    lines = describe_costs(costs, fitted, inputs.sources, calibration.points if calibration else 0)
-    assumptions = [
-        "decode step = fixed cost + (dense weights + routed experts × coverage + KV of the seats' contexts + "
-        "linear state) ÷ effective bandwidth + decode tokens × cost per token + prompt tokens × prefill cost",
-        f"tokens a seat keeps per step: {inputs.shape.emitted_per_step:g} ({inputs.sources['emitted_per_step']}); "
-        f"each verifies {inputs.shape.query_len}",
-        f"chunked prefill within {max_batched:,} batched tokens per step; {load.clients} closed-loop clients "
-        f"send {load.requests} requests; TTFT includes the wait for a seat",
-        countings[seat_list[0]].rule,
-        *([f"KV peak counts each request's {load.prefix_hit_rate:.0%} cached prefix as its own; a prefix shared by "
-           "running requests is held once by the engine, so with one shared prefix the peak is lower"]
-          if load.prefix_hit_rate > 0 else []),
-        *inputs.assumptions, *notes, *recipe_notes,
-        *([] if points else ["uncalibrated: every cost term is a prior; pass --calibrate with a bench or sweep "
-                             "result from this deployment"]),
-    ]
-    context = {
-        "engine": first.serve.engine, "engine_version": cap.engine_version,
-        "recipe": first.recipe.name if first.recipe else None, "model": first.architecture.source,
-        "hardware": first.hardware.description, "verdicts": {str(n): r.verdict for n, r in zip(seat_list, reports,
-                                                                                              strict=True)},
-    }
-    return Advice(workload=load, shape=inputs.shape, costs=costs, cost_lines=tuple(lines), calibration=calibration,
-                  predictions=tuple(predictions), recommendation=recommend(predictions, rule,
-                                                                           request.prefix_cache_reserve),
-                  assumptions=tuple(assumptions), context=context)
+from dspark.advise.advice import Advice, Prediction
+from dspark.advise.build import AdviseOptions, build_advice
+from dspark.core.errors import ExitCode
+from dspark.planning.validate import ValidateRequest
 
 
 def _fmt(value: float, digits: int = 1) -> str:

@@ -12,9 +12,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from dspark.core.errors import RefusedError
 from dspark.hardware import GpuInfo, HardwareSnapshot
-from dspark.hardware.select import resolve_hardware
+from dspark.hardware.select import probe_snapshot, resolve_hardware
 from dspark.hardware.snapshot import dumps_snapshot
 
 _GIB = 1 << 30
@@ -30,16 +29,7 @@ def probe(
 ) -> int:
     """Print the snapshot for `hardware` (None: this machine, else a profile or saved file); returns 0."""
     stream = out if out is not None else sys.stdout
-    snapshot = resolve(hardware)
-    if as_json and hardware is None and snapshot.source == "profile":
-        # A saved probe stands for the machine it was taken on (`--hardware peer.json`): a built-in profile
-        # written out here would later read as measured figures of this machine.
-        raise RefusedError(
-            f"nothing to probe: {snapshot.description}; `probe --json` saves live figures of this machine",
-            hint="run it on the machine with the GPUs; to plan with a profile, name it where you plan "
-            f"(--hardware {snapshot.hostname.removeprefix('profile:')}), or see its figures with "
-            "`dspark probe --hardware PROFILE`",
-        )
+    snapshot = probe_snapshot(hardware, saving=as_json, resolve=resolve)
     if as_json:
         stream.write(dumps_snapshot(snapshot) + "\n")
         return 0

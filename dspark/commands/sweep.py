@@ -1,4 +1,4 @@
-"""`dspark sweep`: start the engine at each seat count, verify, bench, stop; table, JSON, PNG and a decision."""
+"""`dspark sweep`: run the sweep (dspark.bench.sweep) with a progress bar; its table, JSON, PNG and decision."""
 
 from __future__ import annotations
 
@@ -10,36 +10,15 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from dspark.bench.decision import DecisionRule, make_rule
+from dspark.advise.build import sweep_prediction
+from dspark.bench.decision import DecisionRule, make_rule, parse_seats
+from dspark.bench.load import LoadOptions, bench_spec
 from dspark.bench.plot import sweep_png
 from dspark.bench.report import sweep_text, to_json, write_atomic
-from dspark.bench.sweep import PlanBuilder, PlannedLaunch, SweepResult, run_sweep
-from dspark.commands.bench import LoadOptions, RichProgress, bench_spec
-from dspark.core.errors import DsparkError, ExitCode, InputError
-from dspark.planning.start import StartRequest, plan_start
-
-
-def parse_seats(text: str) -> tuple[int, ...]:
-    """'8,16' -> (8, 16): distinct positive seat counts, in the order given (the first is the baseline)."""
-    try:
-        seats = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise InputError(f"--seats takes comma-separated whole numbers, got {text!r}") from None
-    if len(seats) < 1 or any(n < 1 for n in seats) or len(set(seats)) != len(seats):
-        raise InputError(f"--seats needs distinct positive seat counts, got {text!r}")
-    return seats
-
-
-def start_plan_builder(request: StartRequest) -> PlanBuilder:
-    """Seats -> the plan `dspark start` would exec with --max-num-seqs SEATS, and its predicted KV pool."""
-
-    def build(seats: int) -> PlannedLaunch:
-        flags = {**request.validate.flags, "max_num_seqs": seats}
-        req = dataclasses.replace(request, validate=dataclasses.replace(request.validate, flags=flags))
-        result = plan_start(req)
-        return PlannedLaunch(plan=result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens)
-
-    return build
+from dspark.bench.sweep import PlanBuilder, SweepResult, plan_launches, run_sweep, start_plan_builder
+from dspark.commands.bench import RichProgress
+from dspark.core.errors import ExitCode
+from dspark.planning.start import StartRequest
 
 
 def write_outputs(result: SweepResult, out_dir: Path) -> dict[str, Path]:
@@ -70,9 +49,7 @@ def sweep(
     `prediction` (dspark advise's JSON for these seats and this load, made before the runs) is kept beside
     the measurements in sweep.json and the table.
     """
-    # Plans are built (validated, argv checked) for every seat count before any engine starts: a bad flag
-    # fails in seconds, not after the first engine's bench.
-    plans = {n: build(n) for n in seats}
+    plans = plan_launches(seats, build)
     spec = bench_spec(load, "http://127.0.0.1")  # each setting's own URL replaces this
     err = Console(file=sys.stderr, highlight=False)
     observer = RichProgress(err) if progress else None
@@ -115,18 +92,5 @@ def sweep_command(
     rule = make_rule(primary, adopt_at, max_regression, secondaries)
     return sweep(seat_list, load, rule, start_plan_builder(request), out_dir=out_dir, as_json=as_json,
                  progress=progress, health_timeout_s=health_timeout_s, stop_timeout_s=stop_timeout_s,
-                 prediction=predict_before(request, seats, load, primary, adopt_at, max_regression, secondaries))
-
-
-def predict_before(request: StartRequest, seats: str, load: LoadOptions, primary: str, adopt_at: str,
-                   max_regression: str, secondaries: str | None) -> dict[str, Any]:
-    """dspark advise's prediction for the sweep's seats and load (its JSON), or {"error": why not}."""
-    from dspark.commands.advise import AdviseOptions, build_advice  # noqa: PLC0415
-
-    opts = AdviseOptions(seats=seats, clients=load.concurrency, requests=load.requests, input_len=load.input_len,
-                         output_len=load.max_tokens, prompts_file=load.prompts_file, primary=primary,
-                         adopt_at=adopt_at, max_regression=max_regression, secondaries=secondaries)
-    try:
-        return build_advice(request.validate, opts).to_json()
-    except (DsparkError, ValueError) as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
+                 prediction=sweep_prediction(request.validate, seats, load, primary, adopt_at, max_regression,
+                                             secondaries))

@@ -32,37 +32,31 @@ def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out:
     return int(ExitCode.REFUSED if report.verdict == "fail" else ExitCode.OK)
 
 
-def run_start(
+def start_command(
     request: StartRequest,
     *,
-    dry_run: bool,
     as_json: bool,
     explain: bool,
     watch: bool = False,
     execute: Callable[[LaunchPlan], object] = exec_plan,
     out: IO[str] | None = None,
 ) -> int:
-    """Validate, check the argv with the engine's parser, print the plan, then exec (or stop at --dry-run)."""
-    from dspark.planning.start import plan_start  # noqa: PLC0415 - validate alone does not need the launch path
+    """dspark.planning.start.run_start, showing the plan (table or one JSON object) before the engine starts."""
+    from dspark.planning.start import run_start  # noqa: PLC0415 - validate alone does not need the launch path
 
-    result = plan_start(request)
     stream = out or sys.stdout
-    if as_json:
-        stream.write(json.dumps(result.to_json(), default=str) + "\n")
-    else:
-        _print_notices(result.report)
-        console = make_console(stream)
-        render_report(result.report, console, explain=explain, extra=result.findings)
-        render_plan(result, console)
-    stream.flush()
-    if dry_run:
-        return int(ExitCode.OK)
-    if watch:
-        from dspark.runtime.supervise import watch_plan  # noqa: PLC0415
 
-        return watch_plan(result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens)
-    execute(result.plan)
-    return int(ExitCode.OK)  # only reached when a test injects an execute that returns
+    def show(result: StartResult) -> None:
+        if as_json:
+            stream.write(json.dumps(result.to_json(), default=str) + "\n")
+        else:
+            _print_notices(result.report)
+            console = make_console(stream)
+            render_report(result.report, console, explain=explain, extra=result.findings)
+            render_plan(result, console)
+        stream.flush()
+
+    return run_start(request, show, watch=watch, execute=execute)
 
 
 def make_console(stream: IO[str]) -> Console:

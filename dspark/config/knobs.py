@@ -14,6 +14,7 @@ from typing import Any, get_args
 
 from dspark.core.constants import MAX_NUM_SEQS_LIMIT, KvCacheDtype
 from dspark.core.units import SIZE_UNITS_HELP, parse_count, parse_size
+from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES
 
 # The fallback the deployment's scripts used when nothing set seats (what its KV pin held; docs/deployment.md).
 # validate replaces it with the computed safe count for the configuration at hand (capacity.seats.default_seats).
@@ -42,6 +43,8 @@ class Knob:
     expected: str  # what is valid, in words, for messages
     default: object = None
     computed: bool = False  # when nothing sets it, a later layer derives it
+    # Variables an orchestrator sets in every pod, read below `env` (which wins; a disagreement is noted).
+    aliases: tuple[str, ...] = ()
 
 
 def _blank(raw: object) -> bool:
@@ -143,7 +146,8 @@ def _text(raw: object) -> str:
 _KV_DTYPES: tuple[str, ...] = get_args(KvCacheDtype)
 
 KNOBS: tuple[Knob, ...] = (
-    Knob("engine", "DSPARK_ENGINE", "--engine", "engine", _choice("vllm", "sglang"), "vllm or sglang", "vllm"),
+    Knob("engine", "DSPARK_ENGINE", "--engine", "engine", _choice(*ENGINE_NAMES), " or ".join(ENGINE_NAMES),
+         DEFAULT_ENGINE),
     Knob("model", "DSPARK_MODEL", "--model", "model.path", _text, "a model directory or repo id"),
     Knob("served_model_name", "DSPARK_SERVED_MODEL_NAME", "--served-model-name", "model.served_name", _text, "a name"),
     Knob("platform", "DSPARK_PLATFORM", "--platform", None, _choice("cuda", "cpu"), "cuda or cpu", computed=True),
@@ -174,9 +178,13 @@ KNOBS: tuple[Knob, ...] = (
         "1 to 1024",
         1,
     ),
-    Knob("nnodes", "DSPARK_NNODES", "--nnodes", "parallel.nodes", _whole(1, 1024), "1 to 1024 nodes", 1),
-    Knob("node_rank", "DSPARK_NODE_RANK", "--node-rank", None, _whole(0, 1023), "0 to nnodes - 1", 0),
-    Knob("master_addr", "DSPARK_MASTER_ADDR", "--master-addr", "parallel.master_addr", _text, "an address"),
+    # A Kubernetes LeaderWorkerSet sets LWS_GROUP_SIZE, LWS_WORKER_INDEX and LWS_LEADER_ADDRESS in every pod.
+    Knob("nnodes", "DSPARK_NNODES", "--nnodes", "parallel.nodes", _whole(1, 1024), "1 to 1024 nodes", 1,
+         aliases=("LWS_GROUP_SIZE",)),
+    Knob("node_rank", "DSPARK_NODE_RANK", "--node-rank", None, _whole(0, 1023), "0 to nnodes - 1", 0,
+         aliases=("LWS_WORKER_INDEX",)),
+    Knob("master_addr", "DSPARK_MASTER_ADDR", "--master-addr", "parallel.master_addr", _text, "an address",
+         aliases=("LWS_LEADER_ADDRESS",)),
     Knob("master_port", "DSPARK_MASTER_PORT", "--master-port", "parallel.master_port", _whole(1, 65535), "1 to 65535"),
     Knob(
         "distributed_runtime",

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from dspark.config.recipe_keys import FLAG_FIELDS, RUN_FLAGS
 from dspark.config.recipe_model import Parallel, RecipeFields, Speculative
 from dspark.config.recipe_yaml import Problem
+from dspark.engines import engine_spec
 
 _WHOLE_METRICS = frozenset({"kv_pool_tokens", "cudagraph_max_capture_size"})
 _NEEDS_DRAFT_MODEL = frozenset({"eagle", "eagle3", "dflash", "draft_model"})
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
 
 
 def _flag_key(arg: str) -> str | None:
@@ -46,15 +46,9 @@ def _kv_problems(recipe: RecipeFields) -> Iterator[Problem]:
     kv = recipe.kv_cache
     if kv.memory is not None and kv.tokens is not None:
         yield Problem(("kv_cache", "tokens"), "set kv_cache.memory or kv_cache.tokens, not both: each pins the pool")
-    if recipe.engine == "vllm":
-        if kv.tokens is not None:
-            yield Problem(("kv_cache", "tokens"), "vLLM has no token pin; pin bytes with kv_cache.memory")
-        if kv.mem_fraction_static is not None:
-            yield Problem(
-                ("kv_cache", "mem_fraction_static"), "is SGLang's; for vLLM use kv_cache.gpu_memory_utilization"
-            )
-    elif kv.gpu_memory_utilization is not None:
-        yield Problem(("kv_cache", "gpu_memory_utilization"), "is vLLM's; for SGLang use kv_cache.mem_fraction_static")
+    for key, why in engine_spec(recipe.engine).recipe_kv_problems:  # the keys the recipe's engine has no use for
+        if getattr(kv, key) is not None:
+            yield Problem(("kv_cache", key), why)
 
 
 def _parallel_problems(par: Parallel) -> Iterator[Problem]:

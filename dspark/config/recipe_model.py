@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import date as Date
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -20,8 +20,12 @@ from pydantic import (
 
 from dspark.core.constants import MAX_NUM_SEQS_LIMIT, KvCacheDtype
 from dspark.core.units import SIZE_PATTERN, SIZE_UNITS_HELP, parse_count, parse_size
+from dspark.engines import ENGINE_NAMES
 
-Engine = Literal["vllm", "sglang"]
+if TYPE_CHECKING:
+    Engine = str
+else:  # the registry's names: the JSON schema's enum and pydantic's "Input should be ..." list them
+    Engine = Literal[ENGINE_NAMES]
 WeightsFormat = Literal["bf16", "fp16", "fp8", "nvfp4", "mxfp4", "int4", "int8"]
 # The methods whose drafter dspark can size (dspark.model.architecture.DRAFTER_METHODS; a test keeps them equal).
 SpeculativeMethod = Literal["mtp", "eagle3", "eagle", "dflash", "draft_model"]

@@ -30,6 +30,8 @@ Environment variables, the full list (one setting each; a set-but-empty value is
   DSPARK_HOST                      host                     address the server listens on
   DSPARK_PORT                      port                     1..65535
 MAX_NUM_SEQS keeps the name the deployment's container scripts used; everything else is DSPARK_*.
+In a Kubernetes LeaderWorkerSet pod, LWS_GROUP_SIZE, LWS_WORKER_INDEX and LWS_LEADER_ADDRESS set nnodes,
+node_rank and master_addr when DSPARK_NNODES, DSPARK_NODE_RANK and DSPARK_MASTER_ADDR (or the flags) do not.
 
 Sources, as --explain and --json print them:
   flag                       a command-line flag
@@ -48,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dspark.core.constants import DEFAULT_RECIPE
 from dspark.core.errors import SettingsError
+from dspark.engines import engine_spec
 
 if TYPE_CHECKING:  # pydantic models cost start-up time; settings only reads recipe attributes
     from dspark.config.recipes import Recipe
@@ -222,6 +225,7 @@ def resolve_settings(
         )
 
     _one_pool_pin(values, notes)
+    _one_runtime(values, env, recipe)
     _check_against_recipe(values, recipe)
     _check_combinations(values)
     notes.extend(_stray_env(env))
@@ -243,7 +247,7 @@ def _resolve_one(
     notes: list[str],
 ) -> Setting[Any]:
     if flag_value is not None:
-        return Setting(_convert(knob, flag_value, f"{knob.flag}"), "flag")
+        return _over_alias(knob, Setting(_convert(knob, flag_value, f"{knob.flag}"), "flag"), env, notes)
     raw = env.get(knob.env)
     if raw is not None:
         if not raw.strip():
@@ -252,7 +256,14 @@ def _resolve_one(
                 hint=f"unset {knob.env} to use the recipe's value or the default (in compose files, leave the "
                 f"variable out rather than writing ${{{knob.env}:-}})",
             )
-        return Setting(_convert(knob, raw, knob.env), f"env:{knob.env}")
+        return _over_alias(knob, Setting(_convert(knob, raw, knob.env), f"env:{knob.env}"), env, notes)
+    for alias in knob.aliases:  # an orchestrator's variable (LeaderWorkerSet): below dspark's own, above the recipe
+        raw = env.get(alias)
+        if raw is not None:
+            if not raw.strip():
+                raise SettingsError(f"{alias}={raw!r}: empty; expected {knob.expected}",
+                                    hint=f"set {knob.env} to override it")
+            return Setting(_convert(knob, raw, alias), f"env:{alias}")
     if recipe is not None and knob.recipe_path is not None:
         value = _recipe_value(recipe, knob.recipe_path)
         if value is not None:
@@ -260,6 +271,21 @@ def _resolve_one(
     if knob.name in overrides:
         return Setting(overrides[knob.name], "default")
     return Setting(knob.default, "computed" if knob.computed and knob.default is None else "default")
+
+
+def _over_alias(knob: Knob, setting: Setting[Any], env: Mapping[str, str], notes: list[str]) -> Setting[Any]:
+    """An explicit value wins over an orchestrator's variable; a disagreement between them is noted."""
+    for alias in knob.aliases:
+        raw = env.get(alias)
+        if raw is None:
+            continue
+        try:
+            theirs = knob.convert(raw)
+        except Invalid:
+            theirs = raw
+        if theirs != setting.value:
+            notes.append(f"{_where(setting)} sets {knob.name}={setting.value!r}, which wins over {alias}={raw!r}")
+    return setting
 
 
 def _convert(knob: Knob, raw: object, where: str) -> object:
@@ -302,6 +328,26 @@ def _one_pool_pin(values: dict[str, Setting[Any]], notes: list[str]) -> None:
         values["kv_cache_memory_bytes"] = Setting(None, "default")
 
 
+def _one_runtime(values: dict[str, Setting[Any]], env: Mapping[str, str], recipe: Recipe | None) -> None:
+    """The engine's own backend flag (after `--`) passes through verbatim: a lower layer must not say otherwise."""
+    runtime = values["distributed_runtime"]
+    if runtime.layer != "flag":
+        return
+    knob = BY_NAME["distributed_runtime"]
+    others = []
+    raw = env.get(knob.env)
+    if raw is not None and raw.strip().lower() != runtime.value:
+        others.append(f"{knob.env}={raw!r}")
+    in_recipe = _recipe_value(recipe, "parallel.runtime") if recipe is not None else None
+    if in_recipe is not None and in_recipe != runtime.value:
+        others.append(f"{recipe.source if recipe else ''}: parallel.runtime {in_recipe}")
+    if others:
+        raise SettingsError(
+            f"the engine flags ask for distributed runtime {runtime.value!r} but {' and '.join(others)} says otherwise",
+            hint="they are one setting: keep one of them, or make them agree",
+        )
+
+
 def _where(setting: Setting[Any]) -> str:
     """How a user would name the place a value came from."""
     if setting.layer == "env":
@@ -328,11 +374,7 @@ def _check_against_recipe(values: dict[str, Setting[Any]], recipe: Recipe | None
 
 def _check_combinations(values: dict[str, Setting[Any]]) -> None:
     engine = values["engine"].value
-    wrong_engine = {
-        "vllm": (("max_total_tokens", "kv_cache_memory_bytes"), ("mem_fraction_static", "gpu_memory_utilization")),
-        "sglang": (("gpu_memory_utilization", "mem_fraction_static"),),
-    }[engine]
-    for name, instead in wrong_engine:
+    for name, instead in engine_spec(engine).foreign_knobs:
         setting = values[name]
         if setting.value is not None:
             raise SettingsError(

@@ -29,3 +29,8 @@ def verdict_of(findings: Iterable[Finding]) -> Verdict:
     if "fail" in levels:
         return "fail"
     return "warn" if "warn" in levels else "ok"
+
+
+def gib(n: int | float) -> str:
+    """Bytes as GiB with two decimals, as findings state memory."""
+    return f"{n / (1 << 30):.2f} GiB"

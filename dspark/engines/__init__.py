@@ -1,17 +1,23 @@
-"""Engine registry: one EngineSpec per engine package; validate, start, bench and sweep consult it by name.
+"""Engine registry: one EngineSpec per engine package; every other package reads engines through it.
 
-The specs load lazily (dspark.engines.<name>.spec) so that importing this package never imports an engine's
-capacity model or adapter: the pure arithmetic can import its engine's flag reader without a cycle.
+ENGINE_NAMES is the one list of engines (the first is the default). The specs load lazily
+(dspark.engines.<name>.spec) so that importing this package never imports an engine's capacity model or
+adapter: the pure arithmetic can import its engine's flag reader without a cycle, and the configuration
+layer can read the names cheaply.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from dspark.core.errors import InputError
-from dspark.engines.base import Engine, EngineSpec
+
+if TYPE_CHECKING:
+    from dspark.engines.base import Engine, EngineSpec
 
 ENGINE_NAMES = ("vllm", "sglang")
+DEFAULT_ENGINE = ENGINE_NAMES[0]  # when neither a flag, the environment nor a recipe names one
 
 
 def engine_spec(name: str) -> EngineSpec:
@@ -27,4 +33,4 @@ def get_engine(name: str) -> Engine:
     return engine_spec(name).adapter()
 
 
-__all__ = ["ENGINE_NAMES", "EngineSpec", "engine_spec", "get_engine"]
+__all__ = ["DEFAULT_ENGINE", "ENGINE_NAMES", "engine_spec", "get_engine"]

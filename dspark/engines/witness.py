@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from dspark.capacity import CapacitySummary
+from dspark.capacity.result import CapacityDetail
 from dspark.capacity.seats import safe_seats_full_window
 from dspark.core.errors import EngineNotInstalledError
 from dspark.core.findings import Finding
+from dspark.engines import ENGINE_NAMES, engine_spec
+from dspark.engines.base import PlannerInput
 
 WITNESS_SCRIPT = Path(__file__).with_name("_witness.py")
 MARKER = "DSPARK_WITNESS "
@@ -44,53 +47,16 @@ class Witness:
         }
 
 
-@dataclass(frozen=True)
-class PlannerInput:
-    """What the engine's own planner is handed, or, when it cannot be handed anything, why (one is set)."""
-
-    request: dict[str, Any] | None
-    unavailable: str = ""
-
-
-def witness_request(engine: str, detail: Any, argv: Sequence[str] = (), *, user_pinned: bool = False) -> PlannerInput:
-    """The planner request for a computed capacity, or the reason there is none.
-
-    vLLM: the layers' specs and the budget. SGLang: its launch flags (argv, the parser's part of the plan)
-    and the memory readings; its sizing reads the model directory, which must exist here.
+def witness_request(engine: str, detail: CapacityDetail | None, argv: Sequence[str] = (), *,
+                    user_pinned: bool = False) -> PlannerInput:
+    """The planner request for a computed capacity, or the reason there is none (the engine's
+    EngineSpec.witness_request builds it: what its planner is handed differs per engine).
     """
     if detail is None:
         return PlannerInput(None, f"dspark computed no {engine} plan for the witness to check")
-    if engine == "vllm":
-        return _vllm_request(detail)
-    if engine == "sglang":
-        return _sglang_request(detail, list(argv), user_pinned)
-    return PlannerInput(None, f"no witness for engine {engine}")
-
-
-def _vllm_request(detail: Any) -> PlannerInput:
-    from dspark.engines.vllm.witness_input import WitnessNotPossibleError, vllm_witness_request  # noqa: PLC0415
-
-    if not getattr(detail, "engine_layers", None):
-        return PlannerInput(None, "vLLM's planner is handed layer specs, and dspark builds none it can hand over "
-                                  "for this model (its own cache layout, e.g. DeepSeek-V4's)")
-    try:
-        return PlannerInput(vllm_witness_request(detail))
-    except WitnessNotPossibleError as exc:
-        return PlannerInput(None, str(exc))
-
-
-def _sglang_request(detail: Any, flags: list[str], user_pinned: bool) -> PlannerInput:
-    from dspark.engines.sglang.witness_input import WitnessNotPossibleError, sglang_witness_request  # noqa: PLC0415
-
-    model = flags[flags.index("--model-path") + 1] if "--model-path" in flags[:-1] else None
-    if model is None or not (Path(model) / "config.json").is_file():
-        return PlannerInput(None, f"SGLang's sizing reads config.json from the model directory, and {model!r} is "
-                                  "not a local directory with one (a recipe's inline config, or a hub name not "
-                                  "downloaded): point --model at a local copy")
-    try:
-        return PlannerInput(sglang_witness_request(detail, flags, user_pinned=user_pinned))
-    except WitnessNotPossibleError as exc:
-        return PlannerInput(None, f"SGLang's sizing cannot be run: {exc}")
+    if engine not in ENGINE_NAMES:
+        return PlannerInput(None, f"no witness for engine {engine}")
+    return engine_spec(engine).witness_request(detail, argv, user_pinned)
 
 
 def judge(answer: Mapping[str, Any], summary: CapacitySummary) -> Witness:

@@ -8,7 +8,7 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from dspark.core.errors import InputError
+from dspark.core.errors import InputError, RefusedError
 from dspark.hardware import GpuInfo, HardwareSnapshot, HardwareSource
 from dspark.hardware.nvml import NvmlSource, NvmlUnavailable
 from dspark.hardware.profiles import DEFAULT_PROFILE, get_profile, is_profile, profile_names
@@ -50,6 +50,24 @@ def resolve_hardware(
         hint=f"built-in profiles: {', '.join(profile_names())} (NAME:N for N GPUs per node, e.g. h200:8); "
         "or a file saved by `dspark probe --json`",
     )
+
+
+def probe_snapshot(
+    spec: str | None, *, saving: bool, resolve: Callable[[str | None], HardwareSnapshot] = resolve_hardware
+) -> HardwareSnapshot:
+    """What `dspark probe` shows for `spec`; RefusedError when saving it (--json) would record a built-in
+    profile, standing in for missing GPUs, as this machine's figures."""
+    snapshot = resolve(spec)
+    if saving and spec is None and snapshot.source == "profile":
+        # A saved probe stands for the machine it was taken on (`--hardware peer.json`): a built-in profile
+        # written out here would later read as measured figures of this machine.
+        raise RefusedError(
+            f"nothing to probe: {snapshot.description}; `probe --json` saves live figures of this machine",
+            hint="run it on the machine with the GPUs; to plan with a profile, name it where you plan "
+            f"(--hardware {snapshot.hostname.removeprefix('profile:')}), or see its figures with "
+            "`dspark probe --hardware PROFILE`",
+        )
+    return snapshot
 
 
 def _fallback(profile: str, reason: str) -> HardwareSnapshot:

@@ -1,1 +1,1 @@
-"""The model: architecture from config.json, model directories, weights, loading for a plan."""
+"""The model: architecture from config.json, model directories, weights (pure, but for modeldir's file reads)."""

@@ -56,19 +56,39 @@ def resolve_model(ref: str, *, cache_dir: Path | str | None = None) -> ModelLoca
     looks_like_repo = ref.count("/") == 1 and not ref.startswith((".", "/", "~"))
     if not looks_like_repo:
         raise InputError(f"model directory '{ref}' does not exist; pass a directory holding config.json")
-    from huggingface_hub import snapshot_download  # noqa: PLC0415 - 0.25 s to import; only repo ids need it
+    if not _hub_cache_has(ref, cache_dir):
+        raise _not_cached(ref, cache_dir)
+    from huggingface_hub import snapshot_download  # noqa: PLC0415 - 0.3 s to import; only a cached repo needs it
 
     try:
         snapshot = snapshot_download(ref, cache_dir=cache_dir, local_files_only=True)
     # LocalEntryNotFoundError is a FileNotFoundError and HFValidationError a ValueError in every release.
     except (OSError, ValueError) as exc:
-        raise InputError(
-            f"model '{ref}' is neither a directory nor a repo in the local Hugging Face cache "
-            f"({cache_dir or 'HF_HUB_CACHE'})",
-            hint=f"{config_download_command(ref)} (planning needs only these, not the weights), "
-            "or pass the model's directory",
-        ) from exc
+        raise _not_cached(ref, cache_dir) from exc
     return ModelLocation(ref=ref, path=Path(str(snapshot)), repo_id=ref)
+
+
+def _hub_cache_has(repo_id: str, cache_dir: Path | str | None) -> bool:
+    """Whether the hub cache holds a folder for the repo (models--ORG--NAME, as huggingface_hub names it).
+
+    Without one, snapshot_download(local_files_only=True) can only fail: this answers first, without
+    importing the download machinery (a third of a second), so a recipe whose model is not cached but
+    inline (the default one) plans at once.
+    """
+    from huggingface_hub import constants  # noqa: PLC0415 - the cache's location only: milliseconds
+
+    root = Path(constants.HF_HUB_CACHE if cache_dir is None else cache_dir).expanduser()
+    return (root / constants.REPO_ID_SEPARATOR.join(["models", *repo_id.split("/")])).is_dir()
+
+
+def _not_cached(ref: str, cache_dir: Path | str | None) -> InputError:
+    """The error for a repo id that the local hub cache cannot serve, with the command that fetches it."""
+    return InputError(
+        f"model '{ref}' is neither a directory nor a repo in the local Hugging Face cache "
+        f"({cache_dir or 'HF_HUB_CACHE'})",
+        hint=f"{config_download_command(ref)} (planning needs only these, not the weights), "
+        "or pass the model's directory",
+    )
 
 
 def _read_json(path: Path) -> Any:

@@ -1,1 +1,1 @@
-"""Planning: capacity per engine, findings and verdict, validate, start, the serve config."""
+"""Planning: the model inputs, capacity per engine, findings and verdict, validate, start, the serve config."""

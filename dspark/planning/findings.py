@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from dspark.core.findings import Finding, Level
+from dspark.core.findings import Finding, Level, gib
 
 if TYPE_CHECKING:
     from dspark.capacity import CapacitySummary
@@ -19,11 +19,6 @@ if TYPE_CHECKING:
 GIB = 1 << 30
 # Unified memory (2x DGX Spark): an idle free-memory level between these hung both boxes (docs/deployment.md).
 DANGER_BAND_BYTES = (int(0.8 * GIB), int(4.2 * GIB))
-
-
-def gib(n: int | float) -> str:
-    """Bytes as GiB with two decimals."""
-    return f"{n / GIB:.2f} GiB"
 
 
 def idle_free_findings(
@@ -56,11 +51,15 @@ def gpus_per_node(settings: ResolvedSettings, data_parallel: int = 1) -> int:
     return max(1, world // max(1, settings.nnodes.value))
 
 
-def data_parallel_findings(engine: str, data_parallel: int, dp_attention: bool, seats: int) -> list[Finding]:
-    """What DP > 1 means for the figures: per-replica pools and seats, and the GPUs it takes."""
+def data_parallel_findings(data_parallel: int, dp_attention: bool, seats: int) -> list[Finding]:
+    """What DP > 1 means for the figures: per-replica pools and seats, and the GPUs it takes.
+
+    dp_attention: the engine runs the DP ranks inside the TP group (EngineSpec.data_parallel says so; SGLang's
+    --enable-dp-attention is the one there is).
+    """
     if data_parallel <= 1:
         return []
-    if engine == "sglang" and dp_attention:
+    if dp_attention:
         return [Finding("info", "data-parallel",
                         f"DP attention over {data_parallel} ranks inside the TP group: --max-running-requests "
                         f"{seats} is split between them (about {max(1, seats // data_parallel)} per rank; "

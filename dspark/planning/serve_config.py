@@ -65,4 +65,5 @@ def serve_config(
         port=s.port.value,
         extra_args=tuple(recipe.engine_args if recipe else ()) + engine_flags,
         env=env,
+        distributed_runtime=s.distributed_runtime.value,
     )

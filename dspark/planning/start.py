@@ -6,13 +6,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dspark.core.errors import EngineArgError, EngineNotInstalledError, RefusedError, SettingsError
+from dspark.core.errors import EngineArgError, EngineNotInstalledError, ExitCode, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
 from dspark.engines import engine_spec, get_engine
 from dspark.engines.base import ArgvCheck, check_argv, find_engine_python, require_ok
 from dspark.engines.witness import judge, with_engine_figures, witness_finding
-from dspark.planning.validate import ValidateRequest, ValidationReport, validate
-from dspark.runtime.launch import LaunchPlan
+from dspark.planning.validate import ValidateRequest, ValidationReport, request_settings, validate
+from dspark.runtime.launch import LaunchPlan, exec_plan
 
 ArgvChecker = Callable[..., ArgvCheck]  # check_argv's signature: (engine, plan, python, witness_request=...)
 
@@ -60,22 +60,20 @@ def plan_start(
     request: StartRequest, *, checker: ArgvChecker = check_argv, env: Mapping[str, str] | None = None
 ) -> StartResult:
     """Everything before exec; RefusedError for a failing verdict (unless forced), EngineArgError for a bad argv."""
-    report = validate(request.validate)
+    settings = request_settings(request.validate)
+    if settings.distributed_runtime.value == "ray":
+        # Every node of the Ray cluster is probed where it is, and the tightest sizes the plan.
+        from dspark.planning.ray_plan import on_ray_cluster  # noqa: PLC0415 - only a Ray launch needs it
+
+        report = on_ray_cluster(request.validate, settings, dry_run=request.dry_run)
+    else:
+        report = validate(request.validate)
     if report.verdict == "fail" and not request.force:
         reasons = "; ".join(f.message for f in report.findings if f.level == "fail")
         raise RefusedError(f"refusing to start: {reasons}", hint="fix the plan, or pass --force to start anyway")
     missing = report.settings.missing_for_launch(dry_run=request.dry_run)
     if missing:
         raise SettingsError("; ".join(missing))
-    runtime = report.settings.distributed_runtime
-    if report.serve.nnodes > 1 and runtime.value == "ray":
-        # Refused rather than ignored: a Ray launch needs a Ray cluster up first, which dspark does not start.
-        raise SettingsError(
-            f"distributed_runtime 'ray' ({runtime.source}) is not launched by dspark start: it starts each node "
-            "on the engine's native multi-node runtime (vLLM --nnodes/--node-rank, SGLang --dist-init-addr)",
-            hint="set parallel.runtime: native (or DSPARK_DISTRIBUTED_RUNTIME=native), or bring up Ray yourself "
-            "and start the engine with --distributed-executor-backend ray",
-        )
     if not request.dry_run:
         _require_real_hardware(report)
     engine = get_engine(report.serve.engine)
@@ -114,6 +112,30 @@ def plan_start(
         require_ok(engine, plan, check)
     _confirm_pinned(report, check)
     return StartResult(report=report, plan=plan, check=check)
+
+
+def run_start(
+    request: StartRequest,
+    show: Callable[[StartResult], None],
+    *,
+    watch: bool = False,
+    execute: Callable[[LaunchPlan], object] = exec_plan,
+) -> int:
+    """Plan the launch and `show` it; then exec the engine, or supervise it as a child with `watch`.
+
+    With request.dry_run nothing starts (exit 0). Exec does not return; `execute` is the seam tests replace.
+    """
+    result = plan_start(request)
+    show(result)
+    if request.dry_run:
+        return int(ExitCode.OK)
+    if watch:
+        from dspark.runtime.supervise import watch_plan  # noqa: PLC0415 - the supervisor loads only for --watch
+
+        return watch_plan(result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens,
+                          log_format=engine_spec(result.plan.engine).log_format)
+    execute(result.plan)
+    return int(ExitCode.OK)  # only reached when a test injects an execute that returns
 
 
 def _former_names(argv: Sequence[str], check: ArgvCheck, former: Mapping[str, str]) -> dict[str, str]:

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from dspark import __version__
 from dspark.capacity import CapacitySummary
+from dspark.capacity.result import CapacityDetail, CapacityResult, NotModelledError
 from dspark.capacity.seats import default_seats
 from dspark.capacity.typical import typical_context_seats
 from dspark.config.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
 from dspark.core.errors import EngineNotInstalledError, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
-from dspark.engines import ENGINE_NAMES, engine_spec, get_engine
-from dspark.engines.base import ServeConfig, find_engine_python
+from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES, engine_spec, get_engine
+from dspark.engines.base import EngineSpec, PlannerInput, ServeConfig, find_engine_python
 from dspark.engines.flags import (
     data_parallel_of,
     flag_values_from_engine_flags,
@@ -33,15 +34,14 @@ from dspark.engines.flags import (
 from dspark.engines.release_matrix import matrix_note
 from dspark.engines.version import ENV_VAR as ENGINE_VERSION_ENV
 from dspark.engines.version import EngineVersion, normalize, resolve_engine_version
-from dspark.engines.witness import PlannerInput, Witness, judge, run_witness, witness_finding, witness_request
+from dspark.engines.witness import Witness, judge, run_witness, witness_finding, witness_request
 from dspark.hardware import GpuInfo, HardwareSnapshot
 from dspark.hardware.profiles import DEFAULT_PROFILE
 from dspark.hardware.select import host_snapshot, resolve_hardware
 from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.model.architecture import Drafter, ModelArchitecture
-from dspark.model.loading import draft_ref, drafter_of, model_architecture, weights_of
 from dspark.model.weights import WeightBytes
-from dspark.planning.capacity import CapacityResult, compute_capacity
+from dspark.planning.capacity import capacity_inputs, compute_capacity
 from dspark.planning.findings import (
     data_parallel_findings,
     gpus_per_node,
@@ -53,6 +53,7 @@ from dspark.planning.findings import (
     weights_findings,
     with_observed_safe_seats,
 )
+from dspark.planning.model_inputs import draft_ref, drafter_of, model_architecture, weights_of
 from dspark.planning.serve_config import serve_config
 from dspark.runtime.launch import LaunchPlan
 
@@ -100,6 +101,7 @@ class ValidationReport:
     witness: Witness | None = None  # the installed engine's own planner on the same inputs, when asked
     witness_request: Mapping[str, Any] | None = None  # what that planner is given (None: nothing it can take)
     witness_unavailable: str = ""  # why there is no request, when there is none
+    footprint_bytes: int | None = None  # what the engine holds per GPU (weights, KV, runtime), for per-node checks
 
     @property
     def verdict(self) -> str:
@@ -159,10 +161,10 @@ def _engine_name(request: ValidateRequest, recipe: Recipe | None) -> str:
             raise SettingsError(
                 f"DSPARK_ENGINE={raw!r}: " + ("empty" if not value else "not an engine dspark knows")
                 + f"; expected one of {', '.join(ENGINE_NAMES)}" + (f"; did you mean {close[0]!r}?" if close else ""),
-                hint="unset DSPARK_ENGINE to use the recipe's engine (or vllm)",
+                hint=f"unset DSPARK_ENGINE to use the recipe's engine (or {DEFAULT_ENGINE})",
             )
         return value
-    return recipe.engine if recipe else "vllm"
+    return recipe.engine if recipe else DEFAULT_ENGINE
 
 
 def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: HardwareResolver) -> HardwareSnapshot:
@@ -213,8 +215,8 @@ def _generic_weights_findings(found: list[Finding], weights: WeightBytes | None,
                             hardware, settings, arch.num_attention_heads)
 
 
-def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
-    """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
+def _resolve(request: ValidateRequest) -> tuple[Recipe | None, str, Any, ResolvedSettings]:
+    """The recipe, engine, pasted engine flags (as its reader sees them) and settings of a request."""
     recipe, _ = _load_recipe(request)
     engine_name = _engine_name(request, recipe)
     engine_spec(engine_name)  # unknown engine names fail here, naming the known ones
@@ -223,8 +225,19 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
+    return recipe, engine_name, options, settings
+
+
+def request_settings(request: ValidateRequest) -> ResolvedSettings:
+    """The settings validate plans with, before any model, hardware or capacity is read."""
+    return _resolve(request)[3]
+
+
+def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
+    """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
+    recipe, engine_name, options, settings = _resolve(request)
     arch, headers = model_architecture(settings, recipe)
-    drafter = drafter_of(settings, recipe, options, arch)
+    drafter = drafter_of(engine_name, settings, recipe, options, arch)
     weights = weights_of(arch, headers, drafter, settings, recipe)
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
     data_parallel, dp_attention = data_parallel_of(engine_name, options)
@@ -232,7 +245,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     gpu = _first_gpu(hardware, settings, replicas)
     version = _engine_version(engine_name, request)
 
-    from dspark.engines.vllm.capacity import VllmNotModelledError  # noqa: PLC0415 - pure, already loaded for vLLM
+    spec = engine_spec(engine_name)
 
     def capacity_at(resolved: ResolvedSettings) -> tuple[CapacityResult, CapacitySummary]:
         try:
@@ -241,8 +254,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
                 env=request.env, cpu_flags=hardware.cpu_flags if resolved.platform.value == "cpu" else None,
                 cpu_arch=hardware.cpu_arch, engine_version=version.modelled,
             )
-        except VllmNotModelledError as exc:
-            found = _observed_capacity(exc, recipe, resolved, arch, gpu, version.modelled)
+        except NotModelledError as exc:
+            found = _observed_capacity(spec, exc, recipe, resolved, arch, gpu, version.modelled)
         # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
         return found, with_observed_safe_seats(found.summary, recipe, resolved)
 
@@ -251,7 +264,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         # Nothing set the seats: use the computed safe count, as the deployment's scripts fell back to the 6
         # its pin held. On hybrid SGLang models the pool depends on the seats, so settle it in a few rounds.
         for _ in range(3):
-            target = default_seats(summary.safe_max_num_seqs, engine_name)
+            target = default_seats(summary.safe_max_num_seqs, spec.default_max_num_seqs)
             if target == settings.max_num_seqs.value:
                 break
             settings = settings.with_computed(max_num_seqs=target)
@@ -270,15 +283,14 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     findings += _version_findings(engine_name, version)
     peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
     findings += memory_findings(result.footprint_bytes, hardware, settings, peers, data_parallel=replicas)
-    findings += data_parallel_findings(engine_name, data_parallel, dp_attention, summary.max_num_seqs)
+    findings += data_parallel_findings(data_parallel, dp_attention, summary.max_num_seqs)
     findings += observation_findings(result.summary, recipe, settings)
     findings += seat_findings(summary, settings, arch)
     findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
     if weights is None:
         findings.append(WEIGHTS_UNKNOWN)
-    serve = serve_config(
-        engine_name, settings, recipe, request.engine_flags, summary, drafter_model=draft_ref(options, recipe)
-    )
+    serve = serve_config(engine_name, settings, recipe, request.engine_flags, summary,
+                         drafter_model=draft_ref(engine_name, options, recipe))
     plan, planner = _plan_and_witness_request(engine_name, serve, result.detail, settings)
     witness = None
     if request.engine_check:
@@ -299,11 +311,12 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         witness=witness,
         witness_request=planner.request,
         witness_unavailable=planner.unavailable,
+        footprint_bytes=result.footprint_bytes,
     )
 
 
 def _plan_and_witness_request(
-    engine_name: str, serve: ServeConfig, detail: Any, settings: ResolvedSettings
+    engine_name: str, serve: ServeConfig, detail: CapacityDetail | None, settings: ResolvedSettings
 ) -> tuple[LaunchPlan, PlannerInput]:
     """The launch plan (display form), and what the engine's own planner would be handed for the witness."""
     adapter = get_engine(engine_name)
@@ -343,39 +356,19 @@ def _engine_version(engine_name: str, request: ValidateRequest) -> EngineVersion
 
 
 def _observed_capacity(
-    exc: Exception, recipe: Recipe | None, settings: ResolvedSettings, arch: ModelArchitecture, gpu: GpuInfo | None,
-    engine_version: str,
+    spec: EngineSpec, exc: NotModelledError, recipe: Recipe | None, settings: ResolvedSettings,
+    arch: ModelArchitecture, gpu: GpuInfo | None, engine_version: str,
 ) -> CapacityResult:
     """When dspark cannot reproduce the engine's KV accounting, a recipe's observed pool stands in, labelled so."""
     window = settings.max_model_len.value
     seats = settings.max_num_seqs.value
     observed = list(observations(recipe, settings, "kv_pool_tokens", seats)) if window else []
-    if not observed or window is None:
+    if not observed or window is None or spec.observed_capacity is None:
         raise exc
-    from dspark.capacity.seats import expert_coverage, safe_seats_full_window  # noqa: PLC0415
-    from dspark.engines.vllm.graphs import vllm_capture_sizes  # noqa: PLC0415
-
     obs = observed[0]
-    pool = int(obs.value)
-    spec = recipe.speculative.num_speculative_tokens if recipe and recipe.speculative else 0
-    # vLLM serve's batch default for GPUs of >= 70 GiB (EngineArgs.get_batch_defaults) unless set.
-    batched = settings.max_num_batched_tokens.value or 8192
-    graphs = vllm_capture_sizes(max_num_seqs=seats, num_speculative_tokens=spec, max_num_batched_tokens=batched,
-                                compute_capability=gpu.compute_capability if gpu else None)
-    concurrency = pool / window
-    summary = CapacitySummary(
-        engine="vllm", engine_version=engine_version, kv_pool_tokens=pool, max_concurrency=concurrency,
-        max_model_len=window, kv_bytes_per_token=0, kv_budget_bytes=settings.kv_cache_memory_bytes.value or 0,
-        kv_budget_source="observed", kv_budget_assumptions=(f"pool observed: {obs.source}",),
-        cudagraph_max_capture_size=graphs.max_capture_size, cudagraph_capture_sizes=graphs.sizes,
-        max_num_seqs=seats, safe_max_num_seqs=safe_seats_full_window(concurrency),
-        avg_context_at_max_num_seqs=pool // seats,
-        expert_coverage=(
-            expert_coverage(arch.moe.num_experts, arch.moe.top_k, seats * (1 + spec)) if arch.moe else None
-        ),
-        details={"not_modelled": getattr(exc, "message", str(exc))},
-    )
-    reason = getattr(exc, "message", str(exc))
+    reason = exc.message
+    summary = spec.observed_capacity(capacity_inputs(settings, recipe), arch, gpu, pool=int(obs.value), window=window,
+                                     source=obs.source, reason=reason, engine_version=engine_version)
     finding = Finding("warn", "engine-not-modelled",
                       f"{reason}; the pool and contexts below are the recipe's observation ({obs.source}), "
                       "not a prediction, and the memory check is skipped")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import collections
 import contextlib
 import ctypes
@@ -23,16 +22,12 @@ import httpx
 import psutil
 
 from dspark.core.errors import DsparkError, ExitCode
+from dspark.runtime.engine_log import NO_LOG_FORMAT, KvPoolLine, LogFormat
 from dspark.runtime.launch import LaunchPlan
 
-# vLLM: "CPU KV cache size: 16,384 tokens, Maximum concurrency for 1,024 tokens per request: 16.00x"
-_VLLM_KV = re.compile(
-    r"KV cache size: ([\d,]+) tokens(?:, Maximum concurrency for ([\d,]+) tokens per request: ([\d.,]+)x)?"
-)
-# SGLang: "max_total_num_tokens=123456, chunked_prefill_size=..., max_running_requests=..."
-_SGLANG_KV = re.compile(r"max_total_num_tokens=(\d+)")
-_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
-_SGLANG_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)\s*$")
+__all__ = ["NO_LOG_FORMAT", "EngineFailure", "EngineLog", "EngineProcess", "KvPoolLine", "LogFormat", "StopOutcome",
+           "exit_status", "forwarding_signals", "group_members", "pool_message", "watch_plan"]
+
 # The line that names why start-up failed, e.g. "ValueError: To serve at least one request ...".
 _ERROR_LINE = re.compile(r"(?:^|\] )([A-Z]\w*(?:Error|Exception)): (.+)$")
 _PR_SET_PDEATHSIG = 1
@@ -45,66 +40,12 @@ class EngineFailure(DsparkError):
     exit_code = ExitCode.REFUSED
 
 
-@dataclass(frozen=True)
-class KvPoolLine:
-    """The engine's own statement of its KV pool (and, for vLLM, its maximum concurrency)."""
-
-    pool_tokens: int
-    max_model_len: int | None = None
-    max_concurrency: float | None = None
-
-
-def parse_kv_pool_line(line: str) -> KvPoolLine | None:
-    """The KV pool from a vLLM `KV cache size: N tokens` line or an SGLang `max_total_num_tokens=N` line."""
-    m = _VLLM_KV.search(line)
-    if m:
-        return KvPoolLine(
-            pool_tokens=int(m.group(1).replace(",", "")),
-            max_model_len=int(m.group(2).replace(",", "")) if m.group(2) else None,
-            max_concurrency=float(m.group(3).replace(",", "")) if m.group(3) else None,
-        )
-    m = _SGLANG_KV.search(line)
-    return KvPoolLine(pool_tokens=int(m.group(1))) if m else None
-
-
-def _sglang_server_args(inner: str) -> dict[str, object] | None:
-    """Keyword values of SGLang's `ServerArgs(...)` repr that are Python literals (others are left out)."""
-    try:
-        call = ast.parse(f"f({inner})", mode="eval").body
-    except SyntaxError:
-        return None
-    if not isinstance(call, ast.Call):
-        return None
-    out: dict[str, object] = {}
-    for kw in call.keywords:
-        if kw.arg is None:
-            continue
-        with contextlib.suppress(ValueError, TypeError, SyntaxError, RecursionError):
-            out[kw.arg] = ast.literal_eval(kw.value)
-    return out
-
-
-def parse_engine_args(line: str) -> dict[str, object] | None:
-    """The engine's own account of its arguments at start-up, by dest name, or None for any other line.
-
-    vLLM prints `non-default args: {...}` (only values that differ from its defaults);
-    SGLang prints `server_args=ServerArgs(...)` (every value).
-    """
-    m = _NON_DEFAULT.search(line)
-    if m:
-        try:
-            value = ast.literal_eval(m.group(1))
-        except (ValueError, SyntaxError):
-            return None
-        return value if isinstance(value, dict) else None
-    m = _SGLANG_ARGS.search(line)
-    return _sglang_server_args(m.group(1)) if m else None
-
-
 class EngineLog:
-    """What the watchers saw in the log, shared between the reader thread and the supervisor (thread-safe)."""
+    """What the watchers saw in the log, read with the engine's LogFormat; shared between the reader thread and
+    the supervisor (thread-safe)."""
 
-    def __init__(self, tail_lines: int = 200) -> None:
+    def __init__(self, log_format: LogFormat = NO_LOG_FORMAT, tail_lines: int = 200) -> None:
+        self._format = log_format
         self._lock = threading.Lock()
         self._tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
         self.kv_pool: KvPoolLine | None = None
@@ -118,10 +59,10 @@ class EngineLog:
         """Record one log line (without its newline) and parse the lines dspark checks."""
         with self._lock:
             self._tail.append(line)
-        if self.kv_pool is None and (kv := parse_kv_pool_line(line)) is not None:
+        if self.kv_pool is None and (kv := self._format.kv_pool(line)) is not None:
             self.kv_pool = kv
             self.kv_seen.set()
-        if self.engine_args is None and (nd := parse_engine_args(line)) is not None:
+        if self.engine_args is None and (nd := self._format.engine_args(line)) is not None:
             self.engine_args = nd
         if (err := _ERROR_LINE.search(line)) is not None:
             self.last_error = f"{err.group(1)}: {err.group(2)}"
@@ -193,12 +134,13 @@ class EngineProcess:
         self,
         plan: LaunchPlan,
         *,
+        log_format: LogFormat,
         log_path: Path | None = None,
         echo: TextIO | None = None,
         watchers: Sequence[Callable[[str], None]] = (),
     ) -> None:
         self.plan = plan
-        self.log = EngineLog()
+        self.log = EngineLog(log_format)
         self._log_path = log_path
         self._echo = echo
         self._watchers = list(watchers)
@@ -374,6 +316,7 @@ def watch_plan(
     plan: LaunchPlan,
     expected_pool_tokens: int | None,
     *,
+    log_format: LogFormat,
     out: TextIO | None = None,
     err: TextIO | None = None,
     log_path: Path | None = None,
@@ -392,14 +335,14 @@ def watch_plan(
     def check_pool(line: str) -> None:
         if reported.is_set():
             return
-        seen = parse_kv_pool_line(line)
+        seen = log_format.kv_pool(line)
         if seen is not None:
             reported.set()
             _ok, msg = pool_message(seen, expected_pool_tokens)
             err.write(msg + "\n")
             err.flush()
 
-    engine = EngineProcess(plan, log_path=log_path, echo=out, watchers=[check_pool])
+    engine = EngineProcess(plan, log_format=log_format, log_path=log_path, echo=out, watchers=[check_pool])
     with forwarding_signals(engine, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as received:
         engine.start()
         forwarded_at: float | None = None

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from dspark.advise.build import _recipe_points
 from dspark.advise.calibrate import Measured, fit, nelder_mead, points_from_json, terms_to_fit
 from dspark.advise.inputs import model_inputs
 from dspark.advise.model import StepCosts, StepShape, Workload, decode_step_s, simulate
@@ -17,7 +18,6 @@ from dspark.bench.client import ClientConfig
 from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.report import to_json
 from dspark.bench.runner import BenchSpec, run_bench
-from dspark.commands.advise import _recipe_points
 from dspark.planning.validate import ValidateRequest, validate
 from tests.bench.fake_server import FakeConfig, FakeServer
 

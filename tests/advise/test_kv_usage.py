@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from dspark.advise.kv_usage import (
-    BlockGroup,
-    KVCounting,
-    KVPool,
-    counting_for,
-    sglang_counting,
-    token_counting,
-    vllm_counting,
-)
+from dspark.advise.kv_usage import BlockGroup, KVCounting, KVPool, counting_for, token_counting
 from dspark.advise.model import StepCosts, StepShape, Workload, simulate
+from dspark.engines.sglang.kv_usage import sglang_counting
+from dspark.engines.vllm.kv_usage import vllm_counting
 from dspark.planning.validate import ValidateRequest, validate
 
 

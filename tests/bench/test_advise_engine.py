@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from dspark.cli import main
+from dspark.engines import engine_spec
 from dspark.runtime.launch import LaunchPlan
 from dspark.runtime.supervise import EngineProcess
 from tests.bench.helpers import free_port
@@ -44,7 +45,7 @@ def test_calibrated_on_two_seat_counts_the_third_is_predicted(tiny_model: Path, 
         vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model), "--max-num-seqs", "4",
         "--kv-cache-memory-bytes", str(8 << 20), "--max-model-len", "1024", "--enforce-eager",
         "--skip-tokenizer-init", "--host", "127.0.0.1", "--port", str(port)))
-    engine = EngineProcess(plan, log_path=tmp_path / "engine.log")
+    engine = EngineProcess(plan, log_format=engine_spec("vllm").log_format, log_path=tmp_path / "engine.log")
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {max(allowed)})  # before start: the engine's processes inherit the one CPU
     files: dict[int, list[Path]] = {n: [] for n in SEATS}

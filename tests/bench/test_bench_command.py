@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from dspark.bench.load import client_processes
 from dspark.cli import main
-from dspark.commands.bench import client_processes
+from dspark.engines import engine_spec
 from dspark.runtime.launch import LaunchPlan
 from dspark.runtime.supervise import EngineProcess
 from tests.bench.helpers import fake_engine_argv, free_port
@@ -18,7 +19,8 @@ from tests.bench.helpers import fake_engine_argv, free_port
 
 def _serve(*extra: str) -> Iterator[str]:
     port = free_port()
-    eng = EngineProcess(LaunchPlan(engine="vllm", argv=fake_engine_argv(port, *extra)))
+    eng = EngineProcess(LaunchPlan(engine="vllm", argv=fake_engine_argv(port, *extra)),
+                        log_format=engine_spec("vllm").log_format)
     eng.start()
     url = f"http://127.0.0.1:{port}"
     eng.wait_healthy(url + "/health", 30)
@@ -124,7 +126,7 @@ def test_open_loop_request_rate_spaces_the_arrivals(server: str, capsys: pytest.
             "--request-rate", "20", "--burstiness", "1", "--no-metrics", "--json"]
     assert main(["bench", "--url", server, *args]) == 0
     data = json.loads(capsys.readouterr().out)
-    from dspark.commands.bench import arrival_schedule  # noqa: PLC0415
+    from dspark.bench.load import arrival_schedule  # noqa: PLC0415
 
     last_arrival = arrival_schedule(6, 20.0, 1.0, 0)[-1]
     assert data["reps"][0]["stats"]["wall_time_s"] >= last_arrival
@@ -133,7 +135,7 @@ def test_open_loop_request_rate_spaces_the_arrivals(server: str, capsys: pytest.
 
 
 def test_arrival_schedule_is_poisson_at_burstiness_1() -> None:
-    from dspark.commands.bench import arrival_schedule  # noqa: PLC0415
+    from dspark.bench.load import arrival_schedule  # noqa: PLC0415
 
     times = arrival_schedule(20_001, 50.0, 1.0, seed=3)
     gaps = [b - a for a, b in itertools.pairwise(times)]

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from dspark.cli import main
+from dspark.engines import engine_spec
 from dspark.runtime.launch import LaunchPlan
 from dspark.runtime.supervise import EngineProcess
 from tests.bench.helpers import free_port
@@ -74,7 +75,8 @@ def _engine_peak(vllm_python: str, model: Path, kv: int, flags: list[str], tmp_p
         vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--max-num-seqs",
         str(SEATS), "--max-model-len", "2048", "--enforce-eager", "--skip-tokenizer-init", "--host", "127.0.0.1",
         "--port", str(port), "--kv-cache-memory-bytes", str(kv), *flags))
-    engine = EngineProcess(plan, log_path=tmp_path / f"{name}-engine.log")
+    engine = EngineProcess(plan, log_format=engine_spec("vllm").log_format,
+                           log_path=tmp_path / f"{name}-engine.log")
     out = tmp_path / f"{name}-bench.json"
     try:
         engine.start()

@@ -10,12 +10,12 @@ import psutil
 import pytest
 
 from dspark.bench.client import ClientConfig
-from dspark.bench.decision import DecisionRule
+from dspark.bench.decision import DecisionRule, parse_seats
+from dspark.bench.load import LoadOptions
 from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.runner import BenchSpec
 from dspark.bench.sweep import PlannedLaunch, base_url_of, check_launch, planned_flags, run_setting, run_sweep
-from dspark.commands.bench import LoadOptions
-from dspark.commands.sweep import parse_seats, sweep
+from dspark.commands.sweep import sweep
 from dspark.core.errors import InputError
 from dspark.runtime.launch import LaunchPlan
 from dspark.runtime.supervise import KvPoolLine
@@ -55,15 +55,15 @@ def test_check_launch_against_the_engines_own_words() -> None:
             "--speculative-config", '{"method":"mtp","num_speculative_tokens":2}', "--gpu-memory-utilization", "0.9")
     seen = {"max_num_seqs": 8, "enforce_eager": True, "max_model_len": 2048,
             "speculative_config": {"method": "mtp", "num_speculative_tokens": 2}}
-    c = check_launch(argv, 8, seen, KvPoolLine(1000), 1000)
+    c = check_launch(argv, 8, seen, KvPoolLine(1000), 1000, seat_arg="max_num_seqs")
     assert c.confirmed == ("max_num_seqs", "enforce_eager", "speculative_config")
     assert c.mismatched == ("max_model_len: planned '4096', engine 2048",)
     assert c.unconfirmed == ("gpu_memory_utilization",)  # vLLM omits values at their default
     assert c.seats_confirmed
     assert c.problems == ("argv mismatch: max_model_len: planned '4096', engine 2048",)
-    c = check_launch(argv[:5], 8, {}, None, 1000)
+    c = check_launch(argv[:5], 8, {}, None, 1000, seat_arg="max_num_seqs")
     assert c.problems == ("the engine's log does not confirm 8 seats", "the engine printed no KV pool line")
-    c = check_launch(argv[:5], 8, None, KvPoolLine(999), 1000)
+    c = check_launch(argv[:5], 8, None, KvPoolLine(999), 1000, seat_arg="max_num_seqs")
     assert c.problems == ("the engine printed no argument line (vLLM `non-default args:`), so its argv is unconfirmed",
                           "KV pool is 999 tokens, the plan predicted 1,000")
 

@@ -230,11 +230,17 @@ def test_gb10_default_utilization_fails_vllms_startup_gate(tmp_path: Path, monke
     assert gate["message"].startswith("Free memory on device cuda:0 (100.0/119.0 GiB) on startup is less than desired")
 
 
-def test_a_ray_runtime_is_refused_by_start_not_ignored() -> None:
-    proc = run_dspark(["start", "flash-next-vllm", "--dry-run"],
-                      env={"DSPARK_DISTRIBUTED_RUNTIME": "ray", "DSPARK_MASTER_ADDR": "10.0.0.1"})
-    assert proc.returncode == 2
-    assert "distributed_runtime 'ray' (env:DSPARK_DISTRIBUTED_RUNTIME) is not launched by dspark start" in proc.stderr
+def test_a_ray_runtime_without_a_cluster_is_refused_by_start_not_ignored() -> None:
+    # No cluster answers on a closed port: the dry run says the nodes went unchecked, a real start refuses.
+    env = {"DSPARK_DISTRIBUTED_RUNTIME": "ray", "RAY_ADDRESS": "127.0.0.1:9"}
+    proc = run_dspark(["start", "flash-next-vllm", "--dry-run", "--json"], env=env)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert any(f["code"] == "ray-cluster-not-checked" for f in plan["findings"])
+    assert "--distributed-executor-backend" in plan["argv"] and "--nnodes" not in plan["argv"]
+    proc = run_dspark(["start", "flash-next-vllm"], env=env)
+    assert proc.returncode == 1
+    assert "refusing to start on Ray: " in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

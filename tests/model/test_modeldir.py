@@ -112,6 +112,12 @@ def cached_repo(tmp_path: Path, repo: str, files: dict[str, Any]) -> Path:
     return snapshot
 
 
+def test_a_repo_folder_without_a_snapshot_is_refused_by_the_hub_lookup(tmp_path: Path) -> None:
+    (tmp_path / "hub" / "models--org--empty" / "refs").mkdir(parents=True)  # found by name, holds nothing
+    with pytest.raises(InputError, match="'org/empty' is neither a directory nor a repo in the local") as info:
+        resolve_model("org/empty", cache_dir=tmp_path / "hub")
+    assert info.value.__cause__ is not None  # snapshot_download itself was asked, and said no
+
 def test_resolve_repo_from_local_cache(tmp_path: Path) -> None:
     snapshot = cached_repo(tmp_path, "org/tiny", {"config.json": TINY})
     location = resolve_model("org/tiny", cache_dir=tmp_path / "hub")

@@ -15,20 +15,22 @@ from pathlib import Path
 
 import pytest
 
+from dspark.engines import engine_spec
 from dspark.runtime.launch import LaunchPlan
 from dspark.runtime.supervise import (
+    NO_LOG_FORMAT,
     EngineFailure,
     EngineProcess,
     KvPoolLine,
     exit_status,
     group_members,
-    parse_engine_args,
-    parse_kv_pool_line,
     pool_message,
     watch_plan,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "bench" / "fixtures"
+VLLM_LOG = engine_spec("vllm").log_format  # the children below print vLLM's start-up lines
+SGLANG_LOG = engine_spec("sglang").log_format
 
 
 def plan(code: str, **env: str) -> LaunchPlan:
@@ -45,17 +47,22 @@ def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
 
 def test_parse_real_vllm_startup_lines() -> None:
     args_line, kv_line = (FIXTURES / "vllm_startup_lines.txt").read_text().splitlines()
-    assert parse_kv_pool_line(kv_line) == KvPoolLine(pool_tokens=2048, max_model_len=1024, max_concurrency=2.0)
-    assert parse_engine_args(args_line) == {
+    assert VLLM_LOG.kv_pool(kv_line) == KvPoolLine(pool_tokens=2048, max_model_len=1024, max_concurrency=2.0)
+    assert VLLM_LOG.engine_args(args_line) == {
         "model_tag": "/tmp/bench-work/tiny", "host": "127.0.0.1", "port": 18733, "model": "/tmp/bench-work/tiny",
         "max_model_len": 1024, "enforce_eager": True, "skip_tokenizer_init": True, "kv_cache_memory_bytes": 1048576,
         "max_num_seqs": 8,
     }
-    assert parse_kv_pool_line(args_line) is None
-    assert parse_kv_pool_line("GPU KV cache size: 181,777 tokens") == KvPoolLine(pool_tokens=181777)
-    assert parse_kv_pool_line("max_total_num_tokens=1720000, chunked_prefill_size=8192") == KvPoolLine(1720000)
+    assert VLLM_LOG.kv_pool(args_line) is None
+    assert VLLM_LOG.engine_args(kv_line) is None
+    assert VLLM_LOG.kv_pool("GPU KV cache size: 181,777 tokens") == KvPoolLine(pool_tokens=181777)
+    assert SGLANG_LOG.kv_pool("max_total_num_tokens=1720000, chunked_prefill_size=8192") == KvPoolLine(1720000)
     sglang = "server_args=ServerArgs(model_path='/m', max_running_requests=16, chunked_prefill_size=8192, x=f())"
-    assert parse_engine_args(sglang) == {"model_path": "/m", "max_running_requests": 16, "chunked_prefill_size": 8192}
+    assert SGLANG_LOG.engine_args(sglang) == {"model_path": "/m", "max_running_requests": 16,
+                                             "chunked_prefill_size": 8192}
+    # Each engine's format reads its own lines only; a child that is no engine has none.
+    assert SGLANG_LOG.kv_pool(kv_line) is None and VLLM_LOG.engine_args(sglang) is None
+    assert NO_LOG_FORMAT.kv_pool(kv_line) is None and NO_LOG_FORMAT.engine_args(args_line) is None
 
 
 def test_pool_message() -> None:
@@ -78,7 +85,7 @@ def test_log_capture_watchers_and_clean_stop(tmp_path: Path) -> None:
     """, DSPARK_T="x1")
     seen: list[str] = []
     log = tmp_path / "engine.log"
-    eng = EngineProcess(child, log_path=log, watchers=[seen.append])
+    eng = EngineProcess(child, log_format=VLLM_LOG, log_path=log, watchers=[seen.append])
     eng.start()
     assert eng.log.kv_seen.wait(10)
     wait_for(lambda: "env x1" in seen)
@@ -97,7 +104,7 @@ def test_sigkill_after_timeout(tmp_path: Path) -> None:
         print("stubborn")
         while True: time.sleep(0.05)
     """)
-    eng = EngineProcess(child)
+    eng = EngineProcess(child, log_format=NO_LOG_FORMAT)
     eng.start()
     wait_for(lambda: eng.log.tail() == ["stubborn"])
     out = eng.stop(timeout=0.5)
@@ -118,7 +125,7 @@ def test_workers_left_behind_are_killed(tmp_path: Path) -> None:
         print("worker pid", w.pid)
         while True: time.sleep(0.05)
     """)
-    eng = EngineProcess(child)
+    eng = EngineProcess(child, log_format=NO_LOG_FORMAT)
     eng.start()
     wait_for(lambda: "worker" in eng.log.tail())
     worker = int(next(ln for ln in eng.log.tail() if ln.startswith("worker pid")).split()[-1])
@@ -136,7 +143,7 @@ def test_engine_that_dies_before_health_names_its_error(port: int) -> None:
         print("(EngineCore pid=1) ERROR [core.py:1] ValueError: To serve at least one request ... (0.0 GiB KV cache)")
         sys.exit(1)
     """)
-    eng = EngineProcess(child)
+    eng = EngineProcess(child, log_format=NO_LOG_FORMAT)
     eng.start()
     with pytest.raises(EngineFailure) as info:
         eng.wait_healthy(f"http://127.0.0.1:{port}/health", timeout=20)
@@ -147,7 +154,7 @@ def test_engine_that_dies_before_health_names_its_error(port: int) -> None:
 
 
 def test_health_timeout(port: int) -> None:
-    eng = EngineProcess(plan("import time; print('slow'); time.sleep(30)"))
+    eng = EngineProcess(plan("import time; print('slow'); time.sleep(30)"), log_format=NO_LOG_FORMAT)
     eng.start()
     with pytest.raises(EngineFailure, match=r"did not answer .*/health within 1 s"):
         eng.wait_healthy(f"http://127.0.0.1:{port}/health", timeout=1.0, interval=0.1)
@@ -162,7 +169,7 @@ def test_watch_streams_log_warns_on_pool_and_returns_exit_code() -> None:
         sys.exit(3)
     """)
     out, err = io.StringIO(), io.StringIO()
-    rc = watch_plan(child, 16384, out=out, err=err)
+    rc = watch_plan(child, 16384, log_format=VLLM_LOG, out=out, err=err)
     assert rc == 1  # an engine crash is a failed run, not dspark's internal error (3)
     assert out.getvalue().splitlines() == [
         "CPU KV cache size: 15,000 tokens, Maximum concurrency for 1,024 tokens per request: 14.65x", "served"]
@@ -185,7 +192,7 @@ def test_reader_keeps_draining_when_a_watcher_raises() -> None:
         calls.append(line)
         raise ValueError("watcher bug")
 
-    eng = EngineProcess(child, watchers=[broken])
+    eng = EngineProcess(child, log_format=VLLM_LOG, watchers=[broken])
     eng.start()
     assert eng.wait(30) == 0
     eng.stop(5)
@@ -211,7 +218,7 @@ def test_watch_forwards_sigterm_to_the_engine() -> None:
 
     sender = threading.Thread(target=fire_when_ready, daemon=True)
     sender.start()
-    rc = watch_plan(child, None, out=out, err=err)
+    rc = watch_plan(child, None, log_format=NO_LOG_FORMAT, out=out, err=err)
     sender.join(5)
     assert rc == 0
     assert f"got {int(signal.SIGTERM)}" in out.getvalue().splitlines()
@@ -231,7 +238,7 @@ def test_watch_kills_an_engine_that_ignores_the_forwarded_signal() -> None:
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=fire_when_ready, daemon=True).start()
-    rc = watch_plan(child, None, out=out, err=err, grace_s=0.5)
+    rc = watch_plan(child, None, log_format=NO_LOG_FORMAT, out=out, err=err, grace_s=0.5)
     assert rc == 128 + signal.SIGKILL
     assert "did not exit 0 s after the signal; killing it" in err.getvalue()
 
@@ -242,9 +249,10 @@ def test_engine_dies_with_a_killed_supervisor(tmp_path: Path) -> None:
     script.write_text(textwrap.dedent(f"""
         import os, sys, time
         sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
-        from dspark.runtime.supervise import EngineProcess
+        from dspark.runtime.supervise import NO_LOG_FORMAT, EngineProcess
         from dspark.runtime.launch import LaunchPlan
-        eng = EngineProcess(LaunchPlan(engine="x", argv=(sys.executable, "-c", "import time; time.sleep(60)")))
+        eng = EngineProcess(LaunchPlan(engine="x", argv=(sys.executable, "-c", "import time; time.sleep(60)")),
+                            log_format=NO_LOG_FORMAT)
         eng.start()
         print(eng.pid, flush=True)
         time.sleep(0.5)

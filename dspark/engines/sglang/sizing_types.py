@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dspark.capacity import CapacitySummary
-from dspark.capacity.seats import expert_coverage, safe_seats_full_window
+from dspark.capacity.seats import expert_coverage, safe_seats_full_window, seats_for_typical_context
 from dspark.engines.sglang.versions import MODELLED_VERSIONS
 
 ENGINE_VERSION = MODELLED_VERSIONS[-1]
@@ -235,6 +235,14 @@ class SglangCapacity:
     def max_concurrency(self) -> float:
         """Full contexts the pool holds: max_total_num_tokens / context_len."""
         return (self.max_total_num_tokens or 0) / self.context_len
+
+    def typical_context_seats(self, pool_tokens: int, typical: int, reserve: int) -> int:
+        """Largest seat count whose requests of `typical` tokens, plus `reserve` cached tokens, fit at once (0 if none).
+
+        Token arithmetic: the pool is tokens of full attention. The hybrid state pool's cap on running requests
+        (mamba.slot_cap) is not applied: typical-context seats have counted the token pool only.
+        """
+        return seats_for_typical_context(pool_tokens, typical, reserve)
 
     def summary(self, seats: int | None = None) -> CapacitySummary:
         """The engine-independent figures `dspark validate --json` prints (seats default to the engine's)."""

@@ -1,10 +1,11 @@
-"""SGLang's registry entry (dspark.engines.EngineSpec)."""
+"""SGLang's registry entry (dspark.engines.base.EngineSpec)."""
 
 from __future__ import annotations
 
 from dspark.engines.base import EngineSpec
+from dspark.engines.sglang import logs, plan
 from dspark.engines.sglang.adapter import SglangEngine
-from dspark.engines.sglang.options import parse_sglang_flags
+from dspark.engines.sglang.options import known_flags, parse_sglang_flags
 from dspark.engines.sglang.versions import MODELLED_VERSIONS
 
 SPEC = EngineSpec(
@@ -13,6 +14,7 @@ SPEC = EngineSpec(
     distributions=("sglang",),
     adapter=SglangEngine,
     parse_flags=parse_sglang_flags,
+    known_flags=known_flags,
     flag_knobs={
         "max_running_requests": "max_num_seqs",
         "context_length": "max_model_len",
@@ -31,8 +33,36 @@ SPEC = EngineSpec(
     pool_pin="tokens",
     modelled_versions=MODELLED_VERSIONS,
     default_port=30000,
-    # scheduler's start-up log: "max_total_num_tokens=N, chunked_prefill_size=..., max_running_requests=..."
-    kv_log_pattern=r"max_total_num_tokens=(\d+)",
+    # pool_configurator._resolve_max_running_requests_per_worker estimates at least 2,048.
+    default_max_num_seqs=2048,
+    kv_log_pattern=logs.KV_POOL_PATTERN,
+    engine_args_log=logs.engine_args,
+    capacity=plan.capacity,
+    witness_request=plan.witness_request,
+    kv_counting=plan.kv_counting,
+    data_parallel=plan.data_parallel,
+    drafter_flags=plan.drafter_flags,
+    foreign_knobs=(("gpu_memory_utilization", "mem_fraction_static"),),
+    recipe_kv_problems=(("gpu_memory_utilization", "is vLLM's; for SGLang use kv_cache.mem_fraction_static"),),
+    metric_names={
+        "prefix_queries": "sglang:prompt_tokens_total",
+        "prefix_hits": "sglang:cached_tokens_total",
+        "preemptions": "sglang:num_retracted_requests_total",
+        "prompt_tokens": "sglang:prompt_tokens_total",
+        "generation_tokens": "sglang:generation_tokens_total",
+        "kv_usage": "sglang:token_usage",
+        "running": "sglang:num_running_reqs",
+        "waiting": "sglang:num_queue_reqs",
+        "queue_time": "sglang:queue_time_seconds",
+    },
+    shown_args=("max_running_requests", "max_total_tokens", "context_length", "tp_size", "node_rank"),
+    # SGLang's way of turning prefix caching off.
+    negated_flag_knobs={"disable_radix_cache": "enable_prefix_caching"},
     # 0.5.10-0.5.13 have one decode graph size, --cuda-graph-max-bs (ServerArgs.add_cli_args of those releases).
     former_flags={"--cuda-graph-max-bs-decode": "--cuda-graph-max-bs"},
+    health_path="/health",  # sglang/srt/entrypoints/http_server.py
+    # SGLang's container instructions give 32 GB of /dev/shm to an 8-GPU server (--shm-size 32g): 4 GiB a GPU.
+    shm_bytes_per_gpu=4 << 30,
+    ray=None,  # SGLang spans nodes with its own runtime only
+    multi_node_flags="--nnodes, --node-rank, --dist-init-addr",
 )

@@ -6,6 +6,7 @@ import json
 import subprocess
 
 from dspark.engines.base import ServeConfig, flag, strip_flags
+from dspark.engines.vllm.ray import DISTRIBUTED_EXECUTOR_BACKEND
 from dspark.runtime.launch import LaunchPlan
 
 # Flags dspark sets itself, with their arity; a user's copy in extra_args is dropped in favour of the resolved value.
@@ -68,7 +69,7 @@ class VllmEngine:
         if python is None:
             return self._plan(config, ["vllm", "serve", config.model])
         console = console_usable(python) if self._console is None else self._console
-        if config.nnodes > 1 and config.node_rank > 0 and not console:
+        if config.nnodes > 1 and config.node_rank > 0 and config.distributed_runtime != "ray" and not console:
             # --headless exists only on `vllm serve` (the vllm console script's subcommand; docs/testing.md).
             from dspark.core.errors import EngineNotInstalledError  # noqa: PLC0415
 
@@ -84,13 +85,17 @@ class VllmEngine:
     def _plan(self, config: ServeConfig, head: list[str]) -> LaunchPlan:
         managed = MANAGED_FLAGS if config.speculative else {
             k: n for k, n in MANAGED_FLAGS.items() if k not in SPECULATIVE_FLAGS}
+        if config.distributed_runtime == "ray":  # dspark sets the backend: the user's copy (same value) goes
+            managed = {**managed, DISTRIBUTED_EXECUTOR_BACKEND: 1}
         args = head + self._flags(config) + list(strip_flags(config.extra_args, managed))
+        where = ("on the Ray cluster" if config.distributed_runtime == "ray"
+                 else f"node {config.node_rank} of {config.nnodes}")
         return LaunchPlan(
             engine=self.name,
             argv=tuple(args),
             env_overlay=dict(config.env),
             node_rank=config.node_rank,
-            description=f"vLLM serve {config.model} (node {config.node_rank} of {config.nnodes})",
+            description=f"vLLM serve {config.model} ({where})",
         )
 
     def parser_argv(self, plan: LaunchPlan) -> list[str]:
@@ -120,7 +125,10 @@ class VllmEngine:
             out += ["--tensor-parallel-size", str(c.tensor_parallel_size)]
         if c.pipeline_parallel_size != 1:
             out += ["--pipeline-parallel-size", str(c.pipeline_parallel_size)]
-        if c.nnodes > 1:
+        if c.distributed_runtime == "ray":
+            # Ray places every rank from this one process: no node count, rank or rendezvous address.
+            out += [DISTRIBUTED_EXECUTOR_BACKEND, "ray"]
+        elif c.nnodes > 1:
             out += ["--nnodes", str(c.nnodes), "--node-rank", str(c.node_rank)]
             out += flag("--master-addr", c.master_addr) + flag("--master-port", c.master_port)
             if c.node_rank > 0:

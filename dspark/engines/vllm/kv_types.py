@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from dspark.capacity import CapacitySummary
-from dspark.capacity.seats import expert_coverage, safe_seats_full_window
+from dspark.capacity.result import NotModelledError
+from dspark.capacity.seats import expert_coverage, safe_seats_full_window, seats_for_typical_context
 from dspark.core.errors import InputError
 from dspark.engines.vllm.graphs import VllmGraphPlan
 
@@ -25,7 +27,7 @@ DRAFT_KV_METHODS = EAGLE_METHODS | {"draft_model"}
 FP8_DS_MLA_BYTES_PER_TOKEN = 656  # mla_attention.py get_kv_cache_spec: state_content_bytes for fp8_ds_mla
 
 
-class VllmNotModelledError(InputError):
+class VllmNotModelledError(NotModelledError):
     """A model or setting whose 0.32.0 accounting dspark does not reproduce (it would guess, so it refuses)."""
 
 
@@ -215,6 +217,27 @@ class VllmCapacity:
         if self.context_bytes_per_token is not None:
             return self.context_bytes_per_token
         return sum(spec.per_token_bytes for spec in self.layers if spec.kind in ("full", "mla", "indexer"))
+
+    def typical_context_seats(self, pool_tokens: int, typical: int, reserve: int) -> int:
+        """Largest seat count whose requests of `typical` tokens, plus `reserve` cached tokens, fit at once (0 if none).
+
+        Counted in blocks, as the engine's "Maximum concurrency" is (kv_cache_utils.py
+        get_max_concurrency_for_kv_cache_config: blocks ÷ blocks per request): every request also holds blocks that
+        do not grow with its length (a hybrid model's linear-state blocks, a sliding window's ring).
+        """
+        if not self.groups:
+            return seats_for_typical_context(pool_tokens, typical, reserve)
+        per_request = 0
+        reserved = 0
+        for group in self.groups:
+            if group.kind == "mamba":
+                per_request += group.blocks_per_request  # fixed per request: its state, not its length
+            elif group.kind == "sliding":
+                per_request += min(math.ceil(typical / group.block_size), group.blocks_per_request)
+            else:
+                per_request += math.ceil(typical / group.block_size)
+                reserved += math.ceil(reserve / group.block_size)  # cached prefixes live in the growing groups
+        return max(0, int(self.num_blocks - reserved) // per_request)
 
     def summary(self, max_num_seqs: int | None = None) -> CapacitySummary:
         """The engine-independent figures `dspark validate --json` prints (seats default to max_num_seqs)."""

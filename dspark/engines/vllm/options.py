@@ -24,6 +24,10 @@ MaxModelLen = int | Literal["auto"]
 # vLLM 0.32.0's own choices (config/model.py ModelDType, config/cache.py MambaDType): argparse refuses others.
 MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 MAMBA_DTYPES = ("auto", "float32", "float16", "bfloat16")
+# config/parallel.py DistributedExecutorBackend (0.32.0).
+EXECUTOR_BACKENDS = ("ray", "mp", "uni", "external_launcher")
+# Those backends -> dspark's distributed_runtime ("uni" and "external_launcher" start no multi-node runtime).
+RUNTIME_OF_BACKEND = {"ray": "ray", "mp": "native"}
 
 # vLLM's MTPModelTypes (config/speculative.py): every name is rewritten to "mtp" by SpeculativeConfig.
 MTP_METHOD_ALIASES = frozenset(
@@ -77,7 +81,13 @@ class VllmOptions:
     performance_mode: str | None = None
     disable_hybrid_kv_cache_manager: bool | None = None
     quantization: str | None = None
+    distributed_executor_backend: str | None = None
     unknown: tuple[str, ...] = ()  # flags (and their values) this reader does not interpret
+
+    @property
+    def distributed_runtime(self) -> str | None:
+        """dspark's distributed_runtime the backend flag sets: ray -> ray, mp -> native, others none."""
+        return RUNTIME_OF_BACKEND.get(self.distributed_executor_backend or "")
 
 
 def human_readable_int(value: str, *, flag: str) -> int:
@@ -150,6 +160,7 @@ _VALUE_FLAGS: dict[str, tuple[str, str]] = {
     "--max-cudagraph-capture-size": ("max_cudagraph_capture_size", "int"),
     "--performance-mode": ("performance_mode", "str"),
     "--quantization": ("quantization", "str"),
+    "--distributed-executor-backend": ("distributed_executor_backend", "backend"),
     "--spec-method": ("speculative_method", "str"),
     "--spec-model": ("speculative_model", "str"),
     "--spec-tokens": ("num_speculative_tokens", "spec_pos"),
@@ -186,7 +197,7 @@ _POSITIVE_OWNERS = {
 }
 
 
-_CHOICES = {"dtype": MODEL_DTYPES, "mamba_dtype": MAMBA_DTYPES}
+_CHOICES = {"dtype": MODEL_DTYPES, "mamba_dtype": MAMBA_DTYPES, "backend": EXECUTOR_BACKENDS}
 
 
 def _convert(kind: str, value: str, flag: str) -> Any:

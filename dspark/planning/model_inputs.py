@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from dspark.config.settings import ResolvedSettings
 from dspark.core.errors import InputError
+from dspark.engines import engine_spec
 from dspark.model.architecture import Drafter, ModelArchitecture, parse_config, parse_drafter
 from dspark.model.weights import WeightBytes, drafter_weight_bytes, weight_bytes, weights_from_checkpoint_total
 
@@ -47,11 +48,10 @@ def model_architecture(settings: ResolvedSettings, recipe: Recipe | None) -> tup
 
 
 def drafter_of(
-    settings: ResolvedSettings, recipe: Recipe | None, options: Any, arch: ModelArchitecture
+    engine: str, settings: ResolvedSettings, recipe: Recipe | None, options: Any, arch: ModelArchitecture
 ) -> Drafter | None:
     """The speculative drafter: from the recipe, or the pasted engine flags (method + model)."""
-    method = getattr(options, "speculative_method", None) or getattr(options, "speculative_algorithm", None)
-    draft_ref = getattr(options, "speculative_model", None) or getattr(options, "speculative_draft_model_path", None)
+    method, draft_ref = engine_spec(engine).drafter_flags(options)
     draft_config = None
     if recipe is not None and recipe.speculative is not None:
         method = method or recipe.speculative.method
@@ -101,9 +101,9 @@ def weights_of(arch: ModelArchitecture, headers: Any, drafter: Drafter | None, s
                    notes=(*weights.notes, f"plus the {drafter.method} drafter: {extra.per_gpu_bytes:,} B per GPU"))
 
 
-def draft_ref(options: Any, recipe: Recipe | None) -> str | None:
+def draft_ref(engine: str, options: Any, recipe: Recipe | None) -> str | None:
     """The drafter's model reference: the pasted engine flags' first, else the recipe's."""
-    ref = getattr(options, "speculative_model", None) or getattr(options, "speculative_draft_model_path", None)
+    ref = engine_spec(engine).drafter_flags(options)[1]
     if ref is None and recipe is not None and recipe.speculative is not None:
         ref = recipe.speculative.draft_model
     return ref if isinstance(ref, str) else None

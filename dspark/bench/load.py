@@ -1,0 +1,146 @@
+"""The load a bench sends: the options bench and sweep share, validated into the runner's spec, and one bench run."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import httpx
+
+from dspark.bench.client import ClientConfig, Endpoint
+from dspark.bench.prompts import Prompt, load_jsonl, synthetic_text_prompts, synthetic_token_prompts, take
+from dspark.bench.results import BenchResult
+from dspark.bench.runner import BenchSpec, PassObserver, run_bench
+from dspark.core.errors import InputError
+
+# Token ids are drawn from [10, vocab_size): 500 fits every real vocabulary and the tests' tiny models (512).
+DEFAULT_VOCAB = 500
+STREAMS_PER_PROCESS = 64
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """What load to send: prompts, concurrency, lengths, repetitions; shared by bench and sweep."""
+
+    endpoint: Endpoint = "completions"
+    model: str | None = None
+    prompts_file: Path | None = None
+    input_len: int = 256
+    prompt_kind: Literal["auto", "ids", "text"] = "auto"  # auto: token ids for completions, text for chat
+    vocab_size: int = DEFAULT_VOCAB
+    requests: int = 64
+    concurrency: int = 8
+    max_tokens: int = 128
+    ignore_eos: bool = True
+    reps: int = 1
+    warm_rerun: bool = False
+    read_metrics: bool = True
+    metrics_url: str | None = None
+    sample_interval_s: float = 5.0
+    timeout_s: float = 600.0
+    seed: int = 0
+    client_processes: int = 0  # 0: one per STREAMS_PER_PROCESS streams, at most one per CPU
+    request_rate: float | None = None  # open loop: requests per second (Poisson at burstiness 1); None: closed
+    burstiness: float = 1.0  # gamma shape of the arrival intervals, as vllm bench serve's --burstiness
+
+
+def client_processes(requested: int, concurrency: int, cpus: int | None = None) -> int:
+    """Processes for the clients: the requested number, or (0) one per STREAMS_PER_PROCESS streams, capped by CPUs.
+
+    One Python process reads ~11,000 streamed tokens/s when every token arrives in its own network read, at
+    ~90 µs of CPU each (benchmarks/client_overhead.py on a 16-core host); 64 streams at 50 tok/s each keep a
+    process near a third of a core, so the client stays far from being the bottleneck.
+    """
+    if requested > 0:
+        return requested
+    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    return max(1, min(-(-concurrency // STREAMS_PER_PROCESS), cpus))
+
+
+def _positive(name: str, value: float) -> None:
+    if value <= 0:
+        raise InputError(f"{name} must be positive, got {value}")
+
+
+def arrival_schedule(count: int, rate: float, burstiness: float, seed: int) -> list[float]:
+    """Open-loop arrival times (s after the start): gamma intervals of mean 1/rate and shape `burstiness`
+    (1: Poisson), the first request at 0, as `vllm bench serve --request-rate R --burstiness B` sends them."""
+    rng = random.Random(seed)  # noqa: S311 - a reproducible load pattern, not a secret
+    times = [0.0]
+    for _ in range(count - 1):
+        times.append(times[-1] + rng.gammavariate(burstiness, 1.0 / (rate * burstiness)))
+    return times
+
+
+def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = ()) -> BenchSpec:
+    """The runner's spec: synthetic prompts differ per rep (no cross-rep cache hits); a file's are reused."""
+    if load.request_rate is not None and not (math.isfinite(load.request_rate) and load.request_rate > 0):
+        raise InputError(f"--request-rate must be a positive number of requests per second, got {load.request_rate}")
+    if not (math.isfinite(load.burstiness) and load.burstiness > 0):
+        raise InputError(f"--burstiness must be positive, got {load.burstiness}")
+    for name, value in (("--requests", load.requests), ("--concurrency", load.concurrency),
+                        ("--max-tokens", load.max_tokens), ("--reps", load.reps), ("--input-len", load.input_len),
+                        ("--sample-interval", load.sample_interval_s), ("--timeout", load.timeout_s),
+                        ("--client-processes", load.client_processes + 1)):
+        _positive(name, value)
+    kind = load.prompt_kind
+    if kind == "auto":
+        kind = "text" if load.endpoint == "chat" else "ids"
+    if kind == "ids" and load.endpoint == "chat" and load.prompts_file is None:
+        raise InputError("token-id prompts need --endpoint completions (chat takes text)")
+    file_prompts = take(load_jsonl(load.prompts_file), load.requests) if load.prompts_file is not None else None
+    if file_prompts is not None:
+        source = f"{load.prompts_file} ({load.requests} requests)"
+    else:
+        source = f"synthetic {kind}, {load.input_len} tokens, seed {load.seed}"
+
+    def prompts_for_rep(rep: int) -> Sequence[Prompt]:
+        if file_prompts is not None:
+            return file_prompts
+        seed = load.seed + 1_000_003 * rep
+        if kind == "ids":
+            return synthetic_token_prompts(load.requests, load.input_len, vocab_size=load.vocab_size, seed=seed)
+        return synthetic_text_prompts(load.requests, load.input_len, seed=seed)
+
+    client = ClientConfig(
+        base_url=base_url.rstrip("/").removesuffix("/v1"),
+        model=load.model or "",
+        endpoint=load.endpoint,
+        max_tokens=load.max_tokens,
+        ignore_eos=load.ignore_eos,
+        concurrency=load.concurrency,
+        timeout_s=load.timeout_s,
+        api_key=os.environ.get("OPENAI_API_KEY") or None,
+        processes=client_processes(load.client_processes, load.concurrency),
+    )
+    rate = load.request_rate
+    return BenchSpec(
+        client=client,
+        prompts_for_rep=prompts_for_rep,
+        prompt_source=source,
+        reps=load.reps,
+        warm_rerun=load.warm_rerun,
+        metrics_url=load.metrics_url,
+        sample_interval_s=load.sample_interval_s,
+        read_metrics=load.read_metrics,
+        schedule_for_rep=None if rate is None else (
+            lambda rep: arrival_schedule(load.requests, rate, load.burstiness, load.seed + 7919 * rep)),
+        metadata={"argv": list(argv), "mode": "closed loop" if rate is None else "open loop",
+                  "request_rate": rate, "burstiness": load.burstiness if rate is not None else None,
+                  "max_concurrency": load.concurrency},
+    )
+
+
+def bench_once(spec: BenchSpec, observer: PassObserver | None = None) -> BenchResult:
+    """Run the spec's passes; a server that cannot be reached is an input error naming its URL."""
+    try:
+        return asyncio.run(run_bench(spec, observer))
+    except httpx.HTTPError as exc:
+        raise InputError(f"cannot reach {spec.client.base_url}: {type(exc).__name__}: {exc}",
+                         hint="is the server running? --url takes http://HOST:PORT") from exc

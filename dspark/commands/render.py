@@ -1,0 +1,34 @@
+"""`dspark render k8s`: validate the plan, then print its Kubernetes objects (YAML, or one JSON object)."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+from dspark.core.errors import ExitCode, RefusedError
+from dspark.deploy.kubernetes import RenderOptions, k8s_plan, render, to_json, to_yaml
+from dspark.planning.validate import ValidateRequest, validate
+
+
+def run_render_k8s(request: ValidateRequest, options: RenderOptions, *, as_json: bool, explain: bool = False,
+                   out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    """Print the manifests of a plan that fits; RefusedError (exit 1) for one that does not, as `start` refuses."""
+    report = validate(request)
+    if report.verdict == "fail":
+        reasons = "; ".join(f.message for f in report.findings if f.level == "fail")
+        raise RefusedError(f"refusing to render: {reasons}",
+                           hint="fix the plan (dspark validate shows the same findings)")
+    plan = k8s_plan(report, options)
+    objects = render(plan)
+    stream, notes = out or sys.stdout, err or sys.stderr
+    # Notices go to stderr so that stdout stays what `kubectl apply -f -` reads.
+    for line in report.settings.notices():
+        print(line, file=notes)
+    for finding in report.findings:
+        if finding.level != "info":
+            print(f"{finding.level} {finding.code}: {finding.message}", file=notes)
+    if explain:
+        print(report.settings.explain(), file=notes)
+    stream.write((to_json(objects) if as_json else to_yaml(objects, plan.summary)) + "\n")
+    stream.flush()
+    return int(ExitCode.OK)

@@ -1,0 +1,167 @@
+"""`dspark start` on a real local Ray cluster: every node probed where it is, the tightest one planned against.
+
+One cluster of three nodes on loopback serves every test (Ray's own test utility, ray.cluster_utils.Cluster):
+two nodes with one GPU each for Ray and one without. Each GPU node reads its hardware from the file its own
+environment names (DSPARK_HARDWARE, set before the node starts, as on a real node); a test rewrites those files
+to give the nodes the memory it needs. No engine starts: `--dry-run` stops after the plan.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dspark.hardware.snapshot import load_snapshot
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBES = ROOT / "tests" / "fixtures" / "probes"
+IDLE = PROBES / "h200-idle.json"  # an idle H200: 139.80 GiB free
+HELD = PROBES / "h200-100gib-held.json"  # the same GPU with 100 GiB held by another process: 39.29 GiB free
+# Ray on one machine: every address on loopback (Ray's switch for single-host clusters), nothing on the network.
+LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+@dataclass
+class RayCluster:
+    address: str
+    hardware: dict[str, Path]  # node name -> the file its DSPARK_HARDWARE names
+    node_ids: dict[str, str]
+    cluster: Any
+
+    def give(self, node: str, probe: Path, *, free_gib: float | None = None) -> None:
+        """Make `node` read `probe` from now on (optionally with another free figure)."""
+        data = json.loads(probe.read_text())
+        if free_gib is not None:
+            for gpu in data["gpus"]:
+                gpu["free_bytes"] = int(free_gib * (1 << 30))
+        self.hardware[node].write_text(json.dumps(data))
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+    assert "ray" not in sys.modules, "Ray reads its loopback switch when imported: import it only here"
+    saved = {k: os.environ.get(k) for k in LOOPBACK}
+    os.environ.update(LOOPBACK)
+    from ray.cluster_utils import Cluster  # noqa: PLC0415 - after the loopback switch is set
+
+    folder = tmp_path_factory.mktemp("ray-nodes")
+    hardware = {name: folder / f"{name}.json" for name in ("head", "gpu")}
+    for path in hardware.values():
+        shutil.copy(IDLE, path)
+    common = {"num_cpus": 1, "object_store_memory": 80 << 20}
+    cluster = Cluster(initialize_head=True, head_node_args={
+        **common, "num_gpus": 1, "include_dashboard": False,
+        # Ray before 2.50 gave a task that claims no GPU CUDA_VISIBLE_DEVICES=''; this asks 2.50+ for the same.
+        "env_vars": {"DSPARK_HARDWARE": str(hardware["head"]), "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "1"}})
+    try:
+        gpu = cluster.add_node(**common, num_gpus=1, env_vars={"DSPARK_HARDWARE": str(hardware["gpu"])})
+        # A node without GPUs and without a saved probe: its probe finds no GPU here, which is no failure.
+        cpu = cluster.add_node(**common, num_gpus=0)
+        cluster.wait_for_nodes(timeout=120)  # a busy machine starts raylets slowly
+        assert cluster.address.startswith("127.0.0.1:"), cluster.address
+        yield RayCluster(address=cluster.address, hardware=hardware, cluster=cluster,
+                         node_ids={"head": cluster.head_node.node_id, "gpu": gpu.node_id, "cpu": cpu.node_id})
+    finally:
+        cluster.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _start(cluster: RayCluster, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`dspark start ... --dry-run` as a driver of the cluster, in a clean environment."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DSPARK_", "LWS_", "RAY_")) and k not in (
+        "MAX_NUM_SEQS", "HF_TOKEN")}
+    base["PYTHONPATH"] = str(ROOT) + os.pathsep + base.get("PYTHONPATH", "")
+    full = {**base, **LOOPBACK, "RAY_ADDRESS": cluster.address, "DSPARK_DISTRIBUTED_RUNTIME": "ray", **env}
+    # Run from a folder of no code: Ray puts the driver's working directory on its workers' path, which on a real
+    # cluster is this machine's folder, not the node's.
+    return subprocess.run([sys.executable, "-m", "dspark", "start", *args, "--dry-run"], env=full,
+                          cwd=cluster.hardware["head"].parent, capture_output=True, text=True, timeout=180,
+                          check=False)
+
+
+def _findings(out: dict[str, Any], code: str) -> list[str]:
+    return [f["message"] for f in out["findings"] if f["code"] == code]
+
+
+def test_a_tp2_plan_reports_each_nodes_memory_and_plans_on_the_tighter(ray_cluster: RayCluster) -> None:
+    ray_cluster.give("head", IDLE)
+    # Tighter, and still above what vLLM's start-up check wants free (0.92 of the GPU's 140.4 GiB).
+    ray_cluster.give("gpu", IDLE, free_gib=132.0)
+    proc = _start(ray_cluster, "flash-next-vllm", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    ids = {name: node_id[:8] for name, node_id in ray_cluster.node_ids.items()}
+    fits = _findings(out, "fits")
+    assert len(fits) == 2
+    (head_fit,) = [m for m in fits if ids["head"] in m]
+    (gpu_fit,) = [m for m in fits if ids["gpu"] in m]
+    assert "of 139.80 GiB free" in head_fit and "(here)" in head_fit
+    assert "of 132.00 GiB free" in gpu_fit
+    (no_gpu,) = _findings(out, "ray-node-no-gpu")
+    assert ids["cpu"] in no_gpu
+    # Planned against the tighter node: its GPU first, and named.
+    assert out["hardware"]["gpus"][0]["free_bytes"] == 132 << 30
+    assert f"Ray node {ids['gpu']}" in out["hardware"]["description"]
+    assert _findings(out, "per-node") == []  # validate's own per-node note is replaced by the nodes themselves
+    argv = " ".join(out["argv"])
+    assert "--tensor-parallel-size 2 --distributed-executor-backend ray" in argv
+    for flag in ("--nnodes", "--node-rank", "--master-addr", "--headless"):
+        assert flag not in argv
+
+
+def test_a_node_short_of_memory_is_refused_by_name(ray_cluster: RayCluster) -> None:
+    ray_cluster.give("head", IDLE)
+    ray_cluster.give("gpu", HELD)
+    proc = _start(ray_cluster, "flash-next-vllm")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    held_free = load_snapshot(HELD).gpus[0].free_bytes / (1 << 30)
+    refusal = proc.stderr.split("error: ", 1)[1]
+    assert f"Ray node {ray_cluster.node_ids['gpu'][:8]}" in refusal
+    assert f"only {held_free:.2f} GiB is free" in refusal
+    assert ray_cluster.node_ids["head"][:8] not in refusal  # the node that fits is not blamed
+
+
+def test_a_plan_needing_more_gpus_than_ray_schedules_is_refused_naming_each_node(ray_cluster: RayCluster) -> None:
+    ray_cluster.give("head", IDLE)
+    ray_cluster.give("gpu", IDLE)
+    proc = _start(ray_cluster, "flash-next-vllm", "--tp", "4")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "needs 4 GPU(s) (TP 4 × PP 1) of NVIDIA H200" in proc.stderr
+    assert "which schedules 2" in proc.stderr
+    for name, count in (("head", 1), ("gpu", 1), ("cpu", 0)):
+        assert f"Ray node {ray_cluster.node_ids[name][:8]} " in proc.stderr
+        assert f"{ray_cluster.node_ids[name][:8]} (" in proc.stderr
+        assert f"): {count} GPU(s)" in proc.stderr
+
+
+def test_a_node_without_dspark_is_named_with_the_fix(ray_cluster: RayCluster, tmp_path: Path) -> None:
+    # A node whose Python cannot import dspark: a package of that name that fails to import shadows it.
+    shadow = tmp_path / "shadow" / "dspark"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'dspark'\", name='dspark')\n")
+    ray_cluster.give("head", IDLE)
+    ray_cluster.give("gpu", IDLE)
+    bare = ray_cluster.cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=80 << 20,
+                                        env_vars={"PYTHONPATH": str(shadow.parent)})
+    try:
+        ray_cluster.cluster.wait_for_nodes(timeout=120)
+        proc = _start(ray_cluster, "flash-next-vllm")
+    finally:
+        ray_cluster.cluster.remove_node(bare)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"Ray node {bare.node_id[:8]}" in proc.stderr
+    assert "dspark cannot be imported by the Python its Ray workers run" in proc.stderr
+    assert "install dspark in the environment that node's `ray start` runs from" in proc.stderr
