@@ -32,7 +32,8 @@ def advice_text(advice: Advice) -> str:
                  "pool holds", "experts/step", "prefill share"):
         table.add_column(head, justify="right")
     for p in advice.predictions:
-        table.add_row(str(p.seats), _fmt(p.aggregate_decode_tps), _fmt(p.per_stream_decode_tps), _fmt(p.ttft_s),
+        seats = str(p.seats) if p.seats_asked == p.seats else f"{p.seats} ({p.seats_asked} asked)"
+        table.add_row(seats, _fmt(p.aggregate_decode_tps), _fmt(p.per_stream_decode_tps), _fmt(p.ttft_s),
                       _fmt(p.wall_time_s), _fmt(p.decode_step_ms), f"{p.kv_peak_fraction:.1%}",
                       "yes" if p.pool_holds_workload else "no",
                       f"{p.expert_coverage:.0%}" if p.expert_coverage is not None else "–", f"{p.prefill_share:.0%}")
@@ -48,6 +49,7 @@ def advice_text(advice: Advice) -> str:
         for r in cal.residuals:
             lines.append(f"  fit: {r.metric} at {r.seats} seats: measured {r.measured:.4g}, model {r.predicted:.4g} "
                          f"({r.error:+.1%}) [{r.source}]")
+    lines += [f"warn: {w}" for w in advice.warnings]
     lines.append("assumptions:")
     lines += [f"  {a}" for a in advice.assumptions]
     lines.append(f"rule: {advice.recommendation.rule}")

@@ -98,10 +98,11 @@ def test_a_request_is_built_or_the_reason_there_is_none_is_said(tmp_path: Path) 
 def test_engine_check_on_an_inline_config_recipe_says_why_sglang_cannot_be_witnessed(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # flash-next-sglang carries its config inline: there is no directory for SGLang's sizing to read.
-    rc = main(["validate", "flash-next-sglang", "--engine-check", "--json"])
+    # flash-next-sglang carries its config inline: there is no directory for SGLang's sizing to read. The hardware
+    # is named, not read from this host's NVML, so the verdict (warn: the seats above the observed pool) is fixed.
+    rc = main(["validate", "flash-next-sglang", "--engine-check", "--hardware", "gb10x2", "--json"])
     report = json.loads(capsys.readouterr().out)
-    assert rc in (0, 1)
+    assert (rc, report["verdict"]) == (0, "warn")
     failed = [f for f in report["findings"] if f["code"] == "witness-failed"]
     assert len(failed) == 1
     assert "config.json" in failed[0]["message"] and "point --model at a local copy" in failed[0]["message"]
