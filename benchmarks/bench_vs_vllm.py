@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from dspark.bench.client import ClientConfig  # noqa: E402
 from dspark.bench.report import write_atomic  # noqa: E402
 from dspark.bench.runner import BenchSpec, run_bench  # noqa: E402
+from dspark.engines import engine_spec  # noqa: E402
 from dspark.runtime.launch import LaunchPlan  # noqa: E402
 from dspark.runtime.supervise import EngineProcess  # noqa: E402
 
@@ -124,7 +125,7 @@ def main() -> int:
         a.engine_python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--enforce-eager",
         "--max-num-seqs", str(a.concurrency), "--kv-cache-memory-bytes", str(64 << 20), "--max-model-len", "2048",
         "--port", str(port), "--host", "127.0.0.1"))
-    engine = EngineProcess(plan, log_path=work / "engine.log")
+    engine = EngineProcess(plan, log_path=work / "engine.log", log_format=engine_spec("vllm").log_format)
     engine.start()
     rows: list[dict[str, Any]] = []
     try:

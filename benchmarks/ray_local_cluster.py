@@ -47,7 +47,8 @@ def main() -> int:
     try:
         for i in range(1, args.nodes):
             gpus = 1 if i < args.nodes - 1 else 0
-            cluster.add_node(**common, num_gpus=gpus, env_vars={"DSPARK_HARDWARE": str(PROBE)} if gpus else {})
+            cluster.add_node(**common,  # type: ignore[arg-type]  # Ray types each keyword; common holds ints only
+ num_gpus=gpus, env_vars={"DSPARK_HARDWARE": str(PROBE)} if gpus else {})
         cluster.wait_for_nodes()
         print(f"cluster of {args.nodes} nodes up in {time.monotonic() - start:.1f} s at {cluster.address}")
         env = {k: v for k, v in os.environ.items() if not k.startswith("DSPARK_") and k != "MAX_NUM_SEQS"}
@@ -70,7 +71,7 @@ def main() -> int:
                 print(f"run {run + 1}: dry run {time.monotonic() - began:.1f} s, {len(nodes)} node judgements, "
                       f"peak RSS of Ray processes {peak / (1 << 30):.2f} GiB")
     finally:
-        cluster.shutdown()
+        cluster.shutdown()  # type: ignore[no-untyped-call]
     return 0
 
 

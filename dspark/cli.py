@@ -421,9 +421,12 @@ def _load(params: dict[str, Any]) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the JSON here (atomically).")
+@click.option("--seats", type=int, metavar="N",
+              help="The server's seats (max_num_seqs / --max-running-requests), recorded in the JSON for `dspark "
+              "advise --calibrate`; needed when its /metrics cannot be read (e.g. behind a proxy).")
 @click.pass_context
 def bench(ctx: click.Context, /, url: str, as_json: bool, out_file: Path | None, no_progress: bool,
-          **params: Any) -> None:
+          seats: int | None, **params: Any) -> None:
     """Stream requests at a running server: decode tok/s, TTFT, queueing, and the engine's /metrics.
 
     Exit 0 when every request succeeded, 1 when any failed (the results still print), 2 for bad input.
@@ -431,7 +434,7 @@ def bench(ctx: click.Context, /, url: str, as_json: bool, out_file: Path | None,
     from dspark.commands.bench import bench as bench_core  # noqa: PLC0415 - keep CLI start-up light
 
     run_core(ctx, lambda: bench_core(_load(params), url=url, as_json=as_json, out_file=out_file,
-                                     progress=not no_progress), json_errors=as_json)
+                                     progress=not no_progress, seats=seats), json_errors=as_json)
 
 
 @cli.command(epilog="Example: dspark sweep RECIPE --seats 8,16 --reps 3 --primary wall_time --adopt-at 10% "

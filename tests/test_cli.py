@@ -72,7 +72,8 @@ def test_ctrl_c_is_130_and_named(capsys: pytest.CaptureFixture[str], monkeypatch
 
     monkeypatch.setattr(validate_command, "run_validate", interrupted)
     code, out, err = _run(capsys, "validate", "--json")
-    assert code == ExitCode.INTERRUPTED == 130
+    assert code == ExitCode.INTERRUPTED
+    assert int(ExitCode.INTERRUPTED) == 130
     assert json.loads(out)["error"]["code"] == "interrupted"
     assert "interrupted" in err
 

@@ -15,7 +15,11 @@ from typing import Any
 
 import grimp
 import pytest
-import tomllib
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 (requires-python): pytest itself brings tomli there
+    import tomli as tomllib
 
 from dspark.engines import ENGINE_NAMES
 

@@ -57,15 +57,17 @@ def build_models(matrix: Path) -> Path:
 
 def engine_part(matrix: Path, releases: list[str], only: set[str] | None = None) -> dict[str, Any]:
     """Real engine per release on the tiny models; dspark's pure prediction beside each line."""
-    import test_vllm_oracle as oracle  # type: ignore[import-not-found]  # noqa: PLC0415 - the oracle suite's cases and dspark's direct prediction
+    import test_vllm_oracle as oracle  # noqa: PLC0415 - the oracle suite's cases and dspark's direct prediction
 
     cases: list[OracleCase] = [c for c in oracle.CASES if c.id in (only or ENGINE_CASES)]
     models = build_models(matrix)
     report: dict[str, Any] = {}
     for release in releases:
         python = str(matrix / f"vllm-{release}" / "bin" / "python")
-        pending = [{"id": c.id, "argv": ["--model", str(models / c.model), *c.flags, "--skip-tokenizer-init",
-                                         "--enforce-eager"], "env": dict(c.env)} for c in cases]
+        pending: list[dict[str, object]] = [
+            {"id": c.id, "env": dict(c.env),
+             "argv": ["--model", str(models / c.model), *c.flags, "--skip-tokenizer-init", "--enforce-eager"]}
+            for c in cases]
         rows: dict[str, Any] = {}
         while pending:
             done, out = run_batch(python, pending, timeout=1500)
@@ -100,8 +102,7 @@ def witness_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
     requests = []
     for c in cases:
         cap = oracle.predict_direct(models, c)
-        layers = oracle.architecture(models, c.model).num_layers
-        requests.append({"id": c.id, "request": vllm_witness_request(cap, layers)})
+        requests.append({"id": c.id, "request": vllm_witness_request(cap)})
     report: dict[str, Any] = {}
     for release in releases:
         python = str(matrix / f"vllm-{release}" / "bin" / "python")

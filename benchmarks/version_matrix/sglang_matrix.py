@@ -29,10 +29,10 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path[:0] = [str(HERE), str(ROOT / "tests" / "engine"), str(ROOT)]
+sys.path[:0] = [str(HERE), str(ROOT / "tests" / "real_engines"), str(ROOT)]
 
 import seed_sglang  # noqa: E402
-import test_sglang_oracle as oracle  # type: ignore[import-not-found]  # noqa: E402
+import test_sglang_oracle as oracle  # noqa: E402
 
 from dspark.engines.sglang.capacity import compute_sglang_capacity  # noqa: E402
 from dspark.engines.sglang.options import parse_sglang_flags  # noqa: E402

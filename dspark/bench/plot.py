@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from dspark.bench.results import pass_values
 from dspark.bench.sweep import SweepResult
+from dspark.core.extras import require_extra
 
 
 def _series(result: SweepResult, metric: str) -> tuple[list[int], list[float], list[float], list[float]]:
@@ -30,7 +31,8 @@ def _series(result: SweepResult, metric: str) -> tuple[list[int], list[float], l
 
 
 def sweep_png(result: SweepResult, title: str = "") -> bytes:
-    """The PNG bytes (matplotlib, Agg backend: no display needed)."""
+    """The PNG bytes (matplotlib, Agg backend: no display needed); MissingExtraError without dspark[plot]."""
+    require_extra("plot", "drawing sweep.png")
     import matplotlib  # noqa: PLC0415 - imported only when a plot is drawn
 
     matplotlib.use("Agg")

@@ -20,6 +20,7 @@ from dspark.bench.runner import BenchSpec, PassObserver, run_bench
 from dspark.bench.shard import ClientFailure
 from dspark.bench.stats import RequestRecord
 from dspark.engines import engine_spec
+from dspark.engines.argv import option_values
 from dspark.runtime.launch import LaunchPlan, redact_argv, redact_env
 from dspark.runtime.supervise import EngineFailure, EngineProcess, KvPoolLine, StopOutcome
 
@@ -41,26 +42,7 @@ PlanBuilder = Callable[[int], PlannedLaunch]
 
 def planned_flags(argv: Sequence[str]) -> dict[str, str | bool]:
     """The `--flag value` / `--flag=value` / bare `--flag` / `--no-flag` options of an argv, by dest name."""
-    out: dict[str, str | bool] = {}
-    args = list(argv)
-    i = next((k for k, a in enumerate(args) if a.startswith("--")), len(args))
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if not arg.startswith("--"):
-            continue
-        name, eq, value = arg[2:].partition("=")
-        key = name.replace("-", "_")
-        if eq:
-            out[key] = value
-        elif i < len(args) and not args[i].startswith("--"):
-            out[key] = args[i]
-            i += 1
-        elif key.startswith("no_"):
-            out[key[3:]] = False
-        else:
-            out[key] = True
-    return out
+    return option_values(argv)
 
 
 def _same(planned: str | bool, seen: object) -> bool:

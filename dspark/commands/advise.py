@@ -12,6 +12,7 @@ from typing import IO, Any
 from dspark.advise.advice import Advice, Prediction
 from dspark.advise.build import AdviseOptions, build_advice, first_plan
 from dspark.core.errors import ExitCode
+from dspark.core.extras import require_extra
 from dspark.planning.validate import ValidateRequest
 
 
@@ -31,7 +32,8 @@ def advice_text(advice: Advice) -> str:
                  "pool holds", "experts/step", "prefill share"):
         table.add_column(head, justify="right")
     for p in advice.predictions:
-        table.add_row(str(p.seats), _fmt(p.aggregate_decode_tps), _fmt(p.per_stream_decode_tps), _fmt(p.ttft_s),
+        seats = str(p.seats) if p.seats_asked == p.seats else f"{p.seats} ({p.seats_asked} asked)"
+        table.add_row(seats, _fmt(p.aggregate_decode_tps), _fmt(p.per_stream_decode_tps), _fmt(p.ttft_s),
                       _fmt(p.wall_time_s), _fmt(p.decode_step_ms), f"{p.kv_peak_fraction:.1%}",
                       "yes" if p.pool_holds_workload else "no",
                       f"{p.expert_coverage:.0%}" if p.expert_coverage is not None else "–", f"{p.prefill_share:.0%}")
@@ -47,6 +49,7 @@ def advice_text(advice: Advice) -> str:
         for r in cal.residuals:
             lines.append(f"  fit: {r.metric} at {r.seats} seats: measured {r.measured:.4g}, model {r.predicted:.4g} "
                          f"({r.error:+.1%}) [{r.source}]")
+    lines += [f"warn: {w}" for w in advice.warnings]
     lines.append("assumptions:")
     lines += [f"  {a}" for a in advice.assumptions]
     lines.append(f"rule: {advice.recommendation.rule}")
@@ -56,7 +59,8 @@ def advice_text(advice: Advice) -> str:
 
 
 def advice_png(predictions: Sequence[Prediction]) -> bytes:
-    """Predicted decode rates and TTFT against seats (matplotlib, Agg backend)."""
+    """Predicted decode rates and TTFT against seats (matplotlib, Agg backend); MissingExtraError without [plot]."""
+    require_extra("plot", "advise --plot")
     import matplotlib  # noqa: PLC0415 - only when a plot is asked for
 
     matplotlib.use("Agg")
@@ -94,6 +98,8 @@ def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool =
 
     explain: also each setting's source (on stderr under --json, where stdout holds exactly one object).
     """
+    if opts.plot is not None:
+        require_extra("plot", "advise --plot")  # before the work, not after it
     advice = build_advice(request, opts)
     if opts.plot is not None:
         from dspark.bench.report import write_atomic  # noqa: PLC0415

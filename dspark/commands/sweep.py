@@ -18,6 +18,7 @@ from dspark.bench.report import sweep_text, to_json, write_atomic
 from dspark.bench.sweep import PlanBuilder, SweepResult, plan_launches, run_sweep, start_plan_builder
 from dspark.commands.bench import RichProgress
 from dspark.core.errors import ExitCode
+from dspark.core.extras import require_extra
 from dspark.planning.start import StartRequest
 
 
@@ -49,6 +50,7 @@ def sweep(
     `prediction` (dspark advise's JSON for these seats and this load, made before the runs) is kept beside
     the measurements in sweep.json and the table.
     """
+    require_extra("plot", "dspark sweep (it draws sweep.png)")  # before any engine starts
     plans = plan_launches(seats, build)
     spec = bench_spec(load, "http://127.0.0.1")  # each setting's own URL replaces this
     err = Console(file=sys.stderr, highlight=False)

@@ -15,6 +15,7 @@ from dspark.runtime.launch import LaunchPlan, exec_plan
 if TYPE_CHECKING:  # rich loads only for the table, not for --json
     from rich.console import Console
 
+    from dspark.capacity import CapacitySummary
     from dspark.planning.start import StartRequest, StartResult
 
 _STYLE = {"info": "dim", "warn": "yellow", "fail": "bold red", "ok": "green"}
@@ -86,6 +87,28 @@ def _print_notices(report: ValidationReport) -> None:
         print(line, file=sys.stderr)
 
 
+def _bytes_per_token(cap: CapacitySummary) -> str:
+    """Bytes per token; with sliding windows, what a token costs inside the window and past it."""
+    if cap.sliding_window is None or cap.kv_bytes_per_token_in_window is None:
+        return f"{cap.kv_bytes_per_token:,}"
+    return (f"{cap.kv_bytes_per_token_in_window:,} inside the {cap.sliding_window:,}-token sliding window, "
+            f"{cap.kv_bytes_per_token:,} past it")
+
+
+def _pool_rows(cap: CapacitySummary) -> list[tuple[str, str]]:
+    """The pool and full contexts; where the engine's own log for this plan is known, predicted and observed."""
+    obs = cap.observed
+    window = f" for {cap.max_model_len:,} tokens per request"
+    if obs is None:
+        return [("KV cache size", f"{cap.kv_pool_tokens:,} tokens"),
+                ("Maximum concurrency", f"{cap.max_concurrency:.2f}x{window}")]
+    pool = f" · {obs.kv_pool_tokens:,} observed" if obs.kv_pool_tokens is not None else ""
+    return [("KV cache size", f"{cap.kv_pool_tokens:,} tokens predicted{pool}"),
+            ("Maximum concurrency",
+             f"{cap.max_concurrency:.2f}x predicted · {obs.max_concurrency:.2f}x observed{window}"),
+            ("observed in", obs.source)]
+
+
 def render_report(
     report: ValidationReport, console: Console, *, explain: bool, extra: tuple[Finding, ...] = ()
 ) -> None:
@@ -101,18 +124,21 @@ def render_report(
     )
     table = Table(show_header=False, box=None, pad_edge=False)
     rows: list[tuple[str, str]] = [
-        ("KV bytes per token (per GPU)", f"{cap.kv_bytes_per_token:,}"),
+        ("KV bytes per token (per GPU)", _bytes_per_token(cap)),
         (
             "KV budget (per GPU)",
             f"{cap.kv_budget_bytes:,} B ({cap.kv_budget_bytes / (1 << 30):.2f} GiB, {cap.kv_budget_source})",
         ),
-        ("KV cache size", f"{cap.kv_pool_tokens:,} tokens"),
-        ("Maximum concurrency", f"{cap.max_concurrency:.2f}x for {cap.max_model_len:,} tokens per request"),
+        *_pool_rows(cap),
         ("seats (max_num_seqs)", f"{cap.max_num_seqs} ({report.settings.max_num_seqs.source})"),
-        ("safe seats (full windows)", str(cap.safe_max_num_seqs)),
+        ("safe seats (full windows)", str(cap.safe_max_num_seqs) + (
+            f" (the lower of predicted {cap.observed.predicted_safe_max_num_seqs} and observed "
+            f"{cap.observed.safe_max_num_seqs})" if cap.observed is not None else "")),
         *([(f"seats at a typical {cap.typical_context:,} tokens", str(cap.typical_context_seats))]
           if cap.typical_context_seats is not None and cap.typical_context is not None else []),
-        (f"average context at {cap.max_num_seqs} seats", f"≤ {cap.avg_context_at_max_num_seqs:,} tokens"),
+        (f"average context at {cap.max_num_seqs} seats", f"≤ {cap.avg_context_at_max_num_seqs:,} tokens" + (
+            f" predicted · ≤ {cap.observed.avg_context_at_max_num_seqs:,} observed"
+            if cap.observed is not None else "")),
         ("CUDA graph max capture size", str(cap.cudagraph_max_capture_size) if cap.cudagraph_max_capture_size else
          ("does not apply (CPU build)" if report.serve.platform == "cpu" else "none (no graphs captured)")),
     ]

@@ -286,3 +286,14 @@ KNOBS: tuple[Knob, ...] = (
 KNOB_NAMES = tuple(k.name for k in KNOBS)
 ENV_NAMES = ("DSPARK_RECIPE", *(k.env for k in KNOBS))
 BY_NAME = {k.name: k for k in KNOBS}
+
+
+def reads_as(name: str, raw: object, value: object) -> bool:
+    """Whether a raw value of knob `name` (dspark's grammar: '256K', '4') converts to `value`, e.g. an engine flag's."""
+    if raw == value:
+        return True
+    knob = BY_NAME.get(name)
+    try:
+        return knob is not None and bool(knob.convert(raw) == value)
+    except Invalid:
+        return False  # resolving the settings names the bad value; here it only differs

@@ -318,6 +318,12 @@ def _convert(knob: Knob, raw: object, where: str) -> object:
         raise SettingsError(f"{shown}: {exc.reason}; expected {knob.expected}{suggestion}", hint=hint) from None
 
 
+def recipe_value(recipe: Recipe, name: str) -> object:
+    """The value the recipe itself gives knob `name` (None where it gives none), as resolution would read it."""
+    path = BY_NAME[name].recipe_path
+    return None if path is None else _recipe_value(recipe, path)
+
+
 def _recipe_value(recipe: Recipe, path: str) -> object:
     node: object = recipe
     for part in path.split("."):

@@ -69,5 +69,9 @@ class RefusedError(DsparkError):
     exit_code = ExitCode.REFUSED
 
 
+class MissingExtraError(InputError):
+    """A command needs an optional dependency (one of dspark's extras, e.g. [plot], [hub]) that is not installed."""
+
+
 class EngineNotInstalledError(InputError):
     """The engine (or its interpreter) needed for a check or launch cannot be found."""

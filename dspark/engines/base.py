@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from dspark.core.errors import EngineArgError, EngineNotInstalledError, SettingsError
 from dspark.core.redact import redact_argv
+from dspark.engines.argv import strip_options
 from dspark.runtime.engine_log import LogFormat
 from dspark.runtime.launch import LaunchPlan
 
@@ -364,21 +365,7 @@ def require_ok(engine: Engine, plan: LaunchPlan, check: ArgvCheck) -> None:
 # Flags the adapters set themselves, with how many values each takes; the user's copies are removed.
 def strip_flags(argv: Sequence[str], managed: Mapping[str, int]) -> tuple[str, ...]:
     """The argv without the managed flags (`--f v`, `--f=v`, bare booleans and their `--no-` forms)."""
-    out: list[str] = []
-    skip = 0
-    for arg in argv:
-        if skip:
-            skip -= 1
-            continue
-        name, eq, _ = arg.partition("=")
-        base = name.replace("_", "-")
-        if base.startswith("--no-") and f"--{base[5:]}" in managed:
-            continue
-        if base in managed:
-            skip = 0 if eq else managed[base]
-            continue
-        out.append(arg)
-    return tuple(out)
+    return strip_options(argv, managed)
 
 
 def flag(name: str, value: object) -> list[str]:

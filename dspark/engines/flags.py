@@ -7,7 +7,7 @@ engine.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dspark.core.errors import SettingsError
@@ -35,12 +35,21 @@ def flag_values_from_engine_flags(engine: str, options: Any) -> dict[str, object
     return out
 
 
-def merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object]) -> dict[str, object | None]:
-    """dspark's flags and the pasted engine flags together; the same knob given differently is an error."""
+SameValue = Callable[[str, object, object], bool]
+
+
+def merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object], *,
+                same: SameValue) -> dict[str, object | None]:
+    """dspark's flags and the pasted engine flags together; the same knob given differently is an error.
+
+    same(knob, raw, parsed): whether dspark's raw value, read in dspark's grammar, is the engine flag's parsed
+    one (docs/units.md): `--max-num-seqs 4 -- --max-num-seqs 4` agrees, and so does `--max-model-len 1M --
+    --context-length 1Mi` (SGLang's 1M is 10**6). dspark.config.knobs.reads_as is that test.
+    """
     merged = dict(own)
     for knob, value in pasted.items():
         mine = merged.get(knob)
-        if mine is not None and mine != value:
+        if mine is not None and not same(knob, mine, value):
             raise SettingsError(
                 f"{knob} is given twice on the command line: {mine!r} (dspark flag) and {value!r} (engine flag)",
                 hint="give it once",

@@ -1,5 +1,8 @@
 """What the version matrix showed for engine releases dspark does not model (docs/version-matrix.md); data only.
 
+With the modelled releases it also sets the range the engine extras pin (`extra_requirement`): pyproject.toml
+repeats it, and tests/engines/test_release_matrix.py holds the two equal.
+
 An unmodelled release is planned with the nearest modelled one; this says, per release the matrix ran, what
 that stands on: which modelled release it was compared with, whether any compared figure differed, and
 whether the witness (the engine's own planner or sizing, run in its interpreter) can read that release.
@@ -8,6 +11,8 @@ whether the witness (the engine's own planner or sizing, run in its interpreter)
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from dspark.engines import engine_spec
 
 
 @dataclass(frozen=True)
@@ -93,3 +98,19 @@ def matrix_note(engine: str, version: str) -> str:
     if entry is None:
         return f"the version matrix (docs/version-matrix.md) did not run {engine} {version}"
     return entry.summary()
+
+
+def _release_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def covered_range(engine: str) -> tuple[str, str]:
+    """The oldest and newest releases of `engine` that the matrix ran or dspark models."""
+    versions = [e.version for e in ENTRIES if e.engine == engine] + list(engine_spec(engine).modelled_versions)
+    return min(versions, key=_release_key), max(versions, key=_release_key)
+
+
+def extra_requirement(engine: str) -> str:
+    """The engine extra's requirement: the covered range (pyproject.toml's [vllm] / [sglang] extras say this)."""
+    oldest, newest = covered_range(engine)
+    return f"{engine}>={oldest},<={newest}"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dspark.core.errors import InputError
+from dspark.core.extras import require_extra
 from dspark.core.jsonfile import read_json_file
 from dspark.model.architecture import ModelArchitecture, parse_config
 from dspark.model.weights import TensorInfo, WeightsInfo
@@ -56,6 +57,7 @@ def resolve_model(ref: str, *, cache_dir: Path | str | None = None) -> ModelLoca
     looks_like_repo = ref.count("/") == 1 and not ref.startswith((".", "/", "~"))
     if not looks_like_repo:
         raise InputError(f"model directory '{ref}' does not exist; pass a directory holding config.json")
+    require_extra("hub", f"model '{ref}' is not a directory; finding it as a repo id in the Hugging Face cache")
     if not _hub_cache_has(ref, cache_dir):
         raise _not_cached(ref, cache_dir)
     from huggingface_hub import snapshot_download  # noqa: PLC0415 - 0.3 s to import; only a cached repo needs it

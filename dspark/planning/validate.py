@@ -19,6 +19,7 @@ from dspark.capacity import CapacitySummary
 from dspark.capacity.result import CapacityDetail, CapacityResult, NotModelledError
 from dspark.capacity.seats import default_seats
 from dspark.capacity.typical import typical_context_seats
+from dspark.config.knobs import reads_as
 from dspark.config.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
 from dspark.core.errors import EngineNotInstalledError, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
@@ -47,14 +48,12 @@ from dspark.planning.findings import (
     data_parallel_findings,
     gpus_per_node,
     memory_findings,
-    observation_findings,
-    observations,
     reconcile,
     seat_findings,
     weights_findings,
-    with_observed_safe_seats,
 )
 from dspark.planning.model_inputs import draft_ref, drafter_of, model_architecture, weights_of
+from dspark.planning.observations import PlanIdentity, applicable, observation_findings, with_observed
 from dspark.planning.serve_config import serve_config
 from dspark.runtime.launch import LaunchPlan
 
@@ -216,7 +215,7 @@ def _resolve(request: ValidateRequest) -> tuple[Recipe | None, str, Any, Resolve
     engine_name = _engine_name(request, recipe)
     engine_spec(engine_name)  # unknown engine names fail here, naming the known ones
     options = parse_engine_flags(engine_name, request.engine_flags)
-    flags = merge_flags(request.flags, flag_values_from_engine_flags(engine_name, options))
+    flags = merge_flags(request.flags, flag_values_from_engine_flags(engine_name, options), same=reads_as)
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
@@ -240,6 +239,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
     gpu = _first_gpu(hardware, settings, replicas)
     version = _engine_version(engine_name, request)
+    identity = PlanIdentity(engine_version=version.requested, gpu_name=gpu.name if gpu is not None else None,
+                            recipe_settings=resolve_settings({}, {}, recipe) if recipe is not None else None)
 
     spec = engine_spec(engine_name)
 
@@ -251,9 +252,9 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
                 cpu_arch=hardware.cpu_arch, engine_version=version.modelled,
             )
         except NotModelledError as exc:
-            found = _observed_capacity(spec, exc, recipe, resolved, arch, gpu, version.modelled)
-        # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
-        return found, with_observed_safe_seats(found.summary, recipe, resolved)
+            found = _observed_capacity(spec, exc, recipe, resolved, arch, gpu, version.modelled, identity)
+        # The engine's own log for this very plan stands beside the prediction; the safe default follows the lower.
+        return found, with_observed(found.summary, recipe, resolved, identity)
 
     result, summary = capacity_at(settings)
     if settings.max_num_seqs.layer == "default":
@@ -281,7 +282,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
     findings += memory_findings(result.footprint_bytes, hardware, settings, peers, data_parallel=replicas)
     findings += data_parallel_findings(data_parallel, dp_attention, summary.max_num_seqs)
-    findings += observation_findings(result.summary, recipe, settings)
+    findings += observation_findings(result.summary, recipe, settings, identity)
     findings += seat_findings(summary, settings, arch)
     findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
     if weights is None:
@@ -365,12 +366,12 @@ def _engine_version(engine_name: str, request: ValidateRequest) -> EngineVersion
 
 def _observed_capacity(
     spec: EngineSpec, exc: NotModelledError, recipe: Recipe | None, settings: ResolvedSettings,
-    arch: ModelArchitecture, gpu: GpuInfo | None, engine_version: str,
+    arch: ModelArchitecture, gpu: GpuInfo | None, engine_version: str, identity: PlanIdentity,
 ) -> CapacityResult:
     """When dspark cannot reproduce the engine's KV accounting, a recipe's observed pool stands in, labelled so."""
     window = settings.max_model_len.value
     seats = settings.max_num_seqs.value
-    observed = list(observations(recipe, settings, "kv_pool_tokens", seats)) if window else []
+    observed = applicable(recipe, settings, "kv_pool_tokens", seats, identity) if window else []
     if not observed or window is None or spec.observed_capacity is None:
         raise exc
     obs = observed[0]

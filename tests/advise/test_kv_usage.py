@@ -52,7 +52,9 @@ def test_vllm_flash_next_counts_three_gdn_groups_of_state_and_the_attention_bloc
     assert counting is not None
     # MTP with 4 speculative tokens: each GDN group holds its state block + 4 speculative state blocks
     # (MambaManager: 1 + num_speculative_blocks), attention cdiv(tokens + 4 lookahead, 576).
-    kinds = [g["kind"] for g in details["groups"]]  # type: ignore[union-attr, index]
+    groups = details["groups"]
+    assert isinstance(groups, list)
+    kinds = [g["kind"] for g in groups]
     assert sorted(kinds) == ["full", "mamba", "mamba", "mamba"]
     assert details["lookahead_tokens"] == 4
     assert counting.per_request(2048 + 511) == {"blocks": 3 * (1 + 4) + 5}

@@ -65,7 +65,7 @@ def test_sse_split_across_pieces_and_crlf() -> None:
 def test_chat_role_chunk_is_not_a_token() -> None:
     s = _Stream(chat=True)
     s.event(b'{"choices":[{"delta":{"role":"assistant","content":""}}]}', 1.0)
-    assert s.first is None
+    assert (s.first, s.chunks) == (None, 0)
     s.event(b'{"choices":[{"delta":{"content":"hi"}}]}', 2.0)
     assert (s.first, s.chunks) == (2.0, 1)
 

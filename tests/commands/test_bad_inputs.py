@@ -6,9 +6,12 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from dspark.hardware import HardwareSnapshot, HardwareSource
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,14 +129,14 @@ def _hw_fakes() -> object:
     return module
 
 
-def _run_with_nvml(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], source: object,
+def _run_with_nvml(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], source: HardwareSource,
                    args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """`dspark ARGS` in-process with validate's hardware resolver reading `source` as if it were NVML."""
     from dspark.cli import main  # noqa: PLC0415
     from dspark.hardware.select import resolve_hardware  # noqa: PLC0415
     from dspark.planning import validate as validate_module  # noqa: PLC0415
 
-    def resolver(spec: str | None, default_profile: str, origin: str = "--hardware") -> object:
+    def resolver(spec: str | None, default_profile: str, origin: str = "--hardware") -> HardwareSnapshot:
         return resolve_hardware(spec, default_profile=default_profile, nvml_factory=lambda: source, origin=origin)
 
     monkeypatch.setattr(validate_module, "_resolve_hw", resolver)
@@ -244,8 +247,11 @@ def test_a_ray_runtime_without_a_cluster_is_refused_by_start_not_ignored() -> No
     assert "Traceback" not in proc.stderr
 
 
-def test_deepseek_v4_flash_on_an_rtx5090_exits_1_naming_the_weights_shortfall() -> None:
-    result = run_dspark(["validate", "deepseek-v4-flash-vllm", "--hardware", "rtx5090", "--json"])
+def test_deepseek_v4_flash_on_an_rtx5090_exits_1_naming_the_weights_shortfall(
+    unpinned_recipe: Callable[[str], str],
+) -> None:
+    # Unpinned, so that vLLM's own budget check (which names a TP that starts) is what judges the weights.
+    result = run_dspark(["validate", unpinned_recipe("deepseek-v4-flash-vllm"), "--hardware", "rtx5090", "--json"])
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     finding = next(f for f in report["findings"] if f["code"] == "weights-do-not-fit")

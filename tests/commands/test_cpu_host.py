@@ -9,6 +9,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,7 @@ def _model(tmp_path: Path, config: str) -> Path:
     return directory
 
 
-def _validate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, object]]:
+def _validate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
     code = main(["validate", "--json", *argv])
     return code, json.loads(capsys.readouterr().out)
 
@@ -69,8 +70,8 @@ def test_a_saved_cpu_host_decides_mla_block_size(flags: str, block: int, tmp_pat
                           "cpu", "--hardware", str(host), "--kv-cache-memory", "4GiB", "--", "--max-model-len", "4096")
     assert "error" not in out, out
     assert code in (0, 1)  # 671B of weights do not fit 64 GiB: the plan is refused, the figures still print
-    assert out["capacity"]["details"]["block_size"] == block  # type: ignore[index]
-    assert out["hardware"]["cpu_flags"] == sorted(flags.split())  # type: ignore[index]
+    assert out["capacity"]["details"]["block_size"] == block
+    assert out["hardware"]["cpu_flags"] == sorted(flags.split())
 
 
 @pytest.mark.parametrize(("flags", "ssm"), [("avx512f avx512_bf16", "float32"), ("avx512f", "bfloat16")])
@@ -82,7 +83,7 @@ def test_a_saved_cpu_host_decides_the_gdn_state_dtype(flags: str, ssm: str, tmp_
                        "vllm", "--platform", "cpu", "--hardware", str(host), "--kv-cache-memory", "4GiB", "--",
                        "--max-model-len", "4096")
     assert "error" not in out, out
-    assert out["capacity"]["details"]["mamba_state_dtypes"][1] == ssm  # type: ignore[index]
+    assert out["capacity"]["details"]["mamba_state_dtypes"][1] == ssm
 
 
 def test_a_gpu_snapshot_or_profile_is_not_a_cpu_host(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -91,8 +92,8 @@ def test_a_gpu_snapshot_or_profile_is_not_a_cpu_host(tmp_path: Path, capsys: pyt
     for hardware, words in ((str(gpu_file), "it is a GPU snapshot"), ("h200", "it is not a saved CPU host")):
         code, out = _validate(capsys, "--model", model, "--platform", "cpu", "--hardware", hardware)
         assert code == 2
-        assert f"--hardware {hardware!r} does not apply with platform cpu: {words}" in out["error"]["message"]  # type: ignore[index]
-        assert "dspark probe --platform cpu --json" in out["error"]["hint"]  # type: ignore[index]
+        assert f"--hardware {hardware!r} does not apply with platform cpu: {words}" in out["error"]["message"]
+        assert "dspark probe --platform cpu --json" in out["error"]["hint"]
 
 
 def test_cpu_tensor_parallel_runs_its_ranks_in_one_host(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -101,7 +102,7 @@ def test_cpu_tensor_parallel_runs_its_ranks_in_one_host(tmp_path: Path, capsys: 
     code, out = _validate(capsys, "--model", str(_model(tmp_path, "llama-3-8b-instruct")), "--engine", "vllm",
                           "--platform", "cpu", "--hardware", str(host), "--tp", "2", "--kv-cache-memory", "1GiB",
                           "--", "--max-model-len", "4096")
-    codes = {f["code"]: f["message"] for f in out["findings"]}  # type: ignore[union-attr, index]
+    codes = {f["code"]: f["message"] for f in out["findings"]}
     assert "not-enough-gpus" not in codes
     assert code == 0, codes
     # Each rank holds half the weights and its own 1 GiB pin: 2 x (weights / 2 + 1 GiB + 2 GiB runtime).
@@ -111,5 +112,5 @@ def test_cpu_tensor_parallel_runs_its_ranks_in_one_host(tmp_path: Path, capsys: 
 def test_a_dgx_spark_holds_one_gb10(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = _validate(capsys, "--hardware", "gb10:8")
     assert code == 2
-    assert "a DGX Spark holds one GB10" in out["error"]["message"]  # type: ignore[index]
+    assert "a DGX Spark holds one GB10" in out["error"]["message"]
     assert _validate(capsys, "--hardware", "gb10:1")[0] in (0, 1)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from dspark.config.recipe_yaml import MAX_YAML_DEPTH, MAX_YAML_NODES
@@ -47,13 +45,12 @@ def _alias_bomb(levels: int, width: int) -> str:
          "observations[0].value: expected a number (got true)"),
     ],
 )
+@pytest.mark.timeout(60)  # the bound: an expansion that did not stop would hang here; parsing takes milliseconds
 def test_hostile_recipe_is_a_recipe_error_in_bounded_time(text: str, problem: str) -> None:
-    start = time.monotonic()
     with pytest.raises(RecipeError) as err:
         load_recipe_text(text, "r.yaml")
     assert problem in str(err.value)
     assert str(err.value).startswith("r.yaml")
-    assert time.monotonic() - start < 5
 
 
 def test_aliases_below_the_bound_still_load() -> None:

@@ -59,8 +59,8 @@ def through_client(obj: dict[str, Any], model: str) -> dict[str, Any]:
     api = client.ApiClient()
     cls = getattr(client, model)
     # Clients built on pydantic models read a dict with from_dict; older ones through the response deserializer.
-    instance = cls.from_dict(obj) if hasattr(cls, "from_dict") else api._ApiClient__deserialize(obj, model)
-    out: dict[str, Any] = api.sanitize_for_serialization(instance)
+    instance = cls.from_dict(obj) if hasattr(cls, "from_dict") else api._ApiClient__deserialize(obj, model)  # type: ignore[attr-defined]
+    out: dict[str, Any] = api.sanitize_for_serialization(instance)  # type: ignore[no-untyped-call]
     return out
 
 

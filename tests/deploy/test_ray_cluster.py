@@ -57,7 +57,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
     hardware = {name: folder / f"{name}.json" for name in ("head", "gpu")}
     for path in hardware.values():
         shutil.copy(IDLE, path)
-    common = {"num_cpus": 1, "object_store_memory": 80 << 20}
+    common: dict[str, Any] = {"num_cpus": 1, "object_store_memory": 80 << 20}
     cluster = Cluster(initialize_head=True, head_node_args={
         **common, "num_gpus": 1, "include_dashboard": False,
         # Ray before 2.50 gave a task that claims no GPU CUDA_VISIBLE_DEVICES=''; this asks 2.50+ for the same.
@@ -68,10 +68,11 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
         cpu = cluster.add_node(**common, num_gpus=0)
         cluster.wait_for_nodes(timeout=120)  # a busy machine starts raylets slowly
         assert cluster.address.startswith("127.0.0.1:"), cluster.address
+        head_id = cluster.head_node.node_id  # type: ignore[attr-defined]  # Optional in Ray's types; initialize_head set it
         yield RayCluster(address=cluster.address, hardware=hardware, cluster=cluster,
-                         node_ids={"head": cluster.head_node.node_id, "gpu": gpu.node_id, "cpu": cpu.node_id})
+                         node_ids={"head": head_id, "gpu": gpu.node_id, "cpu": cpu.node_id})
     finally:
-        cluster.shutdown()
+        cluster.shutdown()  # type: ignore[no-untyped-call]
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -128,7 +129,8 @@ def test_a_node_short_of_memory_is_refused_by_name(ray_cluster: RayCluster) -> N
     proc = _start(ray_cluster, "flash-next-vllm")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     held_free = load_snapshot(HELD).gpus[0].free_bytes / (1 << 30)
-    # A dry run prints the plan anyway and ends with what the real start would refuse, exiting as it would.
+    # A dry run prints the plan, then says what a real start would refuse (issue 16's dry-run rule).
+    assert "a real start would refuse: " in proc.stderr, proc.stderr
     refusal = proc.stderr.split("a real start would refuse: ", 1)[1]
     assert f"Ray node {ray_cluster.node_ids['gpu'][:8]}" in refusal
     assert f"only {held_free:.2f} GiB is free" in refusal

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import yaml
-from k8s_checks import round_trip_losses, schema_errors, unknown_keys
 
 from dspark.cli import main
 from dspark.deploy.kubernetes import (
@@ -24,6 +23,7 @@ from dspark.deploy.kubernetes import (
     to_yaml,
 )
 from dspark.engines import engine_spec
+from tests.deploy.k8s_checks import round_trip_losses, schema_errors, unknown_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "registry.example/dspark-vllm:1"
@@ -61,6 +61,7 @@ def _by_kind(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def _container(pod_template: dict[str, Any]) -> dict[str, Any]:
     (container,) = pod_template["spec"]["containers"]
+    assert isinstance(container, dict)
     return container
 
 

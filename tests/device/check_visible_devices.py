@@ -68,7 +68,8 @@ def main() -> int:
     for visible in cases:
         want = cuda_uuids(visible)
         rc, snap = probe(visible)
-        gpus = snap.get("gpus", []) if isinstance(snap, dict) else []
+        gpus = snap.get("gpus") if isinstance(snap, dict) else None
+        gpus = gpus if isinstance(gpus, list) else []
         got = [str(g.get("uuid")) for g in gpus] if isinstance(gpus, list) else []
         READINGS[f"probe[{visible!r}]"] = {"rc": rc, "cuda": want, "dspark": got, "snapshot": snap}
         if want:
@@ -91,7 +92,8 @@ def main() -> int:
     free_by_uuid = {line.split(",")[0].strip(): int(line.split(",")[2]) for line in smi.strip().splitlines()}
     for visible, uuid in (("0", u0), ("1", u1)):
         _, snap = probe(visible)
-        gpus = snap.get("gpus", []) if isinstance(snap, dict) else []
+        gpus = snap.get("gpus") if isinstance(snap, dict) else None
+        gpus = gpus if isinstance(gpus, list) else []
         free_mib = int(gpus[0]["free_bytes"]) // 2**20 if gpus else -1
         READINGS[f"held probe[{visible}]"] = snap
         check(f"free memory of the visible GPU {visible} under load", abs(free_mib - free_by_uuid[uuid]) <= 2,

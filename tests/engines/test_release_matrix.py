@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dspark.engines import engine_spec
-from dspark.engines.release_matrix import ENTRIES, matrix_entry, matrix_note
+from dspark.engines import ENGINE_NAMES, engine_spec
+from dspark.engines.release_matrix import (
+    ENTRIES,
+    covered_range,
+    extra_requirement,
+    matrix_entry,
+    matrix_note,
+)
 from dspark.planning.validate import ValidateRequest, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,3 +97,21 @@ def test_a_limit_of_the_witness_on_a_release_it_reads_is_said() -> None:
     assert "its own planner runs as the witness" in note
     assert "--cuda-graph-max-bs-decode" in note
     assert "--cuda-graph-max-bs-decode" not in matrix_note("sglang", "0.5.14")
+
+
+def _extra(name: str) -> list[str]:
+    """One single-line extra of pyproject.toml's [project.optional-dependencies] (no tomllib on Python 3.10)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    section = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    match = re.search(rf"^{name} = (\[.*\])", section, re.M)
+    assert match is not None, f"pyproject.toml has no single-line [{name}] extra"
+    value: list[str] = json.loads(match.group(1))
+    return value
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_the_engine_extra_pins_the_range_the_matrix_covers(engine: str) -> None:
+    assert _extra(engine) == [extra_requirement(engine)]
+    oldest, newest = covered_range(engine)
+    assert oldest in {e.version for e in ENTRIES if e.engine == engine} | set(engine_spec(engine).modelled_versions)
+    assert newest == engine_spec(engine).newest_modelled

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,7 +72,7 @@ def test_every_knob_is_audited() -> None:
 
 
 def _validate(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], engine: str,
-              env: dict[str, str], *argv: str) -> tuple[int, dict[str, object], str]:
+              env: dict[str, str], *argv: str) -> tuple[int, dict[str, Any], str]:
     for name in [k for k in os.environ if k == "MAX_NUM_SEQS" or k.startswith("DSPARK_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("DSPARK_ENGINE_PYTHON", "/nonexistent/python")  # no engine: plan only
@@ -117,9 +118,9 @@ def test_the_same_knobs_through_dspark_flags(monkeypatch: pytest.MonkeyPatch,
             code, out, _ = _validate(monkeypatch, capsys, engine, {"DSPARK_HARDWARE": "h200:8", **extra},
                                      flags[knob], value)
             if isinstance(want, str):
-                assert code == 2 and "does not apply to" in out["error"]["message"]  # type: ignore[index]
+                assert code == 2 and "does not apply to" in out["error"]["message"]
             else:
-                assert code in (0, 1) and _contains(out["argv"], want), (knob, engine, out.get("error"))  # type: ignore[arg-type]
+                assert code in (0, 1) and _contains(out["argv"], want), (knob, engine, out.get("error"))
 
 
 @pytest.mark.parametrize(("engine", "value", "ok"), [
@@ -131,10 +132,10 @@ def test_kv_cache_dtype_values_each_engine_takes(engine: str, value: str, ok: bo
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _validate(monkeypatch, capsys, engine, {"DSPARK_HARDWARE": "h200", "DSPARK_KV_CACHE_DTYPE": value})
     if ok:
-        assert code in (0, 1) and _contains(out["argv"], ("--kv-cache-dtype", value))  # type: ignore[arg-type]
+        assert code in (0, 1) and _contains(out["argv"], ("--kv-cache-dtype", value))
     else:
         assert code == 2
-        assert out["error"]["message"] == (  # type: ignore[index]
+        assert out["error"]["message"] == (
             f"kv_cache_dtype {value!r} from DSPARK_KV_CACHE_DTYPE is not a value {engine} takes")
 
 
@@ -146,9 +147,9 @@ def test_platform_cpu_is_vllms_cpu_build_only(engine: str, ok: bool, monkeypatch
         assert code in (0, 1) and "error" not in out, out.get("error")  # 1: 61 GiB of weights beside host memory
     else:
         assert code == 2
-        assert out["error"]["message"].startswith(  # type: ignore[index]
+        assert out["error"]["message"].startswith(
             "platform cpu from DSPARK_PLATFORM does not apply to sglang")
-        assert "--engine vllm" in out["error"]["hint"]  # type: ignore[index]
+        assert "--engine vllm" in out["error"]["hint"]
 
 
 def test_sglang_byte_pin_is_its_token_pin_and_says_so(monkeypatch: pytest.MonkeyPatch,
@@ -158,7 +159,7 @@ def test_sglang_byte_pin_is_its_token_pin_and_says_so(monkeypatch: pytest.Monkey
     cap = out["capacity"]
     assert isinstance(cap, dict)
     assert (cap["kv_pool_tokens"], cap["kv_budget_bytes"], cap["kv_budget_source"]) == (4096, 1 << 30, "pinned")
-    notes = [f["message"] for f in out["findings"] if f["code"] == "engine-note"]  # type: ignore[index, union-attr]
+    notes = [f["message"] for f in out["findings"] if f["code"] == "engine-note"]
     assert any("--max-total-tokens 4,096" in n and "1,073,741,824 B" in n for n in notes), notes
 
 

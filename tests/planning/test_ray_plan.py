@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,7 +83,7 @@ def test_a_closed_port_is_reported_quickly_by_the_real_inspector() -> None:
     ("flash-next-vllm", {**RAY_ENV, "DSPARK_PLATFORM": "cpu"}, {}, r"vLLM's CPU build has no Ray backend"),
     ("flash-next-vllm", RAY_ENV, {"node_rank": 1}, r"node_rank 1 \(flag\): under Ray one `dspark start` runs"),
 ])
-def test_where_ray_cannot_run_it_is_a_usage_error(recipe: str, env: dict[str, str], flags: dict[str, object],
+def test_where_ray_cannot_run_it_is_a_usage_error(recipe: str, env: dict[str, str], flags: dict[str, Any],
                                                    message: str) -> None:
     request = _request(env, recipe=recipe, **flags)
     with pytest.raises(SettingsError, match=message) as caught:

@@ -71,7 +71,7 @@ def run_oracle(vllm_python: str, tiny_models: Path) -> Callable[[Sequence[Oracle
     """Start the real engine once per case (in as few processes as the refusals allow); results by case id."""
 
     def run(cases: Sequence[OracleCase]) -> dict[str, OracleResult]:
-        pending = [
+        pending: list[dict[str, object]] = [
             {
                 "id": c.id,
                 "argv": ["--model", str(tiny_models / c.model), *c.flags, "--skip-tokenizer-init", "--enforce-eager"],

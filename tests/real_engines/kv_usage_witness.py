@@ -43,7 +43,8 @@ def main(arg: str) -> None:
                     None, block_hasher=hasher) for i in range(c["requests"])]
 
     def held() -> int:
-        return round(manager.usage * (nb - 1))
+        blocks: int = round(manager.usage * (nb - 1))
+        return blocks
 
     for r in reqs:
         blocks, hit, _ = manager.get_computed_blocks(r)

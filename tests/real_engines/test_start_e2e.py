@@ -160,7 +160,8 @@ def test_max_num_seqs_from_environment_execs_the_engine(
     assert answer["usage"].get("completion_tokens") == 4, answer["events"]  # type: ignore[attr-defined]
     # It streamed: at least one delta, at most one per token (vLLM's API server merges the deltas it has
     # queued when it falls behind, which a loaded 2-core machine makes happen).
-    assert 1 <= answer["chunks"] <= 4, answer["events"]
+    chunks = answer["chunks"]
+    assert isinstance(chunks, int) and 1 <= chunks <= 4, answer["events"]
     assert "MAX_NUM_SEQS not set" not in engine.text()
 
 
@@ -200,7 +201,6 @@ def test_default_seats_notice_when_nothing_sets_them(tmp_path: Path, tiny_models
 def test_refused_start_never_execs(tmp_path: Path, tiny_models: Path, vllm_python: str, dspark_exe: str) -> None:
     recipe = _recipe(tmp_path, tiny_models / "dense-qwen3")
     env = _env(vllm_python, DSPARK_KV_CACHE_MEMORY="100TiB")  # far beyond this host's memory
-    started = time.monotonic()
     proc = subprocess.run([dspark_exe, "start", str(recipe)], env=env, capture_output=True, text=True, timeout=120,
                           check=False)
     assert proc.returncode == 1, proc.stderr
@@ -208,7 +208,6 @@ def test_refused_start_never_execs(tmp_path: Path, tiny_models: Path, vllm_pytho
     assert "does-not-fit" in proc.stdout or "short" in proc.stderr
     assert "exec:" not in proc.stdout
     assert "non-default args" not in proc.stdout + proc.stderr  # the engine never ran
-    assert time.monotonic() - started < 60
 
 
 def test_watch_supervises_checks_the_pool_and_forwards_ctrl_c(

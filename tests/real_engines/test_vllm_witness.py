@@ -9,6 +9,7 @@ SM12.1 with CUDA 13: the FlashInfer GDN alignment). For 0.32.0 the real engine i
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +169,7 @@ def answer_figures(answer: dict[str, Any]) -> tuple[int, str, int, int]:
 def planner_033(vllm033_python: str, tiny_models: Path) -> dict[str, tuple[VllmCapacity, dict[str, Any]]]:
     """Each 0.33 case: dspark's pure model, and 0.33's own planner on its specs and budget (one process)."""
     predicted = {cid: predict_033(tiny_models, m, f, p, cc) for cid, m, f, p, cc in CASES_033}
-    requests = [vllm_witness_request(cap) for cap in predicted.values()]
+    requests: list[Mapping[str, Any]] = [vllm_witness_request(cap) for cap in predicted.values()]
     answers = run_witness(vllm033_python, requests, timeout=600)
     return {cid: (predicted[cid], ans) for cid, ans in zip(predicted, answers, strict=True)}
 
@@ -201,7 +202,7 @@ def test_0_32_planner_agrees_on_every_oracle_case(vllm_python: str, tiny_models:
     """The installed 0.32.0's planner, on the model's specs and budget, prints what the engine printed."""
     started = [c for c in CASES if c.id not in REFUSED]
     predicted = [predict_direct(tiny_models, c) for c in started]
-    requests = [vllm_witness_request(cap) for cap in predicted]
+    requests: list[Mapping[str, Any]] = [vllm_witness_request(cap) for cap in predicted]
     answers = run_witness(vllm_python, requests, timeout=600)
     for c, cap, answer in zip(started, predicted, answers, strict=True):
         assert answer["engine_version"] == "0.32.0"

@@ -237,7 +237,7 @@ def plan_case(req: dict[str, Any]) -> dict[str, Any]:
         from vllm.config.vllm import get_layers_from_vllm_config  # noqa: PLC0415
         from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase  # noqa: PLC0415
 
-        layers = get_layers_from_vllm_config(vc, AttentionLayerBase)  # type: ignore[type-abstract]
+        layers = get_layers_from_vllm_config(vc, AttentionLayerBase)
         backends: list[Any] = []
         for module in layers.values():
             backend = module.get_attn_backend()

@@ -1,11 +1,13 @@
 """`python -m sglang.launch_server` flags that change capacity, read from a pasted argv (pure, no SGLang import).
 
-Mirrors SGLang 0.5.23's parser (argparse built by ServerArgs.add_cli_args from arg_groups/fields/*):
-`--x=y` and `--x y`, store-true booleans, human-readable integers for --max-total-tokens /
---context-length / --max-prefill-tokens (utils/common.py human_readable_int: SI k/M/G/T with
-decimals, IEC Ki/Mi/Gi/Ti integers; case-sensitive), the aliases the parser declares (--model,
---tensor-parallel-size, --pipeline-parallel-size, --speculative-draft-model). Flags it does not know
-are kept in `unknown` and otherwise ignored: the engine's real parser checks the argv elsewhere.
+Read the way SGLang 0.5.23 reads them: argparse (dspark.engines.argv) with the flags declared as
+ServerArgs.add_cli_args declares them (arg_groups/fields/*), a plain argparse.ArgumentParser with no pre-pass
+(`--a_b` is not `--a-b` there): `--x=y` and `--x y`, store-true booleans, the last occurrence winning,
+human-readable integers for --max-total-tokens / --context-length / --max-prefill-tokens (utils/common.py
+human_readable_int: SI k/M/G/T with decimals, IEC Ki/Mi/Gi/Ti integers; case-sensitive), the aliases the
+parser declares (--model, --tensor-parallel-size, --pipeline-parallel-size, --speculative-draft-model).
+Flags it does not know are kept in `unknown` and otherwise ignored: the engine's real parser checks the argv
+elsewhere.
 
 `--cuda-graph-max-bs` and `--cuda-graph-bs` are read as the decode settings (older SGLang's names), but
 0.5.23's argparse rejects them as ambiguous prefixes of the -decode/-prefill flags: they are listed in
@@ -14,13 +16,17 @@ are kept in `unknown` and otherwise ignored: the engine's real parser checks the
 
 from __future__ import annotations
 
+import argparse
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from dspark.core.errors import SettingsError
-from dspark.engines.flag_values import choice, float_value, int_value, positive_int
+from dspark.engines.argv import ArgvParser, read_argv
+from dspark.engines.flag_values import float_value, int_value, positive_int
 
 KV_CACHE_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16")
 MAMBA_SSM_DTYPES = ("float32", "bfloat16", "float16")
@@ -102,10 +108,6 @@ def human_readable_int(value: str, *, flag: str) -> int:
         ) from None
 
 
-def _choice(value: str, flag: str, choices: Sequence[str]) -> str:
-    return choice(value, flag, choices)
-
-
 def _algorithm(value: str, flag: str) -> str:
     """SpeculativeAlgorithm.from_string: case-insensitive names; anything else raises in SGLang's words."""
     if value.upper() not in SPECULATIVE_ALGORITHMS:
@@ -116,129 +118,130 @@ def _algorithm(value: str, flag: str) -> str:
     return value
 
 
-# flag -> (field, kind). Kinds: int, hint (human_readable_int), float, str, bool (store_true), and choices.
-_VALUE_FLAGS: dict[str, tuple[str, str]] = {
-    "--model-path": ("model_path", "str"),
-    "--model": ("model_path", "str"),
-    "--tp-size": ("tp_size", "pos"),
-    "--tp": ("tp_size", "pos"),  # argparse accepts the unambiguous prefix
-    "--tensor-parallel-size": ("tp_size", "pos"),
-    "--pp-size": ("pp_size", "pos"),
-    "--pipeline-parallel-size": ("pp_size", "pos"),
-    "--dp-size": ("dp_size", "pos"),
-    "--data-parallel-size": ("dp_size", "pos"),
-    "--mem-fraction-static": ("mem_fraction_static", "float"),
-    "--max-running-requests": ("max_running_requests", "pos"),
-    "--max-total-tokens": ("max_total_tokens", "hint"),
-    "--context-length": ("context_length", "hint"),
-    "--chunked-prefill-size": ("chunked_prefill_size", "int"),
-    "--max-prefill-tokens": ("max_prefill_tokens", "hint"),
-    "--kv-cache-dtype": ("kv_cache_dtype", "kv"),
-    "--page-size": ("page_size", "pos"),
-    "--speculative-algorithm": ("speculative_algorithm", "algo"),
-    "--speculative-num-steps": ("speculative_num_steps", "pos"),
-    "--speculative-eagle-topk": ("speculative_eagle_topk", "pos"),
-    "--speculative-num-draft-tokens": ("speculative_num_draft_tokens", "pos"),
-    "--speculative-draft-model-path": ("speculative_draft_model_path", "str"),
-    "--speculative-draft-model": ("speculative_draft_model_path", "str"),
-    "--mamba-ssm-dtype": ("mamba_ssm_dtype", "ssm"),
-    "--max-mamba-cache-size": ("max_mamba_cache_size", "int"),
-    "--mamba-full-memory-ratio": ("mamba_full_memory_ratio", "float"),
-    "--mamba-radix-cache-strategy": ("mamba_radix_cache_strategy", "radix"),
-    "--cuda-graph-max-bs-decode": ("cuda_graph_max_bs", "int"),
-    "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"),
-    "--cuda-graph-backend-decode": ("disable_cuda_graph", "backend"),
-    "--cuda-graph-backend-prefill": ("cuda_graph_backend_prefill", "graph"),
-    "--cuda-graph-max-bs-prefill": ("cuda_graph_max_bs_prefill", "int"),
-    "--attention-backend": ("attention_backend", "str"),
-    "--mm-feature-transport": ("mm_feature_transport", "str"),
-    "--served-model-name": ("served_model_name", "str"),
-    "--host": ("host", "str"),
-    "--port": ("port", "int"),
+Reader = Callable[[str, str], object]
+
+
+def _positive(value: str, flag: str) -> int:
+    # Sizes, counts and group sizes: SGLang divides or allocates by them, so 0 or less cannot start.
+    return positive_int(value, flag, "SGLang ServerArgs", problem="must be a positive integer")
+
+
+def _hint(value: str, flag: str) -> int:
+    return human_readable_int(value, flag=flag)
+
+
+def _string(value: str, _flag: str) -> str:
+    return value
+
+
+def _backend(value: str, _flag: str) -> str:
+    """cuda_graph_config.parse_cuda_graph_backend_arg: the retired backend, refused in its words before choices."""
+    if value == "tc_piecewise":
+        raise argparse.ArgumentTypeError("tc_piecewise was removed; select breakable, full, or disabled")
+    return value
+
+
+# (option strings, dest, reader, choices): as SGLang 0.5.23's ServerArgs.add_cli_args declares them
+# (arg_groups/fields/*). Declared apart, so that argparse's messages name only SGLang's own strings: --tp,
+# argparse's abbreviation of --tp-size, unique among SGLang's flags (the reader does not abbreviate), and
+# --cuda-graph-max-bs / --cuda-graph-bs, older releases' names read as the decode settings (0.5.23's argparse
+# calls them ambiguous prefixes: see `ambiguous`).
+_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, Reader, Sequence[str] | None], ...] = (
+    (("--model-path", "--model"), "model_path", _string, None),
+    (("--tp-size", "--tensor-parallel-size"), "tp_size", _positive, None),
+    (("--tp",), "tp_size", _positive, None),
+    (("--pp-size", "--pipeline-parallel-size"), "pp_size", _positive, None),
+    (("--dp-size", "--data-parallel-size"), "dp_size", _positive, None),
+    (("--mem-fraction-static",), "mem_fraction_static", float_value, None),
+    (("--max-running-requests",), "max_running_requests", _positive, None),
+    (("--max-total-tokens",), "max_total_tokens", _hint, None),
+    (("--context-length",), "context_length", _hint, None),
+    (("--chunked-prefill-size",), "chunked_prefill_size", int_value, None),
+    (("--max-prefill-tokens",), "max_prefill_tokens", _hint, None),
+    (("--kv-cache-dtype",), "kv_cache_dtype", _string, KV_CACHE_DTYPES),
+    (("--page-size",), "page_size", _positive, None),
+    (("--speculative-algorithm",), "speculative_algorithm", _algorithm, None),
+    (("--speculative-num-steps",), "speculative_num_steps", _positive, None),
+    (("--speculative-eagle-topk",), "speculative_eagle_topk", _positive, None),
+    (("--speculative-num-draft-tokens",), "speculative_num_draft_tokens", _positive, None),
+    (("--speculative-draft-model-path", "--speculative-draft-model"), "speculative_draft_model_path", _string, None),
+    (("--mamba-ssm-dtype",), "mamba_ssm_dtype", _string, MAMBA_SSM_DTYPES),
+    (("--max-mamba-cache-size",), "max_mamba_cache_size", int_value, None),
+    (("--mamba-full-memory-ratio",), "mamba_full_memory_ratio", float_value, None),
+    (("--mamba-radix-cache-strategy",), "mamba_radix_cache_strategy", _string, MAMBA_RADIX_STRATEGIES),
+    (("--cuda-graph-max-bs-decode",), "cuda_graph_max_bs", int_value, None),
+    (("--cuda-graph-max-bs",), "cuda_graph_max_bs", int_value, None),
+    (("--cuda-graph-backend-decode",), "cuda_graph_backend_decode", _backend, GRAPH_BACKENDS),
+    (("--cuda-graph-backend-prefill",), "cuda_graph_backend_prefill", _backend, GRAPH_BACKENDS),
+    (("--cuda-graph-max-bs-prefill",), "cuda_graph_max_bs_prefill", int_value, None),
+    (("--attention-backend",), "attention_backend", _string, None),
+    (("--mm-feature-transport",), "mm_feature_transport", _string, None),
+    # Launch-only: read so that dspark passes them on rather than drop them.
+    (("--served-model-name",), "served_model_name", _string, None),
+    (("--host",), "host", _string, None),
+    (("--port",), "port", int_value, None),
+)
+# store_true flags (DeprecatedStoreTrueAction for --disable-cuda-graph: it stores True too), by dest.
+_BOOL_FLAGS: dict[str, str] = {
+    "--disable-radix-cache": "disable_radix_cache",
+    "--disable-overlap-schedule": "disable_overlap_schedule",
+    "--disable-cuda-graph": "disable_cuda_graph_all",
+    "--disable-decode-cuda-graph": "disable_decode_cuda_graph",
+    "--disable-prefill-cuda-graph": "disable_prefill_cuda_graph",
+    "--disable-cuda-graph-padding": "disable_cuda_graph_padding",
+    "--language-only": "language_only",
+    "--language-model-only": "language_model_only",
 }
-_BOOL_FLAGS: dict[str, tuple[str, ...]] = {
-    "--disable-radix-cache": ("disable_radix_cache",),
-    "--disable-overlap-schedule": ("disable_overlap_schedule",),
-    "--disable-cuda-graph": ("disable_cuda_graph", "disable_cuda_graph_all"),
-    "--disable-decode-cuda-graph": ("disable_cuda_graph",),
-    "--disable-prefill-cuda-graph": ("disable_prefill_cuda_graph",),
-    "--disable-cuda-graph-padding": ("disable_cuda_graph_padding",),
-    "--language-only": ("language_only",),
-    "--language-model-only": ("language_model_only",),
-}
+# nargs="+" integer lists.
 _LIST_FLAGS: dict[str, str] = {"--cuda-graph-bs-decode": "cuda_graph_bs", "--cuda-graph-bs": "cuda_graph_bs",
                                "--cuda-graph-bs-prefill": "cuda_graph_bs_prefill"}
-_AMBIGUOUS = frozenset({"--cuda-graph-max-bs", "--cuda-graph-bs"})
+_AMBIGUOUS = ("--cuda-graph-max-bs", "--cuda-graph-bs")
 
 
-_CHOICES: dict[str, Sequence[str]] = {"kv": KV_CACHE_DTYPES, "ssm": MAMBA_SSM_DTYPES, "radix": MAMBA_RADIX_STRATEGIES,
-                                      "graph": GRAPH_BACKENDS}
+def _typed(reader: Reader, flag: str) -> Callable[[str], object]:
+    """An argparse `type`: the reader with the flag's name for its messages (SettingsError passes argparse by)."""
+    return lambda value: reader(value, flag)
 
 
-def _convert(kind: str, value: str, flag: str) -> object:
-    """The flag's value in the type SGLang's parser gives it."""
-    if kind in _CHOICES:
-        return _choice(value, flag, _CHOICES[kind])
-    if kind == "backend":
-        return _choice(value, flag, GRAPH_BACKENDS) == "disabled"
-    if kind == "hint":
-        return human_readable_int(value, flag=flag)
-    if kind == "pos":
-        # Sizes, counts and group sizes: SGLang divides or allocates by them, so 0 or less cannot start.
-        return positive_int(value, flag, "SGLang ServerArgs", problem="must be a positive integer")
-    if kind == "algo":
-        return _algorithm(value, flag)
-    numbers = {"int": int_value, "float": float_value}
-    return numbers[kind](value, flag) if kind in numbers else value
+@functools.cache
+def _parser() -> ArgvParser:
+    parser = ArgvParser("sglang serve")
+    for options, dest, reader, choices in _VALUE_FLAGS:
+        parser.add_argument(*options, dest=dest, type=_typed(reader, options[0]), choices=choices)
+    for option, dest in _BOOL_FLAGS.items():
+        parser.add_argument(option, dest=dest, action="store_true", default=None)
+    for option, dest in _LIST_FLAGS.items():
+        parser.add_argument(option, dest=dest, nargs="+", type=_typed(int_value, option))
+    return parser
+
+
+def _graphs(values: dict[str, Any]) -> None:
+    """Decode graphs off, as cuda_graph_hook resolves it: an explicit --cuda-graph-backend-decode wins over
+    --disable-decode-cuda-graph, which wins over --disable-cuda-graph (either turns them off)."""
+    backend = values.pop("cuda_graph_backend_decode", None)
+    off = values.pop("disable_decode_cuda_graph", None) or values.get("disable_cuda_graph_all")
+    if backend is not None:
+        values["disable_cuda_graph"] = backend == "disabled"
+    elif off:
+        values["disable_cuda_graph"] = True
 
 
 def known_flags() -> tuple[str, ...]:
     """The flags this reader interprets (for suggestions when a flag is not one of them)."""
-    return (*_VALUE_FLAGS, *_BOOL_FLAGS, *_LIST_FLAGS)
+    return tuple(sorted(_parser().option_strings()))
 
 
 def parse_sglang_flags(argv: Sequence[str]) -> SglangOptions:
     """Read the capacity-relevant flags of a launch_server argv; the last occurrence wins, as in argparse."""
-    values: dict[str, object] = {}
-    unknown: list[str] = []
-    ambiguous: list[str] = []
-    args = list(argv)
-    i = 0
-    while i < len(args):
-        token = args[i]
-        name, eq, inline = token.partition("=")
-        if name in _BOOL_FLAGS:
-            if eq:
-                raise SettingsError(f"{name} takes no value (got {token!r})")
-            values.update(dict.fromkeys(_BOOL_FLAGS[name], True))
-            i += 1
-            continue
-        if name in _VALUE_FLAGS or name in _LIST_FLAGS:
-            if name in _AMBIGUOUS:
-                ambiguous.append(name)
-            if name in _LIST_FLAGS:
-                items = [inline] if eq else []
-                j = i + 1
-                while not eq and j < len(args) and not args[j].startswith("--"):
-                    items.append(args[j])
-                    j += 1
-                if not items:
-                    raise SettingsError(f"{name} needs at least one batch size")
-                values[_LIST_FLAGS[name]] = tuple(int_value(v, name) for v in items)
-                i = j if not eq else i + 1
-                continue
-            if eq:
-                value, i = inline, i + 1
-            elif i + 1 < len(args) and not (args[i + 1].startswith("--") and len(args[i + 1]) > 2):
-                value, i = args[i + 1], i + 2
-            else:
-                raise SettingsError(f"{name} needs a value")
-            field_name, kind = _VALUE_FLAGS[name]
-            values[field_name] = _convert(kind, value, name)
-            continue
-        unknown.append(token)
-        i += 1
-    return SglangOptions(**values, ambiguous=tuple(ambiguous), unknown=tuple(unknown))  # type: ignore[arg-type]
+    read = read_argv(_parser(), argv)
+    values: dict[str, Any] = {k: v for k, v in vars(read.namespace).items() if v is not None}
+    for dest in ("cuda_graph_bs", "cuda_graph_bs_prefill"):
+        if dest in values:
+            values[dest] = tuple(values[dest])
+    _graphs(values)
+    ambiguous = tuple(t.partition("=")[0] for t in argv if t.partition("=")[0] in _AMBIGUOUS)
+    # SGLang's launch_server takes no positional argument: a bare one is the engine's to refuse.
+    return SglangOptions(**values, ambiguous=ambiguous, unknown=read.unknown + read.positionals)
 
 
 def sglang_speculative_flags(method: str, proposed: int) -> dict[str, int]:

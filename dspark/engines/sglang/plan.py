@@ -87,11 +87,12 @@ def capacity(arch: ModelArchitecture, options: SglangOptions, s: CapacityInputs,
 def witness_request(detail: CapacityDetail, argv: Sequence[str], user_pinned: bool) -> PlannerInput:
     """SGLang's sizing is handed its launch flags (the parser's part of the plan) and the memory readings; it
     reads the model directory, which must exist here."""
+    from dspark.engines.sglang.options import parse_sglang_flags  # noqa: PLC0415
     from dspark.engines.sglang.sizing_types import SglangCapacity  # noqa: PLC0415
     from dspark.engines.sglang.witness_input import WitnessNotPossibleError, sglang_witness_request  # noqa: PLC0415
 
     flags = list(argv)
-    model = flags[flags.index("--model-path") + 1] if "--model-path" in flags[:-1] else None
+    model = parse_sglang_flags(flags).model_path
     if model is None or not (Path(model) / "config.json").is_file():
         return PlannerInput(None, f"SGLang's sizing reads config.json from the model directory, and {model!r} is "
                                   "not a local directory with one (a recipe's inline config, or a hub name not "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dspark.engines.argv import strip_options
+from dspark.engines.sglang.options import parse_sglang_flags
 from dspark.engines.sglang.sizing_types import SglangCapacity
 
 
@@ -19,12 +21,9 @@ def sglang_witness_request(cap: SglangCapacity, argv: Sequence[str], *, user_pin
     """
     if cap.free_before_load_bytes is None or cap.free_after_load_bytes is None:
         raise WitnessNotPossibleError("no free-memory readings to size with")
-    flags = list(argv)
-    if "--model-path" not in flags:
+    if parse_sglang_flags(argv).model_path is None:
         raise WitnessNotPossibleError("SGLang's sizing reads the model directory's config.json")
-    if not user_pinned and "--max-total-tokens" in flags:
-        i = flags.index("--max-total-tokens")
-        del flags[i : i + 2]
+    flags = list(argv if user_pinned else strip_options(argv, {"--max-total-tokens": 1}))
     return {
         "engine": "sglang",
         "argv": flags,

@@ -1,23 +1,29 @@
 """`vllm serve` flags that change capacity, read from the argv a user pastes after `--` (pure, no vLLM import).
 
-Mirrors vLLM's own parser (vllm/utils/argparse_utils.py FlexibleArgumentParser in 0.32.0): `--x=y` and
-`--x y`, underscores in long names read as dashes, `--flag`/`--no-flag` booleans, human-readable sizes
-(human_readable_int: k/m/g/t decimal, K/M/G/T binary), `auto`/-1 for --max-model-len
-(human_readable_int_or_auto), JSON for --speculative-config/-sc and --compilation-config/-cc plus the
-dotted `-cc.key=value` form. Flags it does not know are kept in `unknown` and otherwise ignored: the
-engine's real parser checks the argv elsewhere (dspark.engines._argv_check).
+Read the way vLLM 0.32.0 reads them: argparse (dspark.engines.argv) with the flags declared as EngineArgs
+declares them, after FlexibleArgumentParser's pre-pass (vllm/utils/argparse_utils.py): `--x=y` and `--x y`,
+underscores in long names read as dashes, `--flag`/`--no-flag` booleans (BooleanOptionalAction), the last
+occurrence winning, human-readable sizes (human_readable_int: k/m/g/t decimal, K/M/G/T binary), `auto`/-1
+for --max-model-len (human_readable_int_or_auto), "None" for optional values (optional_type), JSON for
+--speculative-config/-sc and --compilation-config/-cc, and dotted `-cc.key=value` pieces, folded into one
+JSON value that replaces an earlier whole one, as vLLM's pre-pass does. Flags it does not know are kept in
+`unknown` and otherwise ignored: the engine's real parser checks the argv elsewhere (dspark.engines._argv_check).
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from dspark.core.errors import SettingsError
-from dspark.engines.flag_values import choice, float_value, int_value, json_count, positive_int
+from dspark.core.units import suffixed_int
+from dspark.engines.argv import ArgvParser, Grammar, ReadArgv, read_argv
+from dspark.engines.flag_values import float_value, int_value, json_count, positive_int
 
 MaxModelLen = int | Literal["auto"]
 
@@ -94,25 +100,15 @@ class VllmOptions:
 
 
 def human_readable_int(value: str, *, flag: str) -> int:
-    """vLLM's human_readable_int: '25.6k' -> 25,600 (decimal k/m/g/t), '1K' -> 1,024 (binary, no decimals)."""
-    text = value.strip()
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text)
-    if match:
-        number, suffix = match.groups()
-        if suffix in "kmgt":
-            multiplier: int = 10 ** (3 * ("kmgt".index(suffix) + 1))
-            return int(float(number) * multiplier)  # vLLM: int(float(number) * mult)
-        if "." in number:
-            raise SettingsError(
-                f"{flag} {value}: decimals are not allowed with binary suffixes like {suffix}",
-                hint=f"did you mean {number}{suffix.lower()}?",
-            )
-        binary: int = 2 ** (10 * ("KMGT".index(suffix) + 1))
-        return int(number) * binary
+    """vLLM's human_readable_int: '25.6k' -> 25,600 (decimal k/m/g/t), '1K' -> 1,024 (binary, no decimals).
+
+    dspark.core.units.suffixed_int is that grammar (dspark's own single-letter sizes use it too); a value it
+    refuses is a settings error naming the flag.
+    """
     try:
-        return int(text)
-    except ValueError:
-        raise SettingsError(f"{flag} {value}: not an integer (sizes take k/m/g or K/M/G)") from None
+        return suffixed_int(value)
+    except ValueError as exc:
+        raise SettingsError(f"{flag} {value}: {exc}") from None
 
 
 def _max_model_len(value: str, flag: str) -> MaxModelLen:
@@ -133,90 +129,96 @@ def _json_object(value: str, flag: str) -> dict[str, Any]:
     return obj
 
 
-def _dotted_value(text: str) -> Any:
-    """A value given as `-cc.key=value`: JSON when it parses (numbers, lists, true), else the string."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
+def _expand_suffixes(value: str) -> str:
+    """arg_utils._expand_json_human_readable_numbers: bare `80g` / `1K` tokens outside JSON strings as integers."""
+    parts = re.split(r'("(?:[^"\\]|\\.)*")', value)
+    for i in range(0, len(parts), 2):
+        parts[i] = re.sub(r"\b\d+(?:\.\d+)?[kKmMgGtT]\b", lambda m: str(suffixed_int(m.group())), parts[i])
+    return "".join(parts)
 
 
-# Long flag -> (field, kind). Kinds: int, size, len, float, str, bool (BooleanOptionalAction), flag.
-_VALUE_FLAGS: dict[str, tuple[str, str]] = {
-    "--model": ("model", "str"),
-    "--max-model-len": ("max_model_len", "len"),
-    "--dtype": ("dtype", "dtype"),
-    "--kv-cache-dtype": ("kv_cache_dtype", "str"),
-    "--block-size": ("block_size", "cache_pos"),
-    "--mamba-cache-mode": ("mamba_cache_mode", "str"),
-    "--mamba-cache-dtype": ("mamba_cache_dtype", "mamba_dtype"),
-    "--mamba-ssm-cache-dtype": ("mamba_ssm_cache_dtype", "mamba_dtype"),
-    "--mamba-block-size": ("mamba_block_size", "cache_pos"),
-    "--max-num-seqs": ("max_num_seqs", "int"),
-    "--max-num-batched-tokens": ("max_num_batched_tokens", "size"),
-    "--gpu-memory-utilization": ("gpu_memory_utilization", "float"),
-    "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", "size"),
-    "--num-gpu-blocks-override": ("num_gpu_blocks_override", "int"),
-    "--tensor-parallel-size": ("tensor_parallel_size", "int"),
-    "--pipeline-parallel-size": ("pipeline_parallel_size", "int"),
-    "--data-parallel-size": ("data_parallel_size", "parallel_pos"),
-    "--max-cudagraph-capture-size": ("max_cudagraph_capture_size", "int"),
-    "--performance-mode": ("performance_mode", "str"),
-    "--quantization": ("quantization", "str"),
-    "--distributed-executor-backend": ("distributed_executor_backend", "backend"),
-    "--spec-method": ("speculative_method", "str"),
-    "--spec-model": ("speculative_model", "str"),
-    "--spec-tokens": ("num_speculative_tokens", "spec_pos"),
-    "--host": ("host", "str"),
-    "--port": ("port", "int"),
-}
+Reader = Callable[[str, str], Any]
+
+
+def _optional(reader: Reader) -> Reader:
+    """arg_utils.optional_type: "" and "None" leave the setting unset."""
+    return lambda value, flag: None if value in ("", "None") else reader(value, flag)
+
+
+def _positive(owner: str) -> Reader:
+    """Positive integers, with the engine config class whose pydantic field (gt=0 / ge=1) refuses the rest."""
+    return lambda value, flag: positive_int(value, flag, owner)
+
+
+def _size(value: str, flag: str) -> int:
+    return human_readable_int(value, flag=flag)
+
+
+def _string(value: str, _flag: str) -> str:
+    return value
+
+
+# (option strings, field, reader, choices): the flags vLLM 0.32.0's serve parser declares with one value
+# (EngineArgs.add_cli_args), read into the VllmOptions field named.
+_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, Reader, Sequence[str] | None], ...] = (
+    (("--model",), "model", _string, None),
+    (("--max-model-len",), "max_model_len", _max_model_len, None),
+    (("--dtype",), "dtype", _string, MODEL_DTYPES),
+    (("--kv-cache-dtype",), "kv_cache_dtype", _string, None),
+    (("--block-size",), "block_size", _positive("vLLM CacheConfig"), None),
+    (("--mamba-cache-mode",), "mamba_cache_mode", _string, None),
+    (("--mamba-cache-dtype",), "mamba_cache_dtype", _string, MAMBA_DTYPES),
+    (("--mamba-ssm-cache-dtype",), "mamba_ssm_cache_dtype", _string, MAMBA_DTYPES),
+    (("--mamba-block-size",), "mamba_block_size", _optional(_positive("vLLM CacheConfig")), None),
+    (("--max-num-seqs",), "max_num_seqs", int_value, None),
+    (("--max-num-batched-tokens",), "max_num_batched_tokens", _size, None),
+    (("--gpu-memory-utilization", "--device-memory-utilization"), "gpu_memory_utilization", float_value, None),
+    (("--kv-cache-memory-bytes",), "kv_cache_memory_bytes", _optional(_size), None),
+    (("--num-gpu-blocks-override",), "num_gpu_blocks_override", _optional(int_value), None),
+    (("--tensor-parallel-size", "-tp"), "tensor_parallel_size", int_value, None),
+    (("--pipeline-parallel-size", "-pp"), "pipeline_parallel_size", int_value, None),
+    (("--data-parallel-size", "-dp"), "data_parallel_size", _positive("vLLM ParallelConfig"), None),
+    (("--max-cudagraph-capture-size",), "max_cudagraph_capture_size", int_value, None),
+    (("--performance-mode",), "performance_mode", _string, None),
+    (("--quantization", "-q"), "quantization", _optional(_string), None),
+    (("--distributed-executor-backend",), "distributed_executor_backend", _string, EXECUTOR_BACKENDS),
+    (("--spec-method",), "speculative_method", _optional(_string), None),
+    (("--spec-model",), "speculative_model", _optional(_string), None),
+    # Launch-only: read so that dspark passes them on rather than drop them.
+    (("--host",), "host", _string, None),
+    (("--port",), "port", int_value, None),
+    (("--spec-tokens",), "num_speculative_tokens", _positive("vLLM SpeculativeConfig.num_speculative_tokens"), None),
+    (("--speculative-config", "-sc"), "speculative_config", _optional(_json_object), None),
+    (("--compilation-config", "-cc"), "compilation_config",
+     lambda value, flag: _json_object(_expand_suffixes(value), flag), None),
+)
+# BooleanOptionalAction flags (`--x` / `--no-x`), by field.
 _BOOL_FLAGS: dict[str, str] = {
     "--enable-prefix-caching": "enable_prefix_caching",
     "--enable-chunked-prefill": "enable_chunked_prefill",
     "--enforce-eager": "enforce_eager",
     "--disable-hybrid-kv-cache-manager": "disable_hybrid_kv_cache_manager",
 }
-_ALIASES = {
-    "-tp": "--tensor-parallel-size",
-    "-pp": "--pipeline-parallel-size",
-    "-dp": "--data-parallel-size",
-    "-q": "--quantization",
-    "-sc": "--speculative-config",
-    "-cc": "--compilation-config",
-}
-_JSON_FLAGS = {"--speculative-config", "--compilation-config"}
+_JSON_FIELDS = ("speculative_config", "compilation_config")
 
 
-def _normalise(name: str) -> str:
-    """vLLM reads `--max_num_seqs` as `--max-num-seqs` (FlexibleArgumentParser); short aliases to long."""
-    if name.startswith("--"):
-        name = "--" + name[2:].replace("_", "-")
-    return _ALIASES.get(name, name)
+def _typed(reader: Reader, flag: str) -> Callable[[str], Any]:
+    """An argparse `type`: the reader with the flag's name for its messages (SettingsError passes argparse by)."""
+    return lambda value: reader(value, flag)
 
 
-# Positive integers, with the engine config class whose pydantic field (gt=0 / ge=1) refuses the rest.
-_POSITIVE_OWNERS = {
-    "cache_pos": "vLLM CacheConfig",
-    "parallel_pos": "vLLM ParallelConfig",
-    "spec_pos": "vLLM SpeculativeConfig.num_speculative_tokens",
-}
-
-
-_CHOICES = {"dtype": MODEL_DTYPES, "mamba_dtype": MAMBA_DTYPES, "backend": EXECUTOR_BACKENDS}
-
-
-def _convert(kind: str, value: str, flag: str) -> Any:
-    if kind in _POSITIVE_OWNERS:
-        return positive_int(value, flag, _POSITIVE_OWNERS[kind])
-    if kind in _CHOICES:
-        return choice(value, flag, _CHOICES[kind])
-    readers = {
-        "int": int_value,
-        "size": lambda v, f: human_readable_int(v, flag=f),
-        "len": _max_model_len,
-        "float": float_value,
-    }
-    return readers[kind](value, flag) if kind in readers else value
+@functools.cache
+def _parser() -> ArgvParser:
+    parser = ArgvParser("vllm serve")
+    for options, field, reader, choices in _VALUE_FLAGS:
+        parser.add_argument(*options, dest=field, type=_typed(reader, options[0]), choices=choices)
+    for option, field in _BOOL_FLAGS.items():
+        parser.add_argument(option, dest=field, action=argparse.BooleanOptionalAction)
+    parser.add_argument("--cudagraph-capture-sizes", dest="cudagraph_capture_sizes", nargs="+",
+                        type=_typed(int_value, "--cudagraph-capture-sizes"))
+    # nargs='+' in vLLM's parser; dspark launches with one name (read so that it is passed on, not dropped).
+    parser.add_argument("--served-model-name", dest="served_model_name", nargs="+")
+    return parser
 
 
 def _apply_speculative(values: dict[str, Any], conf: dict[str, Any], flag: str) -> None:
@@ -232,9 +234,12 @@ def _apply_speculative(values: dict[str, Any], conf: dict[str, Any], flag: str) 
 
 
 def _sizes(raw: Any, flag: str) -> tuple[int, ...]:
-    if not isinstance(raw, list) or not all(isinstance(x, int) for x in raw):
+    """A list of integers; pydantic (lax) also takes their strings, which `-cc.cudagraph_capture_sizes+ 1,2` gives."""
+    if not isinstance(raw, list) or not all(
+        (isinstance(x, int) and not isinstance(x, bool)) or (isinstance(x, str) and x.strip().isdigit()) for x in raw
+    ):
         raise SettingsError(f"{flag}: cudagraph_capture_sizes must be a list of integers, got {raw!r}")
-    return tuple(raw)
+    return tuple(int(x) for x in raw)
 
 
 def _apply_compilation(values: dict[str, Any], conf: dict[str, Any], flag: str) -> None:
@@ -247,134 +252,56 @@ def _apply_compilation(values: dict[str, Any], conf: dict[str, Any], flag: str) 
         values["cudagraph_capture_sizes"] = _sizes(conf["cudagraph_capture_sizes"], flag)
 
 
-class _Reader:
-    """One pass over an argv, the way vLLM's FlexibleArgumentParser reads it."""
-
-    def __init__(self, argv: Sequence[str]) -> None:
-        self.args = list(argv)
-        self.pos = 0
-        self.values: dict[str, Any] = {}
-        self.json_parts: dict[str, dict[str, Any]] = {name: {} for name in _JSON_FLAGS}
-        self.unknown: list[str] = []
-
-    def value(self, flag: str, inline: str | None) -> str:
-        """The flag's value: after `=`, else the next argument."""
-        if inline is not None:
-            return inline
-        if self.pos + 1 >= len(self.args):
-            raise SettingsError(f"{flag} needs a value")
-        self.pos += 1
-        return self.args[self.pos]
-
-    def positional(self, arg: str) -> None:
-        """`vllm serve MODEL ...`: the first bare argument is the model tag."""
-        if "model" not in self.values and not self.unknown:
-            self.values["model"] = arg
-        else:
-            self.unknown.append(arg)
-
-    def capture_sizes(self, flag: str, inline: str | None) -> None:
-        """--cudagraph-capture-sizes is a list[int] field: nargs='+' in vLLM's parser."""
-        items = [inline] if inline is not None else []
-        while inline is None and self.pos + 1 < len(self.args) and self.args[self.pos + 1].isdigit():
-            self.pos += 1
-            items.append(self.args[self.pos])
-        if not items:
-            raise SettingsError(f"{flag} needs at least one integer")
-        self.values["cudagraph_capture_sizes"] = tuple(int_value(x, flag) for x in items)
-
-    def served_names(self, flag: str, inline: str | None) -> None:
-        """--served-model-name is nargs='+' in vLLM's parser; dspark launches with one name."""
-        names = [inline] if inline is not None else []
-        while inline is None and self.pos + 1 < len(self.args) and not self.args[self.pos + 1].startswith("-"):
-            self.pos += 1
-            names.append(self.args[self.pos])
-        if len(names) != 1:
-            raise SettingsError(
-                f"{flag} {' '.join(names)}: dspark passes exactly one served model name" if names
-                else f"{flag} needs a value",
-                hint="give one name (clients then request that name)",
-            )
-        self.values["served_model_name"] = names[0]
-
-    def keep_unknown(self, arg: str, inline: str | None) -> None:
-        """Keep an unknown flag with its value, so the value is not read as the model or a flag."""
-        self.unknown.append(arg)
-        nxt = self.pos + 1
-        if inline is None and nxt < len(self.args) and not self.args[nxt].startswith("-"):
-            self.pos = nxt
-            self.unknown.append(self.args[nxt])
-
-    def flag(self, arg: str) -> None:
-        """Interpret one `--name[=value]` argument (and its value)."""
-        raw_name, eq, inline_value = arg.partition("=")
-        inline = inline_value if eq else None
-        name = _normalise(raw_name)
-        base, dot, key = name.partition(".")
-        base = _normalise(base)
-        if dot and base in _JSON_FLAGS:
-            # `-cc.max_cudagraph_capture_size=64`, `--speculative-config.method mtp`
-            self.json_parts[base][key] = _dotted_value(self.value(name, inline))
-        elif name in _JSON_FLAGS:
-            self.json_parts[name].update(_json_object(self.value(name, inline), name))
-        elif name in _VALUE_FLAGS:
-            field, kind = _VALUE_FLAGS[name]
-            self.values[field] = _convert(kind, self.value(name, inline), name)
-        elif name in _BOOL_FLAGS or (name.startswith("--no-") and "--" + name[5:] in _BOOL_FLAGS):
-            positive = name in _BOOL_FLAGS
-            if inline is not None:
-                # argparse's BooleanOptionalAction takes no value, not even "true".
-                on, off = (name, f"--no-{name[2:]}") if positive else (f"--{name[5:]}", name)
-                raise SettingsError(
-                    f"argument {on}/{off}: ignored explicit argument {inline!r}",
-                    hint=f"write {on} to turn it on or {off} to turn it off, with no value",
-                )
-            self.values[_BOOL_FLAGS[name if positive else "--" + name[5:]]] = positive
-        elif name == "--cudagraph-capture-sizes":
-            self.capture_sizes(name, inline)
-        elif name == "--served-model-name":
-            self.served_names(name, inline)
-        else:
-            self.keep_unknown(arg, inline)
-
-    def read(self) -> VllmOptions:
-        """Walk the argv, then fold the JSON flags in."""
-        while self.pos < len(self.args):
-            arg = self.args[self.pos]
-            if arg.startswith("-") and arg != "-":
-                self.flag(arg)
-            else:
-                self.positional(arg)
-            self.pos += 1
-        spec = self.json_parts["--speculative-config"]
-        for key, field in _SPEC_SHORTCUTS.items():
-            if key in spec and field in self.values:
-                # EngineArgs raises when a --spec-* shortcut repeats a key of --speculative-config.
-                raise SettingsError(f"--speculative-config sets {key!r} and so does a --spec-* flag")
-        _apply_speculative(self.values, spec, "--speculative-config")
-        _apply_compilation(self.values, self.json_parts["--compilation-config"], "--compilation-config")
-        method = self.values.get("speculative_method")
-        if method is not None and method not in SPECULATIVE_METHODS:
-            raise SettingsError(
-                f"--speculative-config: method {method!r} is not one vLLM 0.32.0 knows "
-                f"(SpeculativeConfig.method: {', '.join(sorted(SPECULATIVE_METHODS - MTP_METHOD_ALIASES))}, "
-                "or an MTP name such as mtp / qwen3_next_mtp)"
-            )
-        if method in MTP_METHOD_ALIASES:
-            self.values["speculative_method"] = "mtp"
-        return VllmOptions(**self.values, unknown=tuple(self.unknown))
-
-
 _SPEC_SHORTCUTS = {"method": "speculative_method", "num_speculative_tokens": "num_speculative_tokens",
                    "model": "speculative_model"}  # fmt: skip
 
 
+def _options(read: ReadArgv) -> VllmOptions:
+    """The parsed flags as VllmOptions: JSON flags folded in, the positional model tag ahead of --model."""
+    values = {k: v for k, v in vars(read.namespace).items() if v is not None}
+    spec = values.pop("speculative_config", {})
+    compilation = values.pop("compilation_config", {})
+    if "cudagraph_capture_sizes" in values:
+        values["cudagraph_capture_sizes"] = tuple(values["cudagraph_capture_sizes"])
+    if "served_model_name" in values:
+        names = values["served_model_name"]
+        if len(names) != 1:
+            raise SettingsError(f"--served-model-name {' '.join(names)}: dspark passes exactly one served model name",
+                                hint="give one name (clients then request that name)")
+        values["served_model_name"] = names[0]
+    unknown = list(read.unknown)
+    if read.positionals:
+        # `vllm serve MODEL`: the positional model_tag; serve.cmd lets it win over --model. More are unknown.
+        values["model"] = read.positionals[0]
+        unknown += read.positionals[1:]
+    for key, field in _SPEC_SHORTCUTS.items():
+        if key in spec and field in values:
+            # EngineArgs raises when a --spec-* shortcut repeats a key of --speculative-config.
+            raise SettingsError(f"--speculative-config sets {key!r} and so does a --spec-* flag")
+    _apply_speculative(values, spec, "--speculative-config")
+    _apply_compilation(values, compilation, "--compilation-config")
+    method = values.get("speculative_method")
+    if method is not None and method not in SPECULATIVE_METHODS:
+        raise SettingsError(
+            f"--speculative-config: method {method!r} is not one vLLM 0.32.0 knows "
+            f"(SpeculativeConfig.method: {', '.join(sorted(SPECULATIVE_METHODS - MTP_METHOD_ALIASES))}, "
+            "or an MTP name such as mtp / qwen3_next_mtp)"
+        )
+    if method in MTP_METHOD_ALIASES:
+        values["speculative_method"] = "mtp"
+    return VllmOptions(**values, unknown=tuple(unknown))
+
+
 def known_flags() -> tuple[str, ...]:
     """The long flags this reader interprets (for suggestions when a flag is not one of them)."""
-    return (*_VALUE_FLAGS, *_BOOL_FLAGS, *(f"--no-{f[2:]}" for f in _BOOL_FLAGS), *_JSON_FLAGS,
-            "--cudagraph-capture-sizes", "--served-model-name")
+    return tuple(sorted(o for o in _parser().option_strings() if o.startswith("--")))
+
+
+# FlexibleArgumentParser's pre-pass: `--a_b` is `--a-b`; dotted pieces fold into their JSON flag, and a value
+# that is not JSON is read as human_readable_int where it is one.
+_GRAMMAR = Grammar(underscores=True, dotted=True, dotted_number=suffixed_int)
 
 
 def parse_vllm_serve_flags(argv: Sequence[str]) -> VllmOptions:
     """Read the capacity-relevant `vllm serve` flags of argv; unknown flags are kept in `unknown`."""
-    return _Reader(argv).read()
+    return _options(read_argv(_parser(), argv, _GRAMMAR))

@@ -455,7 +455,10 @@ def test_deepseek_v4_flash_packs_its_caches_block_outermost() -> None:
     the block; a 10 GB pin at vLLM's 8,192-token prefill default gives the 181,777 the GB10 pair logged."""
     c = cuda(fixture("deepseek-v4-flash"), ["--kv-cache-memory-bytes", "10g", "--max-model-len", "131072", "-tp", "2",
                                            "--max-num-batched-tokens", "8192"], cc=(12, 1))
-    page = lambda rows, row_bytes: -(-rows * row_bytes // 576) * 576  # noqa: E731
+
+    def page(rows: int, row_bytes: int) -> int:
+        return -(-rows * row_bytes // 576) * 576
+
     widest = 21 * page(64, 132) + 21 * page(64, 584) + 20 * page(2, 584)
     assert (c.block_size, c.kv_cache_dtype, c.bytes_per_block) == (256, "fp8_ds_mla", widest)
     assert c.kv_bytes_per_token == widest // 256
@@ -526,7 +529,7 @@ def test_mtp_under_a_path_naming_another_method_is_refused() -> None:
 
 
 def test_other_versions_are_refused() -> None:
-    with pytest.raises(VllmNotModelledError, match=r"vLLM 0\.19\.0: only 0\.32\.0, 0\.33\.0 are modelled"):
+    with pytest.raises(VllmNotModelledError, match=r"vLLM 0\.19\.0: only 0\.25\.0, 0\.32\.0, 0\.33\.0 are modelled"):
         compute_vllm_capacity(
             DENSE,
             VllmOptions(),
@@ -615,7 +618,10 @@ def test_flag_reader_json_flags() -> None:
         ],
     )
     assert (o.speculative_method, o.num_speculative_tokens) == ("mtp", 3)
-    assert (o.cudagraph_capture_sizes, o.max_cudagraph_capture_size, o.cudagraph_mode) == ((1, 2, 4), 4, "FULL")
+    # vLLM's pre-pass folds `-cc.cudagraph_mode=full` into a `-cc` JSON appended last: it replaces the whole one.
+    assert (o.cudagraph_capture_sizes, o.max_cudagraph_capture_size, o.cudagraph_mode) == (None, None, "FULL")
+    whole = parse_vllm_serve_flags(["-cc", '{"cudagraph_capture_sizes": [1, 2, 4], "max_cudagraph_capture_size": 4}'])
+    assert (whole.cudagraph_capture_sizes, whole.max_cudagraph_capture_size) == ((1, 2, 4), 4)
     dotted = parse_vllm_serve_flags(["--speculative-config.method", "eagle3", "--speculative_config.model=/d"])
     assert (dotted.speculative_method, dotted.speculative_model) == ("eagle3", "/d")
     sizes = parse_vllm_serve_flags(["--cudagraph-capture-sizes", "1", "2", "8", "--max-cudagraph-capture-size", "8"])
