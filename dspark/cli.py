@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +25,13 @@ def _emit_error(code: str, message: str, hint: str | None, exit_code: int, *, as
         click.echo(json.dumps({"error": error, "exit_code": exit_code}))
 
 
+def _print_traceback() -> None:
+    """The current exception's traceback on stderr (--debug); the module loads only then."""
+    import traceback  # noqa: PLC0415
+
+    traceback.print_exc()
+
+
 @contextmanager
 def error_boundary(debug: bool, *, as_json: bool = False) -> Iterator[None]:
     """The single place where exceptions become messages and exit codes; tracebacks only with --debug."""
@@ -33,7 +39,7 @@ def error_boundary(debug: bool, *, as_json: bool = False) -> Iterator[None]:
         yield
     except DsparkError as exc:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         _emit_error(exc.code, exc.message, exc.hint, int(exc.exit_code), as_json=as_json)
         raise SystemExit(int(exc.exit_code)) from None
     except KeyboardInterrupt:
@@ -45,7 +51,7 @@ def error_boundary(debug: bool, *, as_json: bool = False) -> Iterator[None]:
         raise
     except Exception as exc:  # noqa: BLE001 - the boundary: anything unexpected is an internal error
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         _emit_error("internal_error", f"internal error: {type(exc).__name__}: {exc}",
                     None if debug else "run with --debug for the traceback", int(ExitCode.INTERNAL), as_json=as_json)
         raise SystemExit(int(ExitCode.INTERNAL)) from None
@@ -78,12 +84,15 @@ def cli(debug: bool) -> None:
     metavar="FILE|PROFILE",
     help="A file saved by `dspark probe --json`, or a built-in profile (gb10x2, h200, ...; h200:8 for 8 GPUs).",
 )
+@click.option("--platform", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
+              help="cpu: the host a CPU engine plans against (memory and the ISA flags it branches on); "
+              "--json saves it for `--platform cpu --hardware FILE` on another machine.")
 @click.pass_context
-def probe(ctx: click.Context, as_json: bool, hardware: str | None) -> None:
+def probe(ctx: click.Context, as_json: bool, hardware: str | None, platform: str) -> None:
     """Show the GPUs and memory dspark plans against."""
     from dspark.commands.probe import probe as probe_core  # noqa: PLC0415 - keep CLI start-up light
 
-    run_core(ctx, probe_core, hardware=hardware, as_json=as_json, json_errors=as_json)
+    run_core(ctx, probe_core, hardware=hardware, as_json=as_json, platform=platform, json_errors=as_json)
 
 
 @cli.group(invoke_without_command=True)
@@ -134,23 +143,35 @@ def _env_help(knob: str, text: str) -> str:
     return f"{text} [env: {env}]"
 
 
-# (flags, knob, metavar, help) of the options that set a knob; --help shows each one's variable beside it.
-_KNOB_FLAGS: tuple[tuple[tuple[str, ...], str, str | None, str], ...] = (
-    (("--model",), "model", "DIR|REPO", "Model directory (config.json; weights optional) or cached HF repo id."),
-    (("--hardware",), "hardware", "FILE|PROFILE",
-     "Plan against a saved probe or a profile (gb10, gb10x2, rtx5090, h100-80gb, h200, b200; h200:8 = 8 GPUs)."),
-    (("--kv-cache-memory", "kv_cache_memory_bytes"), "kv_cache_memory_bytes", "SIZE",
-     "KV pin per GPU: 28GB, 28GiB, 1073741824 (vLLM --kv-cache-memory-bytes)."),
-    (("--max-num-seqs",), "max_num_seqs", "N", "Seats (vLLM --max-num-seqs, SGLang --max-running-requests)."),
-    (("--max-model-len",), "max_model_len", "TOKENS", "Context window (also 32k, 256K)."),
-    (("--kv-cache-dtype",), "kv_cache_dtype", "DTYPE", "KV-cache dtype: auto, fp8, bfloat16, ..."),
-    (("--tp", "tensor_parallel_size"), "tensor_parallel_size", "N", "Tensor-parallel size."),
-    (("--nnodes",), "nnodes", "N", "Nodes the engine spans."),
-    (("--node-rank",), "node_rank", "R", "This node's rank in a multi-node launch."),
-    (("--master-addr",), "master_addr", "ADDR", "Address of node 0 (multi-node)."),
-    (("--master-port",), "master_port", "PORT", "Port of node 0 (multi-node)."),
-    (("--port",), "port", "PORT", "Port the server listens on."),
+# (knob, metavar, help) of the options that set a knob: each flag is the knob's own (dspark.config.knobs), and
+# --help shows its variable beside it.
+_KNOB_FLAGS: tuple[tuple[str, str | None, str], ...] = (
+    ("model", "DIR|REPO", "Model directory (config.json; weights optional) or cached HF repo id."),
+    ("hardware", "FILE|PROFILE",
+     "Plan against a saved probe or a profile (gb10, gb10x2, rtx5090, h100-80gb, h200, b200; h200:8 = 8 GPUs); "
+     "with --platform cpu, a CPU host saved by `dspark probe --platform cpu --json`."),
+    ("kv_cache_memory_bytes", "SIZE",
+     "KV pin per GPU: 28GB, 28GiB, 1073741824 (vLLM --kv-cache-memory-bytes; SGLang: the tokens it buys, "
+     "as --max-total-tokens)."),
+    ("max_num_seqs", "N", "Seats (vLLM --max-num-seqs, SGLang --max-running-requests)."),
+    ("max_model_len", "TOKENS", "Context window (also 32k, 256K)."),
+    ("kv_cache_dtype", "DTYPE", "KV-cache dtype: auto, fp8, bfloat16, ..."),
+    ("tensor_parallel_size", "N", "Tensor-parallel size."),
+    ("nnodes", "N", "Nodes the engine spans."),
+    ("node_rank", "R", "This node's rank in a multi-node launch."),
+    ("master_addr", "ADDR", "Address of node 0 (multi-node)."),
+    ("master_port", "PORT", "Port of node 0 (multi-node)."),
+    ("port", "PORT", "Port the server listens on."),
 )
+
+
+def _knob_flag(knob: str) -> str:
+    from dspark.config.knobs import BY_NAME  # noqa: PLC0415 - light: no pydantic, no recipes
+
+    flag = BY_NAME[knob].flag
+    if flag is None:
+        raise AssertionError(f"knob {knob} has no dspark flag")
+    return flag
 
 
 def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -161,8 +182,8 @@ def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help=_env_help("engine", f"Engine (default: the recipe's, else {DEFAULT_ENGINE}).")),
         click.option("--platform", type=click.Choice(["cuda", "cpu"]),
                      help=_env_help("platform", "cuda (default) or cpu (vLLM's CPU build).")),
-        *(click.option(*names, metavar=metavar, help=_env_help(knob, text))
-          for names, knob, metavar, text in _KNOB_FLAGS),
+        *(click.option(_knob_flag(knob), knob, metavar=metavar, help=_env_help(knob, text))
+          for knob, metavar, text in _KNOB_FLAGS),
         click.option("--typical-context", metavar="TOKENS",
                      help="Seats for requests of about this length (plus --prefix-cache-reserve) too."),
         click.option("--prefix-cache-reserve", metavar="TOKENS", help="Pool tokens kept for cached prefixes."),
@@ -294,15 +315,14 @@ def advise(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bo
     from dspark.advise.build import AdviseOptions  # noqa: PLC0415 - keep CLI start-up light
     from dspark.commands.advise import run_advise  # noqa: PLC0415
 
-    del explain
     own = ("clients", "requests", "input_len", "output_len", "prefix_hit_rate", "prompts_file", "calibrate",
            "request_rate", "burstiness", "warm", "shared_prefix", "simulator",
            "accepted_tokens", "primary", "adopt_at", "max_regression", "secondaries", "plot")
     opts = AdviseOptions(seats=seats, **{k: params.pop(k) for k in own})
     if params.get("max_num_seqs") is not None:
         raise click.UsageError("advise predicts the seats itself: use --seats, not --max-num-seqs")
-    run_core(ctx, lambda: run_advise(_validate_request(ctx, recipe, params), opts, as_json=as_json),
-             json_errors=as_json)
+    run_core(ctx, lambda: run_advise(_validate_request(ctx, recipe, params), opts, as_json=as_json,
+                                     explain=explain), json_errors=as_json)
 
 
 @cli.group()
@@ -354,7 +374,7 @@ def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--endpoint", type=click.Choice(["completions", "chat"]), default="completions",
                      show_default=True, help="/v1/completions or /v1/chat/completions."),
-        click.option("--served-model", "model", metavar="NAME", help="Model name to request (default: the first "
+        click.option("--served-model", "served_model", metavar="NAME", help="Model name to request (default: the first "
                      "one /v1/models lists)."),
         click.option("--prompts", "prompts_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                      help="JSONL of real prompts: {\"prompt\": text or token ids} or {\"messages\": [...]}."),
@@ -401,7 +421,7 @@ def _load(params: dict[str, Any]) -> Any:
     from dspark.bench.load import LoadOptions  # noqa: PLC0415 - keep CLI start-up light
 
     return LoadOptions(
-        endpoint=params.pop("endpoint"), model=params.pop("model"), prompts_file=params.pop("prompts_file"),
+        endpoint=params.pop("endpoint"), model=params.pop("served_model"), prompts_file=params.pop("prompts_file"),
         input_len=params.pop("input_len"), prompt_kind=params.pop("prompt_kind"), vocab_size=params.pop("vocab_size"),
         requests=params.pop("requests"), concurrency=params.pop("concurrency"), max_tokens=params.pop("max_tokens"),
         ignore_eos=params.pop("ignore_eos"), reps=params.pop("reps"), warm_rerun=params.pop("warm_rerun"),
@@ -418,9 +438,12 @@ def _load(params: dict[str, Any]) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the JSON here (atomically).")
+@click.option("--seats", type=int, metavar="N",
+              help="The server's seats (max_num_seqs / --max-running-requests), recorded in the JSON for `dspark "
+              "advise --calibrate`; needed when its /metrics cannot be read (e.g. behind a proxy).")
 @click.pass_context
 def bench(ctx: click.Context, /, url: str, as_json: bool, out_file: Path | None, no_progress: bool,
-          **params: Any) -> None:
+          seats: int | None, **params: Any) -> None:
     """Stream requests at a running server: decode tok/s, TTFT, queueing, and the engine's /metrics.
 
     Exit 0 when every request succeeded, 1 when any failed (the results still print), 2 for bad input.
@@ -428,7 +451,7 @@ def bench(ctx: click.Context, /, url: str, as_json: bool, out_file: Path | None,
     from dspark.commands.bench import bench as bench_core  # noqa: PLC0415 - keep CLI start-up light
 
     run_core(ctx, lambda: bench_core(_load(params), url=url, as_json=as_json, out_file=out_file,
-                                     progress=not no_progress), json_errors=as_json)
+                                     progress=not no_progress, seats=seats), json_errors=as_json)
 
 
 @cli.command(epilog="Example: dspark sweep RECIPE --seats 8,16 --reps 3 --primary wall_time --adopt-at 10% "
@@ -459,7 +482,6 @@ def sweep(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
     from dspark.commands.sweep import sweep_command  # noqa: PLC0415 - keep CLI start-up light
     from dspark.planning.start import StartRequest  # noqa: PLC0415
 
-    del explain  # each setting's plan is recorded in sweep.json
     if params.get("max_num_seqs") is not None:
         raise click.UsageError("sweep sets the seats itself: use --seats, not --max-num-seqs")
 
@@ -470,7 +492,7 @@ def sweep(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
         return sweep_command(request, seats=seats, load=load, primary=primary, adopt_at=adopt_at,
                              max_regression=max_regression, secondaries=secondaries, out_dir=out_dir,
                              as_json=as_json, progress=not no_progress, health_timeout_s=health_timeout,
-                             stop_timeout_s=stop_timeout)
+                             stop_timeout_s=stop_timeout, explain=explain)
 
     run_core(ctx, sweep_core, json_errors=as_json)
 

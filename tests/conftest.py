@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,20 @@ def sglang_python() -> str:
 def vllm033_python() -> str:
     """The python where vLLM 0.33.0's planning code imports (its CUDA wheel, no deps, beside CPU torch)."""
     return _engine_python("vllm033")
+
+
+RECIPES = ROOT / "dspark" / "data" / "recipes"
+
+
+@pytest.fixture
+def unpinned_recipe(tmp_path: Path) -> Callable[[str], str]:
+    """A copy of a shipped recipe without its kv_cache block: the engine then estimates the KV budget."""
+    def make(name: str) -> str:
+        lines = (RECIPES / f"{name}.yaml").read_text().splitlines()
+        start = lines.index("kv_cache:")
+        end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith(" "))
+        path = tmp_path / f"{name}-unpinned.yaml"
+        text = "\n".join(lines[:start] + lines[end:]) + "\n"
+        path.write_text(text.replace(f"name: {name}", f"name: {name}-unpinned"))
+        return str(path)
+    return make

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -81,9 +82,9 @@ def test_env_vars_are_listed_beside_their_flags(capsys: pytest.CaptureFixture[st
     code, out, _ = _run(capsys, "validate", "--help")
     assert code == 0
     text = " ".join(out.split())  # click wraps the help text
-    for flags, knob, _, _ in cli._KNOB_FLAGS:
+    for knob, _, _ in cli._KNOB_FLAGS:
         env = next(k.env for k in KNOBS if k.name == knob)
-        assert f"[env: {env}]" in text, (flags, env)
+        assert f"[env: {env}]" in text, (knob, env)
     assert "[env: DSPARK_RECIPE]" in text
     assert "[env: DSPARK_ENGINE]" in text
 
@@ -97,7 +98,7 @@ def test_env_vars_are_listed_beside_their_flags(capsys: pytest.CaptureFixture[st
         ({"DSPARK_RECIPE": ""}, ["validate"], "DSPARK_RECIPE='': empty"),
         ({}, ["validate", ""], "RECIPE '': empty"),
         ({}, ["validate", "--platform", "cpu", "--hardware", "zz"], "--hardware 'zz' does not apply with platform cpu"),
-        ({"DSPARK_HARDWARE": "zz"}, ["validate", "--platform", "cpu"], "DSPARK_HARDWARE 'zz' does not apply"),
+        ({"DSPARK_HARDWARE": "zz"}, ["validate", "--platform", "cpu"], "DSPARK_HARDWARE='zz' does not apply"),
     ],
 )
 def test_messages_name_the_input(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -107,3 +108,71 @@ def test_messages_name_the_input(capsys: pytest.CaptureFixture[str], monkeypatch
     code, _, err = _run(capsys, *argv)
     assert code == 2
     assert named in err
+
+
+def test_explain_under_json_goes_to_stderr_beside_the_one_object(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "validate", "--hardware", "gb10x2", "--max-num-seqs", "5", "--json", "--explain")
+    assert code == 0
+    assert json.loads(out)["settings"]["max_num_seqs"] == {"value": 5, "source": "flag"}
+    rows = {line.split()[0]: line.split()[-1] for line in err.splitlines() if line and not line.startswith("note")}
+    assert rows["max_num_seqs"] == "flag"
+    assert rows["kv_cache_memory_bytes"].startswith("recipe:")
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_advise_explain_prints_each_source(capsys: pytest.CaptureFixture[str], as_json: bool) -> None:
+    code, out, err = _run(capsys, "advise", "--hardware", "gb10x2", "--seats", "4,8", "--explain",
+                          *(["--json"] if as_json else []))
+    assert code in (0, 1)
+    shown = err if as_json else out
+    assert "settings at 4 seats:" in shown
+    assert any(line.split()[:2] == ["max_num_seqs", "4"] for line in shown.splitlines())
+    if as_json:
+        assert isinstance(json.loads(out), dict)
+
+
+def test_the_environment_a_flag_overrides_is_named_on_stderr_and_in_json(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MAX_NUM_SEQS", "8")
+    code, out, err = _run(capsys, "validate", "--hardware", "gb10x2", "--max-num-seqs", "12", "--json")
+    assert code in (0, 1)
+    assert "MAX_NUM_SEQS=8 from the environment overridden by --max-num-seqs 12" in err
+    assert json.loads(out)["settings"]["max_num_seqs"]["overridden"] == [{"source": "env:MAX_NUM_SEQS", "value": "8"}]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_dry_run_prints_the_plan_then_what_a_real_start_would_refuse(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, as_json: bool
+) -> None:
+    """The 2-node default recipe without --master-addr: a real start exits 2 on it, and so does the dry run."""
+    monkeypatch.setenv("DSPARK_ENGINE_PYTHON", "/nonexistent/python")
+    code, out, err = _run(capsys, "start", "--dry-run", "--hardware", "gb10x2", *(["--json"] if as_json else []))
+    assert code == 2
+    assert "a real start would refuse: a launch across 2 nodes needs the address of node 0" in err
+    if as_json:
+        document = json.loads(out)
+        assert "--node-rank" in document["argv"]
+        assert document["would_refuse"][0]["exit_code"] == 2
+    else:
+        assert "exec: vllm serve" in out
+    monkeypatch.setenv("DSPARK_MASTER_ADDR", "10.0.0.1")
+    assert _run(capsys, "start", "--dry-run", "--hardware", "gb10x2")[0] == 0
+
+
+MODEL_32B = str(Path(__file__).resolve().parent / "fixtures" / "model-qwen3-32b")
+
+
+@pytest.mark.parametrize("argv", [
+    ["validate", "--hardware", "gb10x2"],  # the default recipe: the safe count is 6, the built-in fallback's value
+    ["validate", "--model", MODEL_32B, "--engine", "sglang", "--hardware", "h200"],  # also 6
+    ["validate", "--model", MODEL_32B, "--engine", "vllm", "--hardware", "h200", "--kv-cache-memory", "20GiB"],
+])
+def test_explain_says_the_seat_fallback_once_and_labels_it_one_way(capsys: pytest.CaptureFixture[str],
+                                                                   argv: list[str]) -> None:
+    code, out, err = _run(capsys, *argv, "--explain")
+    assert code in (0, 1)
+    assert (out + err).count("MAX_NUM_SEQS not set, using default:") == 1
+    seats_row = next(line for line in out.splitlines() if line.startswith("seats (max_num_seqs)"))
+    explain_row = next(line for line in out.splitlines() if line.startswith("max_num_seqs "))
+    assert seats_row.rstrip().endswith("(computed)") and explain_row.rstrip().endswith("computed")

@@ -18,7 +18,8 @@ from dspark.capacity.seats import expert_coverage
 class Prediction:
     """What the model says a bench of the workload would measure at one seat count."""
 
-    seats: int
+    seats: int  # the seats the engine runs (simulated)
+    seats_asked: int  # what --seats asked: more than `seats` where the engine caps them
     aggregate_decode_tps: float
     per_stream_decode_tps: float
     ttft_s: float  # mean, the wait for a seat included
@@ -67,8 +68,12 @@ class Recommendation:
 
 
 def predict(costs: StepCosts, shape: StepShape, load: Workload, pools: Sequence[tuple[int, int]],
-            prefix_reserve: int = 0, countings: Mapping[int, KVCounting] | None = None) -> list[Prediction]:
-    """One prediction per (seats, KV pool tokens); KV usage as `countings[seats]` counts, else tokens / pool."""
+            prefix_reserve: int = 0, countings: Mapping[int, KVCounting] | None = None,
+            asked: Mapping[int, int] | None = None) -> list[Prediction]:
+    """One prediction per (seats, KV pool tokens); KV usage as `countings[seats]` counts, else tokens / pool.
+
+    asked: seats run -> the seats asked for them, where the engine caps what was asked.
+    """
     out = []
     for seats, pool in pools:
         counting = (countings or {}).get(seats) or token_counting(pool)
@@ -78,7 +83,7 @@ def predict(costs: StepCosts, shape: StepShape, load: Workload, pools: Sequence[
         if shape.num_experts and shape.top_k:
             coverage = expert_coverage(shape.num_experts, shape.top_k, min(seats, load.clients) * shape.query_len)
         out.append(Prediction(
-            seats=seats, aggregate_decode_tps=sim.aggregate_decode_tps,
+            seats=seats, seats_asked=(asked or {}).get(seats, seats), aggregate_decode_tps=sim.aggregate_decode_tps,
             per_stream_decode_tps=sim.per_stream_decode_tps, ttft_s=sim.ttft_mean_s, wall_time_s=sim.wall_time_s,
             decode_step_ms=sim.decode_step_s * 1e3, kv_pool_tokens=pool, kv_peak_tokens=sim.kv_peak_tokens,
             kv_peak_fraction=sim.kv_peak_usage if sim.kv_peak_usage is not None else float("inf"),
@@ -133,6 +138,7 @@ class Advice:
     recommendation: Recommendation
     assumptions: tuple[str, ...]
     context: dict[str, Any]  # engine, model, hardware, capacity figures the prediction rests on
+    warnings: tuple[str, ...] = ()  # a calibration that misses its points or leaves physical bounds
 
     def to_json(self) -> dict[str, Any]:
         """One JSON object: predictions[], recommendation, the cost terms and what was fitted, assumptions."""
@@ -152,4 +158,5 @@ class Advice:
                 "residuals": [dict(dataclasses.asdict(r), error=r.error) for r in cal.residuals] if cal else [],
             },
             "assumptions": list(self.assumptions),
+            "warnings": list(self.warnings),
         }

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dspark.advise.advice import Advice, predict, recommend
-from dspark.advise.calibrate import Calibration, Measured, fit, points_from_json
+from dspark.advise.calibrate import Calibration, Deployment, Measured, fit, fit_warnings, points_from_json
 from dspark.advise.inputs import ModelInputs, describe_costs, model_inputs
 from dspark.advise.kv_usage import counting_for
 from dspark.advise.model import StepCosts, Workload
 from dspark.advise.replay import ReplayResult
 from dspark.bench.decision import make_rule, parse_seats
 from dspark.core.errors import DsparkError, InputError
+from dspark.hardware.profiles import bandwidth_gbps_for
 from dspark.planning.validate import ValidateRequest, ValidationReport, validate
 
 if TYPE_CHECKING:
@@ -160,6 +161,12 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
     return result, notes
 
 
+def first_plan(request: ValidateRequest, seats: str) -> tuple[int, ValidationReport]:
+    """The baseline seat count of `seats` ('8,16') and validate's report at it (advise and sweep --explain)."""
+    first = parse_seats(seats)[0]
+    return first, validate(dataclasses.replace(request, flags={**request.flags, "max_num_seqs": first}))
+
+
 def _reports(request: ValidateRequest, seats: Sequence[int]) -> list[ValidationReport]:
     """validate at each seat count, as `dspark start --max-num-seqs N` would plan it."""
     return [validate(dataclasses.replace(request, flags={**request.flags, "max_num_seqs": n})) for n in seats]
@@ -180,7 +187,16 @@ def _recipe_points(report: ValidationReport) -> tuple[list[Measured], tuple[floa
     return steps, prefill, []
 
 
-def _calibration_points(files: Sequence[str], max_batched: int) -> list[Measured]:
+def _deployment(report: ValidationReport) -> Deployment:
+    """The engine and the names the plan's model may be served under (its served name, its path, the path's tail)."""
+    model = report.serve.model
+    names = {model, model.rstrip("/").rsplit("/", 1)[-1]}
+    if report.serve.served_model_name:
+        names.add(report.serve.served_model_name)
+    return Deployment(engine=report.serve.engine, model_names=frozenset(n for n in names if n))
+
+
+def _calibration_points(files: Sequence[str], max_batched: int, plan: Deployment | None = None) -> list[Measured]:
     points: list[Measured] = []
     for name in files:
         path = Path(name)
@@ -191,7 +207,7 @@ def _calibration_points(files: Sequence[str], max_batched: int) -> list[Measured
         if not isinstance(data, dict):
             raise InputError(f"--calibrate {name}: not a `dspark bench --json` or sweep.json object")
         try:
-            points += points_from_json(data, name, max_num_batched_tokens=max_batched)
+            points += points_from_json(data, name, max_num_batched_tokens=max_batched, plan=plan)
         except (ValueError, TypeError, KeyError) as exc:
             raise InputError(f"--calibrate {name}: {exc}") from None
     return points
@@ -216,17 +232,23 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
         first.architecture, first.weights, cap, gpu, platform=str(s.platform.value or "cuda"),
         tp=int(s.tensor_parallel_size.value), speculative_tokens=spec, emitted_per_step=opts.accepted_tokens,
         observed_prefill_s=prefill)
-    points = steps + _calibration_points(opts.calibrate, max_batched)
+    points = steps + _calibration_points(opts.calibrate, max_batched, _deployment(first))
     calibration: Calibration | None = None
     costs = inputs.prior
+    warnings: list[str] = []
     if points:
         pinned = ("prefill_per_token_s",) if prefill is not None else ()
         calibration = fit(inputs.prior, inputs.shape, points, pinned)
         costs = calibration.costs
-    pools = [(n, r.capacity.kv_pool_tokens) for n, r in zip(seat_list, reports, strict=True)]
-    countings = {n: counting_for(r.capacity) for n, r in zip(seat_list, reports, strict=True)}
-    predictions = predict(costs, inputs.shape, load, pools, request.prefix_cache_reserve, countings)
-    replay, replay_notes = _replayed(request, opts, first, load, seat_list, inputs, costs)
+        peak = (gpu.bandwidth_gbps or bandwidth_gbps_for(gpu.name)) if gpu is not None else None
+        warnings = fit_warnings(calibration, peak * 1e9 if peak else None, gpu.name if gpu is not None else "device")
+    ran, capped = _seats_run(seat_list, reports, first.serve.engine)
+    pools = [(n, r.capacity.kv_pool_tokens) for n, r in ran]
+    countings = {n: counting_for(r.capacity) for n, r in ran}
+    predictions = predict(costs, inputs.shape, load, pools, request.prefix_cache_reserve, countings,
+                          asked={r.capacity.max_num_seqs: n for n, r in zip(seat_list, reports, strict=True)
+                                 if r.capacity.max_num_seqs != n})
+    replay, replay_notes = _replayed(request, opts, first, load, [n for n, _ in ran], inputs, costs)
     if replay is not None:
         from dspark.advise.replay import with_replay  # noqa: PLC0415
 
@@ -250,7 +272,8 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
         + (f"{load.clients} closed-loop clients send {load.requests} requests" if replay is None
            or opts.request_rate is None else "requests arrive open-loop (see the simulator's line)")
         + "; TTFT includes the wait for a seat",
-        countings[seat_list[0]].rule,
+        countings[ran[0][0]].rule,
+        *capped,
         *([f"KV peak counts each request's {load.prefix_hit_rate:.0%} cached prefix as its own; a prefix shared by "
            "running requests is held once by the engine, so with one shared prefix the peak is lower"]
           if load.prefix_hit_rate > 0 else []),
@@ -267,7 +290,23 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
     return Advice(workload=load, shape=inputs.shape, costs=costs, cost_lines=tuple(lines), calibration=calibration,
                   predictions=tuple(predictions), recommendation=recommend(predictions, rule,
                                                                            request.prefix_cache_reserve),
-                  assumptions=tuple(assumptions), context=context)
+                  assumptions=tuple(assumptions), context=context, warnings=tuple(warnings))
+
+
+def _seats_run(asked: Sequence[int], reports: Sequence[ValidationReport],
+               engine: str) -> tuple[list[tuple[int, ValidationReport]], list[str]]:
+    """The seat counts the engine runs for those asked (it caps some), each once, and a sentence per cap."""
+    ran: list[tuple[int, ValidationReport]] = []
+    notes: list[str] = []
+    for n, report in zip(asked, reports, strict=True):
+        runs = report.capacity.max_num_seqs
+        if runs != n:
+            again = " (already predicted)" if any(m == runs for m, _ in ran) else ""
+            notes.append(f"{n} seats asked: {engine} runs at most {runs} here (validate: seats-capped-by-engine), "
+                         f"so {runs} is what is predicted{again}")
+        if all(m != runs for m, _ in ran):
+            ran.append((runs, report))
+    return ran, notes
 
 
 def sweep_prediction(request: ValidateRequest, seats: str, load: LoadOptions, primary: str, adopt_at: str,

@@ -177,6 +177,31 @@ def fit(prior: StepCosts, shape: StepShape, points: Sequence[Measured], pinned: 
                        residuals=tuple(_residuals(costs, shape, points)))
 
 
+# A fitted model that misses a measured figure by more than this does not describe the measurements.
+RESIDUAL_LIMIT = 0.25
+
+
+def fit_warnings(cal: Calibration, peak_bytes_per_s: float | None, device: str) -> list[str]:
+    """What makes a fit untrustworthy: figures it misses beyond ±25%, a bandwidth above the device's peak, a
+    cost the points drive to zero (they ask for a negative one)."""
+    out: list[str] = []
+    missed = [r for r in cal.residuals if abs(r.error) > RESIDUAL_LIMIT]
+    if missed:
+        shown = "; ".join(f"{r.metric} at {r.seats} seats {r.error:+.0%}" for r in missed)
+        out.append(f"the fit misses {len(missed)} of {len(cal.residuals)} measured figures beyond "
+                   f"±{RESIDUAL_LIMIT:.0%} ({shown}): no one set of step costs explains these measurements (are they "
+                   "all from this deployment, under this workload?); the predictions are not to be trusted")
+    bandwidth = cal.costs.bandwidth_bytes_per_s
+    if "bandwidth_bytes_per_s" in cal.fitted and peak_bytes_per_s and bandwidth > peak_bytes_per_s:
+        out.append(f"fitted {TERM_LABELS['bandwidth_bytes_per_s']} {bandwidth / 1e9:,.4g} GB/s is "
+                   f"{bandwidth / peak_bytes_per_s:,.3g}x above the {device}'s peak of {peak_bytes_per_s / 1e9:,.0f} "
+                   "GB/s: no step reads memory that fast, so the measurements are not this model on this hardware")
+    for term in ("fixed_s", "per_token_s", "prefill_per_token_s"):
+        if term in cal.fitted and getattr(cal.costs, term) < 2 * _FLOOR[term]:
+            out.append(f"fitted {TERM_LABELS[term]} is ~0: the points ask for a negative cost, which no engine has")
+    return out
+
+
 _SYNTHETIC_LEN = re.compile(r"(\d+) tokens")
 
 
@@ -200,11 +225,7 @@ def _bench_point(bench: Mapping[str, Any], source: str, seats: int | None, max_b
     requests = int(bench.get("requests") or 0)
     if clients < 1 or requests < 1 or output_len < 1:
         raise ValueError(f"{source}: not a bench result with requests, clients and output tokens")
-    running = summary.get("running_peak")
-    if seats is None:
-        # A bench does not know the server's seats: when more clients than seats ran, the engine's peak of
-        # running requests is the seat count; otherwise every client had a seat.
-        seats = min(clients, int(running)) if isinstance(running, (int, float)) and running >= 1 else clients
+    seats = min(clients, _seats_of(bench, source, seats))
     hit = summary.get("prefix_hit_rate")
     load = Workload(clients=clients, requests=requests, input_len=input_len, output_len=output_len,
                     prefix_hit_rate=float(hit) if isinstance(hit, (int, float)) else 0.0,
@@ -219,18 +240,67 @@ def _bench_point(bench: Mapping[str, Any], source: str, seats: int | None, max_b
                     per_stream_decode_tps=figure("per_stream_decode_tps"), ttft_mean_s=figure("ttft_mean_s"))
 
 
+def _seats_of(bench: Mapping[str, Any], source: str, given: int | None) -> int:
+    """The server's seats: given (a sweep set them), recorded by `bench --seats N`, or the engine's running peak.
+
+    Never the client count: a 2-seat server benched with 8 clients fitted as 8 seats predicts 4 seats ~30% low.
+    """
+    if given is not None:
+        return given
+    recorded = bench.get("seats")
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1:
+        return recorded
+    # More clients than seats: the engine's peak of running requests (its /metrics) is the seat count.
+    running = (bench.get("summary") or {}).get("running_peak")
+    if isinstance(running, (int, float)) and running >= 1:
+        return int(running)
+    raise ValueError(
+        f"{source}: the bench records neither the server's seats nor the engine's running-request peak (its "
+        "/metrics was not read, e.g. behind a proxy), so its seat count is unknown; bench again with `dspark "
+        "bench --seats N` (N: the server's max_num_seqs / --max-running-requests), or let bench read the "
+        "server's /metrics (--metrics-url URL)")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What a calibration must come from: the plan's engine and the names its model may be served under."""
+
+    engine: str
+    model_names: frozenset[str]
+
+
+def _check_origin(bench: Mapping[str, Any], source: str, plan: Deployment | None) -> None:
+    """A bench of another model or engine says nothing about this plan's step costs: refused, naming both."""
+    if plan is None:
+        return
+    engine = (bench.get("metadata") or {}).get("engine")
+    model = bench.get("model")
+    if isinstance(engine, str) and engine and engine != plan.engine:
+        raise ValueError(f"{source}: a bench of engine {engine!r}, but this plan runs {plan.engine}; calibrate on "
+                         "a bench of this deployment")
+    if isinstance(model, str) and model and model not in plan.model_names:
+        raise ValueError(f"{source}: a bench of model {model!r}, but this plan serves "
+                         f"{' / '.join(sorted(plan.model_names))}; calibrate on a bench of this deployment (or plan "
+                         "for that model)")
+
+
 def points_from_json(data: Mapping[str, Any], source: str, *, seats: int | None = None,
-                     max_num_batched_tokens: int = 8192) -> list[Measured]:
-    """The measured points of a `dspark bench --json` result or a `sweep.json` (clean settings only)."""
+                     max_num_batched_tokens: int = 8192, plan: Deployment | None = None) -> list[Measured]:
+    """The measured points of a `dspark bench --json` result or a `sweep.json` (clean settings only).
+
+    plan: refuse a bench of another engine or model (ValueError) where the bench records them.
+    """
     if isinstance(data.get("settings"), list):
         out = []
         for s in data["settings"]:
             if s.get("bench") and not s.get("problems"):
-                out.append(_bench_point(s["bench"], f"{source} ({s.get('seats')} seats)", int(s["seats"]),
-                                        max_num_batched_tokens))
+                label = f"{source} ({s.get('seats')} seats)"
+                _check_origin(s["bench"], label, plan)
+                out.append(_bench_point(s["bench"], label, int(s["seats"]), max_num_batched_tokens))
         if not out:
             raise ValueError(f"{source}: a sweep with no clean setting to calibrate on")
         return out
     if isinstance(data.get("reps"), list):
+        _check_origin(data, source, plan)
         return [_bench_point(data, source, seats, max_num_batched_tokens)]
     raise ValueError(f"{source}: neither a `dspark bench --json` result nor a sweep.json")

@@ -78,8 +78,13 @@ def arrival_schedule(count: int, rate: float, burstiness: float, seed: int) -> l
     return times
 
 
-def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = ()) -> BenchSpec:
-    """The runner's spec: synthetic prompts differ per rep (no cross-rep cache hits); a file's are reused."""
+def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = (), seats: int | None = None) -> BenchSpec:
+    """The runner's spec: synthetic prompts differ per rep (no cross-rep cache hits); a file's are reused.
+
+    seats: the server's seat count as the user said it, recorded in the result for `dspark advise --calibrate`.
+    """
+    if seats is not None:
+        _positive("--seats", seats)
     if load.request_rate is not None and not (math.isfinite(load.request_rate) and load.request_rate > 0):
         raise InputError(f"--request-rate must be a positive number of requests per second, got {load.request_rate}")
     if not (math.isfinite(load.burstiness) and load.burstiness > 0):
@@ -134,6 +139,7 @@ def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = ()) -> Be
         metadata={"argv": list(argv), "mode": "closed loop" if rate is None else "open loop",
                   "request_rate": rate, "burstiness": load.burstiness if rate is not None else None,
                   "max_concurrency": load.concurrency},
+        seats=seats,
     )
 
 

@@ -213,12 +213,27 @@ def to_json(result: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it; put it straight back
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write the file whole or not at all: a temporary file beside it, fsync, then rename over it."""
+    """Write the file whole or not at all: a temporary file beside it, fsync, then rename over it.
+
+    The file gets the mode a plain open() would give it (0666 less the umask; a replaced file keeps its own),
+    not mkstemp's private 0600: results are meant to be read by others.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             f.flush()

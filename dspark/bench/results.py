@@ -78,6 +78,9 @@ class BenchResult:
     warm: PassResult | None
     summary: dict[str, float | None]
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)  # versions, argv, start time, load mode
+    # The server's seats (max_num_seqs / --max-running-requests) as `bench --seats N` said them: a calibration
+    # needs them, and without /metrics (behind a proxy) nothing else tells them. None: not given.
+    seats: int | None = None
     # `vllm bench serve`'s figures, means over the repetitions (one repetition: exactly its figures), in ms.
     tpot_ms: Distribution | None = None
     itl_ms: Distribution | None = None

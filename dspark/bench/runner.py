@@ -52,6 +52,7 @@ class BenchSpec:
     read_metrics: bool = True
     schedule_for_rep: Callable[[int], Sequence[float]] | None = None  # open loop: arrival times per rep
     metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # argv, load mode: recorded as given
+    seats: int | None = None  # the server's seats as the user said them (--seats); None: not given, never guessed
 
 
 async def _scrape_or_error(client: httpx.AsyncClient, url: str) -> tuple[EngineSnapshot | None, str | None]:
@@ -161,6 +162,7 @@ async def run_bench(spec: BenchSpec, observer: PassObserver | None = None) -> Be
     return BenchResult(
         url=cfg.base_url,
         model=cfg.model,
+        seats=spec.seats,
         endpoint=cfg.endpoint,
         concurrency=cfg.concurrency,
         requests=len(last),

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from dspark.advise.advice import Advice, Prediction
-from dspark.advise.build import AdviseOptions, build_advice
+from dspark.advise.build import AdviseOptions, build_advice, first_plan
 from dspark.core.errors import ExitCode
 from dspark.core.extras import require_extra
 from dspark.planning.validate import ValidateRequest
@@ -37,7 +37,8 @@ def advice_text(advice: Advice) -> str:
     for head in heads:
         table.add_column(head, justify="right")
     for p in advice.predictions:
-        row = [str(p.seats), _fmt(p.aggregate_decode_tps), _fmt(p.per_stream_decode_tps), _fmt(p.ttft_s),
+        seats = str(p.seats) if p.seats_asked == p.seats else f"{p.seats} ({p.seats_asked} asked)"
+        row = [seats, _fmt(p.aggregate_decode_tps), _fmt(p.per_stream_decode_tps), _fmt(p.ttft_s),
                _fmt(p.wall_time_s), _fmt(p.decode_step_ms), f"{p.kv_peak_fraction:.1%}",
                "yes" if p.pool_holds_workload else "no",
                f"{p.expert_coverage:.0%}" if p.expert_coverage is not None else "–", f"{p.prefill_share:.0%}"]
@@ -65,6 +66,7 @@ def advice_text(advice: Advice) -> str:
         for r in cal.residuals:
             lines.append(f"  fit: {r.metric} at {r.seats} seats: measured {r.measured:.4g}, model {r.predicted:.4g} "
                          f"({r.error:+.1%}) [{r.source}]")
+    lines += [f"warn: {w}" for w in advice.warnings]
     lines.append("assumptions:")
     lines += [f"  {a}" for a in advice.assumptions]
     lines.append(f"rule: {advice.recommendation.rule}")
@@ -100,9 +102,19 @@ def advice_png(predictions: Sequence[Prediction]) -> bytes:
     return buf.getvalue()
 
 
-def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool = False,
+def explain_settings(request: ValidateRequest, seats: str) -> str:
+    """--explain for advise and sweep: each setting and its source, as the first seat count's plan resolves them."""
+    first, report = first_plan(request, seats)
+    notes = "".join(f"note: {line}\n" for line in report.settings.notices())
+    return f"settings at {first} seats:\n{report.settings.explain()}\n{notes}"
+
+
+def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool = False, explain: bool = False,
                out: IO[str] | None = None) -> int:
-    """Print the advice (table or one JSON object), write the plot; exit 0, or 1 when no seat count fits."""
+    """Print the advice (table or one JSON object), write the plot; exit 0, or 1 when no seat count fits.
+
+    explain: also each setting's source (on stderr under --json, where stdout holds exactly one object).
+    """
     if opts.plot is not None:
         require_extra("plot", "advise --plot")  # before the work, not after it
     advice = build_advice(request, opts)
@@ -113,4 +125,6 @@ def run_advise(request: ValidateRequest, opts: AdviseOptions, *, as_json: bool =
     stream = out or sys.stdout
     data: dict[str, Any] = advice.to_json()
     stream.write(json.dumps(data, default=str, allow_nan=False) + "\n" if as_json else advice_text(advice))
+    if explain:
+        (sys.stderr if as_json else stream).write(explain_settings(request, opts.seats))
     return int(ExitCode.OK if advice.recommendation.seats is not None else ExitCode.REFUSED)

@@ -61,9 +61,12 @@ class RichProgress:
 
 
 def bench(load: LoadOptions, *, url: str, as_json: bool = False, out_file: Path | None = None,
-          progress: bool = True, out: IO[str] | None = None) -> int:
-    """Run the bench at `url`; print the table (or JSON), write JSON to out_file; exit 1 when a request failed."""
-    spec = bench_spec(load, url, argv=sys.argv)
+          progress: bool = True, out: IO[str] | None = None, seats: int | None = None) -> int:
+    """Run the bench at `url`; print the table (or JSON), write JSON to out_file; exit 1 when a request failed.
+
+    seats: the server's seat count, recorded in the result for `dspark advise --calibrate`.
+    """
+    spec = bench_spec(load, url, argv=sys.argv, seats=seats)
     observer = RichProgress() if progress else None
     try:
         result = bench_once(spec, observer)

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dspark.hardware import GpuInfo, HardwareSnapshot
-from dspark.hardware.select import probe_snapshot, resolve_hardware
+from dspark.hardware.select import probe_snapshot, resolve_cpu_host, resolve_hardware
 from dspark.hardware.snapshot import dumps_snapshot
 
 _GIB = 1 << 30
@@ -24,12 +24,18 @@ def probe(
     *,
     hardware: str | None = None,
     as_json: bool = False,
+    platform: str = "cuda",
     out: TextIO | None = None,
     resolve: Callable[[str | None], HardwareSnapshot] = resolve_hardware,
+    resolve_cpu: Callable[[str | None], HardwareSnapshot] = resolve_cpu_host,
 ) -> int:
-    """Print the snapshot for `hardware` (None: this machine, else a profile or saved file); returns 0."""
+    """Print the snapshot for `hardware` (None: this machine, else a profile or saved file); returns 0.
+
+    platform cpu: the host a CPU engine plans against (this one, or a saved CPU host), which --json saves.
+    """
     stream = out if out is not None else sys.stdout
-    snapshot = probe_snapshot(hardware, saving=as_json, resolve=resolve)
+    # cpu: this host or a saved CPU host, live figures either way; cuda: a profile is never saved as this machine.
+    snapshot = resolve_cpu(hardware) if platform == "cpu" else probe_snapshot(hardware, saving=as_json, resolve=resolve)
     if as_json:
         stream.write(dumps_snapshot(snapshot) + "\n")
         return 0
@@ -41,7 +47,8 @@ def probe(
 
 def render_snapshot(snapshot: HardwareSnapshot) -> Group:
     """The snapshot as a rich table of GPUs followed by driver, host and source lines."""
-    title = f"GPUs on {snapshot.hostname} (memory in GiB)"
+    what = "CPU host" if snapshot.platform == "cpu" else "GPUs on"
+    title = f"{what} {snapshot.hostname} (memory in GiB)"
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("GPU", justify="right", no_wrap=True)
     table.add_column("name")
@@ -75,6 +82,9 @@ def render_snapshot(snapshot: HardwareSnapshot) -> Group:
         if snapshot.cgroup_limit_bytes is not None:
             host += f", cgroup limit {_gib(snapshot.cgroup_limit_bytes)} GiB"
         lines.append(Text(host))
+    if snapshot.platform == "cpu":
+        flags = ", ".join(snapshot.cpu_flags) or "none of amx_tile, amx_bf16, avx512f, avx512_bf16"
+        lines.append(Text(f"cpu: {snapshot.cpu_arch or '?'}, flags a CPU engine branches on: {flags}"))
     lines.append(Text(f"source: {snapshot.description}"))
     lines.extend(Text(f"  - {note}") for note in snapshot.notes)
     return Group(*lines)

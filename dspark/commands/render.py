@@ -5,21 +5,15 @@ from __future__ import annotations
 import sys
 from typing import IO
 
-from dspark.core.errors import ExitCode, RefusedError
-from dspark.deploy.kubernetes import RenderOptions, k8s_plan, render, to_json, to_yaml
-from dspark.planning.validate import ValidateRequest, validate
+from dspark.core.errors import ExitCode
+from dspark.deploy.kubernetes import RenderOptions, render_request, to_json, to_yaml
+from dspark.planning.validate import ValidateRequest
 
 
 def run_render_k8s(request: ValidateRequest, options: RenderOptions, *, as_json: bool, explain: bool = False,
                    out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    """Print the manifests of a plan that fits; RefusedError (exit 1) for one that does not, as `start` refuses."""
-    report = validate(request)
-    if report.verdict == "fail":
-        reasons = "; ".join(f.message for f in report.findings if f.level == "fail")
-        raise RefusedError(f"refusing to render: {reasons}",
-                           hint="fix the plan (dspark validate shows the same findings)")
-    plan = k8s_plan(report, options)
-    objects = render(plan)
+    """Print the manifests of a plan that fits (dspark.deploy.kubernetes.render_request) and its notices."""
+    report, plan, objects = render_request(request, options)
     stream, notes = out or sys.stdout, err or sys.stderr
     # Notices go to stderr so that stdout stays what `kubectl apply -f -` reads.
     for line in report.settings.notices():

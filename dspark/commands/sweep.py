@@ -88,10 +88,18 @@ def sweep_command(
     progress: bool = True,
     health_timeout_s: float = 900.0,
     stop_timeout_s: float = 30.0,
+    explain: bool = False,
 ) -> int:
-    """`dspark sweep` from its command-line spellings: seats '8,16', the rule's metric names and percentages."""
+    """`dspark sweep` from its command-line spellings: seats '8,16', the rule's metric names and percentages.
+
+    explain: print each setting's source (the baseline's plan) on stderr before any engine starts.
+    """
     seat_list = parse_seats(seats)
     rule = make_rule(primary, adopt_at, max_regression, secondaries)
+    if explain:
+        from dspark.commands.advise import explain_settings  # noqa: PLC0415
+
+        sys.stderr.write(explain_settings(request.validate, seats))
     return sweep(seat_list, load, rule, start_plan_builder(request), out_dir=out_dir, as_json=as_json,
                  progress=progress, health_timeout_s=health_timeout_s, stop_timeout_s=stop_timeout_s,
                  prediction=sweep_prediction(request.validate, seats, load, primary, adopt_at, max_regression,

@@ -15,6 +15,7 @@ from dspark.runtime.launch import LaunchPlan, exec_plan
 if TYPE_CHECKING:  # rich loads only for the table, not for --json
     from rich.console import Console
 
+    from dspark.capacity import CapacitySummary
     from dspark.planning.start import StartRequest, StartResult
 
 _STYLE = {"info": "dim", "warn": "yellow", "fail": "bold red", "ok": "green"}
@@ -24,10 +25,11 @@ def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out:
     """Print the report; exit 0 when it fits (ok or warn), 1 when it does not."""
     report = validate(request)
     stream = out or sys.stdout
+    _print_notices(report)
     if as_json:
         stream.write(json.dumps(report.to_json(), default=str) + "\n")
+        _explain_on_stderr(report, explain)
     else:
-        _print_notices(report)
         render_report(report, make_console(stream), explain=explain)
     return int(ExitCode.REFUSED if report.verdict == "fail" else ExitCode.OK)
 
@@ -47,14 +49,19 @@ def start_command(
     stream = out or sys.stdout
 
     def show(result: StartResult) -> None:
+        _print_notices(result.report)
         if as_json:
             stream.write(json.dumps(result.to_json(), default=str) + "\n")
+            _explain_on_stderr(result.report, explain)
         else:
-            _print_notices(result.report)
             console = make_console(stream)
             render_report(result.report, console, explain=explain, extra=result.findings)
             render_plan(result, console)
         stream.flush()
+        for refusal in result.would_refuse:  # a dry run: the plan above is printed all the same
+            reason = refusal.message.removeprefix("refusing to start: ")
+            print(f"a real start would refuse: {reason}" + (f"\n  hint: {refusal.hint}" if refusal.hint else ""),
+                  file=sys.stderr)
 
     return run_start(request, show, watch=watch, execute=execute)
 
@@ -67,10 +74,39 @@ def make_console(stream: IO[str]) -> Console:
     return Console(file=stream, soft_wrap=True, width=width)
 
 
+def _explain_on_stderr(report: ValidationReport, explain: bool) -> None:
+    # Under --json stdout holds exactly one object (whose `settings` carry the sources); the table goes beside it.
+    if explain:
+        print(report.settings.explain(), file=sys.stderr)
+
+
 def _print_notices(report: ValidationReport) -> None:
-    # On stderr, like the deployment's scripts: "MAX_NUM_SEQS not set, using default: 6".
+    # On stderr, like the deployment's scripts ("MAX_NUM_SEQS not set, using default: 6"), with --json too: the
+    # object on stdout also lists them under "notices".
     for line in report.settings.notices():
         print(line, file=sys.stderr)
+
+
+def _bytes_per_token(cap: CapacitySummary) -> str:
+    """Bytes per token; with sliding windows, what a token costs inside the window and past it."""
+    if cap.sliding_window is None or cap.kv_bytes_per_token_in_window is None:
+        return f"{cap.kv_bytes_per_token:,}"
+    return (f"{cap.kv_bytes_per_token_in_window:,} inside the {cap.sliding_window:,}-token sliding window, "
+            f"{cap.kv_bytes_per_token:,} past it")
+
+
+def _pool_rows(cap: CapacitySummary) -> list[tuple[str, str]]:
+    """The pool and full contexts; where the engine's own log for this plan is known, predicted and observed."""
+    obs = cap.observed
+    window = f" for {cap.max_model_len:,} tokens per request"
+    if obs is None:
+        return [("KV cache size", f"{cap.kv_pool_tokens:,} tokens"),
+                ("Maximum concurrency", f"{cap.max_concurrency:.2f}x{window}")]
+    pool = f" · {obs.kv_pool_tokens:,} observed" if obs.kv_pool_tokens is not None else ""
+    return [("KV cache size", f"{cap.kv_pool_tokens:,} tokens predicted{pool}"),
+            ("Maximum concurrency",
+             f"{cap.max_concurrency:.2f}x predicted · {obs.max_concurrency:.2f}x observed{window}"),
+            ("observed in", obs.source)]
 
 
 def render_report(
@@ -88,18 +124,21 @@ def render_report(
     )
     table = Table(show_header=False, box=None, pad_edge=False)
     rows: list[tuple[str, str]] = [
-        ("KV bytes per token (per GPU)", f"{cap.kv_bytes_per_token:,}"),
+        ("KV bytes per token (per GPU)", _bytes_per_token(cap)),
         (
             "KV budget (per GPU)",
             f"{cap.kv_budget_bytes:,} B ({cap.kv_budget_bytes / (1 << 30):.2f} GiB, {cap.kv_budget_source})",
         ),
-        ("KV cache size", f"{cap.kv_pool_tokens:,} tokens"),
-        ("Maximum concurrency", f"{cap.max_concurrency:.2f}x for {cap.max_model_len:,} tokens per request"),
+        *_pool_rows(cap),
         ("seats (max_num_seqs)", f"{cap.max_num_seqs} ({report.settings.max_num_seqs.source})"),
-        ("safe seats (full windows)", str(cap.safe_max_num_seqs)),
+        ("safe seats (full windows)", str(cap.safe_max_num_seqs) + (
+            f" (the lower of predicted {cap.observed.predicted_safe_max_num_seqs} and observed "
+            f"{cap.observed.safe_max_num_seqs})" if cap.observed is not None else "")),
         *([(f"seats at a typical {cap.typical_context:,} tokens", str(cap.typical_context_seats))]
           if cap.typical_context_seats is not None and cap.typical_context is not None else []),
-        (f"average context at {cap.max_num_seqs} seats", f"≤ {cap.avg_context_at_max_num_seqs:,} tokens"),
+        (f"average context at {cap.max_num_seqs} seats", f"≤ {cap.avg_context_at_max_num_seqs:,} tokens" + (
+            f" predicted · ≤ {cap.observed.avg_context_at_max_num_seqs:,} observed"
+            if cap.observed is not None else "")),
         ("CUDA graph max capture size", str(cap.cudagraph_max_capture_size) if cap.cudagraph_max_capture_size else
          ("does not apply (CPU build)" if report.serve.platform == "cpu" else "none (no graphs captured)")),
     ]

@@ -37,7 +37,7 @@ Convert = Callable[[object], Any]
 class Knob:
     name: str
     env: str
-    flag: str
+    flag: str | None  # dspark's own command-line flag; None: set through the engine's flags after --, env, recipe
     recipe_path: str | None
     convert: Convert
     expected: str  # what is valid, in words, for messages
@@ -149,7 +149,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("engine", "DSPARK_ENGINE", "--engine", "engine", _choice(*ENGINE_NAMES), " or ".join(ENGINE_NAMES),
          DEFAULT_ENGINE),
     Knob("model", "DSPARK_MODEL", "--model", "model.path", _text, "a model directory or repo id"),
-    Knob("served_model_name", "DSPARK_SERVED_MODEL_NAME", "--served-model-name", "model.served_name", _text, "a name"),
+    Knob("served_model_name", "DSPARK_SERVED_MODEL_NAME", None, "model.served_name", _text, "a name"),
     Knob("platform", "DSPARK_PLATFORM", "--platform", None, _choice("cuda", "cpu"), "cuda or cpu", computed=True),
     Knob(
         "hardware",
@@ -157,13 +157,14 @@ KNOBS: tuple[Knob, ...] = (
         "--hardware",
         "hardware",
         _text,
-        "a hardware profile name or a file saved by `dspark probe --json`",
+        "a hardware profile name or a file saved by `dspark probe --json` (`--platform cpu`: by `dspark probe "
+        "--platform cpu --json`)",
         computed=True,
     ),
     Knob(
         "tensor_parallel_size",
         "DSPARK_TP",
-        "--tensor-parallel-size",
+        "--tp",
         "parallel.tensor",
         _whole(1, 1024),
         "1 to 1024",
@@ -172,7 +173,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob(
         "pipeline_parallel_size",
         "DSPARK_PP",
-        "--pipeline-parallel-size",
+        None,
         "parallel.pipeline",
         _whole(1, 1024),
         "1 to 1024",
@@ -189,7 +190,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob(
         "distributed_runtime",
         "DSPARK_DISTRIBUTED_RUNTIME",
-        "--distributed-runtime",
+        None,
         "parallel.runtime",
         _choice("native", "ray"),
         "native or ray",
@@ -225,7 +226,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob(
         "max_total_tokens",
         "DSPARK_KV_CACHE_TOKENS",
-        "--max-total-tokens",
+        None,
         "kv_cache.tokens",
         _tokens,
         "a positive number of tokens",
@@ -233,7 +234,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob(
         "gpu_memory_utilization",
         "DSPARK_GPU_MEMORY_UTILIZATION",
-        "--gpu-memory-utilization",
+        None,
         "kv_cache.gpu_memory_utilization",
         _fraction(upper_inclusive=True),
         "a fraction above 0 and at most 1 (e.g. 0.85)",
@@ -241,7 +242,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob(
         "mem_fraction_static",
         "DSPARK_MEM_FRACTION_STATIC",
-        "--mem-fraction-static",
+        None,
         "kv_cache.mem_fraction_static",
         _fraction(upper_inclusive=False),
         "a fraction between 0 and 1 (e.g. 0.85)",
@@ -258,7 +259,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob(
         "max_num_batched_tokens",
         "DSPARK_MAX_NUM_BATCHED_TOKENS",
-        "--max-num-batched-tokens",
+        None,
         "batching.max_num_batched_tokens",
         _tokens,
         "a positive number of tokens (e.g. 8192 or 8K)",
@@ -266,7 +267,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob(
         "num_speculative_tokens",
         "DSPARK_NUM_SPECULATIVE_TOKENS",
-        "--num-speculative-tokens",
+        None,
         "speculative.num_speculative_tokens",
         _whole(1, 64),
         "1 to 64",
@@ -274,12 +275,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob(
         "enable_prefix_caching",
         "DSPARK_PREFIX_CACHING",
-        "--enable-prefix-caching",
+        None,
         "prefix_caching",
         _boolean,
         "1/0, true/false, yes/no or on/off",
     ),
-    Knob("host", "DSPARK_HOST", "--host", None, _text, "an address"),
+    Knob("host", "DSPARK_HOST", None, None, _text, "an address"),
     Knob("port", "DSPARK_PORT", "--port", None, _whole(1, 65535), "1 to 65535"),
 )
 KNOB_NAMES = tuple(k.name for k in KNOBS)

@@ -242,7 +242,12 @@ class Observation(_Strict):
         default=None, description="The benchmark workload, for throughput and latency figures."
     )
     reps: Whole | None = Field(default=None, ge=1, description="Runs averaged.")
-    engine_version: str | None = None
+    engine_version: str | None = Field(
+        default=None, description="The engine version it was measured with; default the recipe's engine_version."
+    )
+    kv_cache_memory: ByteSize | None = Field(
+        default=None, description="The KV pin per GPU in force when it was measured; default the recipe's kv_cache."
+    )
     hardware: str | None = Field(default=None, description="Where it was measured, in words.")
     source: str = Field(min_length=1, description="Provenance: the log line, benchmark or document it comes from.")
     date: Date | None = None

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dspark.core.constants import DEFAULT_RECIPE
@@ -59,6 +59,7 @@ from dspark.core.units import format_size
 
 T = TypeVar("T")
 
+ENGINE_FLAG = "its engine flag after --"  # where a knob without a dspark flag came from on the command line
 FALLBACK_NOTICE = "MAX_NUM_SEQS not set, using default: {value}"
 
 # DSPARK_* names other parts of dspark read, so their presence is not reported as a typo.
@@ -73,6 +74,8 @@ class Setting(Generic[T]):
 
     value: T
     source: str
+    # (source, raw value) of the environment value this one replaced; not part of what the setting is.
+    overridden: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
     def layer(self) -> str:
@@ -80,8 +83,11 @@ class Setting(Generic[T]):
         return self.source.split(":", 1)[0]
 
     def to_json(self) -> dict[str, object]:
-        """{"value": ..., "source": ...}."""
-        return {"value": self.value, "source": self.source}
+        """{"value": ..., "source": ...}, plus "overridden": [{"source", "value"}] when it replaced the environment."""
+        out: dict[str, object] = {"value": self.value, "source": self.source}
+        if self.overridden:
+            out["overridden"] = [{"source": source, "value": raw} for source, raw in self.overridden]
+        return out
 
 
 @dataclass(frozen=True)
@@ -138,9 +144,8 @@ class ResolvedSettings:
         rows = [(name, _shown(name, s.value, s.source), s.source) for name, s in self.settings().items()]
         width = max(len(r[0]) for r in rows)
         vwidth = max(len(r[1]) for r in rows)
-        lines = [f"{name:<{width}}  {value:<{vwidth}}  {source}" for name, value, source in rows]
-        lines += [f"note: {line}" for line in self.notices()]
-        return "\n".join(lines)
+        # The notices are not repeated here: they are printed once, on stderr, beside this table.
+        return "\n".join(f"{name:<{width}}  {value:<{vwidth}}  {source}" for name, value, source in rows)
 
     def with_computed(self, **values: object) -> ResolvedSettings:
         """Fill in values another layer derived; only knobs that nothing else set (source default or computed)."""
@@ -154,15 +159,10 @@ class ResolvedSettings:
             changes[name] = Setting(value, "computed")
         return replace(self, **changes)
 
-    def missing_for_launch(self, *, dry_run: bool = False) -> tuple[str, ...]:
-        """What `start` still needs that planning does not (the address of node 0 for a multi-node launch).
-
-        A dry run on node 0 prints its plan without the address (node 0 listens; only the others dial it).
-        """
+    def missing_for_launch(self) -> tuple[str, ...]:
+        """What `start` still needs that planning does not (the address of node 0 for a multi-node launch)."""
         missing: list[str] = []
-        needs_addr = not dry_run or self.node_rank.value >= 1
-        if (self.nnodes.value > 1 and self.distributed_runtime.value == "native" and self.master_addr.value is None
-                and needs_addr):
+        if self.nnodes.value > 1 and self.distributed_runtime.value == "native" and self.master_addr.value is None:
             missing.append(
                 f"a launch across {self.nnodes.value} nodes needs the address of node 0: "
                 "set --master-addr or DSPARK_MASTER_ADDR (or parallel.master_addr in the recipe)"
@@ -228,6 +228,7 @@ def resolve_settings(
     _one_runtime(values, env, recipe)
     _check_against_recipe(values, recipe)
     _check_combinations(values)
+    notes.extend(_single_node_unused(values))
     notes.extend(_stray_env(env))
 
     cli_recipe = cli.get("recipe")
@@ -246,9 +247,18 @@ def _resolve_one(
     overrides: Mapping[str, object],
     notes: list[str],
 ) -> Setting[Any]:
-    if flag_value is not None:
-        return _over_alias(knob, Setting(_convert(knob, flag_value, f"{knob.flag}"), "flag"), env, notes)
     raw = env.get(knob.env)
+    if flag_value is not None:
+        # A knob without a dspark flag reached the command line through the engine's own flags after --.
+        given = knob.flag or ENGINE_FLAG
+        value = _convert(knob, flag_value, given)
+        setting: Setting[Any] = Setting(value, "flag")
+        if raw is not None:
+            # Precedence is no secret: the environment value the command line replaced is said (stderr, --json).
+            notes.append(f"{knob.env}={raw} from the environment overridden by {given} "
+                         f"{_shown(knob.name, value, 'flag')}")
+            setting = Setting(value, "flag", overridden=((f"env:{knob.env}", raw),))
+        return _over_alias(knob, setting, env, notes)
     if raw is not None:
         if not raw.strip():
             raise SettingsError(
@@ -284,7 +294,7 @@ def _over_alias(knob: Knob, setting: Setting[Any], env: Mapping[str, str], notes
         except Invalid:
             theirs = raw
         if theirs != setting.value:
-            notes.append(f"{_where(setting)} sets {knob.name}={setting.value!r}, which wins over {alias}={raw!r}")
+            notes.append(f"{where(setting)} sets {knob.name}={setting.value!r}, which wins over {alias}={raw!r}")
     return setting
 
 
@@ -292,13 +302,26 @@ def _convert(knob: Knob, raw: object, where: str) -> object:
     try:
         return knob.convert(raw)
     except Invalid as exc:
-        shown = f"{where} {raw!r}" if where.startswith("--") else f"{where}={raw!r}"
+        # where: dspark's flag (--x), the engine's flags after -- (ENGINE_FLAG), or a variable (its own or an alias).
+        from_env = not where.startswith("--") and where != ENGINE_FLAG
+        if from_env:
+            shown = f"{where}={raw!r}"
+        elif where == ENGINE_FLAG:
+            shown = f"{knob.name} {raw!r} (an engine flag after --)"
+        else:
+            shown = f"{where} {raw!r}"
         hint = None
-        if not where.startswith("--"):
+        if from_env:
             fallback = "the recipe's value" + (f" or the default ({knob.default})" if knob.default is not None else "")
             hint = f"unset {where} to use {fallback}"
         suggestion = f"; did you mean {exc.suggestion!r}?" if exc.suggestion else ""
         raise SettingsError(f"{shown}: {exc.reason}; expected {knob.expected}{suggestion}", hint=hint) from None
+
+
+def recipe_value(recipe: Recipe, name: str) -> object:
+    """The value the recipe itself gives knob `name` (None where it gives none), as resolution would read it."""
+    path = BY_NAME[name].recipe_path
+    return None if path is None else _recipe_value(recipe, path)
 
 
 def _recipe_value(recipe: Recipe, path: str) -> object:
@@ -348,7 +371,26 @@ def _one_runtime(values: dict[str, Setting[Any]], env: Mapping[str, str], recipe
         )
 
 
-def _where(setting: Setting[Any]) -> str:
+def how_to_set(knob: str, engine: str) -> str:
+    """Every way a user sets `knob` for `engine`: dspark's flag, the engine's own flag after --, env, recipe key."""
+    k = BY_NAME[knob]
+    ways = [k.flag] if k.flag else []
+    ways += [f"{engine}'s {flag} after --" for flag in engine_flags_for(knob, engine)]
+    ways.append(k.env)
+    if k.recipe_path:
+        ways.append(f"{k.recipe_path} in the recipe")
+    return ", ".join(ways)
+
+
+def engine_flags_for(knob: str, engine: str) -> tuple[str, ...]:
+    """The engine's own flags (given after --) that set `knob`, where the flag is spelled as its reader's field."""
+    spec = engine_spec(engine)
+    known = set(spec.known_flags())
+    spelled = (f"--{attr.replace('_', '-')}" for attr, name in spec.flag_knobs.items() if name == knob)
+    return tuple(flag for flag in spelled if flag in known)
+
+
+def where(setting: Setting[Any]) -> str:
     """How a user would name the place a value came from."""
     if setting.layer == "env":
         return setting.source.split(":", 1)[1]
@@ -361,13 +403,13 @@ def _check_against_recipe(values: dict[str, Setting[Any]], recipe: Recipe | None
     engine = values["engine"]
     if recipe is not None and engine.value != recipe.engine:
         raise SettingsError(
-            f"recipe {recipe.name} is for {recipe.engine}, but {_where(engine)} asks for {engine.value}",
+            f"recipe {recipe.name} is for {recipe.engine}, but {where(engine)} asks for {engine.value}",
             hint=f"pick a {engine.value} recipe (dspark recipes list) or unset {BY_NAME['engine'].env}",
         )
     spec = values["num_speculative_tokens"]
     if spec.value is not None and (recipe is None or recipe.speculative is None):
         raise SettingsError(
-            f"{_where(spec)} sets num_speculative_tokens, but no speculative method is configured",
+            f"{where(spec)} sets num_speculative_tokens, but no speculative method is configured",
             hint="speculative decoding is set up in the recipe (speculative.method)",
         )
 
@@ -378,22 +420,31 @@ def _check_combinations(values: dict[str, Setting[Any]]) -> None:
         setting = values[name]
         if setting.value is not None:
             raise SettingsError(
-                f"{name} from {_where(setting)} does not apply to {engine}",
-                hint=f"use {instead} ({BY_NAME[instead].flag} / {BY_NAME[instead].env}) for {engine}",
+                f"{name} from {where(setting)} does not apply to {engine}: {engine} has no such setting",
+                hint=f"use {instead} for {engine} ({how_to_set(instead, engine)})",
             )
     nodes, rank = values["nnodes"], values["node_rank"]
     if rank.value >= nodes.value:
         raise SettingsError(
-            f"node_rank {rank.value} from {_where(rank)} is out of range for {nodes.value} node(s) "
+            f"node_rank {rank.value} from {where(rank)} is out of range for {nodes.value} node(s) "
             f"(ranks 0 to {nodes.value - 1})",
-            hint=f"nnodes comes from {_where(nodes)}",
+            hint=f"nnodes comes from {where(nodes)}",
         )
     gpus = values["tensor_parallel_size"].value * values["pipeline_parallel_size"].value
     if gpus % nodes.value:
         raise SettingsError(
             f"tensor x pipeline parallel = {gpus} GPUs cannot be split evenly over {nodes.value} nodes",
-            hint=(f"tensor_parallel_size from {_where(values['tensor_parallel_size'])}, nnodes from {_where(nodes)}"),
+            hint=(f"tensor_parallel_size from {where(values['tensor_parallel_size'])}, nnodes from {where(nodes)}"),
         )
+
+
+def _single_node_unused(values: dict[str, Setting[Any]]) -> list[str]:
+    """The address of node 0 set for a single-node launch, which no engine dials: said, not silently dropped."""
+    if values["nnodes"].value > 1:
+        return []
+    return [f"{name} from {where(values[name])} is not used: a single-node launch dials no node 0"
+            for name in ("master_addr", "master_port")
+            if values[name].value is not None and values[name].layer in ("flag", "env", "recipe")]
 
 
 def _stray_env(env: Mapping[str, str]) -> list[str]:

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dspark.core.errors import InputError, SettingsError
+from dspark.core.errors import InputError, RefusedError, SettingsError
 
 if TYPE_CHECKING:
-    from dspark.planning.validate import ValidationReport
+    from dspark.planning.validate import ValidateRequest, ValidationReport
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 CONTAINER = "dspark"
@@ -350,3 +350,19 @@ def k8s_plan(report: ValidationReport, options: RenderOptions) -> K8sPlan:
         replicas=options.replicas,
         summary=summary,
     )
+
+
+def render_request(
+    request: ValidateRequest, options: RenderOptions
+) -> tuple[ValidationReport, K8sPlan, list[dict[str, Any]]]:
+    """Validate the request and render its objects; RefusedError (exit 1) for a plan that does not fit, as
+    `dspark start` refuses one."""
+    from dspark.planning.validate import validate  # noqa: PLC0415 - rendering alone needs no planning stack
+
+    report = validate(request)
+    if report.verdict == "fail":
+        reasons = "; ".join(f.message for f in report.findings if f.level == "fail")
+        raise RefusedError(f"refusing to render: {reasons}",
+                           hint="fix the plan (dspark validate shows the same findings)")
+    plan = k8s_plan(report, options)
+    return report, plan, render(plan)

@@ -17,7 +17,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from dspark.core.errors import EngineArgError, EngineNotInstalledError
+from dspark.core.errors import EngineArgError, EngineNotInstalledError, SettingsError
 from dspark.core.redact import redact_argv
 from dspark.engines.argv import strip_options
 from dspark.runtime.engine_log import LogFormat
@@ -131,6 +131,7 @@ class EngineSpec:
     negated_flag_knobs: option attributes that, when set, turn a boolean knob off.
     pinned: dspark's launch values -> the engine parser's dest names, re-read after parsing.
     pool_pin: how the launch pins the KV pool (vLLM: bytes, SGLang: tokens).
+    knob_values / platforms: the knob x engine audit beside foreign_knobs (dspark.planning.engine_knobs).
     modelled_versions: the versions whose arithmetic dspark reproduces, oldest first.
     default_max_num_seqs: the engine's own seat default when nothing sets them; the computed default never
       exceeds it.
@@ -168,6 +169,9 @@ class EngineSpec:
     negated_flag_knobs: Mapping[str, str] = field(default_factory=dict)
     # A flag dspark sets -> the name older releases' parsers know it by (tried when the parser calls it unknown).
     former_flags: Mapping[str, str] = field(default_factory=dict)
+    platforms: tuple[str, ...] = ("cuda",)  # the values of --platform it has a build for
+    # The values the engine's parser takes for a knob whose dspark choices span both engines (kv_cache_dtype).
+    knob_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     health_path: str = "/health"  # the HTTP path that answers 200 once the server takes requests
     shm_bytes_per_gpu: int = 2 << 30  # /dev/shm a container gives the engine per local GPU (rendered manifests)
     ray: RaySupport | None = None  # None: no Ray backend
@@ -214,7 +218,13 @@ class Engine(Protocol):
 def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping[str, str] | None = None) -> str:
     """The interpreter that runs the engine: explicit > DSPARK_ENGINE_PYTHON > this one > the console script's."""
     env = os.environ if env is None else env
-    candidate = explicit or env.get("DSPARK_ENGINE_PYTHON")
+    named = explicit if explicit is not None else env.get("DSPARK_ENGINE_PYTHON")
+    if named is not None and not named.strip():
+        where = "--engine-python" if explicit is not None else "DSPARK_ENGINE_PYTHON"
+        # Set but empty is a broken script or compose file, not "look for it": said, as for every setting.
+        raise SettingsError(f"{where}={named!r}: empty; expected the python of the engine's virtualenv",
+                            hint=f"unset {where} to use this interpreter or the engine's command on PATH")
+    candidate = named
     if candidate:
         if not Path(candidate).exists() and shutil.which(candidate) is None:
             raise EngineNotInstalledError(

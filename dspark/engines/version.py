@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dspark.core.errors import InputError
+from dspark.engines.release_matrix import matrix_entry
 
 ENV_VAR = "DSPARK_ENGINE_VERSION"
 _VERSION = re.compile(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?[A-Za-z][0-9A-Za-z.+-]*|[+-][0-9A-Za-z.+-]*)?\s*")
@@ -76,21 +77,32 @@ def resolve_engine_version(
     """Apply the precedence; a value that is not X.Y[.Z] is an input error (exit 2) listing the modelled ones."""
     choices: list[tuple[Literal["flag", "env"], str | None]] = [("flag", flag), ("env", env.get(ENV_VAR))]
     for source, raw in choices:
-        if raw is None or not raw.strip():
+        if raw is None:
             continue
+        where = "--engine-version" if source == "flag" else ENV_VAR
+        if not raw.strip():  # set but empty: a broken script or compose file, as for every setting
+            raise InputError(f"{where}={raw!r}: empty; expected a version X.Y.Z",
+                             hint=f"unset {where} to plan for the installed engine's version" if source == "env"
+                             else "give a version, or leave the flag out")
         version = normalize(raw)
         if version is None:
-            where = "--engine-version" if source == "flag" else ENV_VAR
             raise InputError(
                 f"{where} {raw!r} is not a version (X.Y.Z)",
                 hint=f"{engine} versions modelled: {', '.join(modelled)}",
             )
-        return EngineVersion(engine, version, source, installed, _model_for(version, modelled))
+        return EngineVersion(engine, version, source, installed, _model_for(engine, version, modelled))
     if installed is not None:
-        return EngineVersion(engine, installed, "installed", installed, _model_for(installed, modelled))
+        return EngineVersion(engine, installed, "installed", installed, _model_for(engine, installed, modelled))
     newest = modelled[-1]
     return EngineVersion(engine, newest, "default", None, newest)
 
 
-def _model_for(version: str, modelled: Sequence[str]) -> str:
-    return version if version in modelled else nearest_modelled(version, modelled)
+def _model_for(engine: str, version: str, modelled: Sequence[str]) -> str:
+    """The version itself when modelled; else the modelled release the version matrix found it equal to or
+    compared it with (docs/version-matrix.md); else the nearest modelled."""
+    if version in modelled:
+        return version
+    entry = matrix_entry(engine, version)
+    if entry is not None and entry.compared_with in modelled:
+        return entry.compared_with
+    return nearest_modelled(version, modelled)

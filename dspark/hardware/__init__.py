@@ -56,6 +56,8 @@ class HardwareSnapshot:
     cpu_flags: tuple[str, ...] = ()  # the host CPU's ISA flags a CPU engine branches on (amx_tile, avx512_bf16)
     cpu_arch: str | None = None  # platform.machine(): x86_64, aarch64, ...
     notes: tuple[str, ...] = field(default=())
+    # What the snapshot is for: "cuda" (GPUs) or "cpu" (a CPU engine's host: its memory and ISA flags).
+    platform: Literal["cuda", "cpu"] = "cuda"
 
     @property
     def unified(self) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -83,6 +82,13 @@ def _near(a: int, b: int) -> bool:
     return b > 0 and abs(a - b) <= _UMA_TOTAL_TOLERANCE * b
 
 
+def _hostname() -> str:
+    """This machine's name; socket (its enums cost milliseconds) loads only when there are GPUs to read."""
+    import socket  # noqa: PLC0415
+
+    return socket.gethostname()
+
+
 class NvmlSource:
     """HardwareSource reading every GPU through NVML; pass a fake module in tests."""
 
@@ -91,12 +97,12 @@ class NvmlSource:
         pynvml_module: Any | None = None,
         *,
         host_memory: Callable[[], HostMemory] = read_host_memory,
-        hostname: Callable[[], str] = socket.gethostname,
+        hostname: Callable[[], str] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self._module = pynvml_module
         self._host_memory = host_memory
-        self._hostname = hostname
+        self._hostname = hostname or _hostname
         self._environ = environ
 
     def snapshot(self) -> HardwareSnapshot:

@@ -28,6 +28,8 @@ class _Spec:
     integrated: bool = False
     nodes: int = 1
     gpus_per_node: int = 1
+    max_gpus_per_node: int = 64  # "PROFILE:N" above this describes no machine that exists
+    one_node: str = ""  # the machine, for the message when N exceeds max_gpus_per_node
 
 
 def _gb10(summary: str, nodes: int) -> _Spec:
@@ -41,6 +43,8 @@ def _gb10(summary: str, nodes: int) -> _Spec:
         source="121.69 GiB visible to vLLM/torch on a DGX Spark (128 GB nominal, unified with the CPU)",
         integrated=True,
         nodes=nodes,
+        max_gpus_per_node=1,
+        one_node="a DGX Spark holds one GB10",
     )
 
 
@@ -113,6 +117,11 @@ def _parse(name: str) -> tuple[_Spec, int] | None:
             f"hardware profile {name!r}: the GPU count after ':' must be a whole number from 1 to "
             f"{MAX_GPUS_PER_NODE}",
             hint=f"e.g. {base}:8 for a node of 8 GPUs",
+        )
+    if int(count) > spec.max_gpus_per_node:
+        raise InputError(
+            f"hardware profile {name!r}: {spec.one_node}, so at most {base}:{spec.max_gpus_per_node}",
+            hint="for several machines give the nodes instead (--nnodes, or the gb10x2 profile for a linked pair)",
         )
     return spec, int(count)
 

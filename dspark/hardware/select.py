@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import platform
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -65,7 +64,7 @@ def probe_snapshot(
             f"nothing to probe: {snapshot.description}; `probe --json` saves live figures of this machine",
             hint="run it on the machine with the GPUs; to plan with a profile, name it where you plan "
             f"(--hardware {snapshot.hostname.removeprefix('profile:')}), or see its figures with "
-            "`dspark probe --hardware PROFILE`",
+            "`dspark probe --hardware PROFILE`; for a CPU engine's host, `dspark probe --platform cpu --json`",
         )
     return snapshot
 
@@ -101,7 +100,10 @@ def host_snapshot(
     read: Callable[[], HostMemory] = read_host_memory, cpuinfo: Path = Path("/proc/cpuinfo")
 ) -> HardwareSnapshot:
     """This host's memory as the one device of a CPU engine (vLLM's CPU build keeps its KV cache there)."""
+    import socket  # noqa: PLC0415 - its enums cost milliseconds; only a CPU plan names this host
+
     host = read()
+    name = socket.gethostname()
     device = GpuInfo(
         index=0,
         name="CPU (host memory)",
@@ -112,13 +114,34 @@ def host_snapshot(
         memory_source="unified",
     )
     return HardwareSnapshot(
-        hostname=socket.gethostname(),
+        hostname=name,
         gpus=(device,),
         source="unified",
-        description="this host's memory (MemAvailable, less any cgroup limit): the CPU engine's KV cache lives there",
+        description=f"host {name}'s memory (MemAvailable, less any cgroup limit): the CPU engine's KV cache lives "
+        "there",
         host_memory_total_bytes=host.total_bytes,
         host_memory_available_bytes=host.available_bytes,
         cgroup_limit_bytes=host.cgroup.limit_bytes if host.cgroup else None,
         cpu_flags=read_cpu_flags(cpuinfo),
         cpu_arch=platform.machine(),
+        platform="cpu",
     )
+
+
+def resolve_cpu_host(spec: str | None, *, origin: str = "--hardware",
+                     read: Callable[[], HostMemory] | None = None) -> HardwareSnapshot:
+    """The host a CPU engine plans against: this one (spec None), or a CPU host saved by `probe --platform cpu`."""
+    if spec is None:
+        return host_snapshot(read or read_host_memory)
+    shown = f"{origin} {spec!r}" if origin.startswith("-") else f"{origin}={spec!r}"
+    hint = ("save the CPU host with `dspark probe --platform cpu --json > host.json` on it and give that file, "
+            "or leave the hardware out to plan against this host")
+    path = Path(spec).expanduser()
+    if is_profile(spec) or not path.is_file():
+        # Never silently dropped: the built-in profiles are GPUs; a CPU host is this one or a saved one.
+        raise InputError(f"{shown} does not apply with platform cpu: it is not a saved CPU host", hint=hint)
+    saved = load_snapshot(path)
+    if saved.platform != "cpu":
+        raise InputError(f"{shown} does not apply with platform cpu: it is a GPU snapshot ({saved.description})",
+                         hint=hint)
+    return saved

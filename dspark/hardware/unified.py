@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import psutil
-
 # cgroup v1 writes "no limit" as PAGE_COUNTER_MAX rounded to a page (9223372036854771712 on 4 KiB pages);
 # anything this large is no limit at all.
 _V1_UNLIMITED = 1 << 60
@@ -86,10 +84,14 @@ class HostMemory:
 
 def read_host_memory(
     *,
-    virtual_memory: Callable[[], VirtualMemory] = psutil.virtual_memory,
+    virtual_memory: Callable[[], VirtualMemory] | None = None,
     root: Path = Path("/"),
 ) -> HostMemory:
     """Read MemTotal/MemAvailable (psutil) and the cgroup limit under `root` (tests pass a fake root)."""
+    if virtual_memory is None:
+        import psutil  # noqa: PLC0415 - only a unified-memory or CPU plan reads host memory; a GPU plan never does
+
+        virtual_memory = psutil.virtual_memory
     vm = virtual_memory()
     return HostMemory(
         total_bytes=int(vm.total), available_bytes=int(vm.available), cgroup=read_cgroup_memory(root)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dspark.core.findings import Finding, Level, gib
 
 if TYPE_CHECKING:
     from dspark.capacity import CapacitySummary
-    from dspark.config.recipes import Recipe
     from dspark.config.settings import ResolvedSettings
     from dspark.hardware import HardwareSnapshot
     from dspark.model.architecture import ModelArchitecture
@@ -97,6 +94,12 @@ def _node_fit(
     footprint: int, hw: HardwareSnapshot, settings: ResolvedSettings, *, label: str, data_parallel: int = 1
 ) -> list[Finding]:
     need = gpus_per_node(settings, data_parallel)
+    if settings.platform.value == "cpu":
+        # The CPU build runs its TP ranks as processes (OMP thread groups) of one host: they share its memory.
+        ranks = f" x {need} ranks" if need > 1 else ""
+        return idle_free_findings(hw.gpus[0].free_bytes, footprint * need, unified=False,
+                                  where=f"{label}{hw.gpus[0].name}{ranks}",
+                                  pinned=settings.kv_cache_memory_bytes.value is not None)
     if len(hw.gpus) < need:
         return [Finding("fail", "not-enough-gpus", f"{label}{hw.description} has {len(hw.gpus)} GPU(s); the plan "
                         f"needs {need} per node")]
@@ -139,12 +142,19 @@ _MOOT_WHEN_WEIGHTS_OVERFLOW = frozenset({"no_kv_memory", "max_model_len_does_not
                                          "startup_free_memory", "does-not-fit"})
 
 
+# Engine refusals that already say the pool cannot hold one full-window request.
+_ENGINE_SAYS_BELOW_ONE_CONTEXT = frozenset({"max_model_len_does_not_fit", "no_kv_memory", "auto_fit_failed"})
+
+
 def reconcile(findings: Iterable[Finding]) -> list[Finding]:
     """Findings that do not contradict each other: no "fits" beside a failure, no advice that cannot help."""
     out = list(findings)
     codes = {f.code for f in out}
     if "weights-do-not-fit" in codes:
         out = [f for f in out if f.code not in _MOOT_WHEN_WEIGHTS_OVERFLOW]
+    if codes & _ENGINE_SAYS_BELOW_ONE_CONTEXT:
+        # The engine's own refusal says the same, with the window it would fit: one judgement, not two.
+        out = [f for f in out if f.code != "pool-below-one-context"]
     if any(f.level == "fail" for f in out):
         out = [f for f in out if f.code != "fits"]
     return out
@@ -158,24 +168,19 @@ def seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelA
         out.append(Finding("warn", "seats-capped-by-engine",
                            f"{asked} seats asked ({settings.max_num_seqs.source}) but the engine will run at most "
                            f"{seats}; the figures below are for {seats}"))
-    if seats > cap.safe_max_num_seqs:
-        predicted_safe = math.floor(cap.max_concurrency + 1e-9)
-        why = "" if predicted_safe <= cap.safe_max_num_seqs else ", lowered to what the engine's log showed"
-        out.append(Finding(
-            "warn", "seats-above-safe",
-            f"{seats} seats but the pool holds {cap.max_concurrency:.2f} full contexts of {cap.max_model_len:,} "
-            f"tokens (safe default {cap.safe_max_num_seqs}{why}): with every seat busy, requests must average "
-            f"≤ {cap.avg_context_at_max_num_seqs:,} tokens or the engine preempts (recomputes) some",
-        ))
+    if cap.max_concurrency < 1:
+        out.append(_below_one_context(cap))
+    elif seats > cap.safe_max_num_seqs:
+        out.append(Finding("warn", "seats-above-safe", _above_safe(cap, seats)))
     else:
-        out.append(
-            Finding(
-                "info",
-                "seats-safe",
-                f"{seats} seats ≤ {cap.safe_max_num_seqs} safe: every seat can hold a full "
-                f"{cap.max_model_len:,}-token context at once; nothing is ever preempted",
-            )
-        )
+        observed = cap.observed
+        both = (f" (predicted {cap.max_concurrency:.2f} full contexts, observed {observed.max_concurrency:.2f})"
+                if observed is not None else "")
+        out.append(Finding(
+            "info", "seats-safe",
+            f"{seats} seats ≤ {cap.safe_max_num_seqs} safe{both}: every seat can hold a full "
+            f"{cap.max_model_len:,}-token context at once; nothing is ever preempted",
+        ))
     if cap.cudagraph_max_capture_size > 0:
         out.append(Finding("info", "cudagraph-capture",
                            f"largest CUDA graph captured: batch {cap.cudagraph_max_capture_size} "
@@ -205,66 +210,39 @@ def seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelA
     return out
 
 
-def observations(
-    recipe: Recipe | None, settings: ResolvedSettings, metric: str, seats: int | None = None
-) -> list[Any]:
-    if recipe is None:
-        return []
-    window = settings.max_model_len.value
-    return [
-        o
-        for o in recipe.observations
-        if o.metric == metric and (o.max_model_len in (None, window)) and (seats is None or o.seats in (None, seats))
-    ]
+def _above_safe(cap: CapacitySummary, seats: int) -> str:
+    """More seats than full contexts: the sentence quotes the pool the safe default follows, and the other beside it."""
+    window = f"{cap.max_model_len:,}"
+    predicted = f"{cap.kv_pool_tokens:,} tokens, {cap.max_concurrency:.2f} full contexts"
+    obs = cap.observed
+    held = min(cap.max_concurrency, obs.max_concurrency if obs is not None else cap.max_concurrency)
+    if seats <= held:  # the pool holds them all; another limit set the safe default below it
+        return (f"{seats} seats: the pool holds {held:.2f} full contexts of {window} tokens, but the safe default is "
+                f"{cap.safe_max_num_seqs} (the engine's other per-seat limits)")
+    if obs is None or obs.max_concurrency >= cap.max_concurrency:
+        beside = "" if obs is None else f" (observed {obs.max_concurrency:.2f} full contexts: {obs.source})"
+        return (f"{seats} seats but the {'predicted ' if obs else ''}pool ({cap.kv_pool_tokens:,} tokens) holds "
+                f"{cap.max_concurrency:.2f} full contexts of {window} tokens{beside}: safe default "
+                f"{cap.safe_max_num_seqs}; with every seat busy, requests must average "
+                f"≤ {cap.avg_context_at_max_num_seqs:,} tokens or the engine preempts (recomputes) some")
+    pool = f" ({obs.kv_pool_tokens:,} tokens)" if obs.kv_pool_tokens is not None else ""
+    about = "" if obs.kv_pool_tokens is not None else "about "
+    return (f"{seats} seats but the observed pool{pool} holds {obs.max_concurrency:.2f} full contexts of {window} "
+            f"tokens ({obs.source}; predicted {predicted}): safe default {cap.safe_max_num_seqs}; with every seat "
+            f"busy, requests must average ≤ {about}{obs.avg_context_at_max_num_seqs:,} tokens or the engine preempts "
+            "(recomputes) some")
 
 
-def observed_with(recipe: Recipe | None, obs: Any, engine: str) -> str:
-    """`vllm 0.32.0`, or `vllm version unknown`: the engine version an observation was taken with."""
-    version = getattr(obs, "engine_version", None) or (recipe.engine_version if recipe is not None else None)
-    return f"{engine} {version}" if version else f"{engine} version unknown"
+def _below_one_context(cap: CapacitySummary) -> Finding:
+    """A pool that cannot hold one full-window request fails on every engine; the fix caps the window to it."""
+    from dspark.engines import engine_spec  # noqa: PLC0415 - the engine's own name for the window flag
 
-
-def observation_findings(cap: CapacitySummary, recipe: Recipe | None, settings: ResolvedSettings) -> list[Finding]:
-    """Observations that disagree with the prediction, each naming both engine versions."""
-    out: list[Finding] = []
-    predicted_with = f"{cap.engine} {cap.engine_version}"
-    for obs in observations(recipe, settings, "kv_pool_tokens", cap.max_num_seqs):
-        if int(obs.value) != cap.kv_pool_tokens:
-            out.append(
-                Finding(
-                    "warn",
-                    "observed-pool-differs",
-                    f"observed KV pool {int(obs.value):,} tokens "
-                    f"({obs.source}; {observed_with(recipe, obs, cap.engine)}) vs predicted "
-                    f"{cap.kv_pool_tokens:,} ({predicted_with}; {cap.kv_pool_tokens - int(obs.value):+,} tokens, "
-                    f"{_percent(cap.kv_pool_tokens, obs.value)}): the safe default follows the lower",
-                )
-            )
-    for obs in observations(recipe, settings, "full_contexts", cap.max_num_seqs):
-        if f"{obs.value:.2f}" != f"{cap.max_concurrency:.2f}":
-            out.append(
-                Finding(
-                    "warn",
-                    "observed-contexts-differ",
-                    f"observed {obs.value:.2f} full contexts ({obs.source}; {observed_with(recipe, obs, cap.engine)})"
-                    f" vs predicted {cap.max_concurrency:.2f} ({predicted_with}): the safe default follows the lower",
-                )
-            )
-    return out
-
-
-def _percent(predicted: float, observed: float) -> str:
-    """The prediction's difference from the observation, in percent of the observation."""
-    return f"{100 * (predicted - observed) / observed:+.1f}%" if observed else "n/a"
-
-
-def with_observed_safe_seats(
-    cap: CapacitySummary, recipe: Recipe | None, settings: ResolvedSettings
-) -> CapacitySummary:
-    """Where the engine's own log disagrees with the prediction, the safe default follows the lower."""
-    safe = cap.safe_max_num_seqs
-    for obs in observations(recipe, settings, "full_contexts", cap.max_num_seqs):
-        safe = min(safe, max(1, math.floor(obs.value + 1e-9)))
-    for obs in observations(recipe, settings, "kv_pool_tokens", cap.max_num_seqs):
-        safe = min(safe, max(1, int(obs.value) // max(1, cap.max_model_len)))
-    return cap if safe == cap.safe_max_num_seqs else replace(cap, safe_max_num_seqs=safe)
+    dest = engine_spec(cap.engine).pinned.get("max_model_len", "max_model_len")
+    engine_flag = "--" + dest.replace("_", "-")
+    also = "" if engine_flag == "--max-model-len" else f", {engine_flag} to {cap.engine}"
+    return Finding(
+        "fail", "pool-below-one-context",
+        f"the KV pool holds {cap.kv_pool_tokens:,} tokens, {cap.max_concurrency:.2f} of one "
+        f"{cap.max_model_len:,}-token context: a request that fills the window cannot be held; cap the context "
+        f"to what the pool holds (--max-model-len {cap.kv_pool_tokens}{also}) or give the pool more memory",
+    )

@@ -6,7 +6,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dspark.core.errors import EngineArgError, EngineNotInstalledError, ExitCode, RefusedError, SettingsError
+from dspark.core.errors import (
+    DsparkError,
+    EngineArgError,
+    EngineNotInstalledError,
+    ExitCode,
+    RefusedError,
+    SettingsError,
+)
 from dspark.core.findings import Finding, verdict_of
 from dspark.engines import engine_spec, get_engine
 from dspark.engines.base import ArgvCheck, check_argv, find_engine_python, require_ok
@@ -35,6 +42,13 @@ class StartResult:
     plan: LaunchPlan
     check: ArgvCheck
     findings: tuple[Finding, ...] = ()  # what planning the launch added (argv-not-checked, ...)
+    # A dry run: what a real start would refuse, in the order it would check (the first one's exit code wins).
+    would_refuse: tuple[DsparkError, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        """0, or the exit code a real start would end with (its first refusal's)."""
+        return int(self.would_refuse[0].exit_code) if self.would_refuse else 0
 
     @property
     def all_findings(self) -> tuple[Finding, ...]:
@@ -53,13 +67,19 @@ class StartResult:
             "engine_version": self.check.engine_version,
             "parsed": dict(self.check.parsed),
         }
+        out["would_refuse"] = [{"code": e.code, "message": e.message, "hint": e.hint, "exit_code": int(e.exit_code)}
+                               for e in self.would_refuse]
         return out
 
 
 def plan_start(
     request: StartRequest, *, checker: ArgvChecker = check_argv, env: Mapping[str, str] | None = None
 ) -> StartResult:
-    """Everything before exec; RefusedError for a failing verdict (unless forced), EngineArgError for a bad argv."""
+    """Everything before exec; RefusedError for a failing verdict (unless forced), EngineArgError for a bad argv.
+
+    A dry run raises none of the refusals a real start would: it plans anyway and lists them (would_refuse),
+    having run every check that needs neither the engine nor a live GPU (and the engine's, when it is here).
+    """
     settings = request_settings(request.validate)
     if settings.distributed_runtime.value == "ray":
         # Every node of the Ray cluster is probed where it is, and the tightest sizes the plan.
@@ -68,14 +88,12 @@ def plan_start(
         report = on_ray_cluster(request.validate, settings, dry_run=request.dry_run)
     else:
         report = validate(request.validate)
-    if report.verdict == "fail" and not request.force:
-        reasons = "; ".join(f.message for f in report.findings if f.level == "fail")
-        raise RefusedError(f"refusing to start: {reasons}", hint="fix the plan, or pass --force to start anyway")
-    missing = report.settings.missing_for_launch(dry_run=request.dry_run)
-    if missing:
-        raise SettingsError("; ".join(missing))
-    if not request.dry_run:
-        _require_real_hardware(report)
+    refusals = _refusals(report, request)
+    if refusals and not request.dry_run:
+        raise refusals[0]
+    findings: list[Finding] = []
+    if request.dry_run:
+        findings += _dry_run_hardware(report)
     engine = get_engine(report.serve.engine)
     env_map = request.validate.env if env is None else env
     try:
@@ -89,7 +107,35 @@ def plan_start(
                             f"{exc.message}: the argv below was not checked by the engine's own parser "
                             "(a real `dspark start` checks it, and needs the engine)")
         return StartResult(report=report, plan=plan, check=ArgvCheck(ok=False, engine_version=None, parsed={}),
-                           findings=(unchecked,))
+                           findings=(*findings, unchecked), would_refuse=tuple(refusals))
+    try:
+        report, plan, check = _checked_plan(engine, report, python, request, checker)
+    except (EngineArgError, RefusedError) as exc:  # what the engine's own parser and planner refuse
+        if not request.dry_run:
+            raise
+        plan = engine.build_plan(report.serve, python)
+        return StartResult(report=report, plan=plan, check=ArgvCheck(ok=False, engine_version=None, parsed={}),
+                           findings=tuple(findings), would_refuse=(*refusals, exc))
+    return StartResult(report=report, plan=plan, check=check, findings=tuple(findings), would_refuse=tuple(refusals))
+
+
+def _refusals(report: ValidationReport, request: StartRequest) -> list[DsparkError]:
+    """What a real start refuses before it looks for the engine, in the order it checks."""
+    out: list[DsparkError] = []
+    if report.verdict == "fail" and not request.force:
+        reasons = "; ".join(f.message for f in report.findings if f.level == "fail")
+        out.append(RefusedError(f"refusing to start: {reasons}", hint="fix the plan, or pass --force to start anyway"))
+    missing = report.settings.missing_for_launch()
+    if missing:
+        out.append(SettingsError("; ".join(missing)))
+    if not request.dry_run:
+        out += _real_hardware_refusal(report)
+    return out
+
+
+def _checked_plan(engine: Any, report: ValidationReport, python: str, request: StartRequest,
+                  checker: ArgvChecker) -> tuple[ValidationReport, LaunchPlan, ArgvCheck]:
+    """The plan checked by the engine's own parser (and planner), under older flag names where a release needs."""
     plan = engine.build_plan(report.serve, python)
     # The engine's own planner runs in the same process as its parser: the engine is imported once.
     check = checker(engine, plan, python, witness_request=report.witness_request)
@@ -111,7 +157,7 @@ def plan_start(
         check = replace(checker(engine, plan, python), witness=check.witness)
         require_ok(engine, plan, check)
     _confirm_pinned(report, check)
-    return StartResult(report=report, plan=plan, check=check)
+    return report, plan, check
 
 
 def run_start(
@@ -123,12 +169,13 @@ def run_start(
 ) -> int:
     """Plan the launch and `show` it; then exec the engine, or supervise it as a child with `watch`.
 
-    With request.dry_run nothing starts (exit 0). Exec does not return; `execute` is the seam tests replace.
+    With request.dry_run nothing starts: the exit code is the one a real start would end with (0, or its first
+    refusal's; `show` says what it would refuse). Exec does not return; `execute` is the seam tests replace.
     """
     result = plan_start(request)
     show(result)
     if request.dry_run:
-        return int(ExitCode.OK)
+        return result.exit_code
     if watch:
         from dspark.runtime.supervise import watch_plan  # noqa: PLC0415 - the supervisor loads only for --watch
 
@@ -152,16 +199,27 @@ def _renamed(argv: Sequence[str], names: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(names.get(arg, arg) for arg in argv)
 
 
-def _require_real_hardware(report: ValidationReport) -> None:
+def _real_hardware_refusal(report: ValidationReport) -> list[DsparkError]:
     """A launch is planned against live GPUs (or this host for the CPU build) or hardware named on purpose."""
     chosen = report.settings.hardware
     if report.hardware.source == "profile" and chosen.layer not in ("flag", "env"):
-        raise RefusedError(
+        return [RefusedError(
             f"refusing to start: no live GPU was read here, and the plan is against a built-in profile "
             f"({report.hardware.description}); its figures describe another machine",
             hint="start on the machine with the GPUs, or name the hardware on purpose with --hardware "
             "PROFILE|FILE (or DSPARK_HARDWARE); `dspark start --dry-run` prints the plan anyway",
-        )
+        )]
+    return []
+
+
+def _dry_run_hardware(report: ValidationReport) -> list[Finding]:
+    """A dry run may plan without a live GPU: it says which hardware it planned against instead."""
+    if report.hardware.source in ("nvml", "unified"):
+        return []
+    named = report.settings.hardware.layer in ("flag", "env")
+    return [Finding("info", "dry-run-hardware",
+                    f"dry run without live GPUs, planned against: {report.hardware.description}"
+                    + ("" if named else "; a real start needs live GPUs here, or hardware named with --hardware"))]
 
 
 def engine_serve(report: ValidationReport) -> Any:

@@ -38,23 +38,22 @@ from dspark.engines.version import EngineVersion, normalize, resolve_engine_vers
 from dspark.engines.witness import Witness, judge, run_witness, witness_finding, witness_request
 from dspark.hardware import GpuInfo, HardwareSnapshot
 from dspark.hardware.profiles import DEFAULT_PROFILE
-from dspark.hardware.select import host_snapshot, resolve_hardware
+from dspark.hardware.select import resolve_cpu_host, resolve_hardware
 from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.model.architecture import Drafter, ModelArchitecture
 from dspark.model.weights import WeightBytes
 from dspark.planning.capacity import capacity_inputs, compute_capacity
+from dspark.planning.engine_knobs import check_engine_knobs
 from dspark.planning.findings import (
     data_parallel_findings,
     gpus_per_node,
     memory_findings,
-    observation_findings,
-    observations,
     reconcile,
     seat_findings,
     weights_findings,
-    with_observed_safe_seats,
 )
 from dspark.planning.model_inputs import draft_ref, drafter_of, model_architecture, weights_of
+from dspark.planning.observations import PlanIdentity, applicable, observation_findings, with_observed
 from dspark.planning.serve_config import serve_config
 from dspark.runtime.launch import LaunchPlan
 
@@ -174,14 +173,8 @@ def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: Hardw
     origin = chosen.source.split(":", 1)[1] if chosen.layer == "env" else "--hardware"
     spec = chosen.value if chosen.layer in ("flag", "env") else None
     if settings.platform.value == "cpu":
-        if spec is not None:
-            # Never silently dropped: the CPU build plans against this host's memory, not a GPU snapshot.
-            raise SettingsError(
-                f"{origin} {spec!r} does not apply with platform cpu ({settings.platform.source}): the CPU "
-                "build keeps its KV cache in this host's memory, which dspark reads itself",
-                hint=f"drop {origin}, or plan for GPUs (platform cuda)",
-            )
-        return host_snapshot()
+        # The CPU build keeps its KV cache in the host's memory: this host, or one saved with probe --platform cpu.
+        return resolve_cpu_host(spec, origin=origin)
     default_profile = (recipe.hardware if recipe and recipe.hardware else None) or DEFAULT_PROFILE
     return resolver(spec, default_profile, origin)
 
@@ -226,6 +219,7 @@ def _resolve(request: ValidateRequest) -> tuple[Recipe | None, str, Any, Resolve
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
+    check_engine_knobs(settings)  # a platform or value this engine does not take is an error, never a no-op
     return recipe, engine_name, options, settings
 
 
@@ -245,6 +239,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
     gpu = _first_gpu(hardware, settings, replicas)
     version = _engine_version(engine_name, request)
+    identity = PlanIdentity(engine_version=version.requested, gpu_name=gpu.name if gpu is not None else None,
+                            recipe_settings=resolve_settings({}, {}, recipe) if recipe is not None else None)
 
     spec = engine_spec(engine_name)
 
@@ -256,17 +252,18 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
                 cpu_arch=hardware.cpu_arch, engine_version=version.modelled,
             )
         except NotModelledError as exc:
-            found = _observed_capacity(spec, exc, recipe, resolved, arch, gpu, version.modelled)
-        # Where the engine's own log disagrees with the prediction, the safe default follows the lower.
-        return found, with_observed_safe_seats(found.summary, recipe, resolved)
+            found = _observed_capacity(spec, exc, recipe, resolved, arch, gpu, version.modelled, identity)
+        # The engine's own log for this very plan stands beside the prediction; the safe default follows the lower.
+        return found, with_observed(found.summary, recipe, resolved, identity)
 
     result, summary = capacity_at(settings)
     if settings.max_num_seqs.layer == "default":
         # Nothing set the seats: use the computed safe count, as the deployment's scripts fell back to the 6
         # its pin held. On hybrid SGLang models the pool depends on the seats, so settle it in a few rounds.
+        # The count is always marked computed, also when it equals the built-in 6: one label for one thing.
         for _ in range(3):
             target = default_seats(summary.safe_max_num_seqs, spec.default_max_num_seqs)
-            if target == settings.max_num_seqs.value:
+            if target == settings.max_num_seqs.value and settings.max_num_seqs.layer == "computed":
                 break
             settings = settings.with_computed(max_num_seqs=target)
             result, summary = capacity_at(settings)
@@ -285,7 +282,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
     findings += memory_findings(result.footprint_bytes, hardware, settings, peers, data_parallel=replicas)
     findings += data_parallel_findings(data_parallel, dp_attention, summary.max_num_seqs)
-    findings += observation_findings(result.summary, recipe, settings)
+    findings += observation_findings(result.summary, recipe, settings, identity)
     findings += seat_findings(summary, settings, arch)
     findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
     if weights is None:
@@ -323,7 +320,8 @@ def _plan_and_witness_request(
     adapter = get_engine(engine_name)
     plan = adapter.build_plan(serve, None)
     planner = witness_request(engine_name, detail, adapter.parser_argv(plan),
-                              user_pinned=settings.max_total_tokens.value is not None)
+                              user_pinned=any(pin.value is not None and pin.layer in ("flag", "env", "recipe")
+                                              for pin in (settings.max_total_tokens, settings.kv_cache_memory_bytes)))
     return plan, planner
 
 
@@ -334,7 +332,17 @@ def _check_with_engine(
     if planner.request is None:
         return Witness(None, None, None, agrees=False, budget_source=summary.kv_budget_source,
                        error=planner.unavailable)
-    python = find_engine_python(engine_spec(engine_name).adapter(), request.engine_python, request.env)
+    from dspark.engines.base import installed_version  # noqa: PLC0415
+
+    spec = engine_spec(engine_name)
+    python = find_engine_python(spec.adapter(), request.engine_python, request.env)
+    if installed_version(spec, python) is None:
+        # One rule for "no engine there", whether dspark looked for it or was pointed at an interpreter: exit 2.
+        raise EngineNotInstalledError(
+            f"--engine-check: {engine_name} is not installed in {python}",
+            hint="point --engine-python / DSPARK_ENGINE_PYTHON at the python of the engine's virtualenv, "
+            "or leave out --engine-check",
+        )
     return judge(run_witness(python, planner.request), summary)
 
 
@@ -358,12 +366,12 @@ def _engine_version(engine_name: str, request: ValidateRequest) -> EngineVersion
 
 def _observed_capacity(
     spec: EngineSpec, exc: NotModelledError, recipe: Recipe | None, settings: ResolvedSettings,
-    arch: ModelArchitecture, gpu: GpuInfo | None, engine_version: str,
+    arch: ModelArchitecture, gpu: GpuInfo | None, engine_version: str, identity: PlanIdentity,
 ) -> CapacityResult:
     """When dspark cannot reproduce the engine's KV accounting, a recipe's observed pool stands in, labelled so."""
     window = settings.max_model_len.value
     seats = settings.max_num_seqs.value
-    observed = list(observations(recipe, settings, "kv_pool_tokens", seats)) if window else []
+    observed = applicable(recipe, settings, "kv_pool_tokens", seats, identity) if window else []
     if not observed or window is None or spec.observed_capacity is None:
         raise exc
     obs = observed[0]

@@ -255,9 +255,14 @@ class EngineProcess:
             self._reader.join(timeout=5.0)
         return StopOutcome(returncode=rc, killed=killed, stragglers=left, seconds=time.monotonic() - t0)
 
-    def wait_healthy(self, url: str, timeout: float, interval: float = 0.5) -> float:
-        """Poll `url` until it answers 200; seconds taken. EngineFailure if the engine dies or the time runs out."""
-        t0 = time.monotonic()
+    def wait_healthy(self, url: str, timeout: float, interval: float = 0.5, *,
+                     clock: Callable[[], float] = time.monotonic,
+                     sleep: Callable[[float], None] = time.sleep) -> float:
+        """Poll `url` until it answers 200; seconds taken. EngineFailure if the engine dies or the time runs out.
+
+        clock / sleep: the time source and the wait between polls (tests pass a fake clock).
+        """
+        t0 = clock()
         with httpx.Client(timeout=5.0) as client:
             while True:
                 rc = self.poll()
@@ -267,12 +272,12 @@ class EngineProcess:
                     )
                 with contextlib.suppress(httpx.HTTPError):
                     if client.get(url).status_code == 200:
-                        return time.monotonic() - t0
-                if time.monotonic() - t0 > timeout:
+                        return clock() - t0
+                if clock() - t0 > timeout:
                     raise EngineFailure(
                         f"the engine did not answer {url} within {timeout:.0f} s: {self.log.failure_context()}"
                     )
-                time.sleep(interval)
+                sleep(interval)
 
 
 @contextlib.contextmanager

@@ -44,13 +44,15 @@ def test_one_client_one_seat() -> None:
 
 
 def test_clients_queue_for_seats() -> None:
-    # 4 clients, 2 seats, no prompt cost: each request takes 5 steps of 10 + 2 × 1 ms = 12 ms (60 ms). Two wait
-    # one request's time: mean TTFT = (12 + 12 + 72 + 72) / 4 ms.
+    # 4 clients, 2 seats, no prompt cost. A request takes one prompt step, which carries no decode row (10 ms) and
+    # samples the first of its 5 tokens, then 4 decode steps of 10 + 2 rows × 1 ms = 12 ms: 10 + 48 = 58 ms.
+    # The first two hold the seats from 0 (first token at 10 ms); the other two wait for them (58 ms) and get their
+    # first token 10 ms later: mean TTFT = (10 + 10 + 68 + 68) / 4 = 39 ms; wall time = 2 × 58 = 116 ms.
     shape = StepShape(0.0, 0.0, None, None, 0.0, 0.0, 0, 1.0)
     costs = StepCosts(0.010, 1e9, 0.001, 0.0)
     sim = simulate(costs, shape, Workload(clients=4, requests=4, input_len=1, output_len=5), seats=2)
-    assert sim.ttft_mean_s == pytest.approx((0.011 + 0.011 + 0.071 + 0.071) / 4, rel=0.05)
-    assert sim.wall_time_s == pytest.approx(2 * (0.011 + 4 * 0.012), rel=0.02)
+    assert sim.ttft_mean_s == pytest.approx((0.010 + 0.010 + 0.068 + 0.068) / 4)
+    assert sim.wall_time_s == pytest.approx(2 * (0.010 + 4 * 0.012))
 
 
 def test_long_prompts_are_chunked_by_the_batch_budget() -> None:

@@ -2,7 +2,8 @@
 together, calibrate on 1 and 4, and predict 2's aggregate decode (within 15%; the error is printed).
 
 One engine start (max_num_seqs 4, --enforce-eager) serves every bench: with as many clients as the seat count
-under test, the engine's batch holds exactly that many requests, as a restart at that seat count would. Each
+under test, the engine's batch holds exactly that many requests, as a restart at that seat count would. The
+benches skip /metrics, so each records the server's 4 seats (`bench --seats 4`) for the calibration. Each
 bench decodes 192 tokens per request, the seat counts are interleaved over five rounds, and each is represented
 by its median round, so a burst of load from elsewhere neither calibrates nor judges the model.
 
@@ -57,7 +58,7 @@ def test_calibrated_on_two_seat_counts_the_third_is_predicted(tiny_model: Path, 
                 out = tmp_path / f"bench-{n}-{rnd}.json"
                 rc = main(["bench", "--url", url, "--requests", str(4 * n), "--concurrency", str(n), "--max-tokens",
                            str(OUT_TOKENS), "--input-len", str(IN_TOKENS), "--vocab-size", "512", "--seed", str(rnd),
-                           "--no-metrics", "--no-progress", "--json", "--out", str(out)])
+                           "--no-metrics", "--seats", "4", "--no-progress", "--json", "--out", str(out)])
                 assert rc == 0, capsys.readouterr().err[-2000:]
                 files[n].append(out)
     finally:

@@ -158,3 +158,12 @@ def test_unmeasured_engine_figures_print_a_dash(server: str, capsys: pytest.Capt
                   "Queueing time (engine), mean, s", "Running requests, peak"):
         assert rows[label] == "–"
     assert rows["Errors (sum over reps)"] == "0"
+
+
+def test_seats_given_to_bench_are_recorded_for_calibration(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 16 item 9: without /metrics the bench cannot see the server's seats; --seats N says them.
+    assert main(["bench", "--url", server, *ARGS, "--no-metrics", "--seats", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["seats"] == 2 and data["summary"]["running_peak"] is None
+    assert main(["bench", "--url", server, *ARGS, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["seats"] is None  # not given: not guessed

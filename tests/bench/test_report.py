@@ -154,3 +154,26 @@ def test_the_prediction_made_before_the_runs_is_shown_beside_the_measurement() -
         "\nDecision rule") in text
     failed = sweep_text(dataclasses.replace(design_sweep(), prediction={"error": "InputError: no model"}))
     assert "\nPrediction before the runs: none (InputError: no model)\n\nDecision rule" in failed
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_write_atomic_gives_the_mode_a_plain_open_would(tmp_path: Path, umask: int, mode: int) -> None:
+    """bench.json, sweep.json and advice.png are results for others to read, not mkstemp's private 0600."""
+    import os  # noqa: PLC0415
+
+    previous = os.umask(umask)
+    try:
+        write_atomic(tmp_path / "bench.json", "{}\n")
+        write_atomic(tmp_path / "advice.png", b"\x89PNG")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "bench.json").stat().st_mode & 0o777 == mode
+    assert (tmp_path / "advice.png").stat().st_mode & 0o777 == mode
+
+
+def test_write_atomic_keeps_the_mode_of_the_file_it_replaces(tmp_path: Path) -> None:
+    target = tmp_path / "sweep.json"
+    target.write_text("old\n")
+    target.chmod(0o640)
+    write_atomic(target, "new\n")
+    assert target.stat().st_mode & 0o777 == 0o640 and target.read_text() == "new\n"

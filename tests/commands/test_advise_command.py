@@ -118,3 +118,70 @@ def test_the_kv_peak_says_how_it_counts(capsys: pytest.CaptureFixture[str]) -> N
     assert any("cached prefix as its own" in a for a in data["assumptions"])
     assert main([*ARGS, "--json"]) == 0
     assert not any("cached prefix as its own" in a for a in json.loads(capsys.readouterr().out)["assumptions"])
+
+
+# --- issue 16 item 9: the engine's seat cap, calibrations that do not fit the plan, seats a bench records -------
+
+def _bench(**summary: object) -> dict[str, object]:
+    """A `dspark bench --json` result of the seed's 8-seat setting (32 clients, 2,048 prompt tokens, 512 out)."""
+    return {"concurrency": 32, "requests": 100, "max_tokens": 512, "prompt_source": "synthetic ids, 2048 tokens",
+            "model": "flash-next", "metadata": {"engine": "vllm"},
+            "reps": [{"stats": {"requests": 100, "errors": 0, "output_tokens": 51200, "prompt_tokens_mean": 2048}}],
+            "summary": {"aggregate_decode_tps": 147.0, "per_stream_decode_tps": 20.3, "ttft_mean_s": 71.9,
+                        "running_peak": 8, **summary}}
+
+
+def _write(tmp_path: Path, name: str, data: object) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_advise_predicts_the_seats_the_engine_runs_not_the_ones_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    # SGLang runs the 27B at most 22 seats on the GB10 pair (validate: seats-capped-by-engine): 32 asked is 22 run.
+    assert main(["advise", "qwen27b-dflash-sglang", "--seats", "8,16,32", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(p["seats"], p["seats_asked"]) for p in data["predictions"]] == [(8, 8), (16, 16), (22, 32)]
+    assert any(a.startswith("32 seats asked: sglang runs at most 22") for a in data["assumptions"])
+    assert data["recommendation"]["seats"] in (8, 16, 22)
+    assert main(["advise", "qwen27b-dflash-sglang", "--seats", "8,16,32"]) == 0
+    assert "| 22 (32 asked) |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ({"model": "some-other-model"}, "model 'some-other-model'"),
+    ({"metadata": {"engine": "sglang"}}, "engine 'sglang'"),
+])
+def test_a_calibration_from_another_model_or_engine_is_refused(
+    change: dict[str, object], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, "bench.json", {**_bench(), **change})
+    assert main([*ARGS, "--calibrate", path]) == 2
+    err = capsys.readouterr().err
+    assert f"--calibrate {path}" in err and named in err and "this plan" in err
+
+
+def test_a_fit_that_misses_its_points_or_leaves_physics_is_warned(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # Three seat counts fit the bandwidth too; figures no GB10 pair reaches (1,000x the seed's) need a bandwidth far
+    # above the GB10's 273 GB/s, and a TTFT that falls as seats rise cannot be met by any one set of costs.
+    files = [_write(tmp_path, f"{n}.json", _bench(running_peak=n, aggregate_decode_tps=147_000.0 * n / 8,
+                                                  per_stream_decode_tps=20_300.0, ttft_mean_s=ttft))
+             for n, ttft in ((6, 0.5), (8, 70.0), (16, 0.1))]
+    assert main([*ARGS, *(a for f in files for a in ("--calibrate", f)), "--json"]) == 0
+    warnings = json.loads(capsys.readouterr().out)["warnings"]
+    assert any("effective bandwidth" in w and "above the NVIDIA GB10's peak of 273 GB/s" in w for w in warnings)
+    assert any(w.startswith("the fit misses ") and "beyond ±25%" in w for w in warnings)
+
+
+def test_a_bench_without_seats_or_a_running_peak_is_refused_naming_both_fixes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blind = _bench()
+    del blind["summary"]["running_peak"]  # type: ignore[attr-defined]  # no /metrics (behind a proxy)
+    assert main([*ARGS, "--calibrate", _write(tmp_path, "blind.json", blind)]) == 2
+    err = capsys.readouterr().err
+    assert "records neither the server's seats" in err
+    assert "dspark bench --seats N" in err and "/metrics" in err
+    assert main([*ARGS, "--calibrate", _write(tmp_path, "seats.json", {**blind, "seats": 8}), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"]["calibration_seats"] == [8]

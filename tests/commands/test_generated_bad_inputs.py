@@ -8,9 +8,11 @@ with --json must also print exactly one JSON object on stdout. docs/bad-input.md
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
+import re
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,12 +27,14 @@ from dspark.cli import main
 from dspark.config.knobs import KNOBS
 from dspark.config.recipes import shipped_recipes_dir
 from dspark.hardware.nvml import NvmlUnavailable
-from dspark.hardware.select import resolve_hardware
+from dspark.hardware.select import host_snapshot, resolve_hardware
+from dspark.hardware.snapshot import dumps_snapshot
+from dspark.hardware.unified import HostMemory
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
 PROBE = ROOT / "tests" / "fixtures" / "probes" / "h200-idle.json"
-SECONDS_PER_CASE = 10
+SECONDS_PER_CASE = 60  # a hang bound, not a speed goal: a busy shared 2-core box takes up to ~10 s a case
 RNG = random.Random(20261130)  # noqa: S311 - seeds reproducible test cases, no secret
 
 # Files a case needs, written under its tmp_path: name -> text or bytes (bytes for non-UTF-8 content).
@@ -313,15 +317,107 @@ def _probe_cases() -> Iterator[Case]:
 # --- launches that must refuse or plan -------------------------------------------------------------------
 
 def _launch_cases() -> Iterator[Case]:
-    yield Case("start-dry-run", ("start", "--dry-run"), 0)
-    yield Case("start-dry-run", ("start", "--dry-run", "--json"), 0)
-    yield Case("start-dry-run", ("start", "flash-next-sglang", "--dry-run", "--json"), 0)
+    # The default recipe spans 2 nodes: without the address of node 0 a real start exits 2, and so does the dry
+    # run (after printing its plan).
+    yield Case("start-dry-run-no-address", ("start", "--dry-run"), 2)
+    yield Case("start-dry-run-no-address", ("start", "--dry-run", "--json"), 2)
+    yield Case("start-dry-run", ("start", "--dry-run", "--master-addr", "10.0.0.1"), 0)
+    yield Case("start-dry-run", ("start", "--dry-run", "--json"), 0, env={"DSPARK_MASTER_ADDR": "10.0.0.1"})
+    yield Case("start-dry-run", ("start", "flash-next-sglang", "--dry-run", "--json", "--master-addr", "10.0.0.1"), 0)
     yield Case("start-dry-run-rank1", ("start", "--dry-run", "--node-rank", "1"), 2)
+    yield Case("start-dry-run-fails", ("start", "--dry-run", "--master-addr", "10.0.0.1", "--kv-cache-memory",
+                                       "200GiB"), 1)
     yield Case("start-no-live-hardware", ("start", "--master-addr", "10.0.0.1"), 1)
     yield Case("start-no-live-hardware", ("start", "--json"), 1, env={"DSPARK_MASTER_ADDR": "10.0.0.1"})
     yield Case("probe-no-gpu", ("probe", "--json"), 1)
     yield Case("dp-over-gpus", ("validate", "--model", str(CONFIGS.parent / "model-qwen3-32b"), "--engine", "vllm",
                                 "--hardware", "h200", "--", "--data-parallel-size", "2"), 1)
+
+
+# --- dspark's options and settings x the engine -------------------------------------------------------------
+
+MODEL_32B = str(CONFIGS.parent / "model-qwen3-32b")
+# Settings a given engine has no use for, with a value that is valid for the other engine: refused, never ignored.
+ENGINE_DOES_NOT_READ: dict[str, tuple[tuple[tuple[str, ...], dict[str, str]], ...]] = {
+    "vllm": ((("--kv-cache-dtype", "bf16"), {}), ((), {"DSPARK_KV_CACHE_TOKENS": "100000"}),
+             ((), {"DSPARK_MEM_FRACTION_STATIC": "0.8"}), ((), {"DSPARK_KV_CACHE_DTYPE": "mxfp8"})),
+    "sglang": ((("--platform", "cpu"), {}), (("--kv-cache-dtype", "fp8"), {}), (("--kv-cache-dtype", "float16"), {}),
+               ((), {"DSPARK_GPU_MEMORY_UTILIZATION": "0.8"}), ((), {"DSPARK_PLATFORM": "cpu"}),
+               ((), {"DSPARK_KV_CACHE_DTYPE": "fp8_inc"})),
+}
+# ... and the same kind of value where the engine does read it: planned (the plan may not fit: 0 or 1 is not 2).
+ENGINE_READS: dict[str, tuple[tuple[tuple[str, ...], dict[str, str]], ...]] = {
+    "vllm": ((("--kv-cache-dtype", "fp8"), {}), ((), {"DSPARK_GPU_MEMORY_UTILIZATION": "0.8"}),
+             (("--kv-cache-memory", "20GiB"), {})),
+    "sglang": ((("--kv-cache-dtype", "bf16"), {}), ((), {"DSPARK_KV_CACHE_TOKENS": "100000"}),
+               ((), {"DSPARK_MEM_FRACTION_STATIC": "0.8"}), (("--kv-cache-memory", "20GiB"), {})),
+}
+
+
+def _option_engine_cases() -> Iterator[Case]:
+    for engine in ("vllm", "sglang"):
+        base = ("validate", "--model", MODEL_32B, "--engine", engine, "--hardware", "h200:8")
+        for flag, values in FLAG_BAD.items():  # every bad value of every dspark option, with each engine
+            for value in RNG.sample(values, k=min(2, len(values))):
+                yield Case("option-engine", (*base, flag, value, *_maybe_json()), 2)
+        for argv, env in ENGINE_DOES_NOT_READ[engine]:
+            yield Case("option-engine-unread", (*base, *argv, *_maybe_json()), 2, env=env)
+        for argv, env in ENGINE_READS[engine]:
+            yield Case("option-engine-read", (*base, *argv, *_maybe_json()), 0, env=env)
+
+
+# --- every environment variable docs/environment.md names --------------------------------------------------
+
+ENVIRONMENT_MD = (ROOT / "docs" / "environment.md").read_text()
+DOC_ENV = sorted(set(re.findall(r"`([A-Z][A-Z0-9]*_[A-Z0-9_]*)`", ENVIRONMENT_MD)))
+TINY = json.dumps({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidden_size": 256,
+                   "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                   "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 8192,
+                   "torch_dtype": "bfloat16"})
+CPU_HOST = dumps_snapshot(dataclasses.replace(
+    host_snapshot(lambda: HostMemory(total_bytes=64 << 30, available_bytes=48 << 30), cpuinfo=Path("/nonexistent")),
+    hostname="cpu-host", cpu_flags=("avx512_bf16", "avx512f"), cpu_arch="x86_64"))
+CPU = ("validate", "--model", "{tmp}/m", "--platform", "cpu", "--hardware", "{tmp}/host.json")
+CPU_FILES: Files = {"m/config.json": TINY, "host.json": CPU_HOST}
+DRY = ("start", "--dry-run", "--master-addr", "10.0.0.1")
+# The variables that are not settings: (value, argv, expected exit, files).
+OTHER_ENV: dict[str, tuple[tuple[str, tuple[str, ...], int, Files], ...]] = {
+    "DSPARK_ENGINE_PYTHON": (("", ("validate",), 2, {}), (" ", DRY, 2, {}),
+                             ("{tmp}/no/python", ("validate", "--engine-check"), 2, {}),
+                             ("{tmp}/no/python", DRY, 0, {})),
+    "DSPARK_ENGINE_VERSION": (("", ("validate",), 2, {}), ("abc", ("validate",), 2, {}), ("1.x", ("validate",), 2, {}),
+                              ("9.9.9", ("validate",), 0, {})),
+    "DSPARK_ENGINES_DIR": (("{tmp}/none", ("validate",), 0, {}),),  # the test suite's, not read by dspark
+    "DSPARK_IMAGE": (("not an image", ("validate",), 0, {}),),  # the compose file's, not read by dspark
+    "CUDA_VISIBLE_DEVICES": (("abc", ("validate",), 0, {}), ("", ("validate",), 0, {})),  # no NVML here: the profile
+    # The CPU build's own KV budget: whole GiB; vLLM refuses the rest at start-up, so the plan is refused (1).
+    "VLLM_CPU_KVCACHE_SPACE": (("0.5", CPU, 1, CPU_FILES), ("abc", CPU, 1, CPU_FILES), ("-1", CPU, 1, CPU_FILES),
+                               ("2", CPU, 0, CPU_FILES)),
+    "HF_TOKEN": (("hf_not_a_real_token", (*DRY, "--json"), 0, {}),),  # never printed
+    # A LeaderWorkerSet's own variables: nnodes, node_rank and master_addr below dspark's.
+    "LWS_GROUP_SIZE": (("abc", ("validate",), 2, {}), ("", ("validate",), 2, {}), ("0", ("validate",), 2, {})),
+    "LWS_WORKER_INDEX": (("abc", ("validate",), 2, {}), ("-1", ("validate",), 2, {})),
+    "LWS_LEADER_ADDRESS": (("", ("validate",), 2, {}), ("10.0.0.3", DRY, 0, {})),
+    # Read only when a start runs on Ray: a plain plan does not look at it.
+    "RAY_ADDRESS": (("nowhere:1", ("validate",), 0, {}),),
+}
+
+
+def _doc_env_cases() -> Iterator[Case]:
+    knobs = {k.env for k in KNOBS} | {"DSPARK_RECIPE"}
+    for name in DOC_ENV:
+        if name in knobs:
+            values = ("", " ") if name in TEXT_KNOBS else RNG.sample(ENV_BAD, k=3)
+            for value in values:
+                yield Case("doc-env", ("validate", *_maybe_json()), 2, env={name: value})
+        for value, argv, expected, files in OTHER_ENV.get(name, ()):
+            yield Case("doc-env", argv, expected, env={name: value}, files=files)
+
+
+def test_every_variable_environment_md_names_has_cases() -> None:
+    covered = {k.env for k in KNOBS} | {"DSPARK_RECIPE"} | set(OTHER_ENV)
+    assert DOC_ENV and set(DOC_ENV) <= covered, sorted(set(DOC_ENV) - covered)
+    assert set(OTHER_ENV) <= set(DOC_ENV)  # nothing tested that the page does not name
 
 
 def _maybe_json() -> tuple[str, ...]:
@@ -330,7 +426,7 @@ def _maybe_json() -> tuple[str, ...]:
 
 CASES: list[Case] = [
     *_recipe_field_cases(), *_recipe_structure_cases(), *_config_cases(), *_env_cases(), *_flag_cases(),
-    *_engine_flag_cases(), *_probe_cases(), *_launch_cases(),
+    *_engine_flag_cases(), *_probe_cases(), *_launch_cases(), *_option_engine_cases(), *_doc_env_cases(),
 ]
 
 
@@ -373,7 +469,9 @@ def test_generated_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.Mon
             path.write_bytes(content)
         else:
             path.write_text(content)
-    for name in [k for k in os.environ if k in ("MAX_NUM_SEQS", "CUDA_VISIBLE_DEVICES") or k.startswith("DSPARK_")]:
+    for name in [k for k in os.environ
+                 if k in ("MAX_NUM_SEQS", "CUDA_VISIBLE_DEVICES", "HF_TOKEN", "RAY_ADDRESS")
+                 or k.startswith(("DSPARK_", "VLLM_", "LWS_"))]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("DSPARK_ENGINE_PYTHON", str(tmp_path / "no-engine" / "python"))  # never a real engine
     for name, value in case.env.items():
@@ -402,6 +500,8 @@ def test_generated_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.Mon
         if code != 0 and "error" in document:
             assert document["exit_code"] == code, shown
             assert set(document["error"]) == {"code", "message", "hint"}, shown
+    if "HF_TOKEN" in case.env:
+        assert case.env["HF_TOKEN"] not in out + err, shown
     if case.kind == "engine-flag-unplaced":
         codes = [f["code"] for f in json.loads(out)["findings"]]
         assert "argv-not-checked" in codes, shown

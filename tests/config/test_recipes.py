@@ -494,7 +494,7 @@ def test_shipped_recipes_carry_observations_with_provenance(name: str) -> None:
         ("deepseek-v4-flash-vllm", "batching.max_num_seqs", 8),
         ("deepseek-v4-flash-vllm", "context.max_model_len", 131_072),
         ("deepseek-v4-flash-vllm", "model.quantization", "nvfp4"),
-        ("qwen27b-dflash-sglang", "batching.max_num_seqs", 32),
+        ("qwen27b-dflash-sglang", "batching.max_num_seqs", 22),  # SGLang's state-slot cap on the GB10 pair
         ("qwen27b-dflash-sglang", "speculative.method", "dflash"),
         ("qwen27b-dflash-sglang", "speculative.num_speculative_tokens", 15),
     ],

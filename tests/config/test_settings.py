@@ -160,7 +160,8 @@ def test_whitespace_around_a_number_is_fine() -> None:
         ({"max_num_seqs": True}, f"--max-num-seqs True: not a whole number; expected {SEATS}"),
         (
             {"gpu_memory_utilization": 1.5},
-            "--gpu-memory-utilization 1.5: out of range; expected a fraction above 0 and at most 1 (e.g. 0.85)",
+            "gpu_memory_utilization 1.5 (an engine flag after --): out of range; expected a fraction above 0 and at "
+            "most 1 (e.g. 0.85)",
         ),
     ],
 )
@@ -249,20 +250,6 @@ def test_an_engine_other_than_the_recipes_is_refused() -> None:
 @pytest.mark.parametrize(
     ("cli", "env", "text", "message", "hint"),
     [
-        (
-            {},
-            {"DSPARK_MEM_FRACTION_STATIC": "0.8"},
-            RECIPE_TEXT,
-            "mem_fraction_static from DSPARK_MEM_FRACTION_STATIC does not apply to vllm",
-            "use gpu_memory_utilization (--gpu-memory-utilization / DSPARK_GPU_MEMORY_UTILIZATION) for vllm",
-        ),
-        (
-            {"gpu_memory_utilization": 0.9},
-            {},
-            SGLANG_TEXT,
-            "gpu_memory_utilization from the command line does not apply to sglang",
-            "use mem_fraction_static (--mem-fraction-static / DSPARK_MEM_FRACTION_STATIC) for sglang",
-        ),
         (
             {},
             {"DSPARK_NODE_RANK": "2"},
@@ -424,3 +411,23 @@ def test_variables_read_outside_the_settings_table_are_not_called_typos() -> Non
         assert not any(name in note for note in notes), name
     typo = resolve_settings({}, {"DSPARK_ENGNE": "vllm"}, None).notes
     assert any("DSPARK_ENGNE is not a dspark setting" in note for note in typo)
+
+
+@pytest.mark.parametrize(("knob", "env", "raw", "flag", "given", "shown"), [
+    ("max_num_seqs", "MAX_NUM_SEQS", "8", "--max-num-seqs", 12, "12"),
+    ("max_model_len", "DSPARK_MAX_MODEL_LEN", "32k", "--max-model-len", 4096, "4096"),
+    ("kv_cache_memory_bytes", "DSPARK_KV_CACHE_MEMORY", "20GB", "--kv-cache-memory", 1 << 30,
+     "1073741824 = 1.07 GB (1.00 GiB)"),
+])
+def test_a_flag_overriding_the_environment_is_said(knob: str, env: str, raw: str, flag: str, given: int,
+                                                   shown: str) -> None:
+    s = resolve_settings({knob: given}, {env: raw}, None)
+    assert f"{env}={raw} from the environment overridden by {flag} {shown}" in s.notices()
+    assert s.to_json()[knob] == {"value": given, "source": "flag",
+                                 "overridden": [{"source": f"env:{env}", "value": raw}]}
+
+
+def test_nothing_is_said_when_the_flag_overrides_nothing() -> None:
+    s = resolve_settings({"max_num_seqs": 12}, {}, None)
+    assert not any("overridden" in line for line in s.notices())
+    assert s.to_json()["max_num_seqs"] == {"value": 12, "source": "flag"}

@@ -129,7 +129,9 @@ def test_a_node_short_of_memory_is_refused_by_name(ray_cluster: RayCluster) -> N
     proc = _start(ray_cluster, "flash-next-vllm")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     held_free = load_snapshot(HELD).gpus[0].free_bytes / (1 << 30)
-    refusal = proc.stderr.split("error: ", 1)[1]
+    # A dry run prints the plan, then says what a real start would refuse (issue 16's dry-run rule).
+    assert "a real start would refuse: " in proc.stderr, proc.stderr
+    refusal = proc.stderr.split("a real start would refuse: ", 1)[1]
     assert f"Ray node {ray_cluster.node_ids['gpu'][:8]}" in refusal
     assert f"only {held_free:.2f} GiB is free" in refusal
     assert ray_cluster.node_ids["head"][:8] not in refusal  # the node that fits is not blamed

@@ -46,3 +46,14 @@ def test_a_value_that_is_not_a_version_is_an_input_error_listing_the_modelled(wh
         resolve_engine_version("vllm", VLLM, flag=flag, env=env, installed=None)
     assert err.value.exit_code == 2
     assert "0.32.0, 0.33.0" in (err.value.hint or "")
+
+
+def test_an_unmodelled_release_the_matrix_compared_is_planned_as_that_release() -> None:
+    with_025 = ("0.25.0", "0.32.0", "0.33.0")
+    # 0.28-0.31: the version matrix compared them with 0.32.0 (docs/version-matrix.md), not the older 0.25.0.
+    assert resolve_engine_version("vllm", with_025, flag="0.30.0", env={}, installed=None).modelled == "0.32.0"
+    assert resolve_engine_version("vllm", with_025, flag=None, env={}, installed="0.28.0").modelled == "0.32.0"
+    # A release the matrix did not run: the newest modelled one not above it.
+    unrun = resolve_engine_version("vllm", with_025, flag="0.27.0", env={}, installed=None)
+    assert (unrun.modelled, unrun.exact) == ("0.25.0", False)
+    assert resolve_engine_version("vllm", with_025, flag="0.25.0", env={}, installed=None).exact

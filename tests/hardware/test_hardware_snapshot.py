@@ -72,6 +72,7 @@ def test_dict_shape() -> None:
         "cpu_flags",
         "cpu_arch",
         "notes",
+        "platform",
     ]
     gpu = data["gpus"][0]
     assert gpu["compute_capability"] == [12, 1]

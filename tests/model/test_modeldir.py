@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from safetensors.numpy import save_file
 
@@ -63,8 +64,8 @@ def model_dir(tmp_path: Path, config: Any = None, name: str = "model") -> Path:
     return path
 
 
-def tiny_tensors(layers: range) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
+def tiny_tensors(layers: range) -> dict[str, npt.NDArray[Any]]:
+    out: dict[str, npt.NDArray[Any]] = {}
     for i in layers:
         out[f"model.layers.{i}.self_attn.q_proj.weight"] = np.zeros((64, 64), dtype=np.float16)
         out[f"model.layers.{i}.self_attn.k_proj.weight"] = np.zeros((32, 64), dtype=np.float16)

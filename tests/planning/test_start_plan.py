@@ -47,21 +47,43 @@ def _request(tmp_path: Path, *, dry_run: bool, flags: dict[str, object] | None =
     return StartRequest(validate=ValidateRequest(flags=flags or {}, env=no_engine), dry_run=dry_run)
 
 
-def test_dry_run_plans_without_an_engine_or_a_master_address(tmp_path: Path) -> None:
+def test_dry_run_plans_without_an_engine_and_says_a_real_start_needs_the_address(tmp_path: Path) -> None:
+    """The 2-node default recipe without --master-addr: the plan prints, and the dry run says what start refuses."""
     result = plan_start(_request(tmp_path, dry_run=True))  # the default recipe: 2 nodes, rank 0, no address
-    assert [f.code for f in result.findings] == ["argv-not-checked"]
+    assert [f.code for f in result.findings] == ["dry-run-hardware", "argv-not-checked"]
+    assert "built-in profile gb10x2" in result.findings[0].message
     assert result.check.engine_version is None
     argv = result.plan.to_json()["argv"]
     assert isinstance(argv, list)
     assert argv[:2] == ["vllm", "serve"] and "--node-rank" in argv
+    (refusal,) = result.would_refuse
+    assert isinstance(refusal, SettingsError) and "needs the address of node 0" in refusal.message
+    assert result.exit_code == 2  # what the real start exits with on exactly this
     document = result.to_json()
     assert "argv-not-checked" in [f["code"] for f in document["findings"]]
     assert document["verdict"] == "warn"
-
-
-def test_dry_run_of_a_worker_still_needs_the_address(tmp_path: Path) -> None:
+    assert [r["exit_code"] for r in document["would_refuse"]] == [2]
     with pytest.raises(SettingsError, match="needs the address of node 0"):
-        plan_start(_request(tmp_path, dry_run=True, flags={"node_rank": 1}))
+        plan_start(_request(tmp_path, dry_run=False))
+
+
+def test_dry_run_with_the_address_would_start(tmp_path: Path) -> None:
+    result = plan_start(_request(tmp_path, dry_run=True, env={"DSPARK_MASTER_ADDR": "10.0.0.1"}))
+    assert result.would_refuse == () and result.exit_code == 0
+
+
+def test_dry_run_of_a_worker_also_says_it_needs_the_address(tmp_path: Path) -> None:
+    result = plan_start(_request(tmp_path, dry_run=True, flags={"node_rank": 1}))
+    assert "--headless" in result.plan.argv
+    assert ["needs the address of node 0" in r.message for r in result.would_refuse] == [True]
+
+
+def test_dry_run_with_a_failing_verdict_prints_the_plan_and_exits_as_start_would(tmp_path: Path) -> None:
+    result = plan_start(_request(tmp_path, dry_run=True, env={"DSPARK_MASTER_ADDR": "10.0.0.1"},
+                                 flags={"kv_cache_memory_bytes": 200 << 30}))
+    assert result.report.verdict == "fail"
+    assert "--kv-cache-memory-bytes" in result.plan.argv
+    assert [type(r) for r in result.would_refuse] == [RefusedError] and result.exit_code == 1
 
 
 def test_real_start_refuses_a_fallback_profile(tmp_path: Path) -> None:

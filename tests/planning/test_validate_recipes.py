@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,15 +30,19 @@ def test_flash_next_vllm_on_gb10x2_six_safe_seats_and_capture_80_at_8_seats() ->
     assert "observed-contexts-differ" in codes
 
 
-def test_deepseek_v4_flash_computes_its_pool_and_shows_the_observed_one_beside_it() -> None:
-    report = _validate("deepseek-v4-flash-vllm")
+def test_deepseek_v4_flash_unpinned_computes_its_pool_and_shows_the_observed_one_beside_it(
+    unpinned_recipe: Callable[[str], str],
+) -> None:
+    report = _validate(unpinned_recipe("deepseek-v4-flash-vllm"))
     cap = report.capacity  # type: ignore[attr-defined]
     assert cap.kv_budget_source == "estimate" and cap.kv_budget_bytes > 0 and cap.kv_bytes_per_token > 0
     codes = {f.code for f in report.findings}  # type: ignore[attr-defined]
     assert "engine-not-modelled" not in codes and "fits" in codes
+    # The copy records no pin, as its observations: they describe its own plan, so both figures are shown.
     differs = next(f for f in report.findings if f.code == "observed-pool-differs")  # type: ignore[attr-defined]
     assert f"predicted {cap.kv_pool_tokens:,}" in differs.message
     assert f"{cap.kv_pool_tokens - 181_777:+,} tokens" in differs.message
+    assert cap.observed is not None and cap.observed.kv_pool_tokens == 181_777
     assert cap.safe_max_num_seqs == 1  # the observed 1.39 contexts, the lower
 
 
@@ -77,7 +82,7 @@ def test_each_node_is_checked_with_the_peers_saved_probe() -> None:
     flags = {"hardware": str(PROBES / "h200-idle.json")}
     fits = validate(ValidateRequest(flags=flags, recipe="flash-next-vllm", env={},
                                     peer_hardware=(str(PROBES / "h200-idle.json"),)))
-    assert fits.verdict == "warn"  # the observed-contexts warning only
+    assert fits.verdict == "ok"  # the GB10 pair's 6.52 contexts are shown, not applied, on an H200
     busy = validate(ValidateRequest(flags=flags, recipe="flash-next-vllm", env={},
                                     peer_hardware=(str(PROBES / "h200-100gib-held.json"),)))
     assert busy.verdict == "fail"
@@ -115,11 +120,112 @@ def test_typical_context_policy_seats_requests_of_a_given_length_with_a_prefix_r
     assert finding.level == "warn"
 
 
-def test_deepseek_v4_flash_on_an_rtx5090_fails_on_its_weights_and_names_a_tp_that_starts() -> None:
-    report = _validate("deepseek-v4-flash-vllm", hardware="rtx5090")
+def test_deepseek_v4_flash_on_an_rtx5090_fails_on_its_weights_and_names_a_tp_that_starts(
+    unpinned_recipe: Callable[[str], str],
+) -> None:
+    report = _validate(unpinned_recipe("deepseek-v4-flash-vllm"), hardware="rtx5090")
     assert report.verdict == "fail"  # type: ignore[attr-defined]
     finding = next(f for f in report.findings if f.code == "weights-do-not-fit")  # type: ignore[attr-defined]
     assert finding.level == "fail"
     per_gpu = report.weights.per_gpu_bytes / (1 << 30)  # type: ignore[attr-defined]
     assert finding.message.startswith(f"{per_gpu:.2f} GiB of weights per GPU (TP=2) do not fit")
     assert re.search(r"--tp (\d+) would put about [\d.]+ GiB of weights on each GPU", finding.message)
+
+
+# --- issue 16 item 13: a shipped recipe reproduces the pool it records, or its header says which inputs differ ---
+
+RECIPES = Path(__file__).resolve().parents[2] / "dspark" / "data" / "recipes"
+SHIPPED = sorted(p.stem for p in RECIPES.glob("*.yaml"))
+
+
+def _header(name: str) -> str:
+    """The recipe file's leading comment block."""
+    lines = []
+    for line in (RECIPES / f"{name}.yaml").read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("# "))
+    return " ".join(lines)
+
+
+def _pool_observations(name: str) -> list[tuple[str, float, int | None]]:
+    from dspark.config.recipes import find_recipe  # noqa: PLC0415
+
+    return [(o.metric, o.value, o.seats) for o in find_recipe(name).observations
+            if o.metric in ("kv_pool_tokens", "full_contexts")]
+
+
+def _reproduces(name: str, metric: str, value: float, seats: int | None) -> bool:
+    """Does a plain `dspark validate NAME` (at the observation's seats) print the logged figure?"""
+    report = _validate(name, **({"max_num_seqs": seats} if seats else {}))
+    cap = report.capacity  # type: ignore[attr-defined]
+    if metric == "kv_pool_tokens":
+        return bool(cap.kv_pool_tokens == int(value))
+    return f"{cap.max_concurrency:.2f}" == f"{value:.2f}"
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_shipped_recipe_reproduces_its_logged_pool_or_says_which_inputs_differ(name: str) -> None:
+    header = _header(name)
+    for metric, value, seats in _pool_observations(name):
+        if _reproduces(name, metric, value, seats):
+            continue
+        shown = f"{int(value):,}" if metric == "kv_pool_tokens" else f"{value:.2f}"
+        assert shown in header and "differ" in header, (
+            f"{name}: the logged {metric} {shown} is not what `dspark validate {name}` prints, and the recipe's "
+            "header does not say which inputs differ")
+
+
+def test_deepseek_v4_flash_recipe_reproduces_its_log_as_shipped() -> None:
+    # The 10 GB pin at the 8,192-token prefill budget (vLLM 0.32.0's GB10 default; 0.33.0 defaults to 2,048).
+    cap = _validate("deepseek-v4-flash-vllm").capacity  # type: ignore[attr-defined]
+    assert (cap.kv_pool_tokens, f"{cap.max_concurrency:.2f}", cap.avg_context_at_max_num_seqs) == (
+        181_777, "1.39", 181_777 // 8)
+    assert cap.kv_budget_source == "pinned"
+    for version in ("0.32.0", "0.33.0"):
+        pinned = validate(ValidateRequest(flags={"hardware": "gb10x2"}, recipe="deepseek-v4-flash-vllm", env={},
+                                          engine_version=version))
+        assert pinned.capacity.kv_pool_tokens == 181_777
+
+
+def _deployment_rows() -> dict[str, str]:
+    """docs/deployment.md's pool table: system -> its 'dspark reproduces it' cell."""
+    text = (RECIPES.parents[2] / "docs" / "deployment.md").read_text()
+    table = text[text.index("| system | engine |"):].split("\n\n")[0].splitlines()
+    head = [c.strip() for c in table[0].strip("|").split("|")]
+    column = head.index("reproduced by dspark")
+    return {row.strip("|").split("|")[0].strip(): row.strip("|").split("|")[column].strip() for row in table[2:]}
+
+
+@pytest.mark.parametrize(("system", "recipe"), [
+    ("DeepSeek-V4-Flash NVFP4", "deepseek-v4-flash-vllm"),
+    ("Flash-Next (Qwen3-Next-80B-A3B shape, NVFP4), 28 GB KV pin", "flash-next-vllm"),
+    ("Flash-Next", "flash-next-sglang"),
+])
+def test_deployment_doc_says_which_logged_pools_dspark_reproduces(system: str, recipe: str) -> None:
+    cell = _deployment_rows()[system]
+    reproduced = all(_reproduces(recipe, *obs) for obs in _pool_observations(recipe))
+    assert cell.startswith("yes" if reproduced else "no"), f"{system}: {cell!r}"
+
+
+# --- issue 16 item 14: the seats a recipe, its description and `dspark recipes` name are the seats it runs -------
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_shipped_recipe_names_the_seats_its_engine_runs(name: str) -> None:
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from dspark.cli import cli  # noqa: PLC0415
+    from dspark.config.recipes import find_recipe  # noqa: PLC0415
+
+    recipe = find_recipe(name)
+    report = _validate(name)
+    runs = report.capacity.max_num_seqs  # type: ignore[attr-defined]
+    assert "seats-capped-by-engine" not in {f.code for f in report.findings}  # type: ignore[attr-defined]
+    said = re.search(r"(\d+) seats", recipe.description)  # the first: later ones may list measured settings
+    assert said is not None and int(said[1]) == runs, f"{name}: the description says {said}, the engine runs {runs}"
+    listing = CliRunner().invoke(cli, ["recipes"]).output
+    row = next(line.replace(" * ", " ").split() for line in listing.splitlines() if line.split()[:1] == [name])
+    column = listing.splitlines()[0].split().index("SEATS")
+    assert row[column] == (str(recipe.batching.max_num_seqs) if recipe.batching.max_num_seqs else "-")
+    if recipe.batching.max_num_seqs is not None:
+        assert recipe.batching.max_num_seqs == runs

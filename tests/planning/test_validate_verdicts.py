@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,9 +101,11 @@ def test_cpu_build_says_graphs_do_not_apply() -> None:
     assert "batch 0" not in graph.message
 
 
-def test_weights_that_overflow_the_gpu_name_the_tp_that_fits_and_nothing_contradicts() -> None:
-    report = _validate("deepseek-v4-flash-vllm", flags={"hardware": "rtx5090", "tensor_parallel_size": 1,
-                                                        "nnodes": 1})
+def test_weights_that_overflow_the_gpu_name_the_tp_that_fits_and_nothing_contradicts(
+    unpinned_recipe: Callable[[str], str],
+) -> None:
+    report = _validate(unpinned_recipe("deepseek-v4-flash-vllm"),
+                       flags={"hardware": "rtx5090", "tensor_parallel_size": 1, "nnodes": 1})
     fails = [f for f in report.findings if f.code == "weights-do-not-fit"]
     assert len(fails) == 1  # one judgement of the weights, not one per checker
     assert "--tp 8 would put about" in fails[0].message and "short" in fails[0].message
@@ -148,3 +151,144 @@ def test_engine_flags_dspark_cannot_place_are_named() -> None:
     assert "--max-num-seq (did you mean --max-num-seqs?)" in finding.message
     assert "--bogus-flag" in finding.message
     assert report.verdict != "ok"
+
+
+# --- issue 16 item 5: a pool below one full context -------------------------------------------------------
+
+LLAMA8B_CONFIG = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "llama-3-8b-instruct.json"
+
+
+@pytest.fixture
+def llama8b(tmp_path: Path) -> str:
+    """Llama-3-8B's config.json alone: 32 layers x 8 KV heads x 128 x bf16 = 131,072 B per token."""
+    (tmp_path / "config.json").write_text(LLAMA8B_CONFIG.read_text())
+    return str(tmp_path)
+
+
+def _one_context_sentences(report: ValidationReport) -> list[str]:
+    return [f.message for f in report.findings if "every seat can hold a full" in f.message]
+
+
+def test_vllm_pool_below_one_context_fails_and_never_says_every_seat_holds_one(llama8b: str) -> None:
+    # 512 MiB / 131,072 B = 4,096 tokens: half of one 8,192-token context.
+    report = _validate(flags={"model": llama8b, "engine": "vllm", "hardware": "h200",
+                              "kv_cache_memory_bytes": "512MiB", "max_model_len": 8192})
+    assert report.capacity.kv_pool_tokens == 4096
+    assert report.verdict == "fail"
+    assert _one_context_sentences(report) == []
+    assert "seats-safe" not in _codes(report)
+
+
+def test_sglang_pool_below_one_context_fails_until_the_context_is_capped_to_the_pool(llama8b: str) -> None:
+    # SGLang starts with a 4,000-token pool and an 8,192-token context, and then caps every request at
+    # min(context, pool) - 1 tokens (tp_worker.py): a full-window request is never served. 4,000 / 8,192 = 0.49.
+    flags = {"model": llama8b, "engine": "sglang", "hardware": "h200", "max_total_tokens": 4000}
+    report = _validate(flags={**flags, "max_model_len": 8192})
+    assert report.capacity.kv_pool_tokens == 4000
+    assert f"{report.capacity.max_concurrency:.2f}" == "0.49"
+    assert report.verdict == "fail"
+    below = next(f for f in report.findings if f.code == "pool-below-one-context")
+    assert below.level == "fail"
+    assert "4,000 tokens" in below.message and "0.49 of one 8,192-token context" in below.message
+    assert "--max-model-len 4000" in below.message and "--context-length" in below.message
+    assert _one_context_sentences(report) == []
+    capped = _validate(flags={**flags, "max_model_len": 4000})  # the fix the finding names
+    assert capped.capacity.max_concurrency == 1.0
+    assert capped.verdict != "fail"
+    assert "pool-below-one-context" not in _codes(capped)
+
+
+# --- issue 16 item 8: an observation counts only for the pin, engine version and hardware it was taken with ----
+
+def test_an_observation_under_another_pin_is_shown_not_applied() -> None:
+    # The default recipe's 6.52 contexts were logged under its 28 GB pin; a 90 GiB pin is another plan.
+    report = _validate(flags={"kv_cache_memory_bytes": "90GiB"})
+    cap = report.capacity
+    assert cap.max_concurrency > 20  # what 90 GiB holds
+    assert cap.safe_max_num_seqs == math.floor(cap.max_concurrency)
+    assert report.settings.max_num_seqs.value == min(cap.safe_max_num_seqs, 256)
+    assert f"MAX_NUM_SEQS not set, using default: {report.settings.max_num_seqs.value}" in report.settings.notices()
+    assert cap.observed is None
+    shown = next(f for f in report.findings if f.code == "observation-not-applied")
+    assert shown.level == "info"
+    assert "6.52" in shown.message and "28.00 GB" in shown.message and "90.00 GiB" in shown.message
+    assert "observed-contexts-differ" not in _codes(report)
+
+
+def test_an_observation_without_version_or_pin_applies_to_the_recipes_own_plan() -> None:
+    report = _validate()  # the recipe's pin, its hardware profile (no GPU in this test)
+    assert report.capacity.observed is not None
+    assert report.capacity.observed.max_concurrency == 6.52
+    assert report.capacity.safe_max_num_seqs == 6
+    assert "MAX_NUM_SEQS not set, using default: 6" in report.settings.notices()
+    assert "observation-not-applied" not in _codes(report)
+
+
+def test_an_observation_is_not_applied_on_other_hardware() -> None:
+    report = _validate(flags={"hardware": "h200"})  # the recipe's observations were taken on two GB10s
+    assert report.capacity.observed is None
+    assert report.capacity.safe_max_num_seqs == math.floor(report.capacity.max_concurrency)
+    shown = next(f for f in report.findings if f.code == "observation-not-applied")
+    assert "NVIDIA H200" in shown.message and "NVIDIA GB10" in shown.message
+
+
+def test_an_observation_counts_only_for_the_engine_version_it_was_taken_with(tmp_path: Path) -> None:
+    # The same observation, once recorded with vLLM 0.32.0: it applies to a plan for 0.32.0, not for 0.33.0.
+    from dspark.config.recipes import find_recipe  # noqa: PLC0415
+
+    text = Path(find_recipe("flash-next-vllm").source).read_text()
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(text.replace("name: flash-next-vllm", "name: r").replace(
+        "  - metric: full_contexts\n", "  - metric: full_contexts\n    engine_version: 0.32.0\n"))
+    same = _validate(str(recipe), engine_version="0.32.0")
+    other = _validate(str(recipe), engine_version="0.33.0")
+    assert same.capacity.observed is not None and same.capacity.safe_max_num_seqs == 6
+    assert other.capacity.observed is None
+    assert other.capacity.safe_max_num_seqs == math.floor(other.capacity.max_concurrency) > 6
+    shown = next(f for f in other.findings if f.code == "observation-not-applied")
+    assert "vllm 0.32.0" in shown.message and "0.33.0" in shown.message
+
+
+def test_an_observation_that_records_its_pin_applies_under_that_pin(tmp_path: Path) -> None:
+    from dspark.config.recipes import find_recipe  # noqa: PLC0415
+
+    text = Path(find_recipe("flash-next-vllm").source).read_text()
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(text.replace("name: flash-next-vllm", "name: r").replace(
+        "  - metric: full_contexts\n", "  - metric: full_contexts\n    kv_cache_memory: 30GB\n"))
+    assert _validate(str(recipe)).capacity.observed is None  # the recipe's own 28 GB pin is not the observation's
+    under = _validate(str(recipe), flags={"kv_cache_memory_bytes": "30GB"})
+    assert under.capacity.observed is not None and under.capacity.safe_max_num_seqs == 6
+
+
+# --- issue 16 item 6: predicted and observed pools side by side ---------------------------------------------
+
+def test_predicted_and_observed_pools_are_both_labelled_and_the_seat_sentence_follows_from_its_numbers() -> None:
+    report = _validate("flash-next-sglang")  # 16 seats; SGLang logged 1,482,304 tokens at 16 seats
+    cap = report.capacity
+    assert cap.observed is not None
+    assert cap.observed.kv_pool_tokens == 1_482_304
+    assert cap.observed.max_concurrency == pytest.approx(1_482_304 / 262_144)  # 5.65
+    assert "SGLang start-up log" in cap.observed.source
+    assert cap.kv_pool_tokens != 1_482_304  # the prediction stays the prediction
+    assert cap.safe_max_num_seqs == 5  # floor(5.65): the lower of the two
+    seat = next(f for f in report.findings if f.code == "seats-above-safe")
+    m = re.search(r"^(\d+) seats but the (\w+) pool \(([\d,]+) tokens\) holds ([\d.]+) full contexts", seat.message)
+    assert m is not None, seat.message
+    seats, which, pool, contexts = int(m[1]), m[2], int(m[3].replace(",", "")), float(m[4])
+    assert (seats, which, pool) == (16, "observed", 1_482_304)
+    assert contexts == round(pool / 262_144, 2) and seats > contexts  # "16 seats but ... holds 5.65"
+    assert f"predicted {cap.kv_pool_tokens:,} tokens, {cap.max_concurrency:.2f} full contexts" in seat.message
+    assert "safe default 5" in seat.message
+    assert f"average ≤ {1_482_304 // 16:,} tokens" in seat.message  # 92,644: the observed pool over 16 seats
+
+
+def test_an_observation_is_not_applied_under_another_prefill_budget_or_layout() -> None:
+    # DeepSeek-V4-Flash's 181,777 tokens hold at its 8,192-token prefill budget; at 2,048 the pool is another one.
+    report = _validate("deepseek-v4-flash-vllm", flags={"max_num_batched_tokens": 2048})
+    assert report.capacity.kv_pool_tokens != 181_777 and report.capacity.observed is None
+    assert report.capacity.safe_max_num_seqs == math.floor(report.capacity.max_concurrency)
+    shown = [f.message for f in report.findings if f.code == "observation-not-applied"]
+    assert shown and all("max_num_batched_tokens 8192, planned with 2048" in m for m in shown)
+    tp1 = _validate(flags={"tensor_parallel_size": 1, "nnodes": 1})  # the default recipe's 6.52 is at TP=2
+    assert tp1.capacity.observed is None

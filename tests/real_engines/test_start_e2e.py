@@ -173,7 +173,9 @@ def test_flag_beats_environment_in_the_checked_argv(tmp_path: Path, tiny_models:
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
-    assert plan["settings"]["max_num_seqs"] == {"value": 3, "source": "flag"}
+    assert plan["settings"]["max_num_seqs"] == {"value": 3, "source": "flag",
+                                                "overridden": [{"source": "env:MAX_NUM_SEQS", "value": "12"}]}
+    assert "MAX_NUM_SEQS=12 from the environment overridden by --max-num-seqs 3" in proc.stderr
     argv = plan["argv"]
     assert argv[argv.index("--max-num-seqs") + 1] == "3"
     # The installed engine's own parser read the same value.
@@ -199,7 +201,6 @@ def test_default_seats_notice_when_nothing_sets_them(tmp_path: Path, tiny_models
 def test_refused_start_never_execs(tmp_path: Path, tiny_models: Path, vllm_python: str, dspark_exe: str) -> None:
     recipe = _recipe(tmp_path, tiny_models / "dense-qwen3")
     env = _env(vllm_python, DSPARK_KV_CACHE_MEMORY="100TiB")  # far beyond this host's memory
-    started = time.monotonic()
     proc = subprocess.run([dspark_exe, "start", str(recipe)], env=env, capture_output=True, text=True, timeout=120,
                           check=False)
     assert proc.returncode == 1, proc.stderr
@@ -207,7 +208,6 @@ def test_refused_start_never_execs(tmp_path: Path, tiny_models: Path, vllm_pytho
     assert "does-not-fit" in proc.stdout or "short" in proc.stderr
     assert "exec:" not in proc.stdout
     assert "non-default args" not in proc.stdout + proc.stderr  # the engine never ran
-    assert time.monotonic() - started < 60
 
 
 def test_watch_supervises_checks_the_pool_and_forwards_ctrl_c(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -153,11 +154,27 @@ def test_engine_that_dies_before_health_names_its_error(port: int) -> None:
     eng.stop(1)
 
 
-def test_health_timeout(port: int) -> None:
+def test_health_timeout() -> None:
+    # Independent of load: the port is held (bound, never listening: refused at once, and no other process can
+    # answer on it) and the clock is a fake one that each poll advances by the interval.
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    now = [0.0]
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds
+
     eng = EngineProcess(plan("import time; print('slow'); time.sleep(30)"), log_format=NO_LOG_FORMAT)
     eng.start()
-    with pytest.raises(EngineFailure, match=r"did not answer .*/health within 1 s"):
-        eng.wait_healthy(f"http://127.0.0.1:{port}/health", timeout=1.0, interval=0.1)
+    try:
+        with pytest.raises(EngineFailure, match=r"did not answer .*/health within 1 s"):
+            eng.wait_healthy(f"http://127.0.0.1:{held.getsockname()[1]}/health", timeout=1.0, interval=0.25,
+                             clock=lambda: now[0], sleep=sleep)
+        assert waits == [0.25] * 5  # polled at 0, 0.25, 0.5, 0.75, 1.0 and 1.25: past the timeout, it gave up
+    finally:
+        held.close()
     assert eng.stop(5).returncode == -signal.SIGTERM
 
 

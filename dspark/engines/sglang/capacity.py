@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from dspark.engines.sglang.options import SglangOptions
@@ -319,8 +319,12 @@ def compute_sglang_capacity(
     free_after_load_bytes: int | None = None,
     gpu_capacity_mib: float | None = None,
     compute_capability: tuple[int, int] | None = None,
+    kv_cache_memory_bytes: int | None = None,
 ) -> SglangCapacity:
     """SGLang's own sizing for this launch: pool, seats, graphs and the errors it would raise (per GPU).
+
+    kv_cache_memory_bytes: a KV pin in bytes (dspark's --kv-cache-memory). SGLang pins its pool in tokens, so
+    the pin becomes the tokens it buys, bytes // cell size, launched as --max-total-tokens (kv_pin_tokens).
 
     gpu_capacity_bytes: the device total nvidia-smi reports (floored to MiB); gpu_capacity_mib overrides it.
     free_before_load_bytes: free memory when SGLang starts (MemAvailable on unified-memory parts).
@@ -341,6 +345,8 @@ def compute_sglang_capacity(
         gpu_capacity_mib = float(gpu_capacity_bytes // MIB)
     a = resolve_args(arch, o, gpu_capacity_mib, drafter, run, compute_capability)
     cell, full_layers = _cell_size(arch, a, drafter, run)
+    if kv_cache_memory_bytes is not None:
+        o = kv_pin_tokens(o, kv_cache_memory_bytes, cell, arch.is_hybrid, run)
     state = _state(arch, o, a, run)
     values: dict[str, object] = {}
     if not run.stopped:
@@ -360,6 +366,8 @@ def compute_sglang_capacity(
         "max_running_requests": None, "cuda_graph_capture_bs": (), "footprint_bytes": None,
     }
     fields_.update(values)
+    if kv_cache_memory_bytes is not None and fields_["pinned"]:
+        fields_["kv_budget_bytes"] = kv_cache_memory_bytes  # the budget the user pinned, not the profiled one
     return SglangCapacity(
         engine_version=engine_version, context_len=a.context_len, tp_size=a.tp, pp_size=a.pp,
         page_size=a.page_size, kv_cache_dtype=a.kv_dtype, cell_size=cell, full_attention_layers=full_layers,
@@ -376,6 +384,22 @@ def compute_sglang_capacity(
         compute_capability=compute_capability,
         **fields_,  # type: ignore[arg-type]
     )
+
+
+def kv_pin_tokens(o: SglangOptions, pin_bytes: int, cell: int, hybrid: bool, run: SizingRun) -> SglangOptions:
+    """The options with a byte pin turned into SGLang's own: --max-total-tokens = pin_bytes // cell_size."""
+    if o.max_total_tokens is not None:  # settings let only one pin through; an engine flag would be a second
+        raise ValueError("both a byte pin and --max-total-tokens reached SGLang's sizing")
+    tokens = pin_bytes // cell
+    if tokens < 1:
+        run.fatal("sglang-not-enough-memory",
+                  f"--kv-cache-memory {pin_bytes:,} B is less than one token's KV ({cell:,} B per token)")
+    run.notes.append(
+        f"KV pin {pin_bytes:,} B = {tokens:,} tokens at {cell:,} B per token (SGLang's cell size): SGLang pins its "
+        f"pool in tokens, so the launch passes --max-total-tokens {tokens:,}"
+        + ("; its linear-state pool is sized apart, from --mem-fraction-static" if hybrid else "")
+    )
+    return replace(o, max_total_tokens=tokens)
 
 
 def _pinned_without_memory(o: SglangOptions, a: ResolvedArgs, run: SizingRun) -> dict[str, object]:

@@ -76,6 +76,9 @@ class SglangOptions:
     language_only: bool | None = None  # --language-only: no multimodal memory headroom
     language_model_only: bool | None = None  # --language-model-only: likewise
     attention_backend: str | None = None  # decides the page size on some backends (trtllm_mha/_mla, flashmla)
+    served_model_name: str | None = None  # launch-only, read so that dspark passes it rather than drop it
+    host: str | None = None
+    port: int | None = None
     ambiguous: tuple[str, ...] = ()  # flags 0.5.23's argparse rejects as ambiguous prefixes
     unknown: tuple[str, ...] = ()  # flags (and their values) this reader does not interpret
 
@@ -173,6 +176,10 @@ _VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, Reader, Sequence[str] | None], .
     (("--cuda-graph-max-bs-prefill",), "cuda_graph_max_bs_prefill", int_value, None),
     (("--attention-backend",), "attention_backend", _string, None),
     (("--mm-feature-transport",), "mm_feature_transport", _string, None),
+    # Launch-only: read so that dspark passes them on rather than drop them.
+    (("--served-model-name",), "served_model_name", _string, None),
+    (("--host",), "host", _string, None),
+    (("--port",), "port", int_value, None),
 )
 # store_true flags (DeprecatedStoreTrueAction for --disable-cuda-graph: it stores True too), by dest.
 _BOOL_FLAGS: dict[str, str] = {

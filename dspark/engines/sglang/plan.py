@@ -69,6 +69,7 @@ def capacity(arch: ModelArchitecture, options: SglangOptions, s: CapacityInputs,
         weights_per_gpu_bytes=weights_per_gpu, drafter=drafter,
         compute_capability=gpu.compute_capability if gpu else None,
         engine_version=version or MODELLED_VERSIONS[-1],
+        kv_cache_memory_bytes=s.kv_cache_memory_bytes,  # SGLang's own pin: the tokens that budget buys
     )
     findings = [Finding("fail", r.code, r.message) for r in cap.refusals]
     for note in cap.notes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dspark.engines.base import EngineSpec
 from dspark.engines.sglang import logs, plan
 from dspark.engines.sglang.adapter import SglangEngine
-from dspark.engines.sglang.options import known_flags, parse_sglang_flags
+from dspark.engines.sglang.options import KV_CACHE_DTYPES, known_flags, parse_sglang_flags
 from dspark.engines.sglang.versions import MODELLED_VERSIONS
 
 SPEC = EngineSpec(
@@ -24,6 +24,10 @@ SPEC = EngineSpec(
         "tp_size": "tensor_parallel_size",
         "pp_size": "pipeline_parallel_size",
         "chunked_prefill_size": "max_num_batched_tokens",
+        # Launch-only: read so that the launch passes the user's value (its own flag is set from the knob).
+        "served_model_name": "served_model_name",
+        "host": "host",
+        "port": "port",
     },
     pinned={
         "max_num_seqs": "max_running_requests",
@@ -65,4 +69,8 @@ SPEC = EngineSpec(
     shm_bytes_per_gpu=4 << 30,
     ray=None,  # SGLang spans nodes with its own runtime only
     multi_node_flags="--nnodes, --node-rank, --dist-init-addr",
+    # kv_cache_memory_bytes is read: SGLang pins its pool in tokens, so a byte pin becomes the tokens it buys
+    # (capacity.kv_pin_tokens), launched as --max-total-tokens.
+    platforms=("cuda",),  # dspark models no SGLang CPU build
+    knob_values={"kv_cache_dtype": KV_CACHE_DTYPES},  # its parser's choices (0.5.23)
 )

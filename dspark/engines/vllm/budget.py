@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Literal
 
 from dspark.core.errors import InputError
 from dspark.engines.vllm.graphs import VllmGraphPlan
@@ -45,48 +46,88 @@ def _pinned_budget(
     return None, None
 
 
+def moe_workspace_bytes(arch: ModelArchitecture, r: Resolved) -> int:
+    """The fused-MoE workspace profile_run allocates for max_num_batched_tokens tokens (unquantised Triton experts).
+
+    TritonExperts.workspace_shapes (same in 0.25.0 and 0.32.0): workspace1 (M, topk, max(N/2, K)), workspace2
+    (M, topk, max(N, K)) and the output (M, K), with M the batched tokens, N = 2 x the per-rank expert
+    intermediate (gate and up), K = hidden; it stays allocated through the profile (the worker's workspace).
+    """
+    moe = arch.moe
+    if moe is None or not moe.moe_intermediate_size:
+        return 0
+    act_bytes = dtype_bytes(r.model_dtype)
+    m, k, topk = r.max_num_batched_tokens, arch.hidden_size, moe.top_k
+    n = 2 * -(-moe.moe_intermediate_size // r.tp)
+    return (m * topk * max(n // 2, k) + m * topk * max(n, k) + m * k) * act_bytes
+
+
 def runtime_overhead(
-    arch: ModelArchitecture, r: Resolved, graphs: VllmGraphPlan
+    arch: ModelArchitecture, r: Resolved, graphs: VllmGraphPlan, runner: Literal["v1", "v2"] = "v2"
 ) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
     """What a CUDA worker holds beside weights and KV (activation peak, non-torch, graphs): heuristics, named."""
-    # Heuristic: profile_run's transient peak is the hidden states of max_num_batched_tokens tokens through
-    # a block (~16 hidden-wide bf16 activations) plus fp32 logits and probabilities for max_num_seqs rows.
     act_bytes = dtype_bytes(r.model_dtype)
-    activation = r.max_num_batched_tokens * arch.hidden_size * act_bytes * 16 + r.max_num_seqs * arch.vocab_size * 8
+    tokens = r.max_num_batched_tokens
+    # Heuristic: profile_run's transient peak is ~16 hidden-wide activations of max_num_batched_tokens tokens
+    # through a block (measured on an H200 with 0.25.0: 0.96-1.29 GiB for 4,096-hidden dense models at 8,192).
+    transient = tokens * arch.hidden_size * act_bytes * 16
+    # The fused-MoE workspace (TritonExperts.workspace_shapes): persistent through the profile, on top.
+    workspace = moe_workspace_bytes(arch, r)
+    # The V1 runner's _dummy_sampler_run runs top-k/top-p over max_num_seqs fp32 logit rows; the V2 runner's
+    # skips them ("the sampler may skip top_k, top_p, and logprobs"), and its peak stays the forward's.
+    sampler = r.max_num_seqs * arch.vocab_size * 8 if runner == "v1" else 0
+    activation = transient + workspace + sampler
     # Heuristic: CUDA context growth after the snapshot (cuBLAS workspaces, attention buffers), NCCL at TP>1.
-    non_torch = 512 * (1 << 20) + (256 * (1 << 20) if r.tp * r.pp > 1 else 0)
-    # Heuristic: profile_cudagraph_memory, ~2 MiB per captured size (FULL_AND_PIECEWISE: two graphs each).
-    graph_bytes = len(graphs.applied.sizes) * 2 * (1 << 20)
+    non_torch = r.release.non_torch_bytes + (256 * (1 << 20) if r.tp * r.pp > 1 else 0)
+    # Heuristic: profile_cudagraph_memory, ~2 MiB per captured size; 0.25's V2 runner profiles none.
+    profiles_graphs = runner == "v1" or r.release.v2_runner_profiles_cudagraphs
+    graph_bytes = len(graphs.applied.sizes) * 2 * (1 << 20) if profiles_graphs else 0
     terms = (("activation_peak", activation), ("non_torch", non_torch), ("cudagraphs", graph_bytes))
-    assumptions = (
-        "activation peak (heuristic) = max_num_batched_tokens x hidden x dtype x 16 + max_num_seqs x vocab x 8",
-        "non-torch memory (heuristic) = 512 MiB, + 256 MiB NCCL buffers when TP x PP > 1",
-        "CUDA-graph memory (heuristic) = 2 MiB per capture size (0 when eager / on CPU)",
-    )
-    return terms, assumptions
+    assumptions = [
+        "activation peak (heuristic) = max_num_batched_tokens x hidden x dtype x 16"
+        + (" + the fused-MoE workspace (TritonExperts.workspace_shapes)" if workspace else "")
+        + (" + max_num_seqs x vocab x 8 (V1 runner's sampler)" if sampler else ""),
+        f"non-torch memory (heuristic) = {r.release.non_torch_bytes >> 20} MiB, + 256 MiB NCCL buffers "
+        "when TP x PP > 1",
+        "CUDA-graph memory (heuristic) = 2 MiB per capture size (0 when eager / on CPU)" if profiles_graphs
+        else f"CUDA-graph memory: none (vLLM {r.release.version}'s V2 model runner profiles no graphs)",
+    ]
+    return terms, tuple(assumptions)
+
+
+def cuda_total(device_total_bytes: int, device_reserved_bytes: int) -> int:
+    """The total CUDA reports (cudaMemGetInfo, the worker's MemorySnapshot.total_memory): NVML's total less
+    the driver's reservation (NVML v2 `reserved`; on an H200, 150,754,820,096 - 644,939,776 B)."""
+    return device_total_bytes - max(0, device_reserved_bytes)
 
 
 def _estimate_budget(
     arch: ModelArchitecture,
     r: Resolved,
     options: VllmOptions,
-    device_total_bytes: int | None,
+    device: tuple[int | None, int],
     weights_per_gpu_bytes: int | None,
     graphs: VllmGraphPlan,
+    runner: Literal["v1", "v2"],
 ) -> KVBudget:
     """requested - weights - activation peak - non-torch - CUDA graphs (Worker.determine_available_memory)."""
     util = options.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
+    device_total_bytes, device_reserved_bytes = device
     if device_total_bytes is None:
         raise InputError("no KV budget: pin it (--kv-cache-memory / --kv-cache-memory-bytes) or give device memory")
-    requested = math.ceil(device_total_bytes * util)
-    assumptions = [f"requested = ceil(total x gpu_memory_utilization {util}) = {requested:,} B"]
+    total = cuda_total(device_total_bytes, device_reserved_bytes)
+    # request_memory (vllm/v1/worker/utils.py, 0.25 to 0.33): ceil(init_snapshot.total_memory x utilisation).
+    requested = math.ceil(total * util)
+    where = f"CUDA total {total:,} B" + (f" (NVML total less {device_reserved_bytes:,} B reserved)"
+                                         if device_reserved_bytes > 0 else "")
+    assumptions = [f"requested = ceil({where} x gpu_memory_utilization {util}) = {requested:,} B"]
     if weights_per_gpu_bytes is None:
         per_param = dtype_bytes(arch.dtype)
         weights = (arch.parameter_count or 0) * per_param // max(1, r.tp * r.pp)
         assumptions.append(f"weights unknown: parameter estimate x {per_param} B / (TP x PP)")
     else:
         weights = weights_per_gpu_bytes
-    overhead, overhead_assumptions = runtime_overhead(arch, r, graphs)
+    overhead, overhead_assumptions = runtime_overhead(arch, r, graphs, runner)
     assumptions += overhead_assumptions
     if r.release.cublas_in_baseline:
         # 0.33 gpu_worker.init_device: cuBLAS handles exist before the start-up snapshot, so their memory is
@@ -134,12 +175,15 @@ def startup_checks(
     budget: KVBudget | None,
     device_total_bytes: int | None,
     device_free_bytes: int | None,
+    device_reserved_bytes: int = 0,
 ) -> list[VllmRefusal]:
-    """Worker start-up gates: CUDA free >= ceil(util x total); CPU pinned KV <= the node's available memory."""
+    """Worker start-up gates: CUDA free >= ceil(util x CUDA total); CPU pinned KV <= the node's available memory."""
     out: list[VllmRefusal] = []
     if device_total_bytes is None or device_free_bytes is None:
         return out
     util = options.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
+    if r.platform == "cuda":
+        device_total_bytes = cuda_total(device_total_bytes, device_reserved_bytes)
     requested = math.ceil(device_total_bytes * util)
     if r.platform == "cuda":
         if device_free_bytes < requested:
@@ -183,6 +227,8 @@ def kv_budget(
     device: tuple[int | None, int | None],
     weights_per_gpu_bytes: int | None,
     graphs: VllmGraphPlan,
+    runner: Literal["v1", "v2"] = "v2",
+    device_reserved_bytes: int = 0,
 ) -> tuple[KVBudget, list[VllmRefusal]]:
     """The KV budget (pinned, else estimated) and the refusal an invalid VLLM_CPU_KVCACHE_SPACE earns."""
     pinned, refusal = _pinned_budget(options, r.platform, environ)
@@ -193,4 +239,6 @@ def kv_budget(
         return pinned, refusals
     if r.platform == "cpu":
         return _estimate_cpu_budget(arch, r, options, device[0], weights_per_gpu_bytes), refusals
-    return _estimate_budget(arch, r, options, device[0], weights_per_gpu_bytes, graphs), refusals
+    return _estimate_budget(
+        arch, r, options, (device[0], device_reserved_bytes), weights_per_gpu_bytes, graphs, runner
+    ), refusals

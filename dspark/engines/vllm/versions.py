@@ -36,9 +36,45 @@ class VllmRelease:
     mamba_cache_mode_deprecated: bool = False
     # gpu_worker.init_device creates cuBLAS handles before the start-up memory snapshot (baseline, not non-torch).
     cublas_in_baseline: bool = False
+    # VllmConfig._is_default_v2_model_runner_model: None, every generate model takes the V2 model runner (unless a
+    # feature needs V1); a set, only non-MoE, non-hybrid models and MoE models of these architectures do.
+    v2_runner_moe_architectures: frozenset[str] | None = None
+    # The V2 runner's profile_cudagraph_memory measures graph memory (False: it returns 0, nothing is reserved).
+    v2_runner_profiles_cudagraphs: bool = True
+    # Sliding-window / chunked-local admission (max_admission_blocks_per_request) counts the in-flight tokens of
+    # every concurrent batch (VllmConfig.max_in_flight_tokens); False: max_num_batched_tokens only.
+    admission_counts_in_flight: bool = True
+    # Worker.determine_available_memory's non-torch term (CUDA context growth after the start-up snapshot), as a
+    # heuristic byte count at TP x PP = 1.
+    non_torch_bytes: int = 512 << 20
     changes: tuple[str, ...] = field(default=(), compare=False)  # what differs from the previous release, in words
 
 
+# vLLM 0.25.0: the release whose wheel pins the GPU image's torch 2.11.0 (docs/gpu-truth.md measured it on an
+# H200); read against 0.32.0's source. Listed as the changes 0.32.0 made are, but backwards: what 0.25 does.
+V0_25_0 = VllmRelease(
+    "0.25.0",
+    # _get_v2_model_runner_unsupported_features: V2 runs only eagle, eagle3, mtp, dflash and dspark drafts.
+    v1_only_methods=frozenset({"ngram", "ngram_gpu", "draft_model", "suffix", "medusa", "mlp_speculator",
+                               "custom_class"}),
+    v2_runner_moe_architectures=frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM",
+                                           "GraniteMoeForCausalLM"}),
+    v2_runner_profiles_cudagraphs=False,
+    admission_counts_in_flight=False,
+    # Measured on the H200 (tests/device/results/2026-12-01): non_torch_increase 225-240 MiB in all 13 rows.
+    non_torch_bytes=240 << 20,
+    changes=(
+        "model runner: V2 only for non-MoE, non-hybrid models and DeepseekV2/Qwen2Moe/GraniteMoe "
+        "(DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES); Qwen3-MoE and other MoE models run the V1 runner",
+        "the V2 runner reserves no CUDA-graph memory (GPUModelRunner V2 profile_cudagraph_memory returns 0)",
+        "sliding-window and chunked-local admission count max_num_batched_tokens, not the in-flight tokens "
+        "(SlidingWindowSpec.max_admission_blocks_per_request)",
+        "budget: requested - (weights + torch peak increase + non-torch increase) - CUDA-graph estimate, the "
+        "graphs profiled inside memory_profiling; 0.32 counts the free-memory drop plus the transient headroom",
+        "the V2 runner runs eagle, eagle3, mtp, dflash and dspark drafts only (others take the V1 runner)",
+        "NOT MODELLED: hybrid (GDN/Mamba) models and speculative decoding were not checked against 0.25.0",
+    ),
+)
 V0_32_0 = VllmRelease("0.32.0")
 V0_33_0 = replace(
     V0_32_0,
@@ -66,7 +102,7 @@ V0_33_0 = replace(
     ),
 )
 
-RELEASES: dict[str, VllmRelease] = {r.version: r for r in (V0_32_0, V0_33_0)}
+RELEASES: dict[str, VllmRelease] = {r.version: r for r in (V0_25_0, V0_32_0, V0_33_0)}
 MODELLED_VERSIONS = tuple(RELEASES)  # oldest first
 
 

@@ -88,15 +88,24 @@ def test_window_only_models_are_one_uniform_group() -> None:
 
 
 def test_plan_counts_every_groups_blocks_from_one_pool() -> None:
+    """Worked out by hand from the five groups (test_flash_groups_windows_in_two_and_states_by_block_size):
+
+    block bytes: the widest group, 21 x 8,640 + 21 x 37,440 + 20 x 1,728 = 1,002,240 B (576-byte-padded pages of
+      64 x 132, 64 x 584 and 2 x 584 B); 5,000,000,000 B // 1,002,240 = 4,988 blocks
+    per request at 65,536 tokens with 4,096 in flight:
+      two window groups     2 x (ceil((127 + 4,096) / 64) + 1) = 2 x 67 = 134
+      full-context group    65,536 / 256                             = 256
+      ratio-4 states        ceil((7 + 4,096) / 4) + 1                = 1,027
+      ratio-128 states      ceil((127 + 4,096) / 8) + 1              = 529      -> 1,946 blocks
+    pool: int(4,988 / 1,946 x 65,536) = 167,982 tokens; one request needs 1,946 x 1,002,240 = 1,950,359,040 B
+    """
     groups = dsv4.pack_groups(_specs(FLASH))
     plan = dsv4.plan(groups, engine_version="0.33.0", budget_bytes=5 * 10**9, max_model_len=65536,
                      max_in_flight_tokens=4096)
-    per_request = 2 * (-(-(127 + 4096) // 64) + 1) + 65536 // 256 + (-(-(7 + 4096) // 4) + 1) + (
-        -(-(127 + 4096) // 8) + 1)
-    assert plan.blocks_per_request == per_request
-    assert plan.num_blocks == 5 * 10**9 // groups[2].bytes_per_block
-    assert plan.kv_pool_tokens == int(plan.num_blocks / per_request * 65536)
-    assert plan.needed_bytes == groups[2].bytes_per_block * per_request
+    assert plan.blocks_per_request == 1_946
+    assert plan.num_blocks == 4_988
+    assert plan.kv_pool_tokens == 167_982
+    assert plan.needed_bytes == 1_950_359_040
 
 
 def test_budget_for_pool_is_the_smallest_that_reaches_it() -> None:

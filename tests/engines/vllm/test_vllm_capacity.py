@@ -529,7 +529,7 @@ def test_mtp_under_a_path_naming_another_method_is_refused() -> None:
 
 
 def test_other_versions_are_refused() -> None:
-    with pytest.raises(VllmNotModelledError, match=r"vLLM 0\.19\.0: only 0\.32\.0, 0\.33\.0 are modelled"):
+    with pytest.raises(VllmNotModelledError, match=r"vLLM 0\.19\.0: only 0\.25\.0, 0\.32\.0, 0\.33\.0 are modelled"):
         compute_vllm_capacity(
             DENSE,
             VllmOptions(),
@@ -633,6 +633,14 @@ def test_flag_reader_json_flags() -> None:
 
 
 def test_flag_reader_keeps_unknown_flags_with_their_values() -> None:
-    o = parse_vllm_serve_flags(["--served-model-name", "x", "--trust-remote-code", "--max-num-seqs", "4", "-O3"])
-    assert o.unknown == ("--served-model-name", "x", "--trust-remote-code", "-O3")
+    o = parse_vllm_serve_flags(["--uvicorn-log-level", "x", "--trust-remote-code", "--max-num-seqs", "4", "-O3"])
+    assert o.unknown == ("--uvicorn-log-level", "x", "--trust-remote-code", "-O3")
     assert (o.max_num_seqs, o.model) == (4, None)
+
+
+def test_flag_reader_reads_the_launch_only_flags_dspark_passes_on() -> None:
+    """--served-model-name (one name), --host and --port are read, so that the launch carries them."""
+    o = parse_vllm_serve_flags(["--served-model-name", "x", "--host", "0.0.0.0", "--port=9001"])
+    assert (o.served_model_name, o.host, o.port, o.unknown) == ("x", "0.0.0.0", 9001, ())
+    with pytest.raises(SettingsError, match="exactly one served model name"):
+        parse_vllm_serve_flags(["--served-model-name", "a", "b"])

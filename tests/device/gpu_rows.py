@@ -1,0 +1,50 @@
+"""The GPU-truth rows: one engine start each, one factor changed at a time from the Qwen3-8B baseline.
+
+Each row is a model config (tests/device/configs/NAME.json, public shapes, dummy weights) and the flags given to
+both `dspark start --dry-run` and, through the argv dspark prints, to `vllm serve`. Shared by gpu_truth.py (runs
+them on the GPU) and gpu_table.py (prints the table from the recorded results).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Flags every row passes: config-only model dirs (dummy weights, no tokenizer); gpu_truth.py adds --host 127.0.0.1.
+COMMON = ("--max-model-len", "32768", "--load-format", "dummy", "--skip-tokenizer-init")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One engine start and the dspark plan for the same config."""
+
+    name: str
+    model: str  # tests/device/configs/<model>.json
+    flags: tuple[str, ...] = ()  # vllm serve flags beside COMMON (dspark reads them after --)
+    dspark: tuple[str, ...] = ()  # dspark options (e.g. --max-num-seqs)
+    hold_gib: int = 0  # another process holds this much GPU memory during the row
+    what: str = ""  # the factor this row changes
+    env: tuple[tuple[str, str], ...] = field(default=())
+
+
+# In the order they run (the most telling first: a device command has 10 minutes, a session 30).
+ROWS: tuple[Row, ...] = (
+    Row("qwen3-8b", "qwen3-8b", what="baseline: dense GQA, CUDA graphs, utilisation 0.92 (default)"),
+    Row("qwen3-30b-a3b", "qwen3-30b-a3b", what="MoE (128 experts, top-8)"),
+    Row("qwen3-30b-a3b-eager", "qwen3-30b-a3b", ("--enforce-eager",), what="MoE without graphs/compile"),
+    Row("qwen3-8b-eager", "qwen3-8b", ("--enforce-eager",), what="no CUDA graphs, no torch.compile"),
+    Row("qwen3-8b-1024seats", "qwen3-8b", dspark=("--max-num-seqs", "1024"),
+        what="1,024 seats (vLLM's H200 default): sampler rows and 51 graph sizes"),
+    Row("llama-3.1-8b", "llama-3.1-8b", what="dense Llama (vocab 128k)"),
+    Row("deepseek-v2-lite", "deepseek-v2-lite", what="MLA + MoE (64 experts, 2 shared)"),
+    Row("gemma-3-12b-text", "gemma-3-12b-text", what="interleaved sliding window 5:1 (1,024), vocab 262k"),
+    Row("qwen3-8b-fp8kv", "qwen3-8b", dspark=("--kv-cache-dtype", "fp8"), what="fp8 KV cache"),
+    Row("qwen3-8b-u0.7", "qwen3-8b", ("--gpu-memory-utilization", "0.7"), what="utilisation 0.7"),
+    Row("qwen3-8b-u0.5", "qwen3-8b", ("--gpu-memory-utilization", "0.5"), what="utilisation 0.5"),
+    Row("qwen3-8b-held40-u0.6", "qwen3-8b", ("--gpu-memory-utilization", "0.6"), hold_gib=40,
+        what="another process holds 40 GiB; utilisation 0.6"),
+    Row("qwen3-8b-held40", "qwen3-8b", hold_gib=40,
+        what="another process holds 40 GiB at the default 0.92: the start-up check refuses"),
+    Row("mistral-7b-v0.1", "mistral-7b-v0.1", what="sliding window on every layer (4,096)"),
+)
+
+BY_NAME = {r.name: r for r in ROWS}

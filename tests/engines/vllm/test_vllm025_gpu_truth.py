@@ -1,0 +1,104 @@
+"""dspark's vLLM 0.25.0 model against the real engine on an H200 (recorded by tests/device, docs/gpu-truth.md).
+
+The rows in tests/device/results/2026-12-01 hold what vLLM 0.25.0 printed and the exact terms its worker computed
+(Worker.determine_available_memory), with the machine's NVML snapshot. Replanned here without a GPU: given the
+engine's own budget, the pool must be the engine's to the token; unpinned, the estimate must be within 1%.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from dspark.engines.vllm.budget import moe_workspace_bytes
+from dspark.engines.vllm.resolve import Resolved, model_runner
+from dspark.engines.vllm.versions import RELEASES
+from dspark.model.architecture import parse_config
+from dspark.planning.validate import ValidateRequest, validate
+
+ROOT = Path(__file__).resolve().parents[3]
+RESULTS = ROOT / "tests/device/results/2026-12-01"
+CONFIGS = ROOT / "tests/device/configs"
+ROWS = [json.loads(line) for line in (RESULTS / "rows.jsonl").read_text().splitlines() if line.strip()]
+RAN = [r for r in ROWS if r.get("probe")]
+# The one row the estimate does not bring within 1% (docs/gpu-truth.md says why); its bound is still asserted.
+OPEN_ROWS = {"gemma-3-12b-text": 0.02}
+
+
+def _plan(rec: dict[str, Any], tmp: Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """validate --json, in-process, on the row's config, the argv the engine ran and the machine it ran on."""
+    model = tmp / rec["model"]
+    model.mkdir()
+    (model / "config.json").write_text((CONFIGS / f"{rec['model']}.json").read_text())
+    snapshot = rec.get("hardware") or json.loads((RESULTS / "probe.json").read_text())
+    hw = tmp / "hardware.json"
+    hw.write_text(json.dumps({k: v for k, v in snapshot.items() if not k.startswith("_")}))
+    argv = rec["argv"][3:]  # after `vllm serve MODEL`
+    report = validate(ValidateRequest(flags={"model": str(model), "engine": "vllm", "hardware": str(hw)},
+                                      engine_flags=(*argv, *extra), env={}, engine_version="0.25.0"))
+    capacity: dict[str, Any] = report.to_json()["capacity"]
+    return capacity
+
+
+def _tokens(rec: dict[str, Any]) -> int:
+    return int(rec["engine"]["kv_tokens"].replace(",", ""))
+
+
+def test_the_recorded_rows_cover_the_factors() -> None:
+    assert len(RAN) >= 12
+    assert {"qwen3-8b", "qwen3-30b-a3b", "deepseek-v2-lite", "mistral-7b-v0.1", "qwen3-8b-fp8kv"} <= {
+        r["row"] for r in RAN}
+
+
+@pytest.mark.parametrize("rec", RAN, ids=[r["row"] for r in RAN])
+def test_given_the_engines_budget_the_pool_is_the_engines(rec: dict[str, Any], tmp_path: Path) -> None:
+    cap = _plan(rec, tmp_path, ("--kv-cache-memory-bytes", str(rec["probe"]["available_kv"])))
+    assert cap["kv_pool_tokens"] == _tokens(rec)
+    assert f"{cap['max_concurrency']:.2f}" == rec["engine"]["max_concurrency"]
+
+
+@pytest.mark.parametrize("rec", RAN, ids=[r["row"] for r in RAN])
+def test_the_estimate_is_within_one_percent_of_the_engine(rec: dict[str, Any], tmp_path: Path) -> None:
+    cap = _plan(rec, tmp_path)
+    probe = rec["probe"]
+    # request_memory: ceil(CUDA's total x utilisation), CUDA's total being NVML's less the driver reservation.
+    assert cap["details"]["kv_budget_terms"]["requested"] == probe["requested"]
+    error = (cap["kv_budget_bytes"] - probe["available_kv"]) / probe["available_kv"]
+    assert abs(error) < OPEN_ROWS.get(rec["row"], 0.01), f"{rec['row']}: {error:+.2%}"
+    assert abs(cap["kv_pool_tokens"] - _tokens(rec)) / _tokens(rec) < OPEN_ROWS.get(rec["row"], 0.01)
+
+
+@pytest.mark.parametrize("row", ["qwen3-30b-a3b", "deepseek-v2-lite"])
+def test_the_moe_workspace_is_what_the_profile_run_keeps(row: str) -> None:
+    """Allocated at the sampler's start, over the profile's start: the forward's output plus the MoE workspace."""
+    rec = next(r for r in RAN if r["row"] == row)
+    arch = parse_config(json.loads((CONFIGS / f"{rec['model']}.json").read_text()))
+    probe = rec["probe"]
+    kept = probe["sampler_start_allocated"] - probe["profile_start_allocated"]
+    resolved = cast(Resolved, SimpleNamespace(max_num_batched_tokens=probe["max_num_batched_tokens"], tp=1,
+                                              model_dtype="bfloat16"))
+    hidden = probe["max_num_batched_tokens"] * arch.hidden_size * 2
+    assert abs(kept - hidden - moe_workspace_bytes(arch, resolved)) < 1 << 20
+
+
+def test_which_model_runner_each_release_gives() -> None:
+    v025, v032 = RELEASES["0.25.0"], RELEASES["0.32.0"]
+
+    def arch(name: str) -> Any:
+        return parse_config(json.loads((CONFIGS / f"{name}.json").read_text()))
+
+    # 0.25 (VllmConfig._is_default_v2_model_runner_model): V2 for dense and DeepseekV2, V1 for Qwen3-MoE.
+    assert model_runner("cuda", None, {}, v025, arch("qwen3-8b")) == "v2"
+    assert model_runner("cuda", None, {}, v025, arch("deepseek-v2-lite")) == "v2"
+    assert model_runner("cuda", None, {}, v025, arch("qwen3-30b-a3b")) == "v1"
+    assert model_runner("cuda", None, {"VLLM_USE_V2_MODEL_RUNNER": "1"}, v025, arch("qwen3-30b-a3b")) == "v2"
+    assert model_runner("cuda", "draft_model", {}, v025, arch("qwen3-8b")) == "v1"
+    assert model_runner("cuda", None, {}, v032, arch("qwen3-30b-a3b")) == "v2"
+    # What the engine logged ("Using V2 Model Runner") in each recorded row, and graph memory only on V1.
+    for rec in RAN:
+        v1 = rec["model"] == "qwen3-30b-a3b"
+        assert (rec["probe"]["cudagraph_estimate"] > 0) == (v1 and "--enforce-eager" not in rec["flags"])
