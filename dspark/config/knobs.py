@@ -6,13 +6,13 @@ are generated from this table, so a knob is declared once.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, get_args
 
 from dspark.core.constants import MAX_NUM_SEQS_LIMIT, KvCacheDtype
+from dspark.core.suggest import closest
 from dspark.core.units import SIZE_UNITS_HELP, parse_count, parse_size
 from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES
 
@@ -115,8 +115,7 @@ def _choice(*options: str) -> Convert:
     def convert(raw: object) -> str:
         value = str(raw).strip().lower() if isinstance(raw, str) else None
         if value not in options:
-            close = difflib.get_close_matches(str(raw), options, n=1)
-            raise Invalid("not one of the choices", close[0] if close else None)
+            raise Invalid("not one of the choices", closest(str(raw), options))
         return value
 
     return convert

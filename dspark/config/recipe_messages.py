@@ -6,7 +6,6 @@ key or choice is close to a valid one (difflib), and the line from the YAML node
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterator
 from datetime import date as Date
@@ -20,6 +19,7 @@ from dspark.config.recipe_keys import FLAG_FIELDS, RUN_FLAGS
 from dspark.config.recipe_model import RecipeFields
 from dspark.config.recipe_yaml import Problem, dotted, line_of
 from dspark.core.redact import is_secret_name
+from dspark.core.suggest import closest
 
 
 def render_problems(source: str, root: Node, problems: list[Problem]) -> str:
@@ -115,9 +115,9 @@ def problem_from_pydantic(err: ErrorDetails) -> Problem:
         expected = _literal_choices(err)
         message = f"expected one of: {', '.join(expected)}"
         if isinstance(value, str):
-            close = difflib.get_close_matches(value, expected, n=1)
+            close = closest(value, expected)
             if close:
-                message += f"; did you mean {close[0]!r}?"
+                message += f"; did you mean {close!r}?"
         return Problem(loc, message, value, True)
     if kind == "value_error":
         return Problem(loc, str(err["msg"]).removeprefix("Value error, "), value, True)
@@ -185,9 +185,9 @@ def _unknown_key(loc: tuple[str | int, ...]) -> str:
     key = str(loc[-1])
     here = _section(loc[:-1])
     local = list(here.model_fields) if here is not None else []
-    close = difflib.get_close_matches(key, local, n=1, cutoff=0.6)
+    close = closest(key, local)
     if close:
-        return f"unknown key; did you mean {close[0]!r}?"
+        return f"unknown key; did you mean {close!r}?"
     prefix = ".".join(str(p) for p in loc[:-1] if isinstance(p, str))
     norm = key.lstrip("-").replace("-", "_").lower()
     target = FLAG_FIELDS.get(norm)
@@ -198,8 +198,8 @@ def _unknown_key(loc: tuple[str | int, ...]) -> str:
         if norm in paths:
             target = paths[norm]
         else:
-            near = difflib.get_close_matches(norm, list(paths), n=1, cutoff=0.8)
-            target = paths[near[0]] if near else None
+            near = closest(norm, paths, cutoff=0.8)
+            target = paths[near] if near else None
     if target is not None and target != f"{prefix}.{key}".lstrip("."):
         return f"unknown key here; did you mean {target!r}?"
     if norm in RUN_FLAGS:

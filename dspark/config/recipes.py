@@ -18,7 +18,6 @@ is a symbolic link to that directory, so there is one copy and nothing to keep i
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from pathlib import Path
@@ -32,6 +31,7 @@ from dspark.config.recipe_model import RecipeFields
 from dspark.config.recipe_yaml import Problem, dotted, duplicate_keys, parse_yaml
 from dspark.core.constants import DEFAULT_RECIPE
 from dspark.core.errors import RecipeError
+from dspark.core.suggest import closest
 
 
 class Recipe(RecipeFields):
@@ -119,8 +119,8 @@ def find_recipe(name_or_path: str) -> Recipe:
     if Path(name_or_path).is_file():
         return load_recipe(name_or_path)
     names = shipped_recipe_names()
-    close = difflib.get_close_matches(name_or_path, names, n=1)
-    hint = f"did you mean {close[0]!r}?" if close else "give a path to a recipe file, e.g. ./my-recipe.yaml"
+    close = closest(name_or_path, names)
+    hint = f"did you mean {close!r}?" if close else "give a path to a recipe file, e.g. ./my-recipe.yaml"
     raise RecipeError(f"no recipe named {name_or_path!r}; shipped recipes: {', '.join(names)}", hint=hint)
 
 

@@ -43,13 +43,13 @@ Sources, as --explain and --json print them:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dspark.core.constants import DEFAULT_RECIPE
 from dspark.core.errors import SettingsError
+from dspark.core.suggest import closest
 from dspark.engines import engine_spec
 
 if TYPE_CHECKING:  # pydantic models cost start-up time; settings only reads recipe attributes
@@ -456,7 +456,7 @@ def _stray_env(env: Mapping[str, str]) -> list[str]:
     out = []
     for name in sorted(env):
         if name.startswith("DSPARK_") and name not in known:
-            close = difflib.get_close_matches(name.removeprefix("DSPARK_"), list(by_stem), n=1)
-            guess = f"; did you mean {by_stem[close[0]]}?" if close else ""
+            close = closest(name.removeprefix("DSPARK_"), by_stem)
+            guess = f"; did you mean {by_stem[close]}?" if close else ""
             out.append(f"{name} is not a dspark setting and is ignored{guess}")
     return out

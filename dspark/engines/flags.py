@@ -6,12 +6,12 @@ engine.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from dspark.core.errors import SettingsError
 from dspark.core.findings import Finding
+from dspark.core.suggest import closest
 from dspark.engines import engine_spec
 
 
@@ -70,8 +70,8 @@ def unplaced_flag_findings(engine: str, options: Any) -> list[Finding]:
     known = engine_spec(engine).known_flags()
     named = []
     for flag_name in flags:
-        close = difflib.get_close_matches(flag_name, known, n=1, cutoff=0.85)
-        named.append(f"{flag_name} (did you mean {close[0]}?)" if close else flag_name)
+        close = closest(flag_name, known, cutoff=0.85)
+        named.append(f"{flag_name} (did you mean {close}?)" if close else flag_name)
     return [Finding("warn", "argv-not-checked",
                     f"dspark cannot place these {engine} flags: {', '.join(named)}; they are passed to the engine "
                     "unchecked here (dspark reads the flags that change capacity; `dspark start` runs the installed "

@@ -8,7 +8,6 @@ This module reads files and hardware only through the edge modules it calls (mod
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,6 +22,7 @@ from dspark.config.knobs import reads_as
 from dspark.config.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
 from dspark.core.errors import EngineNotInstalledError, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
+from dspark.core.suggest import closest
 from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES, engine_spec, get_engine
 from dspark.engines.base import EngineSpec, PlannerInput, ServeConfig, find_engine_python
 from dspark.engines.flags import (
@@ -157,10 +157,10 @@ def _engine_name(request: ValidateRequest, recipe: Recipe | None) -> str:
     if raw is not None:
         value = raw.strip().lower()
         if value not in ENGINE_NAMES:
-            close = difflib.get_close_matches(value, ENGINE_NAMES, n=1)
+            close = closest(value, ENGINE_NAMES)
             raise SettingsError(
                 f"DSPARK_ENGINE={raw!r}: " + ("empty" if not value else "not an engine dspark knows")
-                + f"; expected one of {', '.join(ENGINE_NAMES)}" + (f"; did you mean {close[0]!r}?" if close else ""),
+                + f"; expected one of {', '.join(ENGINE_NAMES)}" + (f"; did you mean {close!r}?" if close else ""),
                 hint=f"unset DSPARK_ENGINE to use the recipe's engine (or {DEFAULT_ENGINE})",
             )
         return value
