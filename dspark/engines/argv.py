@@ -25,9 +25,9 @@ import argparse
 import json
 import re
 from collections.abc import Callable, Container, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from dspark.core.dataclass import dataclass
 from dspark.core.errors import SettingsError
 
 # argparse's _negative_number_matcher: with no option that looks like a negative number (neither engine
@@ -170,7 +170,10 @@ def set_aside_unknown(argv: Sequence[str], known: Container[str]) -> tuple[list[
     return kept, unknown
 
 
-def read_argv(parser: ArgvParser, argv: Sequence[str], grammar: Grammar = Grammar()) -> ReadArgv:
+PLAIN = Grammar()  # argparse alone, no pre-pass (SGLang's parser)
+
+
+def read_argv(parser: ArgvParser, argv: Sequence[str], grammar: Grammar = PLAIN) -> ReadArgv:
     """Parse argv the way the engine's parser does, for the flags `parser` declares; the rest set aside."""
     args = fold_dotted(argv, grammar) if grammar.dotted else [_normalised(a, grammar.underscores) for a in argv]
     kept, unknown = set_aside_unknown(args, parser.option_strings())

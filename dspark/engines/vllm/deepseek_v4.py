@@ -21,9 +21,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
 
+from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 from dspark.model.architecture import MLALayer, ModelArchitecture
 
