@@ -28,22 +28,24 @@ BYTES_PER_PARAMETER: dict[str, float] = {
 
 # safetensors dtype codes the engines load into the model dtype (unquantised weights).
 _FLOAT_CODES = {"F64", "F32", "F16", "BF16"}
-_LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks)\.(\d+)\.")
-_MTP = re.compile(r"(?:^|\.)mtp(?:\.|_)")
-_VISION = re.compile(
+# Tensor-name patterns, kept as text: re compiles each (once) when a checkpoint's headers are read, which a
+# plan from an inline config never does.
+_LAYER = r"(?:^|\.)(?:layers|h|blocks)\.(\d+)\."
+_MTP = r"(?:^|\.)mtp(?:\.|_)"
+_VISION = (
     r"(?:^|\.)(?:visual|vision_tower|vision_model|vision_encoder|multi_modal_projector|mm_projector)\."
 )
-_EMBEDDING = re.compile(r"(?:^|\.)(?:embed_tokens|wte|word_embeddings|embed)\.weight$")
-_LM_HEAD = re.compile(r"(?:^|\.)(?:lm_head|head|output)\.weight$")
+_EMBEDDING = r"(?:^|\.)(?:embed_tokens|wte|word_embeddings|embed)\.weight$"
+_LM_HEAD = r"(?:^|\.)(?:lm_head|head|output)\.weight$"
 # Quantisation scales keep their stored dtype; the engine does not cast them to the model dtype.
-_SCALE = re.compile(r"(?:scale(?:_inv|_2)?|zero_point|zeros|scales)$")
+_SCALE = r"(?:scale(?:_inv|_2)?|zero_point|zeros|scales)$"
 # Held whole by every TP rank in vLLM: MoE routers, shared-expert gates, MLA / DeepSeek-V4
 # down-projections (ReplicatedLinear), V3.2/V4 indexers and compressors, mHC mixing weights.
-_REPLICATED = re.compile(
+_REPLICATED = (
     r"(?:\.(?:gate|router)\.(?:weight|bias)$|shared_expert_gate|e_score_correction_bias|\.q_a_proj\.|"
     r"\.kv_a_proj_with_mqa\.|\.wq_a\.|\.wkv\.|\.indexer\.|\.compressor\.|(?:^|\.)hc_|_hc\.)"
 )
-_KV_PROJ = re.compile(r"\.(?:k_proj|v_proj)\.")
+_KV_PROJ = r"\.(?:k_proj|v_proj)\."
 
 _SPLIT_NOTE = (
     "TP shards every weight matrix evenly (MoE experts included; expert parallelism moves the same bytes "
@@ -189,26 +191,26 @@ def weights_from_checkpoint_total(
 def _place(name: str, num_layers: int) -> tuple[str, int | None]:
     """Where a tensor lives: ("layer", i), ("embedding" | "vision", None) on the first stage,
     ("lm_head" | "final" | "mtp", None) on the last, or ("mtp_copy", None) when vLLM never loads it."""
-    if _VISION.search(name):
+    if re.search(_VISION, name):
         return "vision", None
-    layer = _LAYER.search(name)
+    layer = re.search(_LAYER, name)
     index = int(layer.group(1)) if layer else None
-    if _MTP.search(name) or (index is not None and index >= num_layers):
+    if re.search(_MTP, name) or (index is not None and index >= num_layers):
         # DeepSeek MTP modules store copies of embed/head; vLLM shares the target's instead.
-        copy = bool(_EMBEDDING.search(name)) or "shared_head.head" in name
+        copy = bool(re.search(_EMBEDDING, name)) or "shared_head.head" in name
         return ("mtp_copy" if copy else "mtp"), None
     if index is not None:
         return "layer", index
-    if _EMBEDDING.search(name):
+    if re.search(_EMBEDDING, name):
         return "embedding", None
-    return ("lm_head" if _LM_HEAD.search(name) else "final"), None
+    return ("lm_head" if re.search(_LM_HEAD, name) else "final"), None
 
 
 def _per_gpu(t: TensorInfo, size: int, kind: str, tp: int, kv_share: float) -> float:
     """Bytes of one tensor on one TP rank."""
-    if len(t.shape) <= 1 or _REPLICATED.search(t.name):
+    if len(t.shape) <= 1 or re.search(_REPLICATED, t.name):
         return float(size)
-    if kind == "layer" and _KV_PROJ.search(t.name):
+    if kind == "layer" and re.search(_KV_PROJ, t.name):
         return size * kv_share
     return size / tp
 
@@ -227,7 +229,7 @@ def _from_headers(arch: ModelArchitecture, weights: WeightsInfo, tp: int, pp: in
         if kind == "mtp_copy" or (kind == "mtp" and not include_mtp):
             continue
         size = t.nbytes
-        if t.dtype in _FLOAT_CODES and not _SCALE.search(t.name) and t.numel * model_bytes != size:
+        if t.dtype in _FLOAT_CODES and not re.search(_SCALE, t.name) and t.numel * model_bytes != size:
             size = t.numel * model_bytes
             counts["cast"] += 1
         total += size
