@@ -24,6 +24,9 @@ NOT_FOR_VALIDATE = (
     "numpy",
     "safetensors",
     "rich.console",  # tables: --json prints none
+    "difflib",  # "did you mean" hints, for input that is wrong
+    "dspark.engines.vllm.deepseek_v4",  # DeepSeek-V4's caches, for that model only
+    "dspark.engines.vllm.deepseek_v4_fit",
     "dspark.runtime.supervise",  # start --watch
     "dspark.bench",
     "dspark.advise",

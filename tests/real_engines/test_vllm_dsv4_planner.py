@@ -24,6 +24,7 @@ from vllm_harness import OracleCase, OracleResult
 
 from dspark.engines.vllm import deepseek_v4 as dsv4
 from dspark.engines.vllm.capacity import compute_vllm_capacity, cpu_features_from_flags
+from dspark.engines.vllm.deepseek_v4_detect import BLOCK_SIZE
 from dspark.engines.vllm.options import VllmOptions, parse_vllm_serve_flags
 from dspark.hardware.select import read_cpu_flags
 from dspark.model.architecture import parse_config
@@ -155,7 +156,7 @@ def test_specs_groups_and_pool_equal_the_engines(case: Case, engine: tuple[str, 
     assert (ours.bytes_per_block, ours.num_blocks) == (theirs["bytes_per_block"], theirs["num_blocks"])
     assert ours.kv_pool_tokens == theirs["kv_pool_tokens"]
     assert ours.max_concurrency == theirs["max_concurrency"]
-    assert theirs["block_size"] == dsv4.BLOCK_SIZE
+    assert theirs["block_size"] == BLOCK_SIZE
     if len(ours.groups) > 1:  # mixed page sizes pack block-outermost; one uniform group needs no packing
         assert theirs["layout"] == "BLHNC"
 

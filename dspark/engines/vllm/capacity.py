@@ -23,8 +23,7 @@ from typing import Literal
 
 from dspark.core.errors import InputError
 from dspark.engines.vllm.budget import kv_budget, runtime_overhead, startup_checks
-from dspark.engines.vllm.deepseek_v4 import is_deepseek_v4
-from dspark.engines.vllm.deepseek_v4_fit import deepseek_v4_fit
+from dspark.engines.vllm.deepseek_v4_detect import is_deepseek_v4
 from dspark.engines.vllm.graphs import CaptureSizeError, VllmGraphPlan, vllm_graph_plan
 from dspark.engines.vllm.groups import fit_blocks
 from dspark.engines.vllm.kv_types import (
@@ -127,6 +126,8 @@ def compute_vllm_capacity(
     admitted = in_flight if rel.admission_counts_in_flight else r.max_num_batched_tokens
     context_bytes: int | None = None
     if is_deepseek_v4(arch):  # its own caches and block-outermost packing (engines/vllm/deepseek_v4.py)
+        from dspark.engines.vllm.deepseek_v4_fit import deepseek_v4_fit  # noqa: PLC0415 - only this model's plans
+
         specs, fit, context_bytes = deepseek_v4_fit(arch, r, options, budget.bytes, admitted, engine_version)
     else:
         specs = final_specs(arch, r, options, hybrid, block)

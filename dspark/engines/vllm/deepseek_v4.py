@@ -25,7 +25,12 @@ from dataclasses import replace
 from typing import Literal
 
 from dspark.core.dataclass import dataclass
-from dspark.core.errors import InputError
+from dspark.engines.vllm.deepseek_v4_detect import (
+    BLOCK_SIZE,
+    DeepseekV4NotModelledError,
+    is_deepseek_v4,
+    kv_cache_dtype,
+)
 from dspark.model.architecture import MLALayer, ModelArchitecture
 
 # Releases whose DeepSeek-V4 specs and packing were read and checked against their planner.
@@ -33,20 +38,13 @@ from dspark.model.architecture import MLALayer, ModelArchitecture
 # plans in kv_cache_planning.py; the specs, the packing and the figures are those of 0.32.0.
 MODELLED_VERSIONS = ("0.32.0", "0.33.0")
 
-BLOCK_SIZE = 256  # DeepseekV4 sparse-MLA and indexer backends: get_supported_kernel_block_sizes [256]
 SWA_BLOCK_SIZE = 64  # DeepseekV4SWACache default block_size
 FP8_DS_MLA_ROW_BYTES = 584  # state_content_bytes of the fp8_ds_mla layout
 FP8_DS_MLA_ALIGNMENT = 576  # alignment of fp8_ds_mla pages (FlashMLA packing stride)
 STATE_DTYPE_BYTES = 4  # CompressorStateCache: float32 kv + score state
 INDEXER_QUANT_BLOCK = 128  # DeepseekV4Indexer: one fp32 scale per 128 fp8 key elements
-# --kv-cache-dtype values _resolve_dsv4_kv_cache_dtype maps to fp8_ds_mla ("auto" and fp8*).
-_FP8_FLAGS = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")
 
 Role = Literal["window", "compressed", "indexer", "state"]
-
-
-class DeepseekV4NotModelledError(InputError):
-    """A DeepSeek-V4 setting whose vLLM accounting dspark does not reproduce."""
 
 
 @dataclass(frozen=True)
@@ -120,11 +118,6 @@ class V4Plan:
     needed_bytes: int  # one max-length request: bytes_per_block x blocks_per_request
 
 
-def is_deepseek_v4(arch: ModelArchitecture) -> bool:
-    """True for DeepSeek-V4's compressed / sliding MLA layers (config compress_ratios)."""
-    return any(isinstance(la, MLALayer) and la.sliding_window is not None for la in arch.layers)
-
-
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
@@ -141,17 +134,6 @@ def check_version(engine_version: str) -> None:
             f"DeepSeek-V4 on vLLM {engine_version}: only {', '.join(MODELLED_VERSIONS)} are modelled",
             hint=f"plan for vLLM {' or '.join(MODELLED_VERSIONS)}",
         )
-
-
-def kv_cache_dtype(flag: str | None) -> str:
-    """_resolve_dsv4_kv_cache_dtype for the fp8_ds_mla layout every default CUDA class uses."""
-    value = (flag or "auto").lower()
-    if value not in _FP8_FLAGS:
-        raise DeepseekV4NotModelledError(
-            f"DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got {value}",
-            hint="drop --kv-cache-dtype or pass --kv-cache-dtype fp8",
-        )
-    return "fp8_ds_mla"
 
 
 def layer_specs(

@@ -4,6 +4,7 @@ with the engine's null-block reserve, admission check and auto-fit (get_kv_cache
 from __future__ import annotations
 
 from dspark.engines.vllm import deepseek_v4
+from dspark.engines.vllm.deepseek_v4_detect import DeepseekV4NotModelledError
 from dspark.engines.vllm.groups import _check_enough_memory as check_enough_memory
 from dspark.engines.vllm.groups import _Fit as Fit
 from dspark.engines.vllm.groups import _fit_search as fit_search
@@ -33,7 +34,7 @@ def deepseek_v4_fit(
             arch, engine_version=version, drafting_mtp_layers=drafting, extra_retained_tokens=retained
         )
         v4_groups = deepseek_v4.pack_groups(v4_specs)
-    except deepseek_v4.DeepseekV4NotModelledError as exc:
+    except DeepseekV4NotModelledError as exc:
         raise VllmNotModelledError(exc.message, hint=exc.hint) from None
     kinds: dict[str, SpecKind] = {"window": "sliding", "state": "sliding", "compressed": "mla", "indexer": "indexer"}
     specs = [

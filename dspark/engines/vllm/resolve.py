@@ -7,7 +7,7 @@ from typing import Literal
 
 from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
-from dspark.engines.vllm import deepseek_v4
+from dspark.engines.vllm import deepseek_v4_detect
 from dspark.engines.vllm.kv_types import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DRAFT_KV_METHODS,
@@ -153,8 +153,8 @@ def _model_kv_dtype(
     options: VllmOptions, arch: ModelArchitecture, model_dtype: str, notes: list[str]
 ) -> tuple[str, int]:
     """The KV dtype the model's layers keep: DeepSeek-V4's classes resolve their own (fp8_ds_mla)."""
-    if deepseek_v4.is_deepseek_v4(arch):
-        flag = deepseek_v4.kv_cache_dtype(options.kv_cache_dtype)
+    if deepseek_v4_detect.is_deepseek_v4(arch):
+        flag = deepseek_v4_detect.kv_cache_dtype(options.kv_cache_dtype)
         notes.append(f"DeepSeek-V4: KV cache dtype {flag} (the layout of its sparse-MLA classes)")
         return flag, 1
     return _kv_dtype(options, arch, model_dtype)
@@ -213,8 +213,8 @@ def _max_model_len(
 def _cuda_block_size(arch: ModelArchitecture, cc: tuple[int, int] | None, notes: list[str]) -> int:
     """Platform.update_block_size_for_backend phase 1: the default backend's preferred size (assumed)."""
     major = cc[0] if cc else 9
-    if deepseek_v4.is_deepseek_v4(arch):
-        return deepseek_v4.BLOCK_SIZE  # its sparse-MLA and indexer backends take 256 only
+    if deepseek_v4_detect.is_deepseek_v4(arch):
+        return deepseek_v4_detect.BLOCK_SIZE  # its sparse-MLA and indexer backends take 256 only
     if arch.uses_mla:
         if major == 10:
             notes.append("CUDA SM10x MLA: FLASHINFER_MLA assumed (kernel blocks 32/64 -> block 32)")
@@ -266,15 +266,15 @@ def _ssm_flag(
 
 def _refuse_unmodelled(arch: ModelArchitecture, platform: Platform, options: VllmOptions) -> None:
     """Refuse what 0.32.0 sizes in ways dspark does not reproduce (it would guess)."""
-    if not deepseek_v4.is_deepseek_v4(arch):
+    if not deepseek_v4_detect.is_deepseek_v4(arch):
         return
     # DeepSeek-V4 is modelled by dspark.engines.vllm.deepseek_v4 (the CUDA classes; the CPU build's
     # DeepseekV4CPUAttention keeps the same fp8_ds_mla caches); PP would split its packed groups.
     unmodelled: list[tuple[str, str]] = []  # (what, how to plan instead)
     if (options.pipeline_parallel_size or 1) > 1:
         unmodelled.append(("with pipeline parallelism", "spread it with --tp (and --nnodes) instead"))
-    if platform == "cuda" and options.block_size not in (None, deepseek_v4.BLOCK_SIZE):
-        only = f"its backends take {deepseek_v4.BLOCK_SIZE} only: drop --block-size"
+    if platform == "cuda" and options.block_size not in (None, deepseek_v4_detect.BLOCK_SIZE):
+        only = f"its backends take {deepseek_v4_detect.BLOCK_SIZE} only: drop --block-size"
         unmodelled.append((f"with --block-size {options.block_size}", only))
     if options.disable_hybrid_kv_cache_manager:
         unmodelled.append(("with --disable-hybrid-kv-cache-manager", "drop --disable-hybrid-kv-cache-manager"))
@@ -323,7 +323,7 @@ def resolve(
     seqs, tokens = _batch_sizes(options, platform, tp * pp, usage, device, max_model_len, chunked, small_tier)
     refusals = [x for x in [_redetected_method(method, draft_ref, platform)] if x is not None]
     # DeepSeek-V4's layers turn the flag into fp8_ds_mla themselves, after these checks saw the flag as given.
-    asked = (options.kv_cache_dtype or "auto").lower() if deepseek_v4.is_deepseek_v4(arch) else kv_flag
+    asked = (options.kv_cache_dtype or "auto").lower() if deepseek_v4_detect.is_deepseek_v4(arch) else kv_flag
     refusals += _kv_dtype_refusals(release, arch, platform, cpu, asked, model_dtype)
     if release.mamba_cache_mode_deprecated and options.mamba_cache_mode is not None:
         notes.append("--mamba-cache-mode is deprecated and has no effect: Mamba prefix caching follows "
@@ -332,8 +332,8 @@ def resolve(
     block = options.block_size if options.block_size is not None else 16  # CacheConfig.DEFAULT_BLOCK_SIZE
     if platform == "cpu":
         # CpuPlatform.check_and_update_config.
-        if deepseek_v4.is_deepseek_v4(arch):
-            block = deepseek_v4.BLOCK_SIZE  # its CPU sparse-MLA and indexer backends take 256, user size or not
+        if deepseek_v4_detect.is_deepseek_v4(arch):
+            block = deepseek_v4_detect.BLOCK_SIZE  # its CPU sparse-MLA and indexer backends take 256, user size or not
             if not (cpu.amx and cpu.arch == "x86"):  # amx_mla_or_dsv4_enabled
                 notes.append("CPU without AMX: DeepSeek-V4 runs without prefix caching and chunked prefill")
                 prefix, chunked = False, False

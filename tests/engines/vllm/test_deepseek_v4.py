@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dspark.engines.vllm import deepseek_v4 as dsv4
+from dspark.engines.vllm.deepseek_v4_detect import DeepseekV4NotModelledError, kv_cache_dtype
 from dspark.model.architecture import parse_config
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
@@ -120,8 +121,8 @@ def test_budget_for_pool_is_the_smallest_that_reaches_it() -> None:
 
 
 def test_unread_releases_and_non_fp8_caches_are_refused() -> None:
-    with pytest.raises(dsv4.DeepseekV4NotModelledError, match=r"0\.31\.0"):
+    with pytest.raises(DeepseekV4NotModelledError, match=r"0\.31\.0"):
         dsv4.layer_specs(parse_config(FLASH), engine_version="0.31.0")
-    assert dsv4.kv_cache_dtype(None) == dsv4.kv_cache_dtype("fp8") == "fp8_ds_mla"
-    with pytest.raises(dsv4.DeepseekV4NotModelledError, match="only supports fp8"):
-        dsv4.kv_cache_dtype("bfloat16")
+    assert kv_cache_dtype(None) == kv_cache_dtype("fp8") == "fp8_ds_mla"
+    with pytest.raises(DeepseekV4NotModelledError, match="only supports fp8"):
+        kv_cache_dtype("bfloat16")
