@@ -176,3 +176,35 @@ def test_explain_says_the_seat_fallback_once_and_labels_it_one_way(capsys: pytes
     seats_row = next(line for line in out.splitlines() if line.startswith("seats (max_num_seqs)"))
     explain_row = next(line for line in out.splitlines() if line.startswith("max_num_seqs "))
     assert seats_row.rstrip().endswith("(computed)") and explain_row.rstrip().endswith("computed")
+
+
+@pytest.mark.parametrize(("argv", "paused"), [(["validate", "--json", "--hardware", "h200"], True),
+                                              (["start", "--dry-run", "--json", "--hardware", "h200"], True),
+                                              (["start", "--dry-run", "--watch", "--json", "--hardware", "h200"],
+                                               False)])
+def test_a_planning_command_pauses_the_collector_and_gives_it_back(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], paused: bool
+) -> None:
+    import gc  # noqa: PLC0415
+
+    from dspark.planning import validate as planning  # noqa: PLC0415
+
+    seen: list[bool] = []
+
+    def resolve(*_args: object) -> None:
+        seen.append(gc.isenabled())
+        raise RuntimeError("planned no further")
+
+    monkeypatch.setattr(planning, "_resolve", resolve)
+    assert gc.isenabled()
+    cli.main(argv)
+    capsys.readouterr()
+    assert gc.isenabled()  # as it was, also when the command failed
+    gc.disable()
+    try:
+        cli.main(argv)
+        assert not gc.isenabled()  # a caller's choice is left alone
+    finally:
+        gc.enable()
+    capsys.readouterr()
+    assert seen[0] is not paused
