@@ -35,11 +35,33 @@ from dspark.core.errors import SettingsError
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
 
+# Reads one flag's value: (the value, the flag as the engine names it) -> what the engine would hold, or a
+# SettingsError naming the flag.
+Reader = Callable[[str, str], Any]
+# A flag that takes one value, as the engine declares it: (option strings, dest, reader, choices).
+ValueFlag = tuple[tuple[str, ...], str, Reader, Sequence[str] | None]
+
+
+def as_given(value: str, _flag: str) -> str:
+    """The value as written: a flag whose value the engine keeps as text."""
+    return value
+
+
+def typed(reader: Reader, flag: str) -> Callable[[str], Any]:
+    """An argparse `type`: the reader with the flag's name for its messages (SettingsError passes argparse by)."""
+    return lambda value: reader(value, flag)
+
+
 class ArgvParser(argparse.ArgumentParser):
     """argparse that raises SettingsError in argparse's own words instead of exiting, and never abbreviates."""
 
     def __init__(self, prog: str) -> None:
         super().__init__(prog=prog, add_help=False, allow_abbrev=False)
+
+    def add_value_flags(self, flags: Sequence[ValueFlag]) -> None:
+        """Declare one-value flags: each reader is the argparse `type`, named after the flag's first string."""
+        for options, dest, reader, choices in flags:
+            self.add_argument(*options, dest=dest, type=typed(reader, options[0]), choices=choices)
 
     def error(self, message: str) -> NoReturn:
         """argparse's message ("argument --dtype: invalid choice: ...") as a settings error."""

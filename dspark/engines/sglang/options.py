@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from dspark.core.dataclass import dataclass
 from dspark.core.errors import SettingsError
-from dspark.engines.argv import ArgvParser, read_argv
+from dspark.engines.argv import ArgvParser, ValueFlag, as_given, read_argv, typed
 from dspark.engines.flag_values import float_value, int_value, positive_int
 
 KV_CACHE_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16")
@@ -118,9 +118,6 @@ def _algorithm(value: str, flag: str) -> str:
     return value
 
 
-Reader = Callable[[str, str], object]
-
-
 def _positive(value: str, flag: str) -> int:
     # Sizes, counts and group sizes: SGLang divides or allocates by them, so 0 or less cannot start.
     return positive_int(value, flag, "SGLang ServerArgs", problem="must be a positive integer")
@@ -128,10 +125,6 @@ def _positive(value: str, flag: str) -> int:
 
 def _hint(value: str, flag: str) -> int:
     return human_readable_int(value, flag=flag)
-
-
-def _string(value: str, _flag: str) -> str:
-    return value
 
 
 def _backend(value: str, _flag: str) -> str:
@@ -146,8 +139,8 @@ def _backend(value: str, _flag: str) -> str:
 # argparse's abbreviation of --tp-size, unique among SGLang's flags (the reader does not abbreviate), and
 # --cuda-graph-max-bs / --cuda-graph-bs, older releases' names read as the decode settings (0.5.23's argparse
 # calls them ambiguous prefixes: see `ambiguous`).
-_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, Reader, Sequence[str] | None], ...] = (
-    (("--model-path", "--model"), "model_path", _string, None),
+_VALUE_FLAGS: tuple[ValueFlag, ...] = (
+    (("--model-path", "--model"), "model_path", as_given, None),
     (("--tp-size", "--tensor-parallel-size"), "tp_size", _positive, None),
     (("--tp",), "tp_size", _positive, None),
     (("--pp-size", "--pipeline-parallel-size"), "pp_size", _positive, None),
@@ -158,27 +151,27 @@ _VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, Reader, Sequence[str] | None], .
     (("--context-length",), "context_length", _hint, None),
     (("--chunked-prefill-size",), "chunked_prefill_size", int_value, None),
     (("--max-prefill-tokens",), "max_prefill_tokens", _hint, None),
-    (("--kv-cache-dtype",), "kv_cache_dtype", _string, KV_CACHE_DTYPES),
+    (("--kv-cache-dtype",), "kv_cache_dtype", as_given, KV_CACHE_DTYPES),
     (("--page-size",), "page_size", _positive, None),
     (("--speculative-algorithm",), "speculative_algorithm", _algorithm, None),
     (("--speculative-num-steps",), "speculative_num_steps", _positive, None),
     (("--speculative-eagle-topk",), "speculative_eagle_topk", _positive, None),
     (("--speculative-num-draft-tokens",), "speculative_num_draft_tokens", _positive, None),
-    (("--speculative-draft-model-path", "--speculative-draft-model"), "speculative_draft_model_path", _string, None),
-    (("--mamba-ssm-dtype",), "mamba_ssm_dtype", _string, MAMBA_SSM_DTYPES),
+    (("--speculative-draft-model-path", "--speculative-draft-model"), "speculative_draft_model_path", as_given, None),
+    (("--mamba-ssm-dtype",), "mamba_ssm_dtype", as_given, MAMBA_SSM_DTYPES),
     (("--max-mamba-cache-size",), "max_mamba_cache_size", int_value, None),
     (("--mamba-full-memory-ratio",), "mamba_full_memory_ratio", float_value, None),
-    (("--mamba-radix-cache-strategy",), "mamba_radix_cache_strategy", _string, MAMBA_RADIX_STRATEGIES),
+    (("--mamba-radix-cache-strategy",), "mamba_radix_cache_strategy", as_given, MAMBA_RADIX_STRATEGIES),
     (("--cuda-graph-max-bs-decode",), "cuda_graph_max_bs", int_value, None),
     (("--cuda-graph-max-bs",), "cuda_graph_max_bs", int_value, None),
     (("--cuda-graph-backend-decode",), "cuda_graph_backend_decode", _backend, GRAPH_BACKENDS),
     (("--cuda-graph-backend-prefill",), "cuda_graph_backend_prefill", _backend, GRAPH_BACKENDS),
     (("--cuda-graph-max-bs-prefill",), "cuda_graph_max_bs_prefill", int_value, None),
-    (("--attention-backend",), "attention_backend", _string, None),
-    (("--mm-feature-transport",), "mm_feature_transport", _string, None),
+    (("--attention-backend",), "attention_backend", as_given, None),
+    (("--mm-feature-transport",), "mm_feature_transport", as_given, None),
     # Launch-only: read so that dspark passes them on rather than drop them.
-    (("--served-model-name",), "served_model_name", _string, None),
-    (("--host",), "host", _string, None),
+    (("--served-model-name",), "served_model_name", as_given, None),
+    (("--host",), "host", as_given, None),
     (("--port",), "port", int_value, None),
 )
 # store_true flags (DeprecatedStoreTrueAction for --disable-cuda-graph: it stores True too), by dest.
@@ -198,20 +191,14 @@ _LIST_FLAGS: dict[str, str] = {"--cuda-graph-bs-decode": "cuda_graph_bs", "--cud
 _AMBIGUOUS = ("--cuda-graph-max-bs", "--cuda-graph-bs")
 
 
-def _typed(reader: Reader, flag: str) -> Callable[[str], object]:
-    """An argparse `type`: the reader with the flag's name for its messages (SettingsError passes argparse by)."""
-    return lambda value: reader(value, flag)
-
-
 @functools.cache
 def _parser() -> ArgvParser:
     parser = ArgvParser("sglang serve")
-    for options, dest, reader, choices in _VALUE_FLAGS:
-        parser.add_argument(*options, dest=dest, type=_typed(reader, options[0]), choices=choices)
+    parser.add_value_flags(_VALUE_FLAGS)
     for option, dest in _BOOL_FLAGS.items():
         parser.add_argument(option, dest=dest, action="store_true", default=None)
     for option, dest in _LIST_FLAGS.items():
-        parser.add_argument(option, dest=dest, nargs="+", type=_typed(int_value, option))
+        parser.add_argument(option, dest=dest, nargs="+", type=typed(int_value, option))
     return parser
 
 

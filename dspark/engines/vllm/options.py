@@ -16,13 +16,13 @@ import argparse
 import functools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from dspark.core.dataclass import dataclass
 from dspark.core.errors import SettingsError
 from dspark.core.units import suffixed_int
-from dspark.engines.argv import ArgvParser, Grammar, ReadArgv, read_argv
+from dspark.engines.argv import ArgvParser, Grammar, ReadArgv, Reader, ValueFlag, as_given, read_argv, typed
 from dspark.engines.flag_values import float_value, int_value, json_count, positive_int
 
 MaxModelLen = int | Literal["auto"]
@@ -137,9 +137,6 @@ def _expand_suffixes(value: str) -> str:
     return "".join(parts)
 
 
-Reader = Callable[[str, str], Any]
-
-
 def _optional(reader: Reader) -> Reader:
     """arg_utils.optional_type: "" and "None" leave the setting unset."""
     return lambda value, flag: None if value in ("", "None") else reader(value, flag)
@@ -154,21 +151,17 @@ def _size(value: str, flag: str) -> int:
     return human_readable_int(value, flag=flag)
 
 
-def _string(value: str, _flag: str) -> str:
-    return value
-
-
 # (option strings, field, reader, choices): the flags vLLM 0.32.0's serve parser declares with one value
 # (EngineArgs.add_cli_args), read into the VllmOptions field named.
-_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, Reader, Sequence[str] | None], ...] = (
-    (("--model",), "model", _string, None),
+_VALUE_FLAGS: tuple[ValueFlag, ...] = (
+    (("--model",), "model", as_given, None),
     (("--max-model-len",), "max_model_len", _max_model_len, None),
-    (("--dtype",), "dtype", _string, MODEL_DTYPES),
-    (("--kv-cache-dtype",), "kv_cache_dtype", _string, None),
+    (("--dtype",), "dtype", as_given, MODEL_DTYPES),
+    (("--kv-cache-dtype",), "kv_cache_dtype", as_given, None),
     (("--block-size",), "block_size", _positive("vLLM CacheConfig"), None),
-    (("--mamba-cache-mode",), "mamba_cache_mode", _string, None),
-    (("--mamba-cache-dtype",), "mamba_cache_dtype", _string, MAMBA_DTYPES),
-    (("--mamba-ssm-cache-dtype",), "mamba_ssm_cache_dtype", _string, MAMBA_DTYPES),
+    (("--mamba-cache-mode",), "mamba_cache_mode", as_given, None),
+    (("--mamba-cache-dtype",), "mamba_cache_dtype", as_given, MAMBA_DTYPES),
+    (("--mamba-ssm-cache-dtype",), "mamba_ssm_cache_dtype", as_given, MAMBA_DTYPES),
     (("--mamba-block-size",), "mamba_block_size", _optional(_positive("vLLM CacheConfig")), None),
     (("--max-num-seqs",), "max_num_seqs", int_value, None),
     (("--max-num-batched-tokens",), "max_num_batched_tokens", _size, None),
@@ -179,13 +172,13 @@ _VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, Reader, Sequence[str] | None], .
     (("--pipeline-parallel-size", "-pp"), "pipeline_parallel_size", int_value, None),
     (("--data-parallel-size", "-dp"), "data_parallel_size", _positive("vLLM ParallelConfig"), None),
     (("--max-cudagraph-capture-size",), "max_cudagraph_capture_size", int_value, None),
-    (("--performance-mode",), "performance_mode", _string, None),
-    (("--quantization", "-q"), "quantization", _optional(_string), None),
-    (("--distributed-executor-backend",), "distributed_executor_backend", _string, EXECUTOR_BACKENDS),
-    (("--spec-method",), "speculative_method", _optional(_string), None),
-    (("--spec-model",), "speculative_model", _optional(_string), None),
+    (("--performance-mode",), "performance_mode", as_given, None),
+    (("--quantization", "-q"), "quantization", _optional(as_given), None),
+    (("--distributed-executor-backend",), "distributed_executor_backend", as_given, EXECUTOR_BACKENDS),
+    (("--spec-method",), "speculative_method", _optional(as_given), None),
+    (("--spec-model",), "speculative_model", _optional(as_given), None),
     # Launch-only: read so that dspark passes them on rather than drop them.
-    (("--host",), "host", _string, None),
+    (("--host",), "host", as_given, None),
     (("--port",), "port", int_value, None),
     (("--spec-tokens",), "num_speculative_tokens", _positive("vLLM SpeculativeConfig.num_speculative_tokens"), None),
     (("--speculative-config", "-sc"), "speculative_config", _optional(_json_object), None),
@@ -202,20 +195,14 @@ _BOOL_FLAGS: dict[str, str] = {
 _JSON_FIELDS = ("speculative_config", "compilation_config")
 
 
-def _typed(reader: Reader, flag: str) -> Callable[[str], Any]:
-    """An argparse `type`: the reader with the flag's name for its messages (SettingsError passes argparse by)."""
-    return lambda value: reader(value, flag)
-
-
 @functools.cache
 def _parser() -> ArgvParser:
     parser = ArgvParser("vllm serve")
-    for options, field, reader, choices in _VALUE_FLAGS:
-        parser.add_argument(*options, dest=field, type=_typed(reader, options[0]), choices=choices)
+    parser.add_value_flags(_VALUE_FLAGS)
     for option, field in _BOOL_FLAGS.items():
         parser.add_argument(option, dest=field, action=argparse.BooleanOptionalAction)
     parser.add_argument("--cudagraph-capture-sizes", dest="cudagraph_capture_sizes", nargs="+",
-                        type=_typed(int_value, "--cudagraph-capture-sizes"))
+                        type=typed(int_value, "--cudagraph-capture-sizes"))
     # nargs='+' in vLLM's parser; dspark launches with one name (read so that it is passed on, not dropped).
     parser.add_argument("--served-model-name", dest="served_model_name", nargs="+")
     return parser
