@@ -3,7 +3,9 @@
 For a frozen class, dataclasses compiles six methods from source text (__init__, __repr__, __eq__, __hash__,
 __setattr__, __delattr__), and compiling them is most of what defining the class costs: about 6 M instructions
 a class on CPython 3.10-3.12, where a plan defines some 60 of dspark's classes (docs/testing.md). Here only
-__init__ is compiled, from the text dataclasses writes for it; the other five are closures over the field names
+__init__ is compiled, from the text dataclasses writes for it, and only when the class is first called or its
+__init__ first read (a plan never makes a quarter of the classes it imports); the other five are closures over
+the field names
 that return and raise what dataclasses' own return and raise (on 3.10-3.12: tuples compared and hashed,
 "cannot assign to field 'x'", "..." for a recursive repr). The rest is dataclasses' own: it processes the class
 with those methods turned off (fields(), replace(), asdict(), __match_args__, __dataclass_fields__), and
@@ -47,7 +49,7 @@ def _tuple_of(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     return attrgetter(*names)  # a tuple for two names or more
 
 
-def _init(cls: type, fields: list[dataclasses.Field[Any]], globals_: dict[str, Any]) -> Callable[..., None]:
+def _init(fields: list[dataclasses.Field[Any]], globals_: dict[str, Any], post_init: bool) -> Callable[..., None]:
     """__init__ from the text dataclasses writes for a frozen class (_init_fn, _field_init, _init_param)."""
     self_name = "__dataclass_self__" if "self" in (f.name for f in fields) else "self"
     local: dict[str, Any] = {f"_type_{f.name}": f.type for f in fields}
@@ -71,7 +73,7 @@ def _init(cls: type, fields: list[dataclasses.Field[Any]], globals_: dict[str, A
             default = ("" if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
                        else f"=_dflt_{f.name}" if f.default is not dataclasses.MISSING else "=_HAS_DEFAULT_FACTORY")
             params.append(f"{f.name}:_type_{f.name}{default}")
-    if hasattr(cls, "__post_init__"):
+    if post_init:
         body.append(f"{self_name}.__post_init__()")
     lines = "\n".join(f"  {line}" for line in body or ["pass"])
     text = (f"def __create_fn__({', '.join(local)}):\n def __init__({','.join(params)})->_return_type:\n{lines}\n"
@@ -83,6 +85,20 @@ def _init(cls: type, fields: list[dataclasses.Field[Any]], globals_: dict[str, A
     exec(code, globals_, namespace)  # noqa: S102 - what dataclasses itself does: text built from field names only
     init: Callable[..., None] = namespace["__create_fn__"](**local)
     return init
+
+
+class _InitOnFirstUse:
+    """__init__, compiled the first time the class is called or its __init__ read (a command never makes most of
+    the classes it imports), then set on the class in place of this."""
+
+    def __init__(self, owner: type, build: Callable[[], Callable[..., None]]) -> None:
+        self._owner, self._build = owner, build
+
+    def __get__(self, obj: object, objtype: type | None = None) -> Any:
+        init = self._build()
+        init.__qualname__ = f"{self._owner.__qualname__}.__init__"
+        type.__setattr__(self._owner, "__init__", init)
+        return init if obj is None else init.__get__(obj, objtype)
 
 
 def _repr(names: tuple[str, ...]) -> Callable[[Any], str]:
@@ -154,8 +170,9 @@ def _frozen_dataclass(cls: type[_T]) -> type[_T]:
     _check_default_order(fields)
     module = sys.modules.get(cls.__module__)
     setattr_, delattr_ = _frozen(cls, frozenset(f.name for f in fields))
+    globals_ = module.__dict__ if module is not None else {}
+    post_init = hasattr(cls, "__post_init__")
     methods = {
-        "__init__": _init(cls, fields, module.__dict__ if module is not None else {}),
         "__repr__": _repr(tuple(f.name for f in fields if f.repr)),
         "__eq__": _eq(_tuple_of(tuple(f.name for f in fields if f.compare))),
         "__hash__": _hash(_tuple_of(tuple(f.name for f in fields if (f.hash is None and f.compare) or f.hash))),
@@ -165,6 +182,7 @@ def _frozen_dataclass(cls: type[_T]) -> type[_T]:
     for name, method in methods.items():
         method.__qualname__ = f"{cls.__qualname__}.{name}"
         setattr(cls, name, method)
+    type.__setattr__(cls, "__init__", _InitOnFirstUse(cls, lambda: _init(fields, globals_, post_init)))
     if not cls.__doc__:  # dataclasses' docstring: the class's name and __init__'s signature
         try:
             cls.__doc__ = cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")

@@ -15,7 +15,7 @@ import inspect
 import pkgutil
 import sys
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pytest
 
@@ -87,7 +87,7 @@ def _behaviour(cls: type) -> dict[str, Any]:
     seen: dict[str, Any] = {
         "signature": str(inspect.signature(cls)),
         "defaults": [p.default for p in inspect.signature(cls).parameters.values()],
-        "init annotations": vars(cls)["__init__"].__annotations__,
+        "init annotations": cast(Any, cls).__init__.__annotations__,
         "doc": cls.__doc__,
         "params": repr(cls.__dataclass_params__),  # type: ignore[attr-defined]
         "match args": cls.__match_args__,  # type: ignore[attr-defined]
@@ -217,3 +217,24 @@ def test_what_it_does_not_mirror_goes_to_dataclasses() -> None:
             """kw_only through the field."""
 
             x: int = dataclasses.field(default=1, kw_only=True)
+
+
+def test_init_is_compiled_when_the_class_is_first_called_or_read() -> None:
+    @dataclass(frozen=True)
+    class Late:
+        """Not made yet."""
+
+        x: int = 1
+
+    assert type(vars(Late)["__init__"]).__name__ == ("_InitOnFirstUse" if MIRRORED else "function")
+    assert str(inspect.signature(Late)) == "(x: 'int' = 1) -> None"  # reading it compiles it
+    assert inspect.isfunction(vars(Late)["__init__"])
+
+    @dataclass(frozen=True)
+    class Called:
+        """Made first."""
+
+        y: int
+
+    assert Called(2).y == 2 and inspect.isfunction(vars(Called)["__init__"])
+    assert Called.__init__.__qualname__ == f"{Called.__qualname__}.__init__"
