@@ -64,30 +64,17 @@ def _prompt_tokens(prompt: object) -> int:
     return len(prompt) if isinstance(prompt, list) else 1
 
 
-def _mean_max_tokens(path: Path, default: int) -> int:
-    """The mean of a workload file's max_tokens (lines without one ask for `default`)."""
-    values = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            obj = json.loads(line)
-            value = obj.get("max_tokens", default) if isinstance(obj, dict) else default
-            values.append(value if isinstance(value, int) and value > 0 else default)
-    return max(1, round(sum(values) / len(values))) if values else default
-
-
 def workload_of(opts: AdviseOptions, max_batched: int) -> tuple[Workload, list[str]]:
     """The workload from the flags, or from a prompts file's lengths; notes on what was estimated."""
     notes: list[str] = []
     input_len, requests, output_len = opts.input_len, opts.requests, opts.output_len
     if opts.prompts_file is not None:
-        from dspark.bench.prompts import load_jsonl  # noqa: PLC0415
+        from dspark.bench.prompts import read_jsonl  # noqa: PLC0415
 
-        prompts = load_jsonl(opts.prompts_file)
-        if not prompts:
-            raise InputError(f"--prompts {opts.prompts_file}: no prompts")
-        input_len = round(sum(_prompt_tokens(p) for p in prompts) / len(prompts))
-        requests = requests or len(prompts)
-        output_len = _mean_max_tokens(opts.prompts_file, opts.output_len)
+        lines = read_jsonl(opts.prompts_file)
+        input_len = round(sum(_prompt_tokens(line.prompt) for line in lines) / len(lines))
+        requests = requests or len(lines)
+        output_len = max(1, round(sum(line.max_tokens or opts.output_len for line in lines) / len(lines)))
         notes.append(f"prompt length {input_len} tokens: the mean over {opts.prompts_file} (text at ~4 characters "
                      f"per token); {output_len} output tokens, the mean of its max_tokens (default --output-len)")
     for name, value in (("--clients", opts.clients), ("--input-len", input_len), ("--output-len", opts.output_len),

@@ -186,9 +186,12 @@ def bench_text(result: BenchResult) -> str:
     engine = " ".join(str(v) for v in (meta.get("engine"), meta.get("engine_version")) if v) or "engine –"
     load = (f"open loop at {meta['request_rate']:g} req/s (burstiness {meta.get('burstiness', 1.0):g}), at most "
             f"{result.concurrency} in flight" if meta.get("request_rate") else f"{result.concurrency} clients")
+    per_line = meta.get("max_tokens_per_line")
+    tokens = (f"{per_line['min']}-{per_line['max']} (mean {per_line['mean']:.4g}) max tokens" if per_line
+              else f"{result.max_tokens} max tokens")
     lines = [
-        f"{result.model} at {result.url} ({result.endpoint}; {engine}): {result.requests} requests × "
-        f"{result.max_tokens} max tokens, {load}; prompts: {result.prompt_source}",
+        f"{result.model} at {result.url} ({result.endpoint}; {engine}): {result.requests} requests × {tokens}, "
+        f"{load}; prompts: {result.prompt_source}",
         f"dspark {meta.get('dspark_version', '–')}, started {meta.get('started_at', '–')}",
         "",
         to_text(bench_table(result)).rstrip(),
