@@ -101,6 +101,7 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
         load_workload,
         synthetic,
     )
+    from dspark.bench.prompts import take  # noqa: PLC0415
     from dspark.core.errors import EngineNotInstalledError  # noqa: PLC0415
     from dspark.engines import engine_spec  # noqa: PLC0415
     from dspark.engines.base import find_engine_python  # noqa: PLC0415
@@ -117,7 +118,7 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
     model_dir = Path(first.serve.model)
     if opts.prompts_file is not None:
         reqs = load_workload(opts.prompts_file, opts.output_len, model_dir if model_dir.is_dir() else None)
-        reqs = reqs[:opts.requests] if opts.requests else reqs
+        reqs = take(reqs, opts.requests) if opts.requests else reqs  # cycled, as bench sends the file
     else:
         vocab = first.architecture.vocab_size or 32000
         reqs = synthetic(load.requests, load.input_len, load.output_len, shared_prefix=opts.shared_prefix,
@@ -298,11 +299,26 @@ def _seats_run(asked: Sequence[int], reports: Sequence[ValidationReport],
 
 def sweep_prediction(request: ValidateRequest, seats: str, load: LoadOptions, primary: str, adopt_at: str,
                      max_regression: str, secondaries: str | None) -> dict[str, Any]:
-    """The advice for a sweep's seats and load, made before its runs (its JSON), or {"error": why not}."""
+    """The advice for a sweep's seats and load, made before its runs (its JSON), or {"error": why not}.
+
+    The load is the bench's: its clients or open-loop arrivals, its prompts file or synthetic lengths, and its
+    warm re-run, so with the engine installed each seat count is the engine's own scheduler replaying what the
+    sweep is about to send (`simulator` says which ran), and every sweep checks that replay against /metrics.
+    """
     opts = AdviseOptions(seats=seats, clients=load.concurrency, requests=load.requests, input_len=load.input_len,
                          output_len=load.max_tokens, prompts_file=load.prompts_file, primary=primary,
-                         adopt_at=adopt_at, max_regression=max_regression, secondaries=secondaries)
+                         adopt_at=adopt_at, max_regression=max_regression, secondaries=secondaries,
+                         request_rate=load.request_rate, burstiness=load.burstiness, warm=load.warm_rerun,
+                         seed=load.seed)
     try:
-        return build_advice(request, opts).to_json()
+        advice = build_advice(request, opts).to_json()
     except (DsparkError, ValueError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
+    notes = [f"the sweep's load: {load.reps} rep(s) of {load.requests} requests, each predicted as the first pass "
+             "(a rep's synthetic prompts are new to the prefix cache)"
+             + ("; the warm pass is the re-run of the last rep's prompts" if load.warm_rerun else "")]
+    if load.request_rate is not None:
+        notes.append(f"open loop: the bench keeps at most {load.concurrency} requests in flight, the replay sends "
+                     "each at its arrival time whatever is in flight")
+    advice["assumptions"] = [*advice.get("assumptions", []), *notes]
+    return advice
