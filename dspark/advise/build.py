@@ -136,8 +136,11 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
         if opts.simulator == "engine":
             raise EngineNotInstalledError(str(exc)) from None
         return None, [f"dspark model: the engine's scheduler could not be used ({exc})"]
-    notes = [f"simulated by {result.simulator} in {python} ({result.seconds:.1f} s, {result.setup_seconds:.1f} s of "
-             f"it importing the engine): {len(reqs)} requests, {arrivals.description}"
+    cls, queue = result.kv.get("scheduler"), result.kv.get("batch_queue")
+    how = (f" ({cls}" + (f", {queue} batches in flight" if isinstance(queue, int) and queue > 1 else "")
+           + ", the class and loop the engine uses for this plan)") if cls else ""
+    notes = [f"simulated by {result.simulator}{how} in {python} ({result.seconds:.1f} s, "
+             f"{result.setup_seconds:.1f} s of it importing the engine): {len(reqs)} requests, {arrivals.description}"
              + (", then re-sent the same way (warm)" if opts.warm else "")
              + "; each step on the virtual clock costs the step cost above for what the scheduler put in it"
              + (f"; {inputs.shape.emitted_per_step - 1:g} of {k} drafts accepted per step, in a fixed pattern"
