@@ -630,7 +630,8 @@ class _Pass:
             "prefix_cache_queries": self.queries, "prefix_cache_hits": self.hits, "preemptions": self.retracted,
             "kv_peak_fraction": self.peak, "kv_mean_fraction": self.usage_time / now if now > 0 else 0.0,
             "running_peak": self.running_peak, "arrival_s": self.arrival, "first_token_s": self.first,
-            "finish_s": self.finish, "output_tokens": self.outputs, "cached_tokens": self.cached, "seconds": round(time.monotonic() - start, 3),
+            "finish_s": self.finish, "output_tokens": self.outputs, "cached_tokens": self.cached,
+            "seconds": round(time.monotonic() - start, 3),
             "cpu_seconds": round(time.process_time() - cpu, 3), "process": os.getpid(),
         }
 
