@@ -36,7 +36,8 @@ request:
     plans: {"<seats>": {max_total_tokens, max_running_requests, max_mamba_cache_size}} (dspark's pool at each
     seat count); seats: [N, ...]; requests: [{prompt: [ids], max_tokens}]; arrivals: {clients: N} | {times:
     [s, ...]}; warm: bool; accepted_pattern: accepted draft tokens per decode step, cycled per request;
-    step_cost: see step_seconds; workers: processes to spread the seat counts over (default: the CPUs).
+    step_cost: see step_seconds; workers: processes to spread the seat counts over (default: the CPUs);
+    trace: bool (each pass also lists its prefill batches: [[rid, prefix_len, extend_end] per request]).
 answer: {ok, engine_version, seconds, setup_seconds, stood_in, kv: {max_total_tokens, page_size, tree_cache,
     allocator, req_to_token_pool, mamba_slots}, results: [{seats, cold: PASS, warm: PASS | null}], error}; PASS:
     {requests, steps, wall_time_s, prefill_time_s, prefix_cache_queries (prompt tokens), prefix_cache_hits
@@ -494,6 +495,7 @@ class _Pass:
         self.now = self.prefill_time = self.usage_time = self.peak = 0.0
         self.steps = self.running_peak = self.done = self.retracted = 0
         self.hits = self.queries = 0
+        self.trace: list[list[Any]] | None = [] if replay.req.get("trace") else None
 
     def _request(self, i: int) -> Any:
         """Req as _handle_generate_request makes it for token ids (no tokenizer: SamplingParams normalised
@@ -590,6 +592,8 @@ class _Pass:
             self.queries += st.log_input_tokens - st.reprocessed_log_input_tokens + hits
         if batch.extend_num_tokens:
             s.processed_tokens_counter += batch.extend_num_tokens
+        if self.trace is not None and batch.forward_mode.is_extend():
+            self.trace.append([[r.rid, int(r.prefix_len), int(r.extend_end)] for r in batch.reqs])
         dt = step_seconds(self.cost, rows, context, prefill)
         self.now += dt
         self.prefill_time += prefill * self.cost["prefill_per_token_s"]
@@ -633,6 +637,7 @@ class _Pass:
             "finish_s": self.finish, "output_tokens": self.outputs, "cached_tokens": self.cached,
             "seconds": round(time.monotonic() - start, 3),
             "cpu_seconds": round(time.process_time() - cpu, 3), "process": os.getpid(),
+            **({"trace": self.trace} if self.trace is not None else {}),
         }
 
 
