@@ -170,19 +170,21 @@ def engine_version() -> str:
 
 
 class _Reporter:
-    """The metrics reporter's fields the scheduling and result paths read and write; metrics are off."""
+    """The metrics reporter's fields the scheduling and result paths read and write, metrics off; its methods
+    (report_prefill_stats, update_spec_metrics, ...) do nothing."""
 
-    enable_metrics = False
+    enable_metrics = current_scheduler_metrics_enabled = is_stats_logging_rank = False
+    metrics_collector = stats = scheduler_stage_metrics = None
 
     def __init__(self) -> None:
-        self.num_retracted_reqs = 0
-        self.num_generated_tokens = 0
-        self.forward_ct_decode = 0
+        self.num_retracted_reqs = self.num_generated_tokens = self.forward_ct_decode = 0
+        self.spec_total_num_accept_tokens = self.spec_total_num_forward_ct = 0
+        self.last_gen_throughput = self.recent_cache_hit_rate = 0.0
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return _noop  # report_prefill_stats, report_decode_stats, update_spec_metrics, ...
+        return _noop
 
 
 class Replay:
