@@ -212,7 +212,7 @@ _VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, Reader, Sequence[str] | None], .
     (("--port",), "port", int_value, None),
     (("--spec-tokens",), "num_speculative_tokens", _positive("vLLM SpeculativeConfig.num_speculative_tokens"), None),
     (("--speculative-config", "-sc"), "speculative_config", _optional(_json_object), None),
-    (("--limit-mm-per-prompt",), "limit_mm_per_prompt", lambda value, flag: _mm_limits(value, flag), None),
+    (("--limit-mm-per-prompt",), "limit_mm_per_prompt", _mm_limits, None),
     (("--compilation-config", "-cc"), "compilation_config",
      lambda value, flag: _json_object(_expand_suffixes(value), flag), None),
 )

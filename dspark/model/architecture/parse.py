@@ -25,10 +25,11 @@ from dspark.model.architecture.layers import (
     MLALayer,
     ModelArchitecture,
     ParameterCount,
+    RotaryTable,
 )
 from dspark.model.architecture.params import NoEstimate
 from dspark.model.architecture.quantization import read_quantization
-from dspark.model.architecture.rope import RotaryTable, rotary_tables
+from dspark.model.architecture.rope import rotary_tables
 
 
 def parse_config(config: Mapping[str, Any], source: str = "") -> ModelArchitecture:
