@@ -43,5 +43,5 @@ def test_rows_and_width_per_rope_type(name: str, rows: int, dim: int) -> None:
 
 @pytest.mark.parametrize("factor", [0, -2, "8", True, 1e9])
 def test_a_bad_scaling_factor_names_the_file_and_key(factor: Any) -> None:
-    with pytest.raises(ArchitectureError, match="gemma-3-12b-text.*factor"):
+    with pytest.raises(ArchitectureError, match=r"gemma-3-12b-text.*factor"):
         _arch("gemma-3-12b-text", rope_scaling={"rope_type": "linear", "factor": factor})
