@@ -196,7 +196,7 @@ def seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelA
         reserve = f" plus {kept:,} tokens kept for cached prefixes" if kept else ""
         level: Level = "warn" if cap.typical_context_seats < seats else "info"
         out.append(Finding(level, "typical-context-seats",
-                           f"at a typical {cap.typical_context:,} tokens per request{reserve}, the pool seats "
+                           f"at a typical {cap.typical_context:,} tokens per request{reserve}, the engine seats "
                            f"{cap.typical_context_seats} at once ({seats} configured)"))
     if cap.expert_coverage is not None and arch.moe is not None:
         out.append(

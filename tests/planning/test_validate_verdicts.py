@@ -86,6 +86,19 @@ def test_typical_context_seats_count_each_seats_state_blocks() -> None:
     assert cap.typical_context_seats is not None and cap.typical_context_seats < tokens_only
 
 
+def test_sglang_typical_context_seats_stop_at_its_state_slots() -> None:
+    # qwen27b-dflash-sglang on the GB10 pair: SGLang 0.5.23 sizes 110 state slots at 5 per running request, so it
+    # runs at most 110 // 5 = 22 requests (the recipe's logged cap), however short they are.
+    short = _validate("qwen27b-dflash-sglang", typical_context=2_000)
+    pool = short.capacity.kv_pool_tokens
+    assert pool // 2_000 > 22  # token arithmetic alone would seat hundreds of 2,000-token requests
+    assert short.capacity.typical_context_seats == 22
+    finding = next(f for f in short.findings if f.code == "typical-context-seats")
+    assert "seats 22 at once" in finding.message
+    long = _validate("qwen27b-dflash-sglang", typical_context=100_000)  # below the cap: the pool decides
+    assert long.capacity.typical_context_seats == pool // 100_000 < 22
+
+
 def test_average_context_is_never_above_the_window() -> None:
     report = _validate()
     assert report.capacity.kv_pool_tokens // report.capacity.max_num_seqs > report.capacity.max_model_len
