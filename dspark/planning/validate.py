@@ -43,7 +43,6 @@ from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.model.architecture import Drafter, ModelArchitecture
 from dspark.model.weights import WeightBytes
 from dspark.planning.capacity import capacity_inputs, compute_capacity
-from dspark.planning.engine_knobs import check_engine_knobs
 from dspark.planning.findings import (
     data_parallel_findings,
     gpus_per_node,
@@ -219,7 +218,6 @@ def _resolve(request: ValidateRequest) -> tuple[Recipe | None, str, Any, Resolve
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
-    check_engine_knobs(settings)  # a platform or value this engine does not take is an error, never a no-op
     return recipe, engine_name, options, settings
 
 
