@@ -24,8 +24,9 @@ import pytest
 import yaml
 
 from dspark.cli import main
-from dspark.config.knobs import KNOBS
+from dspark.config.knobs import BY_NAME, KNOBS, Invalid
 from dspark.config.recipes import shipped_recipes_dir
+from dspark.engines import ENGINE_NAMES, engine_spec
 from dspark.hardware.nvml import NvmlUnavailable
 from dspark.hardware.select import host_snapshot, resolve_hardware
 from dspark.hardware.snapshot import dumps_snapshot
@@ -229,7 +230,26 @@ FLAG_BAD: dict[str, tuple[str, ...]] = {
     "--engine": ("vllm2", ""),
     "--platform": ("gpu", ""),
     "--kv-cache-dtype": ("fp7", "", "FP8!"),
+    "--model": ("", " ", "{tmp}/no-such-dir"),
+    "--master-addr": ("", " "),
+    "--peer-hardware": ("{tmp}/none.json", "", "{tmp}"),
+    "--engine-version": ("abc", "", "1.x"),
+    "--engine-python": ("", " "),
 }
+# dspark's options that take no value of their own to get wrong (flags), or whose values are checked elsewhere:
+# the RECIPE argument (recipe cases above), --json/--explain/--engine-check/--dry-run/--force/--watch.
+PLAN_COMMANDS = ("validate", "start")
+
+
+def test_every_value_option_of_the_plan_commands_has_bad_values() -> None:
+    """Generated from the click commands: the next option added to validate or start needs bad values here."""
+    import click  # noqa: PLC0415
+
+    from dspark.cli import cli  # noqa: PLC0415
+
+    options = {p.opts[0] for name in PLAN_COMMANDS for p in cli.commands[name].params  # type: ignore[attr-defined]
+               if isinstance(p, click.Option) and not p.is_flag}
+    assert options == set(FLAG_BAD)
 
 
 def _flag_cases() -> Iterator[Case]:
@@ -337,14 +357,49 @@ def _launch_cases() -> Iterator[Case]:
 # --- dspark's options and settings x the engine -------------------------------------------------------------
 
 MODEL_32B = str(CONFIGS.parent / "model-qwen3-32b")
-# Settings a given engine has no use for, with a value that is valid for the other engine: refused, never ignored.
-ENGINE_DOES_NOT_READ: dict[str, tuple[tuple[tuple[str, ...], dict[str, str]], ...]] = {
-    "vllm": ((("--kv-cache-dtype", "bf16"), {}), ((), {"DSPARK_KV_CACHE_TOKENS": "100000"}),
-             ((), {"DSPARK_MEM_FRACTION_STATIC": "0.8"}), ((), {"DSPARK_KV_CACHE_DTYPE": "mxfp8"})),
-    "sglang": ((("--platform", "cpu"), {}), (("--kv-cache-dtype", "fp8"), {}), (("--kv-cache-dtype", "float16"), {}),
-               ((), {"DSPARK_GPU_MEMORY_UTILIZATION": "0.8"}), ((), {"DSPARK_PLATFORM": "cpu"}),
-               ((), {"DSPARK_KV_CACHE_DTYPE": "fp8_inc"})),
-}
+# A valid value of each knob some engine does not read (EngineSpec.foreign_knobs), for the cases below.
+FOREIGN_VALUES = {"max_total_tokens": "100000", "mem_fraction_static": "0.8", "gpu_memory_utilization": "0.8"}
+Given = tuple[tuple[str, ...], dict[str, str]]  # (dspark flags, environment)
+
+
+def _given(knob: str, value: str) -> Iterator[Given]:
+    """Each way a user gives `value` to `knob` without the engine's own flags: dspark's flag, the variable."""
+    spec = BY_NAME[knob]
+    if spec.flag is not None:
+        yield (spec.flag, value), {}
+    yield (), {spec.env: value}
+
+
+def _knob_takes(knob: str, value: str) -> bool:
+    try:
+        BY_NAME[knob].convert(value)
+    except Invalid:
+        return False
+    return True
+
+
+def _engine_does_not_read(engine: str) -> Iterator[Given]:
+    """Settings `engine` has no use for, each with a value another engine takes, generated from the engine registry:
+    its foreign knobs, the platforms it has no build for, the values its parser refuses for a knob both read."""
+    spec = engine_spec(engine)
+    for knob, _ in spec.foreign_knobs:
+        yield from _given(knob, FOREIGN_VALUES[knob])
+    for platform in sorted(set().union(*(engine_spec(e).platforms for e in ENGINE_NAMES)) - set(spec.platforms)):
+        yield from _given("platform", platform)
+    for knob, accepted in spec.knob_values.items():
+        others = sorted(v for v in set().union(*(engine_spec(e).knob_values.get(knob, ()) for e in ENGINE_NAMES))
+                        if v not in accepted and _knob_takes(knob, v))  # a value dspark takes, the engine not
+        for value in RNG.sample(others, k=min(3, len(others))):
+            yield from _given(knob, value)
+
+
+def test_every_foreign_knob_has_a_value_to_try() -> None:
+    foreign = {knob for e in ENGINE_NAMES for knob, _ in engine_spec(e).foreign_knobs}
+    assert foreign and foreign <= set(FOREIGN_VALUES)
+
+
+# Settings a given engine has no use for, with a value that is valid for another engine: refused, never ignored.
+ENGINE_DOES_NOT_READ: dict[str, tuple[Given, ...]] = {e: tuple(_engine_does_not_read(e)) for e in ENGINE_NAMES}
 # ... and the same kind of value where the engine does read it: planned (the plan may not fit: 0 or 1 is not 2).
 ENGINE_READS: dict[str, tuple[tuple[tuple[str, ...], dict[str, str]], ...]] = {
     "vllm": ((("--kv-cache-dtype", "fp8"), {}), ((), {"DSPARK_GPU_MEMORY_UTILIZATION": "0.8"}),
@@ -355,7 +410,7 @@ ENGINE_READS: dict[str, tuple[tuple[tuple[str, ...], dict[str, str]], ...]] = {
 
 
 def _option_engine_cases() -> Iterator[Case]:
-    for engine in ("vllm", "sglang"):
+    for engine in ENGINE_NAMES:
         base = ("validate", "--model", MODEL_32B, "--engine", engine, "--hardware", "h200:8")
         for flag, values in FLAG_BAD.items():  # every bad value of every dspark option, with each engine
             for value in RNG.sample(values, k=min(2, len(values))):
