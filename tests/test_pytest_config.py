@@ -54,9 +54,15 @@ def test_no_test_bounds_its_own_wall_clock() -> None:
 
 
 def test_the_wall_clock_check_finds_what_it_looks_for() -> None:
-    caught = ast.parse("import time\ndef t():\n    s = time.monotonic()\n    run()\n    assert time.monotonic() - s < 5\n"
-                       "def u():\n    t0 = time.perf_counter()\n    took = time.perf_counter() - t0\n    assert took < 1\n")
-    fine = ast.parse("import time\ndef t():\n    deadline = time.monotonic() + 5\n    while time.monotonic() < deadline:\n"
-                     "        pass\n    assert done()\n")
+    caught = ast.parse(
+        "import time\n"
+        "def t():\n    s = time.monotonic()\n    run()\n    assert time.monotonic() - s < 5\n"
+        "def u():\n    t0 = time.perf_counter()\n    took = time.perf_counter() - t0\n    assert took < 1\n"
+    )
+    fine = ast.parse(
+        "import time\n"
+        "def t():\n    deadline = time.monotonic() + 5\n    while time.monotonic() < deadline:\n        pass\n"
+        "    assert done()\n"
+    )
     assert list(_wall_clock_asserts(caught)) == [5, 9]
     assert list(_wall_clock_asserts(fine)) == []

@@ -190,6 +190,15 @@ def test_vllm_pool_below_one_context_fails_and_never_says_every_seat_holds_one(l
     assert report.verdict == "fail"
     assert _one_context_sentences(report) == []
     assert "seats-safe" not in _codes(report)
+    # vLLM's own check refuses the launch and names the context that fits (its estimate, 4,080 here): capped to
+    # that, the pool holds one full context and the verdict no longer fails.
+    refusal = next(f.message for f in report.findings if f.code == "max_model_len_does_not_fit")
+    fits = re.search(r"max_model_len ≤ ([\d,]+) would fit", refusal)
+    assert fits is not None, refusal
+    capped = _validate(flags={"model": llama8b, "engine": "vllm", "hardware": "h200",
+                              "kv_cache_memory_bytes": "512MiB", "max_model_len": int(fits[1].replace(",", ""))})
+    assert capped.capacity.max_concurrency >= 1.0
+    assert capped.verdict != "fail" and "pool-below-one-context" not in _codes(capped)
 
 
 def test_sglang_pool_below_one_context_fails_until_the_context_is_capped_to_the_pool(llama8b: str) -> None:
