@@ -51,6 +51,7 @@ class Case:
     expected: int
     env: dict[str, str] = field(default_factory=dict)
     files: Files = field(default_factory=dict)
+    says: str | None = None  # what stderr must say (the rule that refused it), where more than one could
 
 
 # --- recipes ---------------------------------------------------------------------------------------------
@@ -360,6 +361,7 @@ MODEL_32B = str(CONFIGS.parent / "model-qwen3-32b")
 # A valid value of each knob some engine does not read (EngineSpec.foreign_knobs), for the cases below.
 FOREIGN_VALUES = {"max_total_tokens": "100000", "mem_fraction_static": "0.8", "gpu_memory_utilization": "0.8"}
 Given = tuple[tuple[str, ...], dict[str, str]]  # (dspark flags, environment)
+Unread = tuple[tuple[str, ...], dict[str, str], str]  # ... and what the refusal says
 
 
 def _given(knob: str, value: str) -> Iterator[Given]:
@@ -378,19 +380,27 @@ def _knob_takes(knob: str, value: str) -> bool:
     return True
 
 
-def _engine_does_not_read(engine: str) -> Iterator[Given]:
+def _engine_does_not_read(engine: str) -> Iterator[Unread]:
     """Settings `engine` has no use for, each with a value another engine takes, generated from the engine registry:
     its foreign knobs, the platforms it has no build for, the values its parser refuses for a knob both read."""
     spec = engine_spec(engine)
     for knob, _ in spec.foreign_knobs:
-        yield from _given(knob, FOREIGN_VALUES[knob])
+        for argv, env in _given(knob, FOREIGN_VALUES[knob]):
+            yield argv, env, f"{knob} from {_where(argv, env)} does not apply to {engine}"
     for platform in sorted(set().union(*(engine_spec(e).platforms for e in ENGINE_NAMES)) - set(spec.platforms)):
-        yield from _given("platform", platform)
+        for argv, env in _given("platform", platform):
+            yield argv, env, f"platform {platform} from {_where(argv, env)} does not apply to {engine}"
     for knob, accepted in spec.knob_values.items():
         others = sorted(v for v in set().union(*(engine_spec(e).knob_values.get(knob, ()) for e in ENGINE_NAMES))
                         if v not in accepted and _knob_takes(knob, v))  # a value dspark takes, the engine not
         for value in RNG.sample(others, k=min(3, len(others))):
-            yield from _given(knob, value)
+            for argv, env in _given(knob, value):
+                yield argv, env, f"{knob} {value!r} from {_where(argv, env)} is not a value {engine} takes"
+
+
+def _where(argv: tuple[str, ...], env: dict[str, str]) -> str:
+    """Where the refusal says the value came from: the command line, or the variable that set it."""
+    return "the command line" if argv else next(iter(env))
 
 
 def test_every_foreign_knob_has_a_value_to_try() -> None:
@@ -399,7 +409,7 @@ def test_every_foreign_knob_has_a_value_to_try() -> None:
 
 
 # Settings a given engine has no use for, with a value that is valid for another engine: refused, never ignored.
-ENGINE_DOES_NOT_READ: dict[str, tuple[Given, ...]] = {e: tuple(_engine_does_not_read(e)) for e in ENGINE_NAMES}
+ENGINE_DOES_NOT_READ: dict[str, tuple[Unread, ...]] = {e: tuple(_engine_does_not_read(e)) for e in ENGINE_NAMES}
 # ... and the same kind of value where the engine does read it: planned (the plan may not fit: 0 or 1 is not 2).
 ENGINE_READS: dict[str, tuple[tuple[tuple[str, ...], dict[str, str]], ...]] = {
     "vllm": ((("--kv-cache-dtype", "fp8"), {}), ((), {"DSPARK_GPU_MEMORY_UTILIZATION": "0.8"}),
@@ -415,8 +425,8 @@ def _option_engine_cases() -> Iterator[Case]:
         for flag, values in FLAG_BAD.items():  # every bad value of every dspark option, with each engine
             for value in RNG.sample(values, k=min(2, len(values))):
                 yield Case("option-engine", (*base, flag, value, *_maybe_json()), 2)
-        for argv, env in ENGINE_DOES_NOT_READ[engine]:
-            yield Case("option-engine-unread", (*base, *argv, *_maybe_json()), 2, env=env)
+        for argv, env, says in ENGINE_DOES_NOT_READ[engine]:  # refused by the knob x engine rule, not by chance
+            yield Case("option-engine-unread", (*base, *argv, *_maybe_json()), 2, env=env, says=says)
         for argv, env in ENGINE_READS[engine]:
             yield Case("option-engine-read", (*base, *argv, *_maybe_json()), 0, env=env)
 
@@ -555,6 +565,8 @@ def test_generated_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.Mon
         if code != 0 and "error" in document:
             assert document["exit_code"] == code, shown
             assert set(document["error"]) == {"code", "message", "hint"}, shown
+    if case.says is not None:
+        assert case.says in err, shown
     if "HF_TOKEN" in case.env:
         assert case.env["HF_TOKEN"] not in out + err, shown
     if case.kind == "engine-flag-unplaced":
