@@ -248,7 +248,7 @@ def test_every_value_option_of_the_plan_commands_has_bad_values() -> None:
 
     from dspark.cli import cli  # noqa: PLC0415
 
-    options = {p.opts[0] for name in PLAN_COMMANDS for p in cli.commands[name].params  # type: ignore[attr-defined]
+    options = {p.opts[0] for name in PLAN_COMMANDS for p in cli.commands[name].params
                if isinstance(p, click.Option) and not p.is_flag}
     assert options == set(FLAG_BAD)
 
