@@ -104,7 +104,8 @@ def workload_of(opts: AdviseOptions, max_batched: int) -> tuple[Workload, list[s
 
 
 def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationReport, load: Workload,
-              seats: Sequence[int], inputs: ModelInputs, costs: StepCosts) -> tuple[ReplayResult | None, list[str]]:
+              ran: Sequence[tuple[int, ValidationReport]], inputs: ModelInputs, costs: StepCosts
+              ) -> tuple[ReplayResult | None, list[str]]:
     """The workload through the installed engine's own scheduler, or None and why (then dspark's model runs)."""
     from dspark.advise.replay import ReplayError, simulate_with_engine, step_cost  # noqa: PLC0415
     from dspark.advise.workload import (  # noqa: PLC0415
@@ -142,8 +143,9 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
     try:
         result = simulate_with_engine(
             python, first.serve.engine, first.witness_request, cap.details, cap.max_model_len,
-            len(first.architecture.mtp_layers), seats, reqs, arrivals, warm=opts.warm,
-            pattern=accepted_pattern(inputs.shape.emitted_per_step, k), cost=step_cost(costs, inputs.shape))
+            len(first.architecture.mtp_layers), [n for n, _ in ran], reqs, arrivals, warm=opts.warm,
+            pattern=accepted_pattern(inputs.shape.emitted_per_step, k), cost=step_cost(costs, inputs.shape),
+            seat_details={n: r.capacity.details for n, r in ran})
     except ReplayError as exc:
         if opts.simulator == "engine":
             raise EngineNotInstalledError(str(exc)) from None
@@ -153,7 +155,7 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
              + (", then re-sent the same way (warm)" if opts.warm else "")
              + "; each step on the virtual clock costs the step cost above for what the scheduler put in it"
              + (f"; {inputs.shape.emitted_per_step - 1:g} of {k} drafts accepted per step, in a fixed pattern"
-                if k else "")]
+                if k else ""), *result.notes]
     planned = cap.engine_version
     if result.engine_version and planned and result.engine_version != planned:
         notes.append(f"warn: the plan is for {first.serve.engine} {planned}, the scheduler replayed is the installed "
@@ -248,12 +250,12 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
     predictions = predict(costs, inputs.shape, load, pools, request.prefix_cache_reserve, countings,
                           asked={r.capacity.max_num_seqs: n for n, r in zip(seat_list, reports, strict=True)
                                  if r.capacity.max_num_seqs != n})
-    replay, replay_notes = _replayed(request, opts, first, load, [n for n, _ in ran], inputs, costs)
+    replay, replay_notes = _replayed(request, opts, first, load, ran, inputs, costs)
     if replay is not None:
         from dspark.advise.replay import with_replay  # noqa: PLC0415
 
-        predictions = [with_replay(p, seat, replay.simulator) if (seat := replay.at(p.seats)) else p
-                       for p in predictions]
+        predictions = [with_replay(p, seat, replay.simulator, replay.kv_usage_metric)
+                       if (seat := replay.at(p.seats)) else p for p in predictions]
     else:
         why = replay_notes[0]
         predictions = [dataclasses.replace(p, simulator=why) for p in predictions]

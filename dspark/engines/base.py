@@ -168,6 +168,8 @@ class EngineSpec:
     negated_flag_knobs: Mapping[str, str] = field(default_factory=dict)
     # A flag dspark sets -> the name older releases' parsers know it by (tried when the parser calls it unknown).
     former_flags: Mapping[str, str] = field(default_factory=dict)
+    # False when its parsed flags leave the model's vision tower unloaded (text-only serving of a VLM).
+    loads_vision_tower: Callable[[Any], bool] = field(default=lambda options: True)
     platforms: tuple[str, ...] = ("cuda",)  # the values of --platform it has a build for
     # The values the engine's parser takes for a knob whose dspark choices span both engines (kv_cache_dtype).
     knob_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

@@ -239,7 +239,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     recipe, engine_name, options, settings = _resolve(request)
     arch, headers = model_architecture(settings, recipe)
     drafter = drafter_of(engine_name, settings, recipe, options, arch)
-    weights = weights_of(arch, headers, drafter, settings, recipe)
+    weights = weights_of(arch, headers, drafter, settings, recipe,
+                         vision=engine_spec(engine_name).loads_vision_tower(options))
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
     data_parallel, dp_attention = data_parallel_of(engine_name, options)
     replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs

@@ -225,6 +225,11 @@ class SglangCapacity:
     free_before_load_bytes: int | None = None
     free_after_load_bytes: int | None = None
     compute_capability: tuple[int, int] | None = None
+    # Scheduling settings the launch gives (None: SGLang's default), for the scheduler replay.
+    schedule_policy: str | None = None
+    enable_mixed_chunk: bool = False
+    max_prefill_tokens: int | None = None
+    radix_cache: bool = True
 
     @property
     def cudagraph_max_capture_size(self) -> int:
@@ -292,6 +297,9 @@ class SglangCapacity:
             "chunked_prefill_size": self.chunked_prefill_size,
             "speculative_algorithm": self.speculative_algorithm,
             "speculative_num_draft_tokens": self.speculative_num_draft_tokens,
+            "speculative_num_steps": self.speculative_num_steps,
+            "speculative_eagle_topk": self.speculative_eagle_topk,
+            "max_total_num_tokens": self.max_total_num_tokens,
             "max_running_requests": self.max_running_requests,
             "requested_max_running_requests": self.requested_max_running_requests,
             "profiled_tokens": self.profiled_tokens,
@@ -299,6 +307,10 @@ class SglangCapacity:
             "pre_model_load_gib": self.pre_model_load_gib,
             "available_gib": self.available_gib,
             "refusals": [{"code": r.code, "message": r.message} for r in self.refusals],
+            "schedule_policy": self.schedule_policy,
+            "enable_mixed_chunk": self.enable_mixed_chunk,
+            "max_prefill_tokens": self.max_prefill_tokens,
+            "radix_cache": self.radix_cache,
         }
         if self.mamba is not None:
             m = self.mamba

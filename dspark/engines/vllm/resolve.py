@@ -312,10 +312,11 @@ def resolve(
         model_dtype = arch.dtype
     kv_flag, kv_bytes = _model_kv_dtype(options, arch, model_dtype, notes)
 
-    # EngineArgs._set_default_chunked_prefill_and_prefix_caching_args: both default on for decoders and
-    # hybrids (is_prefix_caching_supported: "hybrid" -> True); RISC-V CPUs turn both off.
+    # EngineArgs._set_default_chunked_prefill_and_prefix_caching_args: both default on for decoders and, from
+    # the releases whose is_prefix_caching_supported says "hybrid" -> True, hybrids; RISC-V CPUs turn both off.
     chunked = options.enable_chunked_prefill if options.enable_chunked_prefill is not None else True
-    prefix = options.enable_prefix_caching if options.enable_prefix_caching is not None else True
+    prefix_default = release.hybrid_prefix_caching_default or not arch.is_hybrid
+    prefix = options.enable_prefix_caching if options.enable_prefix_caching is not None else prefix_default
     if platform == "cpu" and cpu.arch == "riscv":
         chunked, prefix = False, False
     # 0.33 EngineArgs.get_batch_defaults: "GB10 (DGX Spark, cc 12.1) ... keep it on the small tier".
