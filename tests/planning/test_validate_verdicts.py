@@ -201,6 +201,17 @@ def test_vllm_pool_below_one_context_fails_and_never_says_every_seat_holds_one(l
     assert capped.verdict != "fail" and "pool-below-one-context" not in _codes(capped)
 
 
+def test_a_pool_of_exactly_one_context_that_vllm_refuses_never_says_every_seat_holds_one(llama8b: str) -> None:
+    # 512 MiB / 131,072 B = 4,096 tokens = one 4,096-token context by the printed pool; vLLM keeps one block back
+    # and refuses (max_model_len <= 4,080 would fit), so no "every seat can hold a full context" beside it.
+    report = _validate(flags={"model": llama8b, "engine": "vllm", "hardware": "h200",
+                              "kv_cache_memory_bytes": "512MiB", "max_model_len": 4096})
+    assert report.capacity.max_concurrency == 1.0
+    assert "max_model_len_does_not_fit" in _codes(report) and report.verdict == "fail"
+    assert "seats-safe" not in _codes(report)
+    assert not any("every seat can hold a full" in f.message for f in report.findings)
+
+
 def test_sglang_pool_below_one_context_fails_until_the_context_is_capped_to_the_pool(llama8b: str) -> None:
     # SGLang starts with a 4,000-token pool and an 8,192-token context, and then caps every request at
     # min(context, pool) - 1 tokens (tp_worker.py): a full-window request is never served. 4,000 / 8,192 = 0.49.
