@@ -244,10 +244,11 @@ class SglangCapacity:
     def typical_context_seats(self, pool_tokens: int, typical: int, reserve: int) -> int:
         """Largest seat count whose requests of `typical` tokens, plus `reserve` cached tokens, fit at once (0 if none).
 
-        Token arithmetic: the pool is tokens of full attention. The hybrid state pool's cap on running requests
-        (mamba.slot_cap) is not applied: typical-context seats have counted the token pool only.
+        Token arithmetic over the pool of full-attention tokens, then a hybrid's state-slot cap (mamba.slot_cap):
+        however short the requests, SGLang runs no more at once than it has state slots for.
         """
-        return seats_for_typical_context(pool_tokens, typical, reserve)
+        seats = seats_for_typical_context(pool_tokens, typical, reserve)
+        return min(seats, self.mamba.slot_cap) if self.mamba is not None else seats
 
     def summary(self, seats: int | None = None) -> CapacitySummary:
         """The engine-independent figures `dspark validate --json` prints (seats default to the engine's)."""

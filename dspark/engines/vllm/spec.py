@@ -61,10 +61,6 @@ SPEC = EngineSpec(
     drafter_flags=plan.drafter_flags,
     loads_vision_tower=loads_vision_tower,
     foreign_knobs=(("max_total_tokens", "kv_cache_memory_bytes"), ("mem_fraction_static", "gpu_memory_utilization")),
-    recipe_kv_problems=(
-        ("tokens", "vLLM has no token pin; pin bytes with kv_cache.memory"),
-        ("mem_fraction_static", "is SGLang's; for vLLM use kv_cache.gpu_memory_utilization"),
-    ),
     # vLLM V1's /metrics (docs/engines/vllm.md).
     metric_names={
         "prefix_queries": "vllm:prefix_cache_queries_total",
