@@ -399,7 +399,9 @@ def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--served-model", "served_model", metavar="NAME", help="Model name to request (default: the first "
                      "one /v1/models lists)."),
         click.option("--prompts", "prompts_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                     help="JSONL of real prompts: {\"prompt\": text or token ids} or {\"messages\": [...]}."),
+                     help="JSONL of real prompts: {\"prompt\": text or token ids} or {\"messages\": [...]}, each "
+                     "with an optional \"max_tokens\" (else --max-tokens): the file `dspark advise --workload` "
+                     "takes."),
         click.option("--input-len", type=int, default=256, show_default=True,
                      help="Synthetic prompt length in tokens (without --prompts)."),
         click.option("--prompt-kind", type=click.Choice(["auto", "ids", "text"]), default="auto", show_default=True,

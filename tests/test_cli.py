@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,6 +132,43 @@ def test_advise_explain_prints_each_source(capsys: pytest.CaptureFixture[str], a
         assert isinstance(json.loads(out), dict)
 
 
+def test_sweep_model_dir_is_the_model_swept(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    # Issue 16 item 1: --served-model shared --model's destination and the load options took it, so
+    # `sweep --model DIR` swept the default recipe (DSPARK_MODEL=DIR worked).
+    from dspark.commands import sweep as sweep_module  # noqa: PLC0415
+
+    got: dict[str, Any] = {}
+
+    def record(request: Any, **kwargs: Any) -> int:
+        got.update(request=request, **kwargs)
+        return 0
+
+    monkeypatch.setattr(sweep_module, "sweep_command", record)
+    code, _, err = _run(capsys, "sweep", "--model", str(tmp_path), "--seats", "8")
+    assert code == 0, err
+    assert got["request"].validate.flags.get("model") == str(tmp_path)
+    assert got["load"].model is None  # the served name to request: not given, so read from /v1/models
+
+
+def test_sweep_explain_prints_each_source_before_any_engine_starts(capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 16 item 4: sweep --explain was accepted and discarded.
+    from dspark.commands import sweep as sweep_module  # noqa: PLC0415
+
+    runs: list[object] = []
+
+    def no_engine(*args: Any, **kwargs: Any) -> int:  # the sweep itself starts engines: not here
+        runs.append(args)
+        return 0
+
+    monkeypatch.setattr(sweep_module, "sweep", no_engine)
+    code, _, err = _run(capsys, "sweep", "--hardware", "gb10x2", "--seats", "4,8", "--explain")
+    assert (code, len(runs)) == (0, 1), err
+    assert "settings at 4 seats:" in err
+    assert any(line.split()[:2] == ["max_num_seqs", "4"] for line in err.splitlines())
+
+
 def test_the_environment_a_flag_overrides_is_named_on_stderr_and_in_json(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -163,16 +201,24 @@ def test_dry_run_prints_the_plan_then_what_a_real_start_would_refuse(
 MODEL_32B = str(Path(__file__).resolve().parent / "fixtures" / "model-qwen3-32b")
 
 
-@pytest.mark.parametrize("argv", [
+UNSET_SEATS = [
     ["validate", "--hardware", "gb10x2"],  # the default recipe: the safe count is 6, the built-in fallback's value
     ["validate", "--model", MODEL_32B, "--engine", "sglang", "--hardware", "h200"],  # also 6
     ["validate", "--model", MODEL_32B, "--engine", "vllm", "--hardware", "h200", "--kv-cache-memory", "20GiB"],
-])
-def test_explain_says_the_seat_fallback_once_and_labels_it_one_way(capsys: pytest.CaptureFixture[str],
-                                                                   argv: list[str]) -> None:
+]
+
+
+@pytest.mark.parametrize("argv", UNSET_SEATS)
+def test_explain_says_the_seat_fallback_once(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     code, out, err = _run(capsys, *argv, "--explain")
     assert code in (0, 1)
     assert (out + err).count("MAX_NUM_SEQS not set, using default:") == 1
+
+
+@pytest.mark.parametrize("argv", UNSET_SEATS)
+def test_a_computed_seat_count_is_labelled_one_way(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    code, out, _ = _run(capsys, *argv, "--explain")
+    assert code in (0, 1)
     seats_row = next(line for line in out.splitlines() if line.startswith("seats (max_num_seqs)"))
     explain_row = next(line for line in out.splitlines() if line.startswith("max_num_seqs "))
     assert seats_row.rstrip().endswith("(computed)") and explain_row.rstrip().endswith("computed")

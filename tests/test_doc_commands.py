@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 MARKS = {"needs engine", "needs GPU", "needs engine, GPU", "installs"}
 COMMANDS = re.compile(r"^(dspark|python3?|pip|scripts/|benchmarks/|launch/)")
+PROMPT = re.compile(r"^[\w.-]*\$ ")  # a shell prompt naming the host the line runs on (spark-a$ dspark start ...)
 SECONDS = 120
 # A Qwen3-shaped model small enough for any host: the README's `--model DIR` stands for the user's own.
 TINY = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidden_size": 256, "num_hidden_layers": 4,
@@ -68,7 +69,7 @@ def _block_lines(doc: Path, start: int, body: str) -> list[Line]:
         if raw.rstrip().endswith("\\"):  # a continued command
             pending += raw.rstrip()[:-1] + " "
             continue
-        full, pending = pending + raw, ""
+        full, pending = PROMPT.sub("", pending + raw), ""
         command, _, comment = full.partition(" #") if not full.lstrip().startswith("#") else ("", "", full)
         marks = re.findall(r"\[([^\]]+)\]", comment)
         mark = next((m for m in marks if m in MARKS), None)
@@ -93,6 +94,13 @@ RUN = [line for line in LINES if line.mark is None]
 def test_the_docs_have_command_lines_to_run() -> None:
     assert len(RUN) >= 8
     assert {line.where.split(":")[0] for line in RUN} >= {"README.md"}
+
+
+def test_a_prompt_does_not_hide_a_command() -> None:
+    lines = _block_lines(ROOT / "x.md", 1, "spark-a$ dspark start r --node-rank 0   # [needs engine, GPU]\n"
+                                          "$ dspark validate\nspark-b$ ray start --head\n")
+    assert [(ln.command, ln.mark) for ln in lines] == [("dspark start r --node-rank 0", "needs engine, GPU"),
+                                                       ("dspark validate", None)]
 
 
 @pytest.mark.parametrize("line", [ln for ln in LINES if ln.mark is None], ids=[ln.where for ln in RUN])

@@ -64,30 +64,17 @@ def _prompt_tokens(prompt: object) -> int:
     return len(prompt) if isinstance(prompt, list) else 1
 
 
-def _mean_max_tokens(path: Path, default: int) -> int:
-    """The mean of a workload file's max_tokens (lines without one ask for `default`)."""
-    values = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            obj = json.loads(line)
-            value = obj.get("max_tokens", default) if isinstance(obj, dict) else default
-            values.append(value if isinstance(value, int) and value > 0 else default)
-    return max(1, round(sum(values) / len(values))) if values else default
-
-
 def workload_of(opts: AdviseOptions, max_batched: int) -> tuple[Workload, list[str]]:
     """The workload from the flags, or from a prompts file's lengths; notes on what was estimated."""
     notes: list[str] = []
     input_len, requests, output_len = opts.input_len, opts.requests, opts.output_len
     if opts.prompts_file is not None:
-        from dspark.bench.prompts import load_jsonl  # noqa: PLC0415
+        from dspark.bench.prompts import read_jsonl  # noqa: PLC0415
 
-        prompts = load_jsonl(opts.prompts_file)
-        if not prompts:
-            raise InputError(f"--prompts {opts.prompts_file}: no prompts")
-        input_len = round(sum(_prompt_tokens(p) for p in prompts) / len(prompts))
-        requests = requests or len(prompts)
-        output_len = _mean_max_tokens(opts.prompts_file, opts.output_len)
+        lines = read_jsonl(opts.prompts_file)
+        input_len = round(sum(_prompt_tokens(line.prompt) for line in lines) / len(lines))
+        requests = requests or len(lines)
+        output_len = max(1, round(sum(line.max_tokens or opts.output_len for line in lines) / len(lines)))
         notes.append(f"prompt length {input_len} tokens: the mean over {opts.prompts_file} (text at ~4 characters "
                      f"per token); {output_len} output tokens, the mean of its max_tokens (default --output-len)")
     for name, value in (("--clients", opts.clients), ("--input-len", input_len), ("--output-len", opts.output_len),
@@ -104,7 +91,8 @@ def workload_of(opts: AdviseOptions, max_batched: int) -> tuple[Workload, list[s
 
 
 def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationReport, load: Workload,
-              seats: Sequence[int], inputs: ModelInputs, costs: StepCosts) -> tuple[ReplayResult | None, list[str]]:
+              ran: Sequence[tuple[int, ValidationReport]], inputs: ModelInputs, costs: StepCosts
+              ) -> tuple[ReplayResult | None, list[str]]:
     """The workload through the installed engine's own scheduler, or None and why (then dspark's model runs)."""
     from dspark.advise.replay import ReplayError, simulate_with_engine, step_cost  # noqa: PLC0415
     from dspark.advise.workload import (  # noqa: PLC0415
@@ -114,6 +102,7 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
         load_workload,
         synthetic,
     )
+    from dspark.bench.prompts import take  # noqa: PLC0415
     from dspark.core.errors import EngineNotInstalledError  # noqa: PLC0415
     from dspark.engines import engine_spec  # noqa: PLC0415
     from dspark.engines.base import find_engine_python  # noqa: PLC0415
@@ -130,7 +119,7 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
     model_dir = Path(first.serve.model)
     if opts.prompts_file is not None:
         reqs = load_workload(opts.prompts_file, opts.output_len, model_dir if model_dir.is_dir() else None)
-        reqs = reqs[:opts.requests] if opts.requests else reqs
+        reqs = take(reqs, opts.requests) if opts.requests else reqs  # cycled, as bench sends the file
     else:
         vocab = first.architecture.vocab_size or 32000
         reqs = synthetic(load.requests, load.input_len, load.output_len, shared_prefix=opts.shared_prefix,
@@ -142,18 +131,22 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
     try:
         result = simulate_with_engine(
             python, first.serve.engine, first.witness_request, cap.details, cap.max_model_len,
-            len(first.architecture.mtp_layers), seats, reqs, arrivals, warm=opts.warm,
-            pattern=accepted_pattern(inputs.shape.emitted_per_step, k), cost=step_cost(costs, inputs.shape))
+            len(first.architecture.mtp_layers), [n for n, _ in ran], reqs, arrivals, warm=opts.warm,
+            pattern=accepted_pattern(inputs.shape.emitted_per_step, k), cost=step_cost(costs, inputs.shape),
+            seat_details={n: r.capacity.details for n, r in ran})
     except ReplayError as exc:
         if opts.simulator == "engine":
             raise EngineNotInstalledError(str(exc)) from None
         return None, [f"dspark model: the engine's scheduler could not be used ({exc})"]
-    notes = [f"simulated by {result.simulator} in {python} ({result.seconds:.1f} s, {result.setup_seconds:.1f} s of "
-             f"it importing the engine): {len(reqs)} requests, {arrivals.description}"
+    cls, queue = result.kv.get("scheduler"), result.kv.get("batch_queue")
+    how = (f" ({cls}" + (f", {queue} batches in flight" if isinstance(queue, int) and queue > 1 else "")
+           + ", the class and loop the engine uses for this plan)") if cls else ""
+    notes = [f"simulated by {result.simulator}{how} in {python} ({result.seconds:.1f} s, "
+             f"{result.setup_seconds:.1f} s of it importing the engine): {len(reqs)} requests, {arrivals.description}"
              + (", then re-sent the same way (warm)" if opts.warm else "")
              + "; each step on the virtual clock costs the step cost above for what the scheduler put in it"
              + (f"; {inputs.shape.emitted_per_step - 1:g} of {k} drafts accepted per step, in a fixed pattern"
-                if k else "")]
+                if k else ""), *result.notes]
     planned = cap.engine_version
     if result.engine_version and planned and result.engine_version != planned:
         notes.append(f"warn: the plan is for {first.serve.engine} {planned}, the scheduler replayed is the installed "
@@ -248,12 +241,12 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
     predictions = predict(costs, inputs.shape, load, pools, request.prefix_cache_reserve, countings,
                           asked={r.capacity.max_num_seqs: n for n, r in zip(seat_list, reports, strict=True)
                                  if r.capacity.max_num_seqs != n})
-    replay, replay_notes = _replayed(request, opts, first, load, [n for n, _ in ran], inputs, costs)
+    replay, replay_notes = _replayed(request, opts, first, load, ran, inputs, costs)
     if replay is not None:
         from dspark.advise.replay import with_replay  # noqa: PLC0415
 
-        predictions = [with_replay(p, seat, replay.simulator) if (seat := replay.at(p.seats)) else p
-                       for p in predictions]
+        predictions = [with_replay(p, seat, replay.simulator, replay.kv_usage_metric)
+                       if (seat := replay.at(p.seats)) else p for p in predictions]
     else:
         why = replay_notes[0]
         predictions = [dataclasses.replace(p, simulator=why) for p in predictions]
@@ -311,11 +304,26 @@ def _seats_run(asked: Sequence[int], reports: Sequence[ValidationReport],
 
 def sweep_prediction(request: ValidateRequest, seats: str, load: LoadOptions, primary: str, adopt_at: str,
                      max_regression: str, secondaries: str | None) -> dict[str, Any]:
-    """The advice for a sweep's seats and load, made before its runs (its JSON), or {"error": why not}."""
+    """The advice for a sweep's seats and load, made before its runs (its JSON), or {"error": why not}.
+
+    The load is the bench's: its clients or open-loop arrivals, its prompts file or synthetic lengths, and its
+    warm re-run, so with the engine installed each seat count is the engine's own scheduler replaying what the
+    sweep is about to send (`simulator` says which ran), and every sweep checks that replay against /metrics.
+    """
     opts = AdviseOptions(seats=seats, clients=load.concurrency, requests=load.requests, input_len=load.input_len,
                          output_len=load.max_tokens, prompts_file=load.prompts_file, primary=primary,
-                         adopt_at=adopt_at, max_regression=max_regression, secondaries=secondaries)
+                         adopt_at=adopt_at, max_regression=max_regression, secondaries=secondaries,
+                         request_rate=load.request_rate, burstiness=load.burstiness, warm=load.warm_rerun,
+                         seed=load.seed)
     try:
-        return build_advice(request, opts).to_json()
+        advice = build_advice(request, opts).to_json()
     except (DsparkError, ValueError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
+    notes = [f"the sweep's load: {load.reps} rep(s) of {load.requests} requests, each predicted as the first pass "
+             "(a rep's synthetic prompts are new to the prefix cache)"
+             + ("; the warm pass is the re-run of the last rep's prompts" if load.warm_rerun else "")]
+    if load.request_rate is not None:
+        notes.append(f"open loop: the bench keeps at most {load.concurrency} requests in flight, the replay sends "
+                     "each at its arrival time whatever is in flight")
+    advice["assumptions"] = [*advice.get("assumptions", []), *notes]
+    return advice

@@ -71,6 +71,8 @@ class ReplayResult:
     seconds: float
     setup_seconds: float
     kv: Mapping[str, Any]
+    kv_usage_metric: str = "BlockPool.get_usage (the engine's scheduler)"
+    notes: tuple[str, ...] = ()  # the engine's replay module on what it ran and what it stood in for
 
     def at(self, seats: int) -> SeatReplay | None:
         """The replay at `seats`, if it was run."""
@@ -78,13 +80,21 @@ class ReplayResult:
 
 
 def engine_part(engine: str, witness_request: Mapping[str, Any] | None, details: Mapping[str, Any],
-                max_model_len: int, mtp_layers: int) -> tuple[dict[str, Any], str, ModuleType]:
-    """The replay's plan and engine settings for `engine`, with the script that runs them; ReplayError: why not."""
+                max_model_len: int, mtp_layers: int, seat_details: Mapping[int, Mapping[str, Any]] | None = None
+                ) -> tuple[dict[str, Any], str, ModuleType]:
+    """The replay's plan and engine settings for `engine`, with the script that runs them; ReplayError: why not.
+
+    seat_details: validate's capacity details at each seat count, for an engine whose replay module sizes each
+    seat count's pool from them (its replay_seat_part); the others plan each seat count themselves.
+    """
     module = scheduler_replay(engine)
     if module is None:
         raise ReplayError(f"dspark cannot run {engine}'s scheduler without a model yet")
     try:
         part: dict[str, Any] = module.replay_engine_part(witness_request, details, max_model_len, mtp_layers)
+        seat_part = getattr(module, "replay_seat_part", None)
+        if seat_part is not None and seat_details:
+            part["plans"] = {str(n): seat_part(d) for n, d in seat_details.items()}
     except ValueError as exc:
         raise ReplayError(str(exc)) from None
     return part, str(module.REPLAY_SCRIPT), module
@@ -172,27 +182,33 @@ def pass_prediction(p: Mapping[str, Any]) -> PassPrediction:
     )
 
 
-def replay_result(answer: Mapping[str, Any], simulator: str) -> ReplayResult:
-    """The parsed answer of the engine-side replay."""
+def replay_result(answer: Mapping[str, Any], simulator: str, module: ModuleType | None = None) -> ReplayResult:
+    """The parsed answer of the engine-side replay (module: the engine's replay module, for its own wording)."""
     seats = tuple(SeatReplay(seats=int(r["seats"]), cold=pass_prediction(r["cold"]),
                              warm=pass_prediction(r["warm"]) if r.get("warm") else None)
                   for r in answer["results"])
+    extra: dict[str, Any] = {}
+    if module is not None and hasattr(module, "KV_USAGE_METRIC"):
+        extra["kv_usage_metric"] = str(module.KV_USAGE_METRIC)
+    if module is not None and hasattr(module, "replay_notes"):
+        extra["notes"] = tuple(module.replay_notes(answer))
     return ReplayResult(simulator=simulator, engine_version=answer.get("engine_version"), seats=seats,
                         seconds=float(answer.get("seconds", 0.0)),
-                        setup_seconds=float(answer.get("setup_seconds", 0.0)), kv=answer.get("kv") or {})
+                        setup_seconds=float(answer.get("setup_seconds", 0.0)), kv=answer.get("kv") or {}, **extra)
 
 
 def simulate_with_engine(python: str, engine: str, witness_request: Mapping[str, Any] | None,
                          details: Mapping[str, Any], max_model_len: int, mtp_layers: int, seats: Sequence[int],
                          requests: Sequence[WorkloadRequest], arrivals: Arrivals, *, warm: bool,
-                         pattern: Sequence[int], cost: Mapping[str, float], timeout: float = 600.0) -> ReplayResult:
+                         pattern: Sequence[int], cost: Mapping[str, float], timeout: float = 600.0,
+                         seat_details: Mapping[int, Mapping[str, Any]] | None = None) -> ReplayResult:
     """Replay the workload at every seat count through the engine's scheduler in its interpreter."""
     if not requests:
         raise InputError("the workload has no requests")
-    part, script, module = engine_part(engine, witness_request, details, max_model_len, mtp_layers)
+    part, script, module = engine_part(engine, witness_request, details, max_model_len, mtp_layers, seat_details)
     request = replay_request(part, seats, requests, arrivals, warm=warm, pattern=pattern, cost=cost)
     answer = run_replay(python, script, request, module.MARKER, timeout)
-    return replay_result(answer, module.simulator_name(answer.get("engine_version")))
+    return replay_result(answer, module.simulator_name(answer.get("engine_version")), module)
 
 
 _PASS_KEYS = ("prefix_cache_queries", "prefix_cache_hits", "prefix_cache_hit_rate", "preemptions", "kv_peak_fraction",
@@ -209,7 +225,8 @@ def pass_json(p: PassPrediction) -> dict[str, Any]:
     return out
 
 
-def with_replay(prediction: Prediction, seat: SeatReplay, simulator: str) -> Prediction:
+def with_replay(prediction: Prediction, seat: SeatReplay, simulator: str,
+                kv_usage_metric: str = "BlockPool.get_usage (the engine's scheduler)") -> Prediction:
     """The model's prediction with what the engine's scheduler did in its place: the figures it produced
     (prefix cache, preemptions, KV use, queueing and the times on the advisor's step cost), the warm pass."""
     c = seat.cold
@@ -220,7 +237,7 @@ def with_replay(prediction: Prediction, seat: SeatReplay, simulator: str) -> Pre
     return dataclasses.replace(
         prediction, simulator=simulator, aggregate_decode_tps=c.aggregate_decode_tps,
         per_stream_decode_tps=c.per_stream_decode_tps, ttft_s=c.ttft_mean_s, wall_time_s=c.wall_time_s,
-        kv_peak_fraction=c.kv_peak_fraction, kv_usage_metric="BlockPool.get_usage (the engine's scheduler)",
+        kv_peak_fraction=c.kv_peak_fraction, kv_usage_metric=kv_usage_metric,
         prefill_share=c.prefill_share, prefix_cache_queries=c.prefix_cache_queries,
         prefix_cache_hits=c.prefix_cache_hits, prefix_cache_hit_rate=c.prefix_cache_hit_rate,
         preemptions=c.preemptions, kv_mean_fraction=c.kv_mean_fraction, ttft_p50_s=finite(c.ttft_p50_s),

@@ -10,7 +10,6 @@ behind one shared prefix (a system prompt).
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Sequence
@@ -106,43 +105,25 @@ class _Tokenizer:
         return tuple(int(t) for t in ids)
 
 
-def _max_tokens(obj: dict[str, Any], default: int, where: str) -> int:
-    value = obj.get("max_tokens", default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InputError(f"{where}: 'max_tokens' must be a positive integer, got {value!r}")
-    return value
-
-
-def _line(obj: object, where: str, default_max: int, tokenizer: _Tokenizer) -> WorkloadRequest:
-    from dspark.bench.prompts import _prompt_of  # noqa: PLC0415 - bench's reading of a line, shared
-
-    prompt = _prompt_of(obj, where)
-    max_tokens = _max_tokens(obj, default_max, where) if isinstance(obj, dict) else default_max
-    if isinstance(prompt, str):
-        return WorkloadRequest(tokenizer.text(prompt), max_tokens)
-    if prompt and isinstance(prompt[0], dict):
-        return WorkloadRequest(tokenizer.messages(prompt, where), max_tokens)
-    return WorkloadRequest(tuple(int(t) for t in prompt), max_tokens)  # type: ignore[arg-type]
-
-
 def load_workload(path: Path, default_max_tokens: int, model_dir: Path | None = None) -> list[WorkloadRequest]:
-    """The requests of a JSONL workload file, in file order; text and messages through the model's tokenizer."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read workload file {path}: {exc}") from None
+    """The requests of a JSONL workload file, in file order; text and messages through the model's tokenizer.
+
+    The file is read by bench's reader (dspark.bench.prompts.read_jsonl), so `dspark bench --prompts` takes the
+    same file and sends the same requests.
+    """
+    from dspark.bench.prompts import read_jsonl  # noqa: PLC0415 - bench's reading of the file, shared
+
     tokenizer = _Tokenizer(model_dir, str(path))
     out: list[WorkloadRequest] = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{n}: not JSON: {exc.msg}") from None
-        out.append(_line(obj, f"{path}:{n}", default_max_tokens, tokenizer))
-    if not out:
-        raise InputError(f"{path}: no requests")
+    for line in read_jsonl(path):
+        prompt = line.prompt
+        max_tokens = line.max_tokens or default_max_tokens
+        if isinstance(prompt, str):
+            out.append(WorkloadRequest(tokenizer.text(prompt), max_tokens))
+        elif prompt and isinstance(prompt[0], dict):
+            out.append(WorkloadRequest(tokenizer.messages(prompt, line.where), max_tokens))
+        else:
+            out.append(WorkloadRequest(tuple(int(t) for t in prompt), max_tokens))  # type: ignore[arg-type]
     return out
 
 

@@ -34,13 +34,19 @@ class ClientConfig:
     timeout_s: float = 600.0
     api_key: str | None = None
     processes: int = 1  # client processes sharing the streams (one reads ~11,000 tokens/s, one per read)
+    # Output tokens per prompt index, from a prompts file's max_tokens (empty: max_tokens for every request).
+    max_tokens_each: tuple[int, ...] = ()
+
+    def max_tokens_for(self, index: int) -> int:
+        """The max_tokens request `index` asks for."""
+        return self.max_tokens_each[index] if self.max_tokens_each else self.max_tokens
 
 
-def request_body(cfg: ClientConfig, prompt: Prompt) -> dict[str, Any]:
-    """The JSON body for one streaming request; usage is asked for so token counts come from the server."""
+def request_body(cfg: ClientConfig, prompt: Prompt, index: int = 0) -> dict[str, Any]:
+    """The JSON body for request `index`; usage is asked for so token counts come from the server."""
     body: dict[str, Any] = {
         "model": cfg.model,
-        "max_tokens": cfg.max_tokens,
+        "max_tokens": cfg.max_tokens_for(index),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -170,7 +176,7 @@ async def send_one_raw(conn: RawHttp, cfg: ClientConfig, index: int, prompt: Pro
     """send_one over the Protocol-level client (plain http): the same record at a fraction of the CPU."""
     stream = _Stream(chat=cfg.endpoint == "chat")
     sink = _SseSink(stream)
-    body = json.dumps(request_body(cfg, prompt)).encode()
+    body = json.dumps(request_body(cfg, prompt, index)).encode()
     start = time.perf_counter()
     try:
         status = await conn.post(_PATHS[cfg.endpoint], body, sink.feed)
@@ -186,7 +192,8 @@ async def send_one(client: httpx.AsyncClient, cfg: ClientConfig, index: int, pro
     stream = _Stream(chat=cfg.endpoint == "chat")
     start = time.perf_counter()
     try:
-        async with client.stream("POST", cfg.base_url + _PATHS[cfg.endpoint], json=request_body(cfg, prompt)) as resp:
+        body = request_body(cfg, prompt, index)
+        async with client.stream("POST", cfg.base_url + _PATHS[cfg.endpoint], json=body) as resp:
             if resp.status_code != 200:
                 text = (await resp.aread()).decode("utf-8", "replace")
                 stream.error = f"HTTP {resp.status_code}: {text[:200]}"

@@ -13,7 +13,7 @@ from typing import Literal
 import httpx
 
 from dspark.bench.client import ClientConfig, Endpoint
-from dspark.bench.prompts import Prompt, load_jsonl, synthetic_text_prompts, synthetic_token_prompts, take
+from dspark.bench.prompts import Prompt, read_jsonl, synthetic_text_prompts, synthetic_token_prompts, take
 from dspark.bench.results import BenchResult
 from dspark.bench.runner import BenchSpec, PassObserver, run_bench
 from dspark.core.dataclass import dataclass
@@ -99,9 +99,16 @@ def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = (), seats
         kind = "text" if load.endpoint == "chat" else "ids"
     if kind == "ids" and load.endpoint == "chat" and load.prompts_file is None:
         raise InputError("token-id prompts need --endpoint completions (chat takes text)")
-    file_prompts = take(load_jsonl(load.prompts_file), load.requests) if load.prompts_file is not None else None
-    if file_prompts is not None:
+    # A file's lines are sent in file order (cycled to --requests), each with its own max_tokens if it has one:
+    # the file `dspark advise --workload` replays.
+    lines = take(read_jsonl(load.prompts_file), load.requests) if load.prompts_file is not None else None
+    file_prompts = [line.prompt for line in lines] if lines is not None else None
+    max_tokens_each: tuple[int, ...] = ()
+    if lines is not None:
         source = f"{load.prompts_file} ({load.requests} requests)"
+        if any(line.max_tokens is not None for line in lines):
+            max_tokens_each = tuple(line.max_tokens or load.max_tokens for line in lines)
+            source += f", max_tokens per line (--max-tokens {load.max_tokens} where a line has none)"
     else:
         source = f"synthetic {kind}, {load.input_len} tokens, seed {load.seed}"
 
@@ -123,6 +130,7 @@ def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = (), seats
         timeout_s=load.timeout_s,
         api_key=os.environ.get("OPENAI_API_KEY") or None,
         processes=client_processes(load.client_processes, load.concurrency),
+        max_tokens_each=max_tokens_each,
     )
     rate = load.request_rate
     return BenchSpec(
@@ -138,7 +146,10 @@ def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = (), seats
             lambda rep: arrival_schedule(load.requests, rate, load.burstiness, load.seed + 7919 * rep)),
         metadata={"argv": list(argv), "mode": "closed loop" if rate is None else "open loop",
                   "request_rate": rate, "burstiness": load.burstiness if rate is not None else None,
-                  "max_concurrency": load.concurrency},
+                  "max_concurrency": load.concurrency,
+                  "max_tokens_per_line": {"min": min(max_tokens_each), "max": max(max_tokens_each),
+                                          "mean": sum(max_tokens_each) / len(max_tokens_each)}
+                  if max_tokens_each else None},
         seats=seats,
     )
 

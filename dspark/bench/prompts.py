@@ -1,17 +1,25 @@
-"""Prompts for a pass: real prompts from JSONL, or synthetic ones of a given token length (pure)."""
+"""Prompts for a pass: real prompts from JSONL, or synthetic ones of a given token length (pure).
+
+The JSONL reader here is the one `dspark bench --prompts` and `dspark advise --workload` share: one request per
+line, {"prompt": text | [token ids]} (also spelled "text") or {"messages": [...]}, each with an optional
+positive integer "max_tokens" (absent: the command's --max-tokens / --output-len).
+"""
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Union
+from typing import TypeVar, Union
 
+from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 
 Message = dict[str, str]
 # Text, token ids (completions only; works with --skip-tokenizer-init) or chat messages.
 Prompt = Union[str, list[int], list[Message]]  # noqa: UP007 - a runtime alias, kept readable on 3.10
+T = TypeVar("T")
 
 # Real words that are one token each in common BPE vocabularies, so a synthetic text prompt of N words is ~N tokens.
 _WORD_TEXT = (
@@ -65,26 +73,54 @@ def _prompt_of(obj: object, where: str) -> Prompt:
     raise InputError(f"{where}: no 'prompt', 'text' or 'messages' key")
 
 
-def load_jsonl(path: Path) -> list[Prompt]:
-    """Prompts from a JSONL file: one object per line with 'prompt' (text or token ids), 'text' or 'messages'."""
+@dataclass(frozen=True)
+class PromptLine:
+    """One line of a prompts file: the prompt, and the output tokens it asks for (None: the command's default)."""
+
+    prompt: Prompt
+    max_tokens: int | None
+    where: str = ""  # FILE:LINE, for messages about this request
+
+
+def _max_tokens_of(obj: object, where: str) -> int | None:
+    if not isinstance(obj, dict) or "max_tokens" not in obj:
+        return None
+    value = obj["max_tokens"]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InputError(f"{where}: 'max_tokens' must be a positive integer, got {value!r}",
+                         hint='write it as a whole number of output tokens, e.g. "max_tokens": 256, or leave it '
+                              "out for the command's default")
+    return value
+
+
+def read_jsonl(path: Path) -> list[PromptLine]:
+    """The requests of a JSONL prompts (workload) file, in file order; blank lines skipped."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise InputError(f"cannot read prompts file {path}: {exc.strerror}") from exc
-    prompts: list[Prompt] = []
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read prompts file {path}: not UTF-8 text ({exc.reason})") from exc
+    out: list[PromptLine] = []
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        where = f"{path}:{n}"
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{n}: not JSON: {exc.msg}") from exc
-        prompts.append(_prompt_of(obj, f"{path}:{n}"))
-    if not prompts:
+            raise InputError(f"{where}: not JSON: {exc.msg}") from exc
+        out.append(PromptLine(_prompt_of(obj, where), _max_tokens_of(obj, where), where))
+    if not out:
         raise InputError(f"{path}: no prompts")
-    return prompts
+    return out
 
 
-def take(prompts: list[Prompt], count: int) -> list[Prompt]:
-    """`count` prompts, cycling through the list when it is shorter."""
-    return [prompts[i % len(prompts)] for i in range(count)]
+def load_jsonl(path: Path) -> list[Prompt]:
+    """The prompts of a JSONL prompts file (read_jsonl), without their max_tokens."""
+    return [line.prompt for line in read_jsonl(path)]
+
+
+def take(items: Sequence[T], count: int) -> list[T]:
+    """`count` items (prompts, lines), cycling through the list when it is shorter."""
+    return [items[i % len(items)] for i in range(count)]

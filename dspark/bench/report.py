@@ -177,7 +177,28 @@ def prediction_lines(result: SweepResult) -> list[str]:
             err = f" ({p[key] / got - 1:+.0%})" if got else ""
             cells.append(f"{label} {p[key]:.3g} vs {'–' if got is None else f'{got:.3g}'}{err}")
         out.append(f"  {p['seats']} seats: " + "; ".join(cells))
+        if p.get("prefix_cache_hit_rate") is not None:  # the engine's scheduler ran: its cache and pool figures
+            out.append(f"    {p.get('simulator')}: " + "; ".join(_cache_cells(p, m, result.reps)))
     return out
+
+
+def _cache_cells(p: dict[str, Any], m: dict[str, Any], reps: int) -> list[str]:
+    """Prefix hits (both passes), KV peak and preemptions the engine's scheduler predicted, against /metrics."""
+
+    def pct(v: float | None) -> str:
+        return "–" if v is None else f"{v:.1%}"
+
+    warm = p.get("warm") or {}
+    cells = [f"prefix hits {pct(p['prefix_cache_hit_rate'])} vs {pct(m.get('prefix_hit_rate'))}"]
+    if warm:
+        cells.append(f"warm re-run prefix hits {pct(warm.get('prefix_cache_hit_rate'))} vs "
+                     f"{pct(m.get('warm_prefix_hit_rate'))}")
+    cells.append(f"KV peak {pct(p.get('kv_peak_fraction'))} vs {pct(m.get('kv_usage_peak'))}")
+    # The measured count sums every rep and the warm re-run; the prediction is per pass.
+    predicted = int(p.get("preemptions") or 0) * reps + int(warm.get("preemptions") or 0)
+    got = m.get("preemptions")
+    cells.append(f"preemptions {predicted} vs {'–' if got is None else f'{got:.0f}'}")
+    return cells
 
 
 def bench_text(result: BenchResult) -> str:
@@ -186,9 +207,12 @@ def bench_text(result: BenchResult) -> str:
     engine = " ".join(str(v) for v in (meta.get("engine"), meta.get("engine_version")) if v) or "engine –"
     load = (f"open loop at {meta['request_rate']:g} req/s (burstiness {meta.get('burstiness', 1.0):g}), at most "
             f"{result.concurrency} in flight" if meta.get("request_rate") else f"{result.concurrency} clients")
+    per_line = meta.get("max_tokens_per_line")
+    tokens = (f"{per_line['min']}-{per_line['max']} (mean {per_line['mean']:.4g}) max tokens" if per_line
+              else f"{result.max_tokens} max tokens")
     lines = [
-        f"{result.model} at {result.url} ({result.endpoint}; {engine}): {result.requests} requests × "
-        f"{result.max_tokens} max tokens, {load}; prompts: {result.prompt_source}",
+        f"{result.model} at {result.url} ({result.endpoint}; {engine}): {result.requests} requests × {tokens}, "
+        f"{load}; prompts: {result.prompt_source}",
         f"dspark {meta.get('dspark_version', '–')}, started {meta.get('started_at', '–')}",
         "",
         to_text(bench_table(result)).rstrip(),

@@ -52,7 +52,7 @@ class CapacitySummary:
     # Typical-context policy, when asked for: seats x typical context + a prefix-cache reserve <= pool.
     typical_context: int | None = None
     prefix_cache_reserve: int | None = None
-    typical_context_seats: int | None = None  # seats x typical context + reserve that the pool holds
+    typical_context_seats: int | None = None  # requests of the typical context (+ reserve) the engine runs at once
     # Sliding-window layers (vLLM keeps only the window's tokens): the window in tokens, and what a token costs per
     # GPU while inside it (the sliding layers plus every layer that grows with context). None: no such layers, every
     # token costs kv_bytes_per_token.

@@ -58,7 +58,7 @@ class CapacityDetail(Protocol):
     """An engine's own capacity figures, as engine-neutral code reads them (VllmCapacity, SglangCapacity)."""
 
     def typical_context_seats(self, pool_tokens: int, typical: int, reserve: int) -> int:
-        """Largest seat count whose requests of `typical` tokens, plus `reserve` cached tokens, fit at once."""
+        """Largest seat count the engine runs at once with requests of `typical` tokens plus `reserve` cached tokens."""
         ...
 
 

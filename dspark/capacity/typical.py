@@ -1,8 +1,9 @@
-"""Seats for typical requests: how many requests of T tokens (plus a prefix-cache reserve) the pool seats at once.
+"""Seats for typical requests: how many requests of T tokens (plus a prefix-cache reserve) the engine seats at once.
 
 Pure. Token arithmetic (pool ÷ T) holds where the pool is tokens of attention only; an engine whose requests
 also hold blocks of their own that do not grow with their length (vLLM: a hybrid model's linear-state blocks,
-a sliding window's ring) counts in its own units, through its capacity figures (CapacityDetail).
+a sliding window's ring), or that caps running requests below what the pool holds (SGLang: a hybrid's state
+slots), counts in its own units, through its capacity figures (CapacityDetail).
 """
 
 from __future__ import annotations

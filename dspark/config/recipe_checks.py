@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from dspark.config.knobs import BY_NAME
 from dspark.config.recipe_keys import FLAG_FIELDS, RUN_FLAGS
 from dspark.config.recipe_model import Parallel, RecipeFields, Speculative
 from dspark.config.recipe_yaml import Problem
@@ -46,9 +47,23 @@ def _kv_problems(recipe: RecipeFields) -> Iterator[Problem]:
     kv = recipe.kv_cache
     if kv.memory is not None and kv.tokens is not None:
         yield Problem(("kv_cache", "tokens"), "set kv_cache.memory or kv_cache.tokens, not both: each pins the pool")
-    for key, why in engine_spec(recipe.engine).recipe_kv_problems:  # the keys the recipe's engine has no use for
-        if getattr(kv, key) is not None:
-            yield Problem(("kv_cache", key), why)
+    yield from _foreign_keys(recipe)
+
+
+def _foreign_keys(recipe: RecipeFields) -> Iterator[Problem]:
+    """The recipe keys of knobs its engine has no such setting for: the settings' knob x engine rule
+    (EngineSpec.foreign_knobs), said at the key's line when the recipe loads."""
+    engine = recipe.engine
+    for name, instead in engine_spec(engine).foreign_knobs:
+        path = BY_NAME[name].recipe_path
+        if path is None:
+            continue
+        node: object = recipe
+        for part in path.split("."):
+            node = getattr(node, part, None)
+        if node is not None:
+            use = BY_NAME[instead].recipe_path or BY_NAME[instead].env
+            yield Problem(tuple(path.split(".")), f"{engine} has no such setting; for {engine} use {use}")
 
 
 def _parallel_problems(par: Parallel) -> Iterator[Problem]:

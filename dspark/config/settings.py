@@ -51,7 +51,7 @@ from dspark.core.constants import DEFAULT_RECIPE
 from dspark.core.dataclass import dataclass
 from dspark.core.errors import SettingsError
 from dspark.core.suggest import closest
-from dspark.engines import engine_spec
+from dspark.engines import ENGINE_NAMES, engine_spec
 
 if TYPE_CHECKING:  # pydantic models cost start-up time; settings only reads recipe attributes
     from dspark.config.recipes import Recipe
@@ -228,6 +228,7 @@ def resolve_settings(
     _one_pool_pin(values, notes)
     _one_runtime(values, env, recipe)
     _check_against_recipe(values, recipe)
+    _check_engine_reads(values)
     _check_combinations(values)
     notes.extend(_single_node_unused(values))
     notes.extend(_stray_env(env))
@@ -415,15 +416,43 @@ def _check_against_recipe(values: dict[str, Setting[Any]], recipe: Recipe | None
         )
 
 
-def _check_combinations(values: dict[str, Setting[Any]]) -> None:
+_WRITTEN = ("flag", "env", "recipe")  # layers a user wrote; default and computed values are dspark's own
+
+
+def _check_engine_reads(values: dict[str, Setting[Any]]) -> None:
+    """The knob x engine rule: a setting the engine does not read is a SettingsError naming it, never a no-op.
+
+    From the engine's spec: a knob it has no such setting for (foreign_knobs), a platform it has no build for
+    (platforms), a value its parser does not take for a knob both engines read (knob_values).
+    """
     engine = values["engine"].value
-    for name, instead in engine_spec(engine).foreign_knobs:
+    spec = engine_spec(engine)
+    for name, instead in spec.foreign_knobs:
         setting = values[name]
         if setting.value is not None:
             raise SettingsError(
                 f"{name} from {where(setting)} does not apply to {engine}: {engine} has no such setting",
                 hint=f"use {instead} for {engine} ({how_to_set(instead, engine)})",
             )
+    platform = values["platform"]
+    if platform.value is not None and platform.value not in spec.platforms:
+        others = [name for name in ENGINE_NAMES if platform.value in engine_spec(name).platforms]
+        raise SettingsError(
+            f"platform {platform.value} from {where(platform)} does not apply to {engine}: dspark plans {engine} "
+            f"only for {', '.join(spec.platforms)}",
+            hint=f"use --platform {spec.platforms[0]} with {engine}"
+            + (f", or --engine {others[0]} for its {platform.value} build" if others else ""),
+        )
+    for knob, accepted in spec.knob_values.items():
+        setting = values[knob]
+        if setting.layer in _WRITTEN and setting.value not in accepted:
+            raise SettingsError(
+                f"{knob} {setting.value!r} from {where(setting)} is not a value {engine} takes",
+                hint=f"{engine} takes {', '.join(accepted)} ({how_to_set(knob, engine)})",
+            )
+
+
+def _check_combinations(values: dict[str, Setting[Any]]) -> None:
     nodes, rank = values["nnodes"], values["node_rank"]
     if rank.value >= nodes.value:
         raise SettingsError(

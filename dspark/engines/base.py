@@ -132,12 +132,12 @@ class EngineSpec:
     negated_flag_knobs: option attributes that, when set, turn a boolean knob off.
     pinned: dspark's launch values -> the engine parser's dest names, re-read after parsing.
     pool_pin: how the launch pins the KV pool (vLLM: bytes, SGLang: tokens).
-    knob_values / platforms: the knob x engine audit beside foreign_knobs (dspark.planning.engine_knobs).
+    foreign_knobs / platforms / knob_values: what the settings refuse for this engine (settings._check_engine_reads).
     modelled_versions: the versions whose arithmetic dspark reproduces, oldest first.
     default_max_num_seqs: the engine's own seat default when nothing sets them; the computed default never
       exceeds it.
-    foreign_knobs: (knob, the knob to use instead) for dspark knobs that do not apply to this engine.
-    recipe_kv_problems: (recipe kv_cache key, why it does not apply) for keys a recipe for this engine must not set.
+    foreign_knobs: (knob, the knob to use instead) for dspark knobs that do not apply to this engine (a recipe
+      key of one is refused when the recipe loads, too).
     metric_names: concept -> the sample name on the engine's /metrics (counters with _total; queue_time: the
       histogram's base name).
     shown_args: the parsed dest names `start` shows, in order (seats, pool pin, window, TP, node rank).
@@ -163,13 +163,14 @@ class EngineSpec:
     data_parallel: Callable[[Any], tuple[int, bool]]  # (DP size, DP attention) from its parsed flags
     drafter_flags: Callable[[Any], tuple[str | None, str | None]]  # (speculative method, draft model) flags
     foreign_knobs: tuple[tuple[str, str], ...]
-    recipe_kv_problems: tuple[tuple[str, str], ...]
     metric_names: Mapping[str, str]
     shown_args: tuple[str, ...]
     observed_capacity: ObservedCapacity | None = None  # None: no fallback on an observed pool
     negated_flag_knobs: Mapping[str, str] = field(default_factory=dict)
     # A flag dspark sets -> the name older releases' parsers know it by (tried when the parser calls it unknown).
     former_flags: Mapping[str, str] = field(default_factory=dict)
+    # False when its parsed flags leave the model's vision tower unloaded (text-only serving of a VLM).
+    loads_vision_tower: Callable[[Any], bool] = field(default=lambda options: True)
     platforms: tuple[str, ...] = ("cuda",)  # the values of --platform it has a build for
     # The values the engine's parser takes for a knob whose dspark choices span both engines (kv_cache_dtype).
     knob_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

@@ -141,13 +141,16 @@ def weight_bytes(
     tp: int = 1,
     pp: int = 1,
     include_mtp: bool = False,
+    include_vision: bool = True,
 ) -> WeightBytes | None:
-    """Weights total and per GPU under TP x PP; exact from headers, else estimated; None when neither exists."""
+    """Weights total and per GPU under TP x PP; exact from headers, else estimated; None when neither exists.
+
+    include_vision=False leaves out a multimodal model's vision tower (an engine serving it text-only)."""
     _check_parallel(tp, pp, arch.num_layers)
     if weights is not None and weights.tensors:
-        return _from_headers(arch, weights, tp, pp, include_mtp)
+        return _from_headers(arch, weights, tp, pp, include_mtp, include_vision)
     if arch.parameters is not None:
-        return _from_estimate(arch, tp, pp, include_mtp)
+        return _from_estimate(arch, tp, pp, include_mtp, include_vision)
     return None
 
 
@@ -215,18 +218,19 @@ def _per_gpu(t: TensorInfo, size: int, kind: str, tp: int, kv_share: float) -> f
     return size / tp
 
 
-def _from_headers(arch: ModelArchitecture, weights: WeightsInfo, tp: int, pp: int, include_mtp: bool) -> WeightBytes:
+def _from_headers(arch: ModelArchitecture, weights: WeightsInfo, tp: int, pp: int, include_mtp: bool,
+                  include_vision: bool = True) -> WeightBytes:
     stage_of = _stage_of(arch.num_layers, pp)
     stages = [0.0] * pp
     kv_share = _kv_share(arch, tp)
     model_bytes = dtype_bytes(arch.dtype)
     total, embedding_per_gpu = 0, 0.0
-    counts = {"cast": 0, "mtp": 0, "mtp_copy": 0, "lm_head": 0}
+    counts = {"cast": 0, "mtp": 0, "mtp_copy": 0, "lm_head": 0, "vision": 0}
     for t in weights.tensors:
         kind, index = _place(t.name, arch.num_layers)
         if kind in counts:
             counts[kind] += 1
-        if kind == "mtp_copy" or (kind == "mtp" and not include_mtp):
+        if kind == "mtp_copy" or (kind == "mtp" and not include_mtp) or (kind == "vision" and not include_vision):
             continue
         size = t.nbytes
         if t.dtype in _FLOAT_CODES and not re.search(_SCALE, t.name) and t.numel * model_bytes != size:
@@ -250,6 +254,8 @@ def _from_headers(arch: ModelArchitecture, weights: WeightsInfo, tp: int, pp: in
         notes.append(f"{counts['mtp_copy']} MTP copies of the embedding/LM head not counted: vLLM shares the target's")
     if counts["mtp"] and not include_mtp:
         notes.append(f"{counts['mtp']} MTP tensors not counted: the engine loads them only for speculative method mtp")
+    if counts["vision"] and not include_vision:
+        notes.append(f"{counts['vision']} vision-tower tensors not counted: the engine serves the model text-only")
     if include_mtp and not counts["mtp"]:
         notes.append("include_mtp asked for, but the checkpoint has no MTP tensors")
     per_stage = tuple(math.ceil(s) for s in stages)
@@ -276,7 +282,8 @@ def format_bytes_per_parameter(weight_format: str | None, dtype: str) -> float:
     return BYTES_PER_PARAMETER[weight_format]
 
 
-def _from_estimate(arch: ModelArchitecture, tp: int, pp: int, include_mtp: bool) -> WeightBytes:
+def _from_estimate(arch: ModelArchitecture, tp: int, pp: int, include_mtp: bool,
+                   include_vision: bool = True) -> WeightBytes:
     params = arch.parameters
     assert params is not None  # noqa: S101 - checked by the caller
     plain = float(dtype_bytes(arch.dtype))
@@ -291,7 +298,7 @@ def _from_estimate(arch: ModelArchitecture, tp: int, pp: int, include_mtp: bool)
         total += layer.routed_experts * expert + layer.replicated * plain + (rest + layer.kv_proj) * quant
         sharded = (layer.routed_experts * expert + rest * quant) / tp
         stages[stage_of[index]] += sharded + layer.kv_proj * quant * kv_share + layer.replicated * plain
-    first = (params.embedding + params.vision) * plain
+    first = (params.embedding + (params.vision if include_vision else 0)) * plain
     last = params.lm_head * plain / tp + params.final * plain
     if include_mtp:
         last += params.mtp * quant / tp

@@ -168,8 +168,13 @@ def seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelA
         out.append(Finding("warn", "seats-capped-by-engine",
                            f"{asked} seats asked ({settings.max_num_seqs.source}) but the engine will run at most "
                            f"{seats}; the figures below are for {seats}"))
+    # An engine that refuses the plan (e.g. a pool of exactly one context, less the block the engine keeps
+    # back) serves no seat: "every seat can hold a full context" would contradict the refusal printed with it.
+    refused = bool(cap.details.get("refusals"))
     if cap.max_concurrency < 1:
         out.append(_below_one_context(cap))
+    elif refused:
+        pass  # the refusal says what would fit instead
     elif seats > cap.safe_max_num_seqs:
         out.append(Finding("warn", "seats-above-safe", _above_safe(cap, seats)))
     else:
@@ -196,7 +201,7 @@ def seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelA
         reserve = f" plus {kept:,} tokens kept for cached prefixes" if kept else ""
         level: Level = "warn" if cap.typical_context_seats < seats else "info"
         out.append(Finding(level, "typical-context-seats",
-                           f"at a typical {cap.typical_context:,} tokens per request{reserve}, the pool seats "
+                           f"at a typical {cap.typical_context:,} tokens per request{reserve}, the engine seats "
                            f"{cap.typical_context_seats} at once ({seats} configured)"))
     if cap.expert_coverage is not None and arch.moe is not None:
         out.append(

@@ -78,11 +78,12 @@ def drafter_of(
 
 
 def weights_of(arch: ModelArchitecture, headers: Any, drafter: Drafter | None, settings: ResolvedSettings,
-             recipe: Recipe | None) -> WeightBytes | None:
-    """Weights per GPU: the model's (with its MTP layers when MTP drafts) plus a separate drafter's."""
+             recipe: Recipe | None, *, vision: bool = True) -> WeightBytes | None:
+    """Weights per GPU: the model's (with its MTP layers when MTP drafts, its vision tower unless the engine
+    leaves it out) plus a separate drafter's."""
     tp, pp = settings.tensor_parallel_size.value, settings.pipeline_parallel_size.value
     mtp = drafter is not None and drafter.method == "mtp"
-    weights = weight_bytes(arch, headers, tp=tp, pp=pp, include_mtp=mtp)
+    weights = weight_bytes(arch, headers, tp=tp, pp=pp, include_mtp=mtp, include_vision=vision)
     if weights is not None and not weights.exact and recipe is not None and recipe.model.weights_bytes is not None:
         # The recipe's stored total (the checkpoint index) outranks the estimate; the estimate only splits it.
         weights = weights_from_checkpoint_total(arch, recipe.model.weights_bytes, tp=tp, pp=pp, include_mtp=mtp,

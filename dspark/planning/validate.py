@@ -21,7 +21,7 @@ from dspark.capacity.typical import typical_context_seats
 from dspark.config.knobs import reads_as
 from dspark.config.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
 from dspark.core.dataclass import dataclass
-from dspark.core.errors import EngineNotInstalledError, RefusedError, SettingsError
+from dspark.core.errors import EngineNotInstalledError, InputError, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
 from dspark.core.suggest import closest
 from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES, engine_spec, get_engine
@@ -44,7 +44,6 @@ from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.model.architecture import Drafter, ModelArchitecture
 from dspark.model.weights import WeightBytes
 from dspark.planning.capacity import capacity_inputs, compute_capacity
-from dspark.planning.engine_knobs import check_engine_knobs
 from dspark.planning.findings import (
     data_parallel_findings,
     gpus_per_node,
@@ -220,8 +219,15 @@ def _resolve(request: ValidateRequest) -> tuple[Recipe | None, str, Any, Resolve
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
-    check_engine_knobs(settings)  # a platform or value this engine does not take is an error, never a no-op
     return recipe, engine_name, options, settings
+
+
+def _peer_snapshot(path: str) -> HardwareSnapshot:
+    """One --peer-hardware file; an empty name is refused as empty (Path('') would read as the directory '.')."""
+    if not path.strip():
+        raise InputError(f"--peer-hardware {path!r}: empty; expected a file saved by `dspark probe --json` on the "
+                         "other node", hint="give the file's path, or leave --peer-hardware out")
+    return load_snapshot(Path(path))
 
 
 def request_settings(request: ValidateRequest) -> ResolvedSettings:
@@ -234,7 +240,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     recipe, engine_name, options, settings = _resolve(request)
     arch, headers = model_architecture(settings, recipe)
     drafter = drafter_of(engine_name, settings, recipe, options, arch)
-    weights = weights_of(arch, headers, drafter, settings, recipe)
+    weights = weights_of(arch, headers, drafter, settings, recipe,
+                         vision=engine_spec(engine_name).loads_vision_tower(options))
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
     data_parallel, dp_attention = data_parallel_of(engine_name, options)
     replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
@@ -280,7 +287,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     findings = list(result.findings)
     findings += unplaced_flag_findings(engine_name, options)
     findings += _version_findings(engine_name, version)
-    peers = tuple(load_snapshot(Path(p)) for p in request.peer_hardware)
+    peers = tuple(_peer_snapshot(p) for p in request.peer_hardware)
     findings += memory_findings(result.footprint_bytes, hardware, settings, peers, data_parallel=replicas)
     findings += data_parallel_findings(data_parallel, dp_attention, summary.max_num_seqs)
     findings += observation_findings(result.summary, recipe, settings, identity)

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from dspark.advise.workload import load_workload
 from dspark.bench.load import client_processes
+from dspark.bench.prompts import read_jsonl
 from dspark.cli import main
+from dspark.core.errors import InputError
 from dspark.engines import engine_spec
 from dspark.runtime.launch import LaunchPlan
 from dspark.runtime.supervise import EngineProcess
@@ -68,6 +72,37 @@ def test_table_and_jsonl_prompts(server: str, tmp_path: Path, capsys: pytest.Cap
                                     "max tokens, 2 clients; "
                                     f"prompts: {prompts} (4 requests)")
     assert "| Aggregate decode, tok/s " in text
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_prompts_file_max_tokens_per_line_as_advise_reads_it(server: str, tmp_path: Path, processes: str,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """bench --prompts takes advise --workload's file: each line asks for its own max_tokens (cycled to
+    --requests), a line without one for --max-tokens; advise's reader sees the same requests."""
+    prompts = tmp_path / "w.jsonl"
+    prompts.write_text("\n".join(json.dumps(line) for line in (
+        {"prompt": [11, 12, 13], "max_tokens": 2}, {"prompt": "hello world", "max_tokens": 7}, {"prompt": [14]})))
+    rc = main(["bench", "--url", server, *ARGS, "--requests", "5", "--prompts", str(prompts), "--json",
+               "--client-processes", processes])
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["reps"][0]["stats"]["output_tokens"] == 2 + 7 + 3 + 2 + 7  # the fake streams exactly max_tokens
+    assert data["metadata"]["max_tokens_per_line"] == {"min": 2, "max": 7, "mean": pytest.approx(21 / 5)}
+    assert "max_tokens per line" in data["prompt_source"]
+    assert [line.max_tokens for line in read_jsonl(prompts)] == [2, 7, None]  # load_workload's reader
+    assert main(["bench", "--url", server, *ARGS, "--requests", "5", "--prompts", str(prompts)]) == 0
+    assert " 5 requests × 2-7 (mean 4.2) max tokens, 2 clients;" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_a_bad_max_tokens_line_is_refused_by_bench_as_by_advise(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"prompt": [5]}) + "\n" + json.dumps({"prompt": [6], "max_tokens": 1.5}) + "\n")
+    assert main(["bench", "--url", f"http://127.0.0.1:{free_port()}", "--prompts", str(bad)]) == 2
+    message = f"{bad}:2: 'max_tokens' must be a positive integer, got 1.5"
+    assert f"error: {message}" in capsys.readouterr().err
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_workload(bad, 3)
 
 
 def test_chat_endpoint(server: str, capsys: pytest.CaptureFixture[str]) -> None:

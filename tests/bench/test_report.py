@@ -156,6 +156,24 @@ def test_the_prediction_made_before_the_runs_is_shown_beside_the_measurement() -
     assert "\nPrediction before the runs: none (InputError: no model)\n\nDecision rule" in failed
 
 
+def test_the_engines_scheduler_prediction_shows_its_cache_figures_beside_metrics() -> None:
+    """With the engine installed the sweep's prediction is the engine's scheduler's: hits, KV and preemptions too."""
+    replayed = {"seats": 8, "aggregate_decode_tps": 160.0, "per_stream_decode_tps": 22.0, "ttft_s": 70.0,
+                "simulator": "vllm 0.33.0 scheduler", "prefix_cache_hit_rate": 0.0, "kv_peak_fraction": 0.099,
+                "preemptions": 1, "warm": {"prefix_cache_hit_rate": 0.998, "preemptions": 0}}
+    model = {"seats": 16, "aggregate_decode_tps": 190.0, "per_stream_decode_tps": 14.0, "ttft_s": 45.0,
+             "simulator": "dspark model: vllm is not installed here", "prefix_cache_hit_rate": None}
+    pred = {"model": {"fitted": []}, "predictions": [replayed, model]}
+    lines = sweep_text(dataclasses.replace(design_sweep(), prediction=pred)).splitlines()
+    at = lines.index("  8 seats: aggregate tok/s 160 vs 147 (+9%); per-stream tok/s 22 vs 20.3 (+8%); TTFT s 70 vs "
+                     "71.9 (-3%)")
+    # Measured: 0% cold hits, 73% on the warm re-run, KV peak 16%, no preemption in 2 reps + the re-run.
+    assert lines[at + 1] == ("    vllm 0.33.0 scheduler: prefix hits 0.0% vs 0.0%; warm re-run prefix hits 99.8% vs "
+                             "73.0%; KV peak 9.9% vs 16.0%; preemptions 2 vs 0")
+    assert lines[at + 2].startswith("  16 seats: aggregate tok/s 190")  # dspark's model: no cache figures
+    assert lines[at + 3] == ""
+
+
 @pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
 def test_write_atomic_gives_the_mode_a_plain_open_would(tmp_path: Path, umask: int, mode: int) -> None:
     """bench.json, sweep.json and advice.png are results for others to read, not mkstemp's private 0600."""

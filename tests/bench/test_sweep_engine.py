@@ -67,5 +67,15 @@ def test_real_sweep_two_seat_counts_two_reps(tiny_model: Path, vllm_python: str,
     # dspark advise's prediction, made before the runs, is kept beside what they measured.
     assert [p["seats"] for p in data["prediction"]["predictions"]] == [2, 4]
     assert "Predicted before the runs (dspark advise, uncalibrated) against measured:" in table
+    # The engine is installed, so the prediction is its own scheduler replaying the sweep's load, warm re-run
+    # included: 12 distinct prompts (no cold hits), each re-sent prompt's two full blocks found, as the engine
+    # found them on the re-run of the second rep's prompts (the first rep's blocks are the ones LRU evicts).
+    measured = {s["seats"]: s["bench"]["summary"] for s in data["settings"]}
+    for p in data["prediction"]["predictions"]:
+        assert p["simulator"] == "vllm 0.32.0 scheduler"
+        assert p["prefix_cache_queries"] == 12 * 300 and p["prefix_cache_hits"] == 0
+        assert p["warm"]["prefix_cache_hits"] == 12 * 256
+        assert abs(p["warm"]["prefix_cache_hit_rate"] - measured[p["seats"]]["warm_prefix_hit_rate"]) <= 0.02
+    assert "    vllm 0.32.0 scheduler: prefix hits 0.0% vs 0.0%; warm re-run prefix hits 85.3% vs " in table
     # No engine process survives the sweep.
     assert not [p for p in psutil.process_iter(["cmdline"]) if str(tiny_model) in " ".join(p.info["cmdline"] or [])]

@@ -141,7 +141,8 @@ def test_advise_predicts_the_seats_the_engine_runs_not_the_ones_asked(capsys: py
     # SGLang runs the 27B at most 22 seats on the GB10 pair (validate: seats-capped-by-engine): 32 asked is 22 run.
     assert main(["advise", "qwen27b-dflash-sglang", "--seats", "8,16,32", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [(p["seats"], p["seats_asked"]) for p in data["predictions"]] == [(8, 8), (16, 16), (22, 32)]
+    assert [p["seats"] for p in data["predictions"]] == [8, 16, 22]
+    assert [p["seats_asked"] for p in data["predictions"]] == [8, 16, 32]
     assert any(a.startswith("32 seats asked: sglang runs at most 22") for a in data["assumptions"])
     assert data["recommendation"]["seats"] in (8, 16, 22)
     assert main(["advise", "qwen27b-dflash-sglang", "--seats", "8,16,32"]) == 0
@@ -172,6 +173,16 @@ def test_a_fit_that_misses_its_points_or_leaves_physics_is_warned(tmp_path: Path
     warnings = json.loads(capsys.readouterr().out)["warnings"]
     assert any("effective bandwidth" in w and "above the NVIDIA GB10's peak of 273 GB/s" in w for w in warnings)
     assert any(w.startswith("the fit misses ") and "beyond ±25%" in w for w in warnings)
+
+
+def test_a_fit_that_asks_for_a_negative_cost_is_warned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Each stream decodes at the seed's 20.3 tokens/s at 6, 8 and 16 seats: a seat added costs the step nothing,
+    # or less than nothing, which no engine does; the fit drives that cost to its floor and says so.
+    files = [_write(tmp_path, f"{n}.json", _bench(running_peak=n, aggregate_decode_tps=20.3 * n,
+                                                  per_stream_decode_tps=20.3)) for n in (6, 8, 16)]
+    assert main([*ARGS, *(a for f in files for a in ("--calibrate", f)), "--json"]) == 0
+    warnings = json.loads(capsys.readouterr().out).get("warnings", [])
+    assert "fitted cost per decode token is ~0: the points ask for a negative cost, which no engine has" in warnings
 
 
 def test_a_bench_without_seats_or_a_running_peak_is_refused_naming_both_fixes(

@@ -109,6 +109,21 @@ def test_cpu_tensor_parallel_runs_its_ranks_in_one_host(tmp_path: Path, capsys: 
     assert "CPU (host memory) x 2 ranks" in codes["fits"]
 
 
+def test_cpu_tensor_parallel_on_this_host_is_not_counted_in_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 16 item 10 as reported: --platform cpu --tp 2 on this host (no --hardware) failed with not-enough-gpus."""
+    from dspark.hardware import select  # noqa: PLC0415
+
+    monkeypatch.setattr(select, "read_host_memory", lambda: HostMemory(total_bytes=64 * GIB, available_bytes=48 * GIB))
+    code, out = _validate(capsys, "--model", str(_model(tmp_path, "llama-3-8b-instruct")), "--engine", "vllm",
+                          "--platform", "cpu", "--tp", "2", "--kv-cache-memory", "1GiB",
+                          "--", "--max-model-len", "4096")
+    codes = {f["code"]: f["message"] for f in out.get("findings", [])}
+    assert "not-enough-gpus" not in codes
+    assert code == 0, out
+    assert "CPU (host memory) x 2 ranks" in codes["fits"]
+
+
 def test_a_dgx_spark_holds_one_gb10(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = _validate(capsys, "--hardware", "gb10:8")
     assert code == 2

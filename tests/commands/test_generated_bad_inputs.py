@@ -24,8 +24,9 @@ import pytest
 import yaml
 
 from dspark.cli import main
-from dspark.config.knobs import KNOBS
+from dspark.config.knobs import BY_NAME, KNOBS, Invalid
 from dspark.config.recipes import shipped_recipes_dir
+from dspark.engines import ENGINE_NAMES, engine_spec
 from dspark.hardware.nvml import NvmlUnavailable
 from dspark.hardware.select import host_snapshot, resolve_hardware
 from dspark.hardware.snapshot import dumps_snapshot
@@ -50,6 +51,7 @@ class Case:
     expected: int
     env: dict[str, str] = field(default_factory=dict)
     files: Files = field(default_factory=dict)
+    says: str | None = None  # what stderr must say (the rule that refused it), where more than one could
 
 
 # --- recipes ---------------------------------------------------------------------------------------------
@@ -229,7 +231,26 @@ FLAG_BAD: dict[str, tuple[str, ...]] = {
     "--engine": ("vllm2", ""),
     "--platform": ("gpu", ""),
     "--kv-cache-dtype": ("fp7", "", "FP8!"),
+    "--model": ("", " ", "{tmp}/no-such-dir"),
+    "--master-addr": ("", " "),
+    "--peer-hardware": ("{tmp}/none.json", "", "{tmp}"),
+    "--engine-version": ("abc", "", "1.x"),
+    "--engine-python": ("", " "),
 }
+# dspark's options that take no value of their own to get wrong (flags), or whose values are checked elsewhere:
+# the RECIPE argument (recipe cases above), --json/--explain/--engine-check/--dry-run/--force/--watch.
+PLAN_COMMANDS = ("validate", "start")
+
+
+def test_every_value_option_of_the_plan_commands_has_bad_values() -> None:
+    """Generated from the click commands: the next option added to validate or start needs bad values here."""
+    import click  # noqa: PLC0415
+
+    from dspark.cli import cli  # noqa: PLC0415
+
+    options = {p.opts[0] for name in PLAN_COMMANDS for p in cli.commands[name].params
+               if isinstance(p, click.Option) and not p.is_flag}
+    assert options == set(FLAG_BAD)
 
 
 def _flag_cases() -> Iterator[Case]:
@@ -337,14 +358,58 @@ def _launch_cases() -> Iterator[Case]:
 # --- dspark's options and settings x the engine -------------------------------------------------------------
 
 MODEL_32B = str(CONFIGS.parent / "model-qwen3-32b")
-# Settings a given engine has no use for, with a value that is valid for the other engine: refused, never ignored.
-ENGINE_DOES_NOT_READ: dict[str, tuple[tuple[tuple[str, ...], dict[str, str]], ...]] = {
-    "vllm": ((("--kv-cache-dtype", "bf16"), {}), ((), {"DSPARK_KV_CACHE_TOKENS": "100000"}),
-             ((), {"DSPARK_MEM_FRACTION_STATIC": "0.8"}), ((), {"DSPARK_KV_CACHE_DTYPE": "mxfp8"})),
-    "sglang": ((("--platform", "cpu"), {}), (("--kv-cache-dtype", "fp8"), {}), (("--kv-cache-dtype", "float16"), {}),
-               ((), {"DSPARK_GPU_MEMORY_UTILIZATION": "0.8"}), ((), {"DSPARK_PLATFORM": "cpu"}),
-               ((), {"DSPARK_KV_CACHE_DTYPE": "fp8_inc"})),
-}
+# A valid value of each knob some engine does not read (EngineSpec.foreign_knobs), for the cases below.
+FOREIGN_VALUES = {"max_total_tokens": "100000", "mem_fraction_static": "0.8", "gpu_memory_utilization": "0.8"}
+Given = tuple[tuple[str, ...], dict[str, str]]  # (dspark flags, environment)
+Unread = tuple[tuple[str, ...], dict[str, str], str]  # ... and what the refusal says
+
+
+def _given(knob: str, value: str) -> Iterator[Given]:
+    """Each way a user gives `value` to `knob` without the engine's own flags: dspark's flag, the variable."""
+    spec = BY_NAME[knob]
+    if spec.flag is not None:
+        yield (spec.flag, value), {}
+    yield (), {spec.env: value}
+
+
+def _knob_takes(knob: str, value: str) -> bool:
+    try:
+        BY_NAME[knob].convert(value)
+    except Invalid:
+        return False
+    return True
+
+
+def _engine_does_not_read(engine: str) -> Iterator[Unread]:
+    """Settings `engine` has no use for, each with a value another engine takes, generated from the engine registry:
+    its foreign knobs, the platforms it has no build for, the values its parser refuses for a knob both read."""
+    spec = engine_spec(engine)
+    for knob, _ in spec.foreign_knobs:
+        for argv, env in _given(knob, FOREIGN_VALUES[knob]):
+            yield argv, env, f"{knob} from {_where(argv, env)} does not apply to {engine}"
+    for platform in sorted(set().union(*(engine_spec(e).platforms for e in ENGINE_NAMES)) - set(spec.platforms)):
+        for argv, env in _given("platform", platform):
+            yield argv, env, f"platform {platform} from {_where(argv, env)} does not apply to {engine}"
+    for knob, accepted in spec.knob_values.items():
+        others = sorted(v for v in set().union(*(engine_spec(e).knob_values.get(knob, ()) for e in ENGINE_NAMES))
+                        if v not in accepted and _knob_takes(knob, v))  # a value dspark takes, the engine not
+        for value in RNG.sample(others, k=min(3, len(others))):
+            for argv, env in _given(knob, value):
+                yield argv, env, f"{knob} {value!r} from {_where(argv, env)} is not a value {engine} takes"
+
+
+def _where(argv: tuple[str, ...], env: dict[str, str]) -> str:
+    """Where the refusal says the value came from: the command line, or the variable that set it."""
+    return "the command line" if argv else next(iter(env))
+
+
+def test_every_foreign_knob_has_a_value_to_try() -> None:
+    foreign = {knob for e in ENGINE_NAMES for knob, _ in engine_spec(e).foreign_knobs}
+    assert foreign and foreign <= set(FOREIGN_VALUES)
+
+
+# Settings a given engine has no use for, with a value that is valid for another engine: refused, never ignored.
+ENGINE_DOES_NOT_READ: dict[str, tuple[Unread, ...]] = {e: tuple(_engine_does_not_read(e)) for e in ENGINE_NAMES}
 # ... and the same kind of value where the engine does read it: planned (the plan may not fit: 0 or 1 is not 2).
 ENGINE_READS: dict[str, tuple[tuple[tuple[str, ...], dict[str, str]], ...]] = {
     "vllm": ((("--kv-cache-dtype", "fp8"), {}), ((), {"DSPARK_GPU_MEMORY_UTILIZATION": "0.8"}),
@@ -355,13 +420,13 @@ ENGINE_READS: dict[str, tuple[tuple[tuple[str, ...], dict[str, str]], ...]] = {
 
 
 def _option_engine_cases() -> Iterator[Case]:
-    for engine in ("vllm", "sglang"):
+    for engine in ENGINE_NAMES:
         base = ("validate", "--model", MODEL_32B, "--engine", engine, "--hardware", "h200:8")
         for flag, values in FLAG_BAD.items():  # every bad value of every dspark option, with each engine
             for value in RNG.sample(values, k=min(2, len(values))):
                 yield Case("option-engine", (*base, flag, value, *_maybe_json()), 2)
-        for argv, env in ENGINE_DOES_NOT_READ[engine]:
-            yield Case("option-engine-unread", (*base, *argv, *_maybe_json()), 2, env=env)
+        for argv, env, says in ENGINE_DOES_NOT_READ[engine]:  # refused by the knob x engine rule, not by chance
+            yield Case("option-engine-unread", (*base, *argv, *_maybe_json()), 2, env=env, says=says)
         for argv, env in ENGINE_READS[engine]:
             yield Case("option-engine-read", (*base, *argv, *_maybe_json()), 0, env=env)
 
@@ -500,6 +565,8 @@ def test_generated_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.Mon
         if code != 0 and "error" in document:
             assert document["exit_code"] == code, shown
             assert set(document["error"]) == {"code", "message", "hint"}, shown
+    if case.says is not None:
+        assert case.says in err, shown
     if "HF_TOKEN" in case.env:
         assert case.env["HF_TOKEN"] not in out + err, shown
     if case.kind == "engine-flag-unplaced":

@@ -36,15 +36,15 @@ def test_sliding_window_model_reports_what_a_token_costs_inside_the_window(
     # Mistral-7B-v0.1: every one of its 32 layers slides over 4,096 tokens; 8 KV heads x 128, bf16. A token inside
     # the window costs 32 x 2 (K and V) x 8 x 128 x 2 B = 131,072 B; past the window it costs nothing more.
     argv = ["validate", "--model", _model(tmp_path, "mistral-7b-v0.1.json"), "--engine", "vllm", "--hardware", "h200"]
+    main(argv)
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("KV bytes per token"))
+    assert "131,072 inside the 4,096-token sliding window" in row
+    assert "0 past it" in row
     main([*argv, "--json"])
     cap = json.loads(capsys.readouterr().out)["capacity"]
     assert cap["kv_bytes_per_token"] == 0  # no layer grows with the whole context
     assert cap["kv_bytes_per_token_in_window"] == 32 * 2 * 8 * 128 * 2 == 131_072
     assert cap["sliding_window"] == 4096
-    main(argv)
-    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("KV bytes per token"))
-    assert "131,072 inside the 4,096-token sliding window" in row
-    assert "0 past it" in row
 
 
 def test_full_attention_model_has_no_window_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -102,7 +102,7 @@ def test_dates_are_read_by_pydantic_not_yaml() -> None:
 def test_cross_checks_also_run_without_the_loader() -> None:
     data = {"name": "x", "engine": "vllm", "model": {"path": "m"}, "kv_cache": {"tokens": 1000}}
     with pytest.raises(
-        ValidationError, match=r"kv_cache\.tokens: vLLM has no token pin; pin bytes with kv_cache\.memory"
+        ValidationError, match=r"kv_cache\.tokens: vllm has no such setting; for vllm use kv_cache\.memory"
     ):
         Recipe.model_validate(data)
 
@@ -286,7 +286,7 @@ CASES = [
     # Checks across fields, each pointing at the key to change.
     pytest.param(
         BASE + "kv_cache:\n  tokens: 1000\n",
-        _one(5, "kv_cache.tokens: vLLM has no token pin; pin bytes with kv_cache.memory"),
+        _one(5, "kv_cache.tokens: vllm has no such setting; for vllm use kv_cache.memory"),
         id="vllm-token-pin",
     ),
     pytest.param(
@@ -296,12 +296,13 @@ CASES = [
     ),
     pytest.param(
         "name: x\nengine: sglang\nmodel: {path: m}\nkv_cache:\n  gpu_memory_utilization: 0.9\n",
-        _one(5, "kv_cache.gpu_memory_utilization: is vLLM's; for SGLang use kv_cache.mem_fraction_static"),
+        _one(5, "kv_cache.gpu_memory_utilization: sglang has no such setting; "
+                "for sglang use kv_cache.mem_fraction_static"),
         id="vllm-knob-on-sglang",
     ),
     pytest.param(
         BASE + "kv_cache:\n  mem_fraction_static: 0.8\n",
-        _one(5, "kv_cache.mem_fraction_static: is SGLang's; for vLLM use kv_cache.gpu_memory_utilization"),
+        _one(5, "kv_cache.mem_fraction_static: vllm has no such setting; for vllm use kv_cache.gpu_memory_utilization"),
         id="sglang-knob-on-vllm",
     ),
     pytest.param(

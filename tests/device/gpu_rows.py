@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 COMMON = ("--max-model-len", "32768", "--load-format", "dummy", "--skip-tokenizer-init")
 
 
+# FlashInfer is not carried, and 0.25.0 picks its GDN prefill kernel on Hopper (_resolve_gdn_prefill_backend):
+# the hybrid rows ask for the Triton (FLA) kernel instead.
+TRITON_GDN = ("--additional-config", '{"gdn_prefill_backend": "triton"}')
+
+
 @dataclass(frozen=True)
 class Row:
     """One engine start and the dspark plan for the same config."""
@@ -45,6 +50,13 @@ ROWS: tuple[Row, ...] = (
     Row("qwen3-8b-held40", "qwen3-8b", hold_gib=40,
         what="another process holds 40 GiB at the default 0.92: the start-up check refuses"),
     Row("mistral-7b-v0.1", "mistral-7b-v0.1", what="sliding window on every layer (4,096)"),
+    Row("qwen3.5-27b", "qwen3.5-27b", ("--language-model-only", *TRITON_GDN),
+        what="hybrid Gated DeltaNet 3:1 (Qwen3.5-27B, text only: the vision tower is not loaded)"),
+    Row("qwen3.5-27b-mtp3", "qwen3.5-27b",
+        ("--language-model-only", *TRITON_GDN, "--speculative-config", '{"method":"mtp","num_speculative_tokens":3}'),
+        what="the hybrid with its own MTP layer drafting 3 tokens (speculative decoding)"),
+    Row("gemma-3-12b-text-eager", "gemma-3-12b-text", ("--enforce-eager",),
+        what="the Gemma row without torch.compile and CUDA graphs: separates compilation from the model"),
 )
 
 BY_NAME = {r.name: r for r in ROWS}

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# There (the GPU machine, after gpu_install.sh): `dspark start --watch` for real, pinned, with vLLM importable,
+# There (the GPU machine, after gpu_install.sh): `dspark start --watch` for real, pinned (--kv-cache-memory 20GiB,
+# the default) or unpinned (vLLM's default utilisation, the estimate), with vLLM importable,
 # then Ctrl-C as a terminal sends it (SIGINT to the whole process group) once the engine has printed its KV
 # lines; afterwards no dspark/vLLM process may be left and the GPU's memory must be back to idle.
 #
-#   tests/device/gpu_start.sh SRC VLLM_SITE OUT
+#   tests/device/gpu_start.sh SRC VLLM_SITE OUT [pinned|unpinned]
 set -uo pipefail
-src=$1 site=$2 out=$3
+src=$1 site=$2 out=$3 mode=${4:-pinned}
+pin=(--kv-cache-memory 20GiB)
+[ "$mode" = unpinned ] && pin=()
 export PYTHONPATH=$src:$site PATH=$site/bin:$PATH VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 model=/tmp/gpu-models/qwen3-8b
 mkdir -p $model && cp "$src/tests/device/configs/qwen3-8b.json" $model/config.json
-log=$out/start-watch.log
+log=$out/start-watch-$mode.log
 echo "idle: $(nvidia-smi --query-gpu=memory.used --format=csv,noheader)"
-MAX_NUM_SEQS=16 setsid python3 -m dspark start --watch --model $model --engine vllm --kv-cache-memory 20GiB -- \
+MAX_NUM_SEQS=16 setsid python3 -m dspark start --watch --model $model --engine vllm "${pin[@]}" -- \
   --max-model-len 32768 --load-format dummy --skip-tokenizer-init --host 127.0.0.1 >"$log" 2>&1 &
 pid=$!
 for _ in $(seq 1 300); do

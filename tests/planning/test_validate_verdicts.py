@@ -86,6 +86,19 @@ def test_typical_context_seats_count_each_seats_state_blocks() -> None:
     assert cap.typical_context_seats is not None and cap.typical_context_seats < tokens_only
 
 
+def test_sglang_typical_context_seats_stop_at_its_state_slots() -> None:
+    # qwen27b-dflash-sglang on the GB10 pair: SGLang 0.5.23 sizes 110 state slots at 5 per running request, so it
+    # runs at most 110 // 5 = 22 requests (the recipe's logged cap), however short they are.
+    short = _validate("qwen27b-dflash-sglang", typical_context=2_000)
+    pool = short.capacity.kv_pool_tokens
+    assert pool // 2_000 > 22  # token arithmetic alone would seat hundreds of 2,000-token requests
+    assert short.capacity.typical_context_seats == 22
+    finding = next(f for f in short.findings if f.code == "typical-context-seats")
+    assert "seats 22 at once" in finding.message
+    long = _validate("qwen27b-dflash-sglang", typical_context=100_000)  # below the cap: the pool decides
+    assert long.capacity.typical_context_seats == pool // 100_000 < 22
+
+
 def test_average_context_is_never_above_the_window() -> None:
     report = _validate()
     assert report.capacity.kv_pool_tokens // report.capacity.max_num_seqs > report.capacity.max_model_len
@@ -177,6 +190,26 @@ def test_vllm_pool_below_one_context_fails_and_never_says_every_seat_holds_one(l
     assert report.verdict == "fail"
     assert _one_context_sentences(report) == []
     assert "seats-safe" not in _codes(report)
+    # vLLM's own check refuses the launch and names the context that fits (its estimate, 4,080 here): capped to
+    # that, the pool holds one full context and the verdict no longer fails.
+    refusal = next(f.message for f in report.findings if f.code == "max_model_len_does_not_fit")
+    fits = re.search(r"max_model_len ≤ ([\d,]+) would fit", refusal)
+    assert fits is not None, refusal
+    capped = _validate(flags={"model": llama8b, "engine": "vllm", "hardware": "h200",
+                              "kv_cache_memory_bytes": "512MiB", "max_model_len": int(fits[1].replace(",", ""))})
+    assert capped.capacity.max_concurrency >= 1.0
+    assert capped.verdict != "fail" and "pool-below-one-context" not in _codes(capped)
+
+
+def test_a_pool_of_exactly_one_context_that_vllm_refuses_never_says_every_seat_holds_one(llama8b: str) -> None:
+    # 512 MiB / 131,072 B = 4,096 tokens = one 4,096-token context by the printed pool; vLLM keeps one block back
+    # and refuses (max_model_len <= 4,080 would fit), so no "every seat can hold a full context" beside it.
+    report = _validate(flags={"model": llama8b, "engine": "vllm", "hardware": "h200",
+                              "kv_cache_memory_bytes": "512MiB", "max_model_len": 4096})
+    assert report.capacity.max_concurrency == 1.0
+    assert "max_model_len_does_not_fit" in _codes(report) and report.verdict == "fail"
+    assert "seats-safe" not in _codes(report)
+    assert not any("every seat can hold a full" in f.message for f in report.findings)
 
 
 def test_sglang_pool_below_one_context_fails_until_the_context_is_capped_to_the_pool(llama8b: str) -> None:
@@ -226,8 +259,8 @@ def test_an_observation_without_version_or_pin_applies_to_the_recipes_own_plan()
 
 def test_an_observation_is_not_applied_on_other_hardware() -> None:
     report = _validate(flags={"hardware": "h200"})  # the recipe's observations were taken on two GB10s
-    assert report.capacity.observed is None
     assert report.capacity.safe_max_num_seqs == math.floor(report.capacity.max_concurrency)
+    assert report.capacity.observed is None
     shown = next(f for f in report.findings if f.code == "observation-not-applied")
     assert "NVIDIA H200" in shown.message and "NVIDIA GB10" in shown.message
 
@@ -242,9 +275,9 @@ def test_an_observation_counts_only_for_the_engine_version_it_was_taken_with(tmp
         "  - metric: full_contexts\n", "  - metric: full_contexts\n    engine_version: 0.32.0\n"))
     same = _validate(str(recipe), engine_version="0.32.0")
     other = _validate(str(recipe), engine_version="0.33.0")
-    assert same.capacity.observed is not None and same.capacity.safe_max_num_seqs == 6
-    assert other.capacity.observed is None
     assert other.capacity.safe_max_num_seqs == math.floor(other.capacity.max_concurrency) > 6
+    assert same.capacity.safe_max_num_seqs == 6
+    assert same.capacity.observed is not None and other.capacity.observed is None
     shown = next(f for f in other.findings if f.code == "observation-not-applied")
     assert "vllm 0.32.0" in shown.message and "0.33.0" in shown.message
 
@@ -266,12 +299,6 @@ def test_an_observation_that_records_its_pin_applies_under_that_pin(tmp_path: Pa
 def test_predicted_and_observed_pools_are_both_labelled_and_the_seat_sentence_follows_from_its_numbers() -> None:
     report = _validate("flash-next-sglang")  # 16 seats; SGLang logged 1,482,304 tokens at 16 seats
     cap = report.capacity
-    assert cap.observed is not None
-    assert cap.observed.kv_pool_tokens == 1_482_304
-    assert cap.observed.max_concurrency == pytest.approx(1_482_304 / 262_144)  # 5.65
-    assert "SGLang start-up log" in cap.observed.source
-    assert cap.kv_pool_tokens != 1_482_304  # the prediction stays the prediction
-    assert cap.safe_max_num_seqs == 5  # floor(5.65): the lower of the two
     seat = next(f for f in report.findings if f.code == "seats-above-safe")
     m = re.search(r"^(\d+) seats but the (\w+) pool \(([\d,]+) tokens\) holds ([\d.]+) full contexts", seat.message)
     assert m is not None, seat.message
@@ -281,14 +308,21 @@ def test_predicted_and_observed_pools_are_both_labelled_and_the_seat_sentence_fo
     assert f"predicted {cap.kv_pool_tokens:,} tokens, {cap.max_concurrency:.2f} full contexts" in seat.message
     assert "safe default 5" in seat.message
     assert f"average ≤ {1_482_304 // 16:,} tokens" in seat.message  # 92,644: the observed pool over 16 seats
+    assert cap.kv_pool_tokens != 1_482_304  # the prediction stays the prediction
+    assert cap.safe_max_num_seqs == 5  # floor(5.65): the lower of the two
+    assert cap.observed is not None
+    assert cap.observed.kv_pool_tokens == 1_482_304
+    assert cap.observed.max_concurrency == pytest.approx(1_482_304 / 262_144)  # 5.65
+    assert "SGLang start-up log" in cap.observed.source
 
 
 def test_an_observation_is_not_applied_under_another_prefill_budget_or_layout() -> None:
     # DeepSeek-V4-Flash's 181,777 tokens hold at its 8,192-token prefill budget; at 2,048 the pool is another one.
     report = _validate("deepseek-v4-flash-vllm", flags={"max_num_batched_tokens": 2048})
-    assert report.capacity.kv_pool_tokens != 181_777 and report.capacity.observed is None
     assert report.capacity.safe_max_num_seqs == math.floor(report.capacity.max_concurrency)
+    assert report.capacity.kv_pool_tokens != 181_777 and report.capacity.observed is None
     shown = [f.message for f in report.findings if f.code == "observation-not-applied"]
     assert shown and all("max_num_batched_tokens 8192, planned with 2048" in m for m in shown)
     tp1 = _validate(flags={"tensor_parallel_size": 1, "nnodes": 1})  # the default recipe's 6.52 is at TP=2
+    assert tp1.capacity.safe_max_num_seqs == math.floor(tp1.capacity.max_concurrency)
     assert tp1.capacity.observed is None

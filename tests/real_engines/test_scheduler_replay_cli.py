@@ -2,7 +2,8 @@
 
 vLLM 0.32.0 (the CPU build): the command of the docs on a tiny model, every new key in both passes at both seat
 counts. vLLM 0.33.0's code (its wheel beside CPU torch): Flash-Next's plan (GB10 pair, "align" GDN state,
-MTP 4) replayed by its scheduler on the pool its planner makes of that plan, which is dspark's.
+MTP 4) replayed by its AsyncScheduler (CUDA's default) on the pool its planner makes of that plan, which is
+dspark's.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def test_advise_workload_warm_through_the_engines_scheduler(vllm_python: str, ti
         assert warm["prefix_cache_queries"] == 10 * 300 and warm["prefix_cache_hits"] > 0
         assert all(k in warm for k in KEYS)
     assert preds[1]["kv_peak_fraction"] > preds[0]["kv_peak_fraction"]
-    assert any(a.startswith("simulated by vllm 0.32.0 scheduler") for a in data["assumptions"])
+    # The CPU platform turns async scheduling off: the engine's Scheduler, one batch at a time, as replayed.
+    assert any(a.startswith("simulated by vllm 0.32.0 scheduler (Scheduler, the class and loop the engine uses")
+               for a in data["assumptions"])
 
 
 @pytest.mark.engine
@@ -64,6 +67,10 @@ def test_flash_next_plan_replayed_by_0_33s_scheduler(vllm033_python: str, capsys
     data = json.loads(out.out)
     (pred,) = data["predictions"]
     assert pred["simulator"] == "vllm 0.33.0 scheduler"
+    # CUDA with MTP: async scheduling on, so the AsyncScheduler behind EngineCore's batch queue of 2.
+    assert any(a.startswith("simulated by vllm 0.33.0 scheduler (AsyncScheduler, 2 batches in flight,")
+               for a in data["assumptions"])
+    assert details["async_scheduling"] is True and details["max_concurrent_batches"] == 2
     # One client: each request runs alone, after the first has computed the shared 1,200 tokens. Its hits end
     # on the engine's grid (0.33's GDN prefill checkpoints can be finer than a block) within the shared prefix:
     # at least its one full 576-token block, never past the 1,200 shared tokens (the tails are distinct).

@@ -382,7 +382,9 @@ def compute_sglang_capacity(
         refusals=tuple(run.refusals), notes=tuple(run.notes), assumptions=tuple(run.assumptions),
         moe=(arch.moe.num_experts, arch.moe.top_k) if arch.moe is not None else None,
         free_before_load_bytes=free_before_load_bytes, free_after_load_bytes=free_after_load_bytes,
-        compute_capability=compute_capability,
+        compute_capability=compute_capability, schedule_policy=o.schedule_policy,
+        enable_mixed_chunk=bool(o.enable_mixed_chunk), max_prefill_tokens=o.max_prefill_tokens,
+        radix_cache=not o.disable_radix_cache,
         **fields_,  # type: ignore[arg-type]
     )
 

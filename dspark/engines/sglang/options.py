@@ -32,6 +32,9 @@ KV_CACHE_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", 
 MAMBA_SSM_DTYPES = ("float32", "bfloat16", "float16")
 MAMBA_RADIX_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 GRAPH_BACKENDS = ("full", "breakable", "disabled")
+# arg_groups/fields/schedule.py schedule_policy choices (fcfs by default).
+SCHEDULE_POLICIES = ("lpm", "random", "fcfs", "dfs-weight", "lof", "priority", "routing-key", "hrrn",
+                     "shortest-prefill-first")
 # SpeculativeAlgorithm (srt/speculative/spec_info.py) members, plus NEXTN, which from_string reads as EAGLE.
 SPECULATIVE_ALGORITHMS = ("DFLASH", "UNO", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NEXTN")
 
@@ -63,6 +66,8 @@ class SglangOptions:
     mamba_full_memory_ratio: float | None = None
     mamba_radix_cache_strategy: str | None = None
     disable_overlap_schedule: bool | None = None
+    schedule_policy: str | None = None  # the waiting queue's order (the scheduler replay's admission)
+    enable_mixed_chunk: bool | None = None  # prefill chunks share a step with the decode rows
     cuda_graph_max_bs: int | None = None  # the decode graphs' largest batch (--cuda-graph-max-bs-decode)
     cuda_graph_bs: tuple[int, ...] | None = None  # explicit decode batch sizes (--cuda-graph-bs-decode)
     disable_cuda_graph: bool | None = None  # decode graphs off (--disable-cuda-graph, -decode-, backend disabled)
@@ -168,6 +173,7 @@ _VALUE_FLAGS: tuple[ValueFlag, ...] = (
     (("--cuda-graph-backend-prefill",), "cuda_graph_backend_prefill", _backend, GRAPH_BACKENDS),
     (("--cuda-graph-max-bs-prefill",), "cuda_graph_max_bs_prefill", int_value, None),
     (("--attention-backend",), "attention_backend", as_given, None),
+    (("--schedule-policy",), "schedule_policy", as_given, SCHEDULE_POLICIES),
     (("--mm-feature-transport",), "mm_feature_transport", as_given, None),
     # Launch-only: read so that dspark passes them on rather than drop them.
     (("--served-model-name",), "served_model_name", as_given, None),
@@ -178,6 +184,7 @@ _VALUE_FLAGS: tuple[ValueFlag, ...] = (
 _BOOL_FLAGS: dict[str, str] = {
     "--disable-radix-cache": "disable_radix_cache",
     "--disable-overlap-schedule": "disable_overlap_schedule",
+    "--enable-mixed-chunk": "enable_mixed_chunk",
     "--disable-cuda-graph": "disable_cuda_graph_all",
     "--disable-decode-cuda-graph": "disable_decode_cuda_graph",
     "--disable-prefill-cuda-graph": "disable_prefill_cuda_graph",

@@ -225,6 +225,11 @@ class SglangCapacity:
     free_before_load_bytes: int | None = None
     free_after_load_bytes: int | None = None
     compute_capability: tuple[int, int] | None = None
+    # Scheduling settings the launch gives (None: SGLang's default), for the scheduler replay.
+    schedule_policy: str | None = None
+    enable_mixed_chunk: bool = False
+    max_prefill_tokens: int | None = None
+    radix_cache: bool = True
 
     @property
     def cudagraph_max_capture_size(self) -> int:
@@ -239,10 +244,11 @@ class SglangCapacity:
     def typical_context_seats(self, pool_tokens: int, typical: int, reserve: int) -> int:
         """Largest seat count whose requests of `typical` tokens, plus `reserve` cached tokens, fit at once (0 if none).
 
-        Token arithmetic: the pool is tokens of full attention. The hybrid state pool's cap on running requests
-        (mamba.slot_cap) is not applied: typical-context seats have counted the token pool only.
+        Token arithmetic over the pool of full-attention tokens, then a hybrid's state-slot cap (mamba.slot_cap):
+        however short the requests, SGLang runs no more at once than it has state slots for.
         """
-        return seats_for_typical_context(pool_tokens, typical, reserve)
+        seats = seats_for_typical_context(pool_tokens, typical, reserve)
+        return min(seats, self.mamba.slot_cap) if self.mamba is not None else seats
 
     def summary(self, seats: int | None = None) -> CapacitySummary:
         """The engine-independent figures `dspark validate --json` prints (seats default to the engine's)."""
@@ -291,6 +297,9 @@ class SglangCapacity:
             "chunked_prefill_size": self.chunked_prefill_size,
             "speculative_algorithm": self.speculative_algorithm,
             "speculative_num_draft_tokens": self.speculative_num_draft_tokens,
+            "speculative_num_steps": self.speculative_num_steps,
+            "speculative_eagle_topk": self.speculative_eagle_topk,
+            "max_total_num_tokens": self.max_total_num_tokens,
             "max_running_requests": self.max_running_requests,
             "requested_max_running_requests": self.requested_max_running_requests,
             "profiled_tokens": self.profiled_tokens,
@@ -298,6 +307,10 @@ class SglangCapacity:
             "pre_model_load_gib": self.pre_model_load_gib,
             "available_gib": self.available_gib,
             "refusals": [{"code": r.code, "message": r.message} for r in self.refusals],
+            "schedule_policy": self.schedule_policy,
+            "enable_mixed_chunk": self.enable_mixed_chunk,
+            "max_prefill_tokens": self.max_prefill_tokens,
+            "radix_cache": self.radix_cache,
         }
         if self.mamba is not None:
             m = self.mamba

@@ -47,7 +47,6 @@ SPEC = EngineSpec(
     data_parallel=plan.data_parallel,
     drafter_flags=plan.drafter_flags,
     foreign_knobs=(("gpu_memory_utilization", "mem_fraction_static"),),
-    recipe_kv_problems=(("gpu_memory_utilization", "is vLLM's; for SGLang use kv_cache.mem_fraction_static"),),
     metric_names={
         "prefix_queries": "sglang:prompt_tokens_total",
         "prefix_hits": "sglang:cached_tokens_total",

@@ -95,6 +95,26 @@ def runtime_overhead(
     return terms, tuple(assumptions)
 
 
+def rotary_cache_bytes(arch: ModelArchitecture, model_dtype: str) -> int:
+    """The cos/sin tables vLLM keeps on each GPU beside the weights (counted in 'Model loading took')."""
+    total = 0
+    for t in arch.rotary_tables:
+        # get_rope (model_executor/layers/rotary_embedding/__init__.py) builds one table per distinct rope and
+        # RotaryEmbeddingBase registers it as the cos_sin_cache buffer in the model dtype, one row per position:
+        # LinearScalingRotaryEmbedding max_position x factor; YaRN and DeepSeek-YaRN original x factor;
+        # MRotaryEmbedding max_position x 4 (positions_factor); default, llama3 and the rest max_position.
+        if t.rope_type == "linear":
+            rows = int(t.max_position * t.factor)
+        elif t.rope_type in ("yarn", "deepseek_yarn"):
+            rows = int((t.original_max_position or t.max_position) * t.factor)
+        elif t.rope_type == "mrope":
+            rows = t.max_position * 4
+        else:
+            rows = t.max_position
+        total += rows * t.rotary_dim * dtype_bytes(model_dtype)
+    return total
+
+
 def cuda_total(device_total_bytes: int, device_reserved_bytes: int) -> int:
     """The total CUDA reports (cudaMemGetInfo, the worker's MemorySnapshot.total_memory): NVML's total less
     the driver's reservation (NVML v2 `reserved`; on an H200, 150,754,820,096 - 644,939,776 B)."""
@@ -127,6 +147,10 @@ def _estimate_budget(
         assumptions.append(f"weights unknown: parameter estimate x {per_param} B / (TP x PP)")
     else:
         weights = weights_per_gpu_bytes
+    rotary = rotary_cache_bytes(arch, r.model_dtype)
+    if rotary:
+        assumptions.append(f"rotary cos/sin tables: {rotary:,} B ({len(arch.rotary_tables)} rope(s), held beside "
+                           "the weights)")
     overhead, overhead_assumptions = runtime_overhead(arch, r, graphs, runner)
     assumptions += overhead_assumptions
     if r.release.cublas_in_baseline:
@@ -135,10 +159,11 @@ def _estimate_budget(
         assumptions.append(f"vLLM {r.release.version} counts cuBLAS handles in its start-up baseline "
                            "(not separated in the non-torch heuristic)")
     activation, non_torch, graph_bytes = (value for _, value in overhead)
-    budget = requested - weights - activation - non_torch - graph_bytes
+    budget = requested - weights - rotary - activation - non_torch - graph_bytes
     terms = (
         ("requested", requested),
         ("weights", weights),
+        ("rotary_caches", rotary),
         ("activation_peak", activation),
         ("non_torch", non_torch),
         ("cudagraphs", graph_bytes),

@@ -46,7 +46,14 @@ from dspark.engines.vllm.layer_specs import (
     prefill_lookahead_tokens,
 )
 from dspark.engines.vllm.options import VllmOptions
-from dspark.engines.vllm.resolve import Resolved, max_in_flight, model_runner, resolve
+from dspark.engines.vllm.resolve import (
+    Resolved,
+    async_scheduling,
+    max_concurrent_batches,
+    max_in_flight,
+    model_runner,
+    resolve,
+)
 from dspark.engines.vllm.versions import MODELLED_VERSIONS, RELEASES
 from dspark.model.architecture import (
     Drafter,
@@ -122,6 +129,7 @@ def compute_vllm_capacity(
     )
     checks = startup_checks(r, options, budget, device_total_bytes, device_free_bytes, device_reserved_bytes)
     in_flight = max_in_flight(platform, r, runner)
+    batches = max_concurrent_batches(platform, r, runner)
     # What sliding-window / chunked-local admission counts: the in-flight tokens, or (0.25) one batch's.
     admitted = in_flight if rel.admission_counts_in_flight else r.max_num_batched_tokens
     context_bytes: int | None = None
@@ -187,6 +195,8 @@ def compute_vllm_capacity(
         engine_layers=() if is_deepseek_v4(arch) else tuple(engine_layer_specs(arch, r, hybrid, block)),
         prefill_lookahead_tokens=prefill_lookahead_tokens(arch, r),
         max_in_flight_tokens=in_flight,
+        async_scheduling=async_scheduling(platform, r, runner),
+        max_concurrent_batches=batches,
         auto_fit=r.auto_fit,
         engine_max_model_len=r.max_model_len,
         model_layers=arch.num_layers,

@@ -169,6 +169,9 @@ class VllmCapacity:
     engine_layers: tuple[LayerSpec, ...] = ()
     prefill_lookahead_tokens: int = 0
     max_in_flight_tokens: int = 0
+    # The engine's scheduler: AsyncScheduler when async, and the batches EngineCore keeps in flight.
+    async_scheduling: bool = False
+    max_concurrent_batches: int = 1
     auto_fit: bool = False
     engine_max_model_len: int = 0  # the length the planner starts from (auto-fit may shorten it)
     model_layers: int = 0  # the main model's layers, which pipeline stages split
@@ -305,6 +308,8 @@ class VllmCapacity:
             "speculative_method": self.speculative_method,
             "num_speculative_tokens": self.num_speculative_tokens,
             "lookahead_tokens": self.lookahead_tokens,
+            "async_scheduling": self.async_scheduling,
+            "max_concurrent_batches": self.max_concurrent_batches,
             "groups": [self._group_details(g) for g in self.groups],
             "kv_budget_how": self.budget.how,
             "kv_budget_terms": dict(self.budget.terms),

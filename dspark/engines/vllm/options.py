@@ -86,6 +86,8 @@ class VllmOptions:
     cudagraph_capture_sizes: tuple[int, ...] | None = None
     performance_mode: str | None = None
     disable_hybrid_kv_cache_manager: bool | None = None
+    language_model_only: bool | None = None  # --language-model-only: no multimodal tower is built
+    limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None  # --limit-mm-per-prompt, modality -> count
     quantization: str | None = None
     served_model_name: str | None = None  # launch-only, read so that dspark passes it rather than drop it
     host: str | None = None
@@ -117,6 +119,27 @@ def _max_model_len(value: str, flag: str) -> MaxModelLen:
     if text == "-1" or text.lower() == "auto":
         return "auto"
     return human_readable_int(text, flag=flag)
+
+
+def _mm_limits(value: str, flag: str) -> tuple[tuple[str, int], ...]:
+    """--limit-mm-per-prompt '{"image": 0, "video": {"count": 0}}': each modality's item count."""
+    limits: list[tuple[str, int]] = []
+    for modality, raw in _json_object(value, flag).items():
+        count = raw.get("count", 999) if isinstance(raw, dict) else raw  # MultiModalConfig: a dict or a count
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise SettingsError(f"{flag}: {modality}'s limit must be a count >= 0, got {raw!r}")
+        limits.append((str(modality), count))
+    return tuple(limits)
+
+
+def loads_vision_tower(options: VllmOptions) -> bool:
+    """Whether vLLM builds the vision tower: SupportsMultiModal._mark_tower_model skips it when image and video
+    are both limited to 0 (MultiModalConfig.get_limit_per_prompt, 0 for every modality under
+    --language-model-only, 999 for one not listed)."""
+    if options.language_model_only:
+        return False
+    limits = dict(options.limit_mm_per_prompt or ())
+    return not (limits.get("image", 999) == 0 and limits.get("video", 999) == 0)
 
 
 def _json_object(value: str, flag: str) -> dict[str, Any]:
@@ -182,6 +205,7 @@ _VALUE_FLAGS: tuple[ValueFlag, ...] = (
     (("--port",), "port", int_value, None),
     (("--spec-tokens",), "num_speculative_tokens", _positive("vLLM SpeculativeConfig.num_speculative_tokens"), None),
     (("--speculative-config", "-sc"), "speculative_config", _optional(_json_object), None),
+    (("--limit-mm-per-prompt",), "limit_mm_per_prompt", _mm_limits, None),
     (("--compilation-config", "-cc"), "compilation_config",
      lambda value, flag: _json_object(_expand_suffixes(value), flag), None),
 )
@@ -191,6 +215,7 @@ _BOOL_FLAGS: dict[str, str] = {
     "--enable-chunked-prefill": "enable_chunked_prefill",
     "--enforce-eager": "enforce_eager",
     "--disable-hybrid-kv-cache-manager": "disable_hybrid_kv_cache_manager",
+    "--language-model-only": "language_model_only",
 }
 _JSON_FIELDS = ("speculative_config", "compilation_config")
 

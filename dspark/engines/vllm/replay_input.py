@@ -45,5 +45,8 @@ def replay_engine_part(witness_request: Mapping[str, Any] | None, details: Mappi
             "enable_prefix_caching": bool(details.get("enable_prefix_caching")),
             "mamba_cache_mode": details.get("mamba_cache_mode") or "none",
             "speculative": speculative,
+            # AsyncScheduler and the batch queue, as the plan's platform sets them (resolve.async_scheduling).
+            "async_scheduling": bool(details.get("async_scheduling")),
+            "max_concurrent_batches": int(details.get("max_concurrent_batches") or 1),
         },
     }

@@ -312,10 +312,11 @@ def resolve(
         model_dtype = arch.dtype
     kv_flag, kv_bytes = _model_kv_dtype(options, arch, model_dtype, notes)
 
-    # EngineArgs._set_default_chunked_prefill_and_prefix_caching_args: both default on for decoders and
-    # hybrids (is_prefix_caching_supported: "hybrid" -> True); RISC-V CPUs turn both off.
+    # EngineArgs._set_default_chunked_prefill_and_prefix_caching_args: both default on for decoders and, from
+    # the releases whose is_prefix_caching_supported says "hybrid" -> True, hybrids; RISC-V CPUs turn both off.
     chunked = options.enable_chunked_prefill if options.enable_chunked_prefill is not None else True
-    prefix = options.enable_prefix_caching if options.enable_prefix_caching is not None else True
+    prefix_default = release.hybrid_prefix_caching_default or not arch.is_hybrid
+    prefix = options.enable_prefix_caching if options.enable_prefix_caching is not None else prefix_default
     if platform == "cpu" and cpu.arch == "riscv":
         chunked, prefix = False, False
     # 0.33 EngineArgs.get_batch_defaults: "GB10 (DGX Spark, cc 12.1) ... keep it on the small tier".
@@ -463,18 +464,27 @@ def model_runner(
     return "v2"
 
 
-def max_in_flight(platform: Platform, r: Resolved, runner: Literal["v1", "v2"]) -> int:
-    """VllmConfig.max_in_flight_tokens: max_concurrent_batches x max_num_batched_tokens.
+def async_scheduling(platform: Platform, r: Resolved, runner: Literal["v1", "v2"]) -> bool:
+    """SchedulerConfig.async_scheduling as VllmConfig.__post_init__ leaves it when not set (0.32 and 0.33).
 
-    Async scheduling is off on CPU (check_and_update_config) and, on CUDA, with speculative methods
-    outside the EAGLE/MTP/draft-model family or PP>1 on the V1 runner; it holds PP+1 batches on V2,
-    2 on V1 at PP=1, and PP batches when off.
+    Off on CPU (CpuPlatform.check_and_update_config) and, on CUDA, with speculative methods outside the
+    EAGLE/MTP/draft-model family or PP>1 on the V1 runner (0.33 keeps it on with any method on V2); the
+    executors dspark launches support it (uni, mp, and ray through RayExecutorV2: 0.32's default, 0.33's only).
     """
     async_methods = EAGLE_METHODS | {"draft_model", "ngram_gpu"}
     any_method = r.release.async_any_method_on_v2 and runner == "v2"  # 0.33: only V1 turns it off
-    asynchronous = platform == "cuda" and (r.spec_method is None or r.spec_method in async_methods or any_method)
-    if asynchronous and r.pp > 1 and runner == "v1":
-        asynchronous = False
-    if not asynchronous:
-        return r.pp * r.max_num_batched_tokens
-    return (r.pp + 1 if runner == "v2" else 2) * r.max_num_batched_tokens
+    if platform != "cuda" or (r.pp > 1 and runner == "v1"):
+        return False
+    return r.spec_method is None or r.spec_method in async_methods or any_method
+
+
+def max_concurrent_batches(platform: Platform, r: Resolved, runner: Literal["v1", "v2"]) -> int:
+    """VllmConfig.max_concurrent_batches: with async scheduling PP+1 batches on V2, 2 on V1 at PP=1; else PP."""
+    if not async_scheduling(platform, r, runner):
+        return r.pp
+    return r.pp + 1 if runner == "v2" else 2
+
+
+def max_in_flight(platform: Platform, r: Resolved, runner: Literal["v1", "v2"]) -> int:
+    """VllmConfig.max_in_flight_tokens: max_concurrent_batches x max_num_batched_tokens."""
+    return max_concurrent_batches(platform, r, runner) * r.max_num_batched_tokens

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dspark.engines.base import EngineSpec
 from dspark.engines.vllm import logs, plan
 from dspark.engines.vllm.adapter import VllmEngine
-from dspark.engines.vllm.options import known_flags, parse_vllm_serve_flags
+from dspark.engines.vllm.options import known_flags, loads_vision_tower, parse_vllm_serve_flags
 from dspark.engines.vllm.ray import RAY
 from dspark.engines.vllm.versions import MODELLED_VERSIONS
 
@@ -59,11 +59,8 @@ SPEC = EngineSpec(
     kv_counting=plan.kv_counting,
     data_parallel=plan.data_parallel,
     drafter_flags=plan.drafter_flags,
+    loads_vision_tower=loads_vision_tower,
     foreign_knobs=(("max_total_tokens", "kv_cache_memory_bytes"), ("mem_fraction_static", "gpu_memory_utilization")),
-    recipe_kv_problems=(
-        ("tokens", "vLLM has no token pin; pin bytes with kv_cache.memory"),
-        ("mem_fraction_static", "is SGLang's; for vLLM use kv_cache.gpu_memory_utilization"),
-    ),
     # vLLM V1's /metrics (docs/engines/vllm.md).
     metric_names={
         "prefix_queries": "vllm:prefix_cache_queries_total",

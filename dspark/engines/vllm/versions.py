@@ -49,6 +49,9 @@ class VllmRelease:
     # Worker.determine_available_memory's non-torch term (CUDA context growth after the start-up snapshot), as a
     # heuristic byte count at TP x PP = 1.
     non_torch_bytes: int = 512 << 20
+    # ModelConfig.is_prefix_caching_supported for a generative hybrid (GDN/Mamba): True turns prefix caching on
+    # by default (mamba_cache_mode "align"); False leaves it off ("Hybrid models do not support prefix caching").
+    hybrid_prefix_caching_default: bool = True
     changes: tuple[str, ...] = field(default=(), compare=False)  # what differs from the previous release, in words
 
 
@@ -65,6 +68,7 @@ V0_25_0 = VllmRelease(
     admission_counts_in_flight=False,
     # Measured on the H200 (tests/device/results/2026-12-01): non_torch_increase 225-240 MiB in all 13 rows.
     non_torch_bytes=240 << 20,
+    hybrid_prefix_caching_default=False,
     changes=(
         "model runner: V2 only for non-MoE, non-hybrid models and DeepseekV2/Qwen2Moe/GraniteMoe "
         "(DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES); Qwen3-MoE and other MoE models run the V1 runner",
@@ -74,7 +78,9 @@ V0_25_0 = VllmRelease(
         "budget: requested - (weights + torch peak increase + non-torch increase) - CUDA-graph estimate, the "
         "graphs profiled inside memory_profiling; 0.32 counts the free-memory drop plus the transient headroom",
         "the V2 runner runs eagle, eagle3, mtp, dflash and dspark drafts only (others take the V1 runner)",
-        "NOT MODELLED: hybrid (GDN/Mamba) models and speculative decoding were not checked against 0.25.0",
+        "hybrid (GDN/Mamba) models: prefix caching off by default (ModelConfig.is_prefix_caching_supported: "
+        "'Hybrid models do not support prefix caching'), so one state block per request and no 'align' mode",
+        "NOT MODELLED: speculative decoding was not checked against 0.25.0 on a GPU",
     ),
 )
 V0_32_0 = VllmRelease("0.32.0")

@@ -162,6 +162,18 @@ class Drafter:
 
 
 @dataclass(frozen=True)
+class RotaryTable:
+    """One rope's table as the config defines it (rows and bytes are the engine's to compute)."""
+
+    rope_type: str  # "default", "linear", "llama3", "yarn", "deepseek_yarn", "mrope", ...
+    max_position: int  # max_position_embeddings
+    rotary_dim: int  # the rotated width of a head (head_dim x partial_rotary_factor, or MLA's rope dim)
+    theta: float = 10000.0  # rope_theta (the base): ropes that differ only in it are separate tables
+    factor: float = 1.0  # rope_scaling / rope_parameters "factor"
+    original_max_position: int | None = None  # original_max_position_embeddings (YaRN, llama3)
+
+
+@dataclass(frozen=True)
 class ModelArchitecture:
     """Everything the engines' memory accounting needs to know about one model."""
 
@@ -187,6 +199,7 @@ class ModelArchitecture:
     # `depth` is not num_hidden_layers to the config classes SGLang loads); None: the config has no vision tower.
     vision_tower: tuple[int, int] | None = None
     wraps_text_config: bool = False  # the config nests its language model under text_config (a multimodal wrapper)
+    rotary_tables: tuple[RotaryTable, ...] = ()  # the distinct ropes of its attention layers (none: not read)
 
     @property
     def num_layers(self) -> int:

@@ -25,9 +25,11 @@ from dspark.model.architecture.layers import (
     MLALayer,
     ModelArchitecture,
     ParameterCount,
+    RotaryTable,
 )
 from dspark.model.architecture.params import NoEstimate
 from dspark.model.architecture.quantization import read_quantization
+from dspark.model.architecture.rope import rotary_tables
 
 
 def parse_config(config: Mapping[str, Any], source: str = "") -> ModelArchitecture:
@@ -108,7 +110,22 @@ def parse_config(config: Mapping[str, Any], source: str = "") -> ModelArchitectu
         tie_word_embeddings=tied,
         vision_tower=_vision_tower(f),
         wraps_text_config=bool(f.nested),
+        rotary_tables=_ropes(f, family, parsed.layers),
     )
+
+
+def _ropes(f: ConfigFields, family: str, layers: list[Any]) -> tuple[RotaryTable, ...]:
+    """The ropes of the attention layers: head_dim wide (MLA: its rope dim); none read for DeepSeek-V4 and Mamba2."""
+    if family == "deepseek_v4" or family in MAMBA2_FAMILIES:
+        return ()
+    mla = next((layer for layer in layers if isinstance(layer, MLALayer)), None)
+    if mla is not None:
+        return rotary_tables(f, mla.qk_rope_head_dim, sliding_local_base=False)
+    attention = next((layer for layer in layers if isinstance(layer, AttentionLayer)), None)
+    if attention is None:
+        return ()
+    sliding = any(isinstance(layer, AttentionLayer) and layer.sliding_window for layer in layers)
+    return rotary_tables(f, attention.head_dim, sliding_local_base=sliding)
 
 
 def _vision_tower(f: ConfigFields) -> tuple[int, int] | None:

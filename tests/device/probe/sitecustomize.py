@@ -21,6 +21,25 @@ _OUT = os.environ.get("DSPARK_PROBE_OUT", "")
 _TARGET = "vllm.v1.worker.gpu_worker"
 
 
+def _held_by_model(model: Any) -> dict[str, Any]:
+    """What the loaded model holds in bytes: parameters, buffers (the largest named), so `weights` splits."""
+    if model is None:
+        return {}
+    seen: set[int] = set()
+
+    def size(t: Any) -> int:
+        if t is None or not getattr(t, "is_cuda", False) or t.data_ptr() in seen:
+            return 0
+        seen.add(t.data_ptr())
+        return int(t.numel() * t.element_size())
+
+    params = sum(size(p) for p in model.parameters())
+    buffers = sorted(((name, size(b), str(b.dtype), list(b.shape)) for name, b in model.named_buffers()),
+                     key=lambda item: -item[1])
+    return {"model_param_bytes": params, "model_buffer_bytes": sum(b[1] for b in buffers),
+            "model_buffers_largest": [b for b in buffers[:12] if b[1] > 0]}
+
+
 def _patch(module: types.ModuleType) -> None:
     """Wrap Worker.determine_available_memory to record its terms."""
     worker_cls = module.Worker  # type: ignore[attr-defined]
@@ -74,6 +93,7 @@ def _patch(module: types.ModuleType) -> None:
                 if orig is not None:
                     setattr(runner, attr, orig)
         snap = self.init_snapshot
+        held = _held_by_model(getattr(runner, "model", None))
         cc = self.vllm_config.compilation_config
         sc = self.vllm_config.scheduler_config
         record = {
@@ -90,6 +110,7 @@ def _patch(module: types.ModuleType) -> None:
             "cudagraph_capture_sizes": list(cc.cudagraph_capture_sizes or []),
             "max_num_seqs": sc.max_num_seqs, "max_num_batched_tokens": sc.max_num_batched_tokens,
             "gpu_memory_utilization": self.cache_config.gpu_memory_utilization,
+            **held,
             **marks,
         }
         with open(_OUT, "w") as fh:

@@ -110,6 +110,24 @@ def test_dense_cpu_design_figure() -> None:
     assert len(c.groups) == 1 and c.groups[0].layers == ("layers.0", "layers.1", "layers.2", "layers.3")
 
 
+@pytest.mark.parametrize(("platform", "flags", "env", "expected"), [
+    ("cpu", "", {}, (False, 1)),  # CpuPlatform.check_and_update_config: off
+    ("cuda", "", {}, (True, 2)),  # the V2 runner at PP=1: PP + 1 batches
+    ("cuda", "", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, (True, 2)),  # V1 at PP=1: 2
+    ("cuda", "-pp 2", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, (False, 2)),  # V1 with PP: off, PP batches
+    ("cuda", '-sc {"method":"ngram","num_speculative_tokens":2,"prompt_lookup_max":3}', {},
+     (False, 1)),  # 0.32: prompt lookup is not of the async family
+])
+def test_async_scheduling_and_the_batches_in_flight(platform: str, flags: str, env: dict[str, str],
+                                                    expected: tuple[bool, int]) -> None:
+    """What the scheduler replay builds and drives: AsyncScheduler and EngineCore's batch queue, or neither."""
+    argv = ["--max-model-len", "2048", "--kv-cache-memory-bytes", "1073741824", *flags.split()]
+    c = cpu(DENSE, " ".join(argv), env) if platform == "cpu" else cuda(DENSE, argv, environ=env)
+    details = c.details()
+    assert (details["async_scheduling"], details["max_concurrent_batches"]) == expected
+    assert c.max_in_flight_tokens == c.max_concurrent_batches * c.max_num_batched_tokens
+
+
 def test_dense_fp8_odd_budget_and_length() -> None:
     """Engine: fp8 halves the page (16,384 x 4 = 65,536 a block); 123,456,789 // 65,536 = 1,883 blocks;
     1,000 tokens = cdiv(1000, 128) = 8 blocks -> 235.375x, pool int(235.375 x 1000) = 235,375."""

@@ -15,16 +15,26 @@ tokens (a fixed pattern whose mean is the accepted-token rate), and every runnin
 as the model runner would (update_draft_token_ids). Steps advance a virtual clock by the step cost of what
 they hold; arrivals follow that clock.
 
+The scheduler class is the one the engine builds (EngineCore.__init__: vllm_config.scheduler_config.
+get_scheduler_cls()): AsyncScheduler where the plan's platform turns async scheduling on (CUDA by default in
+0.32 and 0.33; CpuPlatform.check_and_update_config turns it off), driven as EngineCore.step_with_batch_queue
+drives it: the next batch is scheduled before the last one's output is in (max_concurrent_batches in flight),
+so a finished request holds its seat and blocks one batch longer and each running request allocates one token
+ahead, and drafts are placeholders the AsyncScheduler sets itself (no update_draft_token_ids). Without it,
+EngineCore.step: schedule, execute, update, one batch at a time.
+
 request:
     plan: the planner request (kv_plan.py); engine: {max_model_len, block_size (cache_config.block_size as
     planned for the target), max_num_batched_tokens, enable_chunked_prefill, enable_prefix_caching,
-    mamba_cache_mode, speculative: null | {method, num_speculative_tokens, mtp_layers}, scheduler: extra
-    SchedulerConfig fields (optional)}; seats: [N, ...]; requests: [{prompt: [ids], max_tokens}];
+    mamba_cache_mode, speculative: null | {method, num_speculative_tokens, mtp_layers}, async_scheduling,
+    max_concurrent_batches (the plan's; default off, 1), scheduler: extra SchedulerConfig fields (optional)};
+    seats: [N, ...]; requests: [{prompt: [ids], max_tokens}];
     arrivals: {clients: N} (closed loop) | {times: [s, ...]} (open loop, one per request, from the pass's
     start); warm: bool (re-send every request after the cold pass ends, arriving the same way);
     accepted_pattern: accepted draft tokens per decode step, cycled per request; step_cost: see step_seconds;
     workers: processes to spread the seat counts over (default: the CPUs; forked after the engine's import).
-answer: {ok, engine_version, seconds, setup_seconds, kv: {num_blocks, block_size, hash_block_size, groups},
+answer: {ok, engine_version, scheduler (its class), batch_queue (batches in flight), seconds, setup_seconds,
+    kv: {num_blocks, block_size, hash_block_size, groups},
     results: [{seats, cold: PASS, warm: PASS | null}], error}; PASS: {requests, steps, wall_time_s,
     prefill_time_s, prefix_cache_queries, prefix_cache_hits, preempted_queries, preempted_hits, preemptions,
     kv_peak_fraction, kv_mean_fraction (over the virtual time), running_peak, arrival_s, first_token_s,
@@ -33,6 +43,7 @@ answer: {ok, engine_version, seconds, setup_seconds, kv: {num_blocks, block_size
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import gc
@@ -156,11 +167,13 @@ class Replay:
         self.req = req
         self.engine = req["engine"]
         from vllm.v1.core import kv_cache_utils  # noqa: PLC0415
-        from vllm.v1.core.sched import scheduler  # noqa: PLC0415, F401 - imported before workers fork
+        from vllm.v1.core.sched import async_scheduler, scheduler  # noqa: PLC0415, F401 - imported before workers fork
         from vllm.v1.request import Request  # noqa: PLC0415, F401
 
         self.utils = kv_cache_utils
         self.pattern = [int(a) for a in req.get("accepted_pattern") or [0]]
+        # EngineCore's batch queue (VllmConfig.max_concurrent_batches, as planned): 1 is EngineCore.step.
+        self.batch_queue = max(1, int(self.engine.get("max_concurrent_batches") or 1))
 
     def kv_config(self, seats: int) -> Any:
         """The scheduler's KVCacheConfig of the plan at `seats` (planned as the engine plans it at start-up)."""
@@ -181,7 +194,8 @@ class Replay:
         sched_values = {
             "max_model_len": e["max_model_len"], "is_encoder_decoder": False, "max_num_seqs": seats,
             "max_num_batched_tokens": e["max_num_batched_tokens"],
-            "enable_chunked_prefill": e["enable_chunked_prefill"], "async_scheduling": False,
+            "enable_chunked_prefill": e["enable_chunked_prefill"],
+            "async_scheduling": bool(e.get("async_scheduling")),
             **(e.get("scheduler") or {}),
         }
         config.scheduler_config = SchedulerConfig(**_kwargs(SchedulerConfig, sched_values))
@@ -194,10 +208,12 @@ class Replay:
 
     def scheduler(self, seats: int) -> tuple[Any, Any, dict[str, Any]]:
         """A fresh Scheduler (empty prefix cache) and the request block hasher, set up as EngineCore does."""
-        from vllm.v1.core.sched.scheduler import Scheduler  # noqa: PLC0415
         from vllm.v1.structured_output import StructuredOutputManager  # noqa: PLC0415
 
         config = self.vllm_config(seats)
+        # The class EngineCore.__init__ builds: vllm_config.scheduler_config.get_scheduler_cls() (AsyncScheduler
+        # when async_scheduling is on, else Scheduler).
+        scheduler_cls = config.scheduler_config.get_scheduler_cls()
         kv = self.kv_config(seats)
         cache = config.cache_config
         cache.num_gpu_blocks = kv.num_blocks
@@ -213,7 +229,7 @@ class Replay:
         if alignment is not None and hasattr(kv, "cache_hit_alignment_tokens"):
             kv.cache_hit_alignment_tokens = alignment(kv, config, block, hash_block)
         with contextlib.redirect_stdout(sys.stderr):
-            sched = Scheduler(vllm_config=config, kv_cache_config=kv,
+            sched = scheduler_cls(vllm_config=config, kv_cache_config=kv,
                               structured_output_manager=StructuredOutputManager(config), block_size=block,
                               hash_block_size=hash_block, log_stats=True)
         hasher = None
@@ -223,7 +239,8 @@ class Replay:
             fn = get_hash_fn_by_name(cache.prefix_caching_hash_algo)
             self.utils.init_none_hash(fn)
             hasher = self.utils.get_request_block_hasher(hash_block, fn)
-        info = {"num_blocks": int(kv.num_blocks), "block_size": int(block), "hash_block_size": int(hash_block),
+        info = {"scheduler": scheduler_cls.__name__, "batch_queue": self.batch_queue,
+                "num_blocks": int(kv.num_blocks), "block_size": int(block), "hash_block_size": int(hash_block),
                 "groups": [{"spec": type(g.kv_cache_spec).__name__, "block_size": int(g.kv_cache_spec.block_size),
                             "layers": len(g.layer_names)} for g in kv.kv_cache_groups]}
         return sched, hasher, info
@@ -287,7 +304,12 @@ class _Pass:
         pattern = self.replay.pattern
         for rid in ids:
             request = self.sched.requests[rid]
-            if request.num_computed_tokens < request.num_tokens:
+            # _update_after_schedule's own flag (its placeholders counted with async scheduling); the same test
+            # where a release lacks it.
+            chunk = getattr(request, "is_prefill_chunk", None)
+            if chunk is None:
+                chunk = request.num_computed_tokens < request.num_tokens
+            if chunk:
                 sampled.append([])  # a prompt chunk: the runner discards what it samples
                 continue
             drafts = len(spec_tokens.get(rid, ()))
@@ -333,42 +355,90 @@ class _Pass:
                         heapq.heappush(self.pending, (self.now, self.sent))  # the client's next request, at once
                         self.sent += 1
 
-    def _step(self, pool: Any) -> None:
-        """schedule() -> made-up output -> update_from_output() -> drafts, on the clock."""
-        from vllm.v1.outputs import DraftTokenIds  # noqa: PLC0415
-
+    def _schedule(self) -> tuple[Any, list[str], Any, float, int]:
+        """schedule() and, at once, the output the runner will give it: (output, ids, runner output, dt, prefill)."""
         so = self.sched.schedule()
         ids, out = self._output(so)
-        if not ids:
-            raise RuntimeError(f"the scheduler scheduled nothing at step {self.steps} with requests waiting "
-                               "(a prompt longer than the pool can hold?)")
         rows, context, prefill = self._shape(so)
-        dt = step_seconds(self.cost, rows, context, prefill)
-        self.now += dt
-        self.prefill_time += prefill * self.cost["prefill_per_token_s"]
-        self.steps += 1
-        self.running_peak = max(self.running_peak, len(ids))
+        return so, ids, out, step_seconds(self.cost, rows, context, prefill) if ids else 0.0, prefill
+
+    def _finish(self, batch: tuple[Any, list[str], Any, float, int], pool: Any, *, clock: bool = True) -> None:
+        """The batch has run: the clock moves by its cost, then update_from_output() and, synchronous, drafts."""
+        from vllm.v1.outputs import DraftTokenIds  # noqa: PLC0415
+
+        so, ids, out, dt, prefill = batch
+        if clock and ids:
+            self.now += dt
+            self.prefill_time += prefill * self.cost["prefill_per_token_s"]
+            self.steps += 1
+            self.running_peak = max(self.running_peak, len(ids))
         self._record(self.sched.update_from_output(so, out))
-        if self.spec:  # the drafter proposes for every request it ran (the scheduler skips prompt chunks)
+        if self.spec and ids and self.replay.batch_queue == 1:
+            # EngineCore.post_step: the drafter proposes for every request it ran (the scheduler skips prompt
+            # chunks); with async scheduling the AsyncScheduler's placeholders stand for the drafts instead.
             self.sched.update_draft_token_ids(DraftTokenIds(ids, [[_TOKEN] * self.spec for _ in ids]))
         usage = pool.get_usage()
         self.peak = max(self.peak, usage)
-        self.usage_time += usage * dt
+        if clock and ids:
+            self.usage_time += usage * dt
 
-    def run(self) -> dict[str, Any]:
-        """Send, schedule and finish every request; the figures of the pass."""
-        start, cpu = time.monotonic(), time.process_time()
+    def _step(self, pool: Any) -> None:
+        """EngineCore.step: schedule() -> made-up output -> update_from_output() -> drafts, on the clock."""
+        batch = self._schedule()
+        if not batch[1]:
+            raise RuntimeError(f"the scheduler scheduled nothing at step {self.steps} with requests waiting "
+                               "(a prompt longer than the pool can hold?)")
+        self._finish(batch, pool)
+
+    def _arrive(self) -> None:
+        """Add every request whose arrival time has come."""
+        while self.pending and self.pending[0][0] <= self.now:
+            self.sched.add_request(self._request(heapq.heappop(self.pending)[1]))
+
+    def _run_sync(self, pool: Any) -> None:
         sched = self.sched
-        pool = sched.kv_cache_manager.block_pool
         while self.done < len(self.items):
-            while self.pending and self.pending[0][0] <= self.now:
-                sched.add_request(self._request(heapq.heappop(self.pending)[1]))
+            self._arrive()
             if sched.has_unfinished_requests():
                 self._step(pool)
             elif self.pending:
                 self.now = self.pending[0][0]  # idle until the next arrival
             else:
                 break
+
+    def _run_batch_queue(self, pool: Any) -> None:
+        """EngineCore.step_with_batch_queue: fill the queue first, then take the oldest batch's output."""
+        sched, depth = self.sched, self.replay.batch_queue
+        queue: collections.deque[tuple[Any, list[str], Any, float, int]] = collections.deque()
+        empty = 0
+        while self.done < len(self.items):
+            self._arrive()
+            if sched.has_requests():
+                batch = self._schedule()
+                queue.appendleft(batch)
+                empty = 0 if batch[1] else empty + 1
+                if empty > 2 * depth + 1:
+                    raise RuntimeError(f"the scheduler scheduled nothing at step {self.steps} with requests "
+                                       "waiting (a prompt longer than the pool can hold?)")
+                if len(queue) < depth and (batch[1] or sched.has_requests()):
+                    continue
+            elif not queue:
+                if self.pending:
+                    self.now = self.pending[0][0]  # idle until the next arrival
+                    continue
+                break
+            self._finish(queue.pop(), pool)
+        while queue:  # batches scheduled past the last finish: run for nothing, off the pass's clock
+            self._finish(queue.pop(), pool, clock=False)
+
+    def run(self) -> dict[str, Any]:
+        """Send, schedule and finish every request; the figures of the pass."""
+        start, cpu = time.monotonic(), time.process_time()
+        pool = self.sched.kv_cache_manager.block_pool
+        if self.replay.batch_queue > 1:
+            self._run_batch_queue(pool)
+        else:
+            self._run_sync(pool)
         preemptions = sum(int(getattr(r, "num_preemptions", 0)) for r in self.reqs.values())
         now = self.now
         return {
@@ -432,6 +502,8 @@ def replay(req: dict[str, Any]) -> dict[str, Any]:
         else:
             answer["results"] = results
             answer["kv"] = results[0]["kv"] if results else None
+            answer["scheduler"] = answer["kv"]["scheduler"] if answer["kv"] else None
+            answer["batch_queue"] = r.batch_queue
             answer["ok"] = True
     except Exception as exc:  # noqa: BLE001 - the engine's refusal or a missing piece is the answer
         answer["error"] = f"{type(exc).__name__}: {exc}"
