@@ -160,6 +160,7 @@ def _frozen_dataclass(cls: type[_T]) -> type[_T]:
     """dataclasses.dataclass(frozen=True) on cls, the five methods other than __init__ as closures."""
     if not (_MIRRORED and _HAS_DEFAULT_FACTORY is not None and _FIELD is not None and _mirrorable(cls)):
         return dataclasses.dataclass(frozen=True)(cls)
+    documented = bool(cls.__doc__)  # dataclasses writes one from __init__'s signature, which it does not make here
     cls = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
     every: list[dataclasses.Field[Any]] = list(cls.__dataclass_fields__.values())  # type: ignore[attr-defined]
     kinds = [f._field_type for f in every]  # type: ignore[attr-defined]  # _FIELD, _FIELD_CLASSVAR, _FIELD_INITVAR
@@ -183,7 +184,7 @@ def _frozen_dataclass(cls: type[_T]) -> type[_T]:
         method.__qualname__ = f"{cls.__qualname__}.{name}"
         setattr(cls, name, method)
     type.__setattr__(cls, "__init__", _InitOnFirstUse(cls, lambda: _init(fields, globals_, post_init)))
-    if not cls.__doc__:  # dataclasses' docstring: the class's name and __init__'s signature
+    if not documented:  # dataclasses' docstring: the class's name and __init__'s signature
         try:
             cls.__doc__ = cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
         except (TypeError, ValueError):

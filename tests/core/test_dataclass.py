@@ -8,12 +8,14 @@ not happen to use (a recursive repr, a field named self, ClassVars, init=False f
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 import importlib
 import inspect
 import pkgutil
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any, ClassVar, cast
 
@@ -60,10 +62,19 @@ def _twin(cls: type) -> type:
               for f in dataclasses.fields(cls)]
     names = {f.name for f in dataclasses.fields(cls)}
     namespace = {k: v for k, v in vars(cls).items() if k not in _GENERATED and k not in names}
+    # A class whose source has no docstring gets dataclasses' own (None lets make_dataclass write it).
+    namespace["__doc__"] = cls.__doc__ if _has_docstring(cls) else None
     where: dict[str, Any] = {"module": cls.__module__} if sys.version_info >= (3, 12) else {}
     namespace["__module__"] = cls.__module__
     return dataclasses.make_dataclass(cls.__name__, fields, bases=cls.__bases__, namespace=namespace, frozen=True,
                                       **where)
+
+
+def _has_docstring(cls: type) -> bool:
+    """Whether the class's source writes a docstring (whatever a decorator made of __doc__)."""
+    node = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+    assert isinstance(node, ast.ClassDef)
+    return ast.get_docstring(node) is not None
 
 
 def _outcome(action: Callable[[], Any]) -> tuple[str, Any]:
