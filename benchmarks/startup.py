@@ -5,7 +5,9 @@ could cost. Each kind runs as N fresh subprocesses, the kinds interleaved so tha
 alike, and is reported as wall time and CPU time (user + system of the child, which other processes on a
 shared machine disturb far less than wall time): the best of N (the least the machine let it cost) and the
 median. The goal is a ratio to the floor of 2 or less, on the best CPU time and the best wall time. The load
-average is printed before and after: figures taken under load are slower and noisier, the best of N least so.
+average is printed before and after: figures taken under load are slower and noisier, the best of N least so;
+the median of each round's own ratio (the kinds of a round run back to back) is printed too, as the figure a
+load that comes and goes moves least.
 
 `dspark validate --json` and `dspark validate` (its table, drawn by rich) run bare: the default recipe, against
 this machine's GPUs or, without NVIDIA GPUs, the built-in profile, with the DSPARK_* variables removed from
@@ -104,6 +106,10 @@ def summary(figures: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, f
         for key in list(row):
             if not key.startswith("ratio"):
                 row[f"ratio_{key}"] = row[key] / out["floor"][key]
+    for kind, by in figures.items():  # each round ran every kind back to back, under much the same load
+        for what in ("wall", "cpu"):
+            out[kind][f"paired_ratio_{what}"] = statistics.median(
+                mine / floor for mine, floor in zip(by[what], figures["floor"][what], strict=True))
     return out
 
 
@@ -126,6 +132,11 @@ def print_table(result: dict[str, object], stats: dict[str, dict[str, float]], n
         ok = "met" if max(s["ratio_best_wall"], s["ratio_best_cpu"]) <= GOAL else "NOT met"
         print(f"{LABELS[kind]} / floor, best of {n}: wall {s['ratio_best_wall']:.2f}, CPU {s['ratio_best_cpu']:.2f}"
               f" (goal {GOAL:.2f} or less: {ok})")
+    print(f"median of the {n} rounds' own ratios (each round runs every kind back to back, so a load that comes "
+          "and goes weighs on both sides):")
+    for kind in ("one_model", "json", "table"):
+        s = stats[kind]
+        print(f"  {LABELS[kind]:<60} wall {s['paired_ratio_wall']:.2f}, CPU {s['paired_ratio_cpu']:.2f}")
     one = stats["one_model"]
     print(f"dspark validate --json / (floor + one pydantic model), best of {n}: "
           f"wall {stats['json']['best_wall'] / one['best_wall']:.2f}, "
