@@ -254,3 +254,15 @@ def test_a_planning_command_pauses_the_collector_and_gives_it_back(
         gc.enable()
     capsys.readouterr()
     assert seen[0] is not paused
+
+
+def test_the_dspark_command_loads_with_the_collector_paused_then_gives_it_back() -> None:
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    script = ("import gc, sys\nsys.argv = ['dspark', '--version']\nimport dspark.__main__ as entry\n"
+              "code = entry.run()\nprint(code, gc.isenabled(), gc.get_freeze_count() > 1000)")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-3:] == ["0", "True", "True"]  # ran, collector on, what loading made frozen
