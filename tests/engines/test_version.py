@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dspark.core.errors import InputError
+from dspark.engines import engine_spec
 from dspark.engines.version import nearest_modelled, normalize, resolve_engine_version, version_key
 
 VLLM = ("0.32.0", "0.33.0")
@@ -57,3 +58,13 @@ def test_an_unmodelled_release_the_matrix_compared_is_planned_as_that_release() 
     unrun = resolve_engine_version("vllm", with_025, flag="0.27.0", env={}, installed=None)
     assert (unrun.modelled, unrun.exact) == ("0.25.0", False)
     assert resolve_engine_version("vllm", with_025, flag="0.25.0", env={}, installed=None).exact
+
+
+@pytest.mark.parametrize(("requested", "modelled"), [("0.25.0", "0.25.0"), ("0.26.0", "0.26.0"),
+                                                     ("0.27.0", "0.26.0"), ("0.27.1", "0.26.0")])
+def test_vllm_026_is_modelled_and_027_is_planned_as_it(requested: str, modelled: str) -> None:
+    """The registry's vLLM releases: 0.26.0 is its own entry, not the nearest older one; 0.27 (not modelled: its
+    budget accounting is 0.32's) is planned as 0.26.0 and said so."""
+    got = resolve_engine_version("vllm", engine_spec("vllm").modelled_versions, flag=requested, env={},
+                                 installed=None)
+    assert (got.modelled, got.exact) == (modelled, requested == modelled)

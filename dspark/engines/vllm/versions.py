@@ -81,6 +81,28 @@ V0_25_0 = VllmRelease(
         "NOT MODELLED: speculative decoding was not checked against 0.25.0 on a GPU",
     ),
 )
+# vLLM 0.26.0: read against 0.25.0's source (its own planner agrees as witness on the GPU-truth configs,
+# docs/version-matrix.md); the budget (Worker.determine_available_memory), batch defaults, capture sizes,
+# request_memory, hybrid prefix caching and the V2 runner's graph profile are 0.25.0's. 0.27.0 is not modelled:
+# it takes 0.32's budget accounting (free-memory drop plus transient headroom), which the GPU has not measured.
+V0_26_0 = replace(
+    V0_25_0,
+    version="0.26.0",
+    v2_runner_moe_architectures=frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
+                                           "InklingForCausalLM", "InklingForConditionalGeneration",
+                                           "LongcatFlashNgramForCausalLM"}),
+    admission_counts_in_flight=True,
+    changes=(
+        "sliding-window and chunked-local admission count the in-flight tokens of every concurrent batch "
+        "(SlidingWindowSpec.max_admission_blocks_per_request, VllmConfig.max_in_flight_tokens), as 0.32 does",
+        "the V2 runner's default MoE architectures add InklingForCausalLM, InklingForConditionalGeneration and "
+        "LongcatFlashNgramForCausalLM (DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES)",
+        "NOT MODELLED: the V2 runner no longer refuses logprobs modes raw_logits/processed_logits; a DFlash draft "
+        "mixing sliding and full attention forces the V2 runner; unify_kv_cache_spec_page_size pads a Mamba page "
+        "up to a larger draft page (0.25 refuses); context parallelism (dspark plans none)",
+        "NOT MODELLED: speculative decoding was not checked against 0.26.0 on a GPU",
+    ),
+)
 V0_32_0 = VllmRelease("0.32.0")
 V0_33_0 = replace(
     V0_32_0,
@@ -108,7 +130,7 @@ V0_33_0 = replace(
     ),
 )
 
-RELEASES: dict[str, VllmRelease] = {r.version: r for r in (V0_25_0, V0_32_0, V0_33_0)}
+RELEASES: dict[str, VllmRelease] = {r.version: r for r in (V0_25_0, V0_26_0, V0_32_0, V0_33_0)}
 MODELLED_VERSIONS = tuple(RELEASES)  # oldest first
 
 

@@ -63,12 +63,39 @@ def cpu(a: ModelArchitecture, argv: list[str], version: str, features: CpuFeatur
 
 
 def test_the_modelled_releases_name_their_changes() -> None:
-    assert MODELLED_VERSIONS == ("0.25.0", "0.32.0", "0.33.0")
+    assert MODELLED_VERSIONS == ("0.25.0", "0.26.0", "0.32.0", "0.33.0")
     assert RELEASES["0.32.0"].changes == ()
     assert any("lcm(block, 64)" in change for change in RELEASES["0.33.0"].changes)
     # 0.25.0 is listed against 0.32.0 (what it does instead), including what was not checked on it.
     assert any("V2 runner reserves no CUDA-graph memory" in change for change in RELEASES["0.25.0"].changes)
     assert any(change.startswith("NOT MODELLED") for change in RELEASES["0.25.0"].changes)
+    # 0.26.0 is listed against 0.25.0: what it changed, and what it changed that dspark does not plan.
+    assert any("in-flight tokens" in change for change in RELEASES["0.26.0"].changes)
+    assert any(change.startswith("NOT MODELLED") for change in RELEASES["0.26.0"].changes)
+
+
+def test_026_admits_sliding_window_requests_by_the_in_flight_tokens() -> None:
+    """Mistral-7B (32 sliding layers, window 4,096, 65,536 B pages), 20 GiB pinned on an H200, 32,768 tokens:
+    10,240 blocks of 32 x 65,536 B. 0.25: cdiv(4,095 + 8,192, 16) + 1 = 769 blocks a request, 13.32x. 0.26
+    (SlidingWindowSpec.max_admission_blocks_per_request, max_in_flight_tokens = 2 async batches x 8,192):
+    cdiv(4,095 + 16,384, 16) + 1 = 1,281 blocks, 7.99x, 261,939 tokens (0.26.0's own planner printed the same)."""
+    argv = ["--max-model-len", "32768", "--kv-cache-memory-bytes", str(20 << 30)]
+    old = cuda(fixture("mistral-7b-v0.1"), argv, "0.25.0")
+    new = cuda(fixture("mistral-7b-v0.1"), argv, "0.26.0")
+    assert (old.engine_version, new.engine_version) == ("0.25.0", "0.26.0")
+    assert (old.num_blocks, new.num_blocks) == (10_240, 10_240)
+    assert (old.blocks_per_request, new.blocks_per_request) == (769, 1_281)
+    assert (old.kv_pool_tokens, new.kv_pool_tokens) == (436_338, 261_939)
+
+
+def test_026_gives_the_v2_runner_to_its_new_default_moe_architectures() -> None:
+    v025, v026 = RELEASES["0.25.0"], RELEASES["0.26.0"]
+    assert v025.v2_runner_moe_architectures is not None and v026.v2_runner_moe_architectures is not None
+    added = v026.v2_runner_moe_architectures - v025.v2_runner_moe_architectures
+    assert added == {"InklingForCausalLM", "InklingForConditionalGeneration", "LongcatFlashNgramForCausalLM"}
+    # Everything else that sizes KV is 0.25.0's: the budget heuristics, graph profile and hybrid prefix caching.
+    assert (v026.non_torch_bytes, v026.v2_runner_profiles_cudagraphs, v026.hybrid_prefix_caching_default) == (
+        v025.non_torch_bytes, v025.v2_runner_profiles_cudagraphs, v025.hybrid_prefix_caching_default)
 
 
 def test_flashinfer_gdn_aligns_the_hybrid_block_to_64_on_sm90() -> None:
