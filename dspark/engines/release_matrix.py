@@ -62,7 +62,17 @@ def _sglang(version: str, differs: str) -> MatrixEntry:
     return MatrixEntry("sglang", version, "0.5.23", differs, True, _OLD_GRAPH_FLAG if old_parser else "")
 
 
+# vLLM 0.27.x read against 0.26.0's source; its own planner agreed with dspark's 0.26.0 figures on the seven
+# GPU-truth configs (tests/device/configs, H200, 32,768 tokens), pinned at 20 GiB and at dspark's unpinned budget.
+_VLLM_027 = ("its unpinned KV budget follows 0.32's accounting (Worker.determine_available_memory: the free-memory "
+             "drop after the profile run plus the transient peak headroom, without 0.32's allocator split limit), "
+             "which no GPU run has measured, so the unpinned estimate is 0.26.0's heuristics; its default-V2 "
+             "architectures take the V2 runner even when hybrid, and a hybrid MLA/Mamba block aligns to 128; "
+             "pinned, every pool the witness compared was 0.26.0's")
+
+
 ENTRIES: tuple[MatrixEntry, ...] = (
+    *(MatrixEntry("vllm", v, "0.26.0", _VLLM_027, True) for v in ("0.27.0", "0.27.1")),
     *(MatrixEntry("vllm", v, "0.32.0", "", True) for v in ("0.28.0", "0.29.0", "0.30.0", "0.31.0")),
     _sglang("0.5.22", ""),
     *(_sglang(v, f"{_FRACTION_0887}, which lowers the seed pool to 4,987,539 / 4,736,019 at 16 / 32 seats "
