@@ -2,8 +2,9 @@
 
 Usage: `<sglang python> replay_scheduler.py < request.json`; prints one line `DSPARK_REPLAY {json}` (a JSON list
 of requests is answered with a list, from one engine import).
-Imports only sglang and the standard library (the step cost below is pure, so dspark's tests load this file by
-path without SGLang); it runs where dspark may not be installed.
+Imports only sglang, the standard library and dspark/engines/_replay_inside.py (by path: the engine-neutral half,
+step cost, arrivals, forked workers and answer; pure, so dspark's tests load this file by path without SGLang); it
+runs where dspark may not be installed.
 
 What is SGLang's own code here: the Scheduler class itself, made with object.__new__ and given the state its
 __init__ would give it, except for what __init__ gets from the model worker (init_model_worker: the weights,
@@ -48,11 +49,7 @@ answer: {ok, engine_version, seconds, setup_seconds, stood_in, kv: {max_total_to
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import heapq
 import importlib.util
-import json
 import logging
 import math
 import os
@@ -60,7 +57,6 @@ import sys
 import time
 import types
 from array import array
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,30 +64,19 @@ from typing import Any
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-MARKER = "DSPARK_REPLAY "
 _TOKEN = 1  # the made-up sampled and draft token: its value only feeds the radix keys past the prompt
 # The witness's shims (torchvision has no CPU build on the package index; SGLang imports it for image
 # preprocessing only), loaded by path from dspark/engines/.
 _WITNESS = _HERE.parent.parent / "_witness_sglang.py"
-
-
-def step_seconds(cost: dict[str, float], rows: int, context_tokens: float, prefill_tokens: int) -> float:
-    """The advisor's step cost (dspark.advise.model.decode_step_s) for `rows` decoding seats, their context, prompt.
-
-    cost: fixed_s, bandwidth_bytes_per_s, per_token_s, prefill_per_token_s, dense_weight_bytes,
-    expert_weight_bytes, num_experts, top_k, kv_bytes_per_token, state_bytes_per_seat, query_len.
-    """
-    query_len = cost["query_len"]
-    tokens = rows * query_len + prefill_tokens
-    experts, top_k = cost.get("num_experts") or 0, cost.get("top_k") or 0
-    if experts and top_k and tokens > 0:
-        coverage = 1.0 - float((1.0 - top_k / experts) ** tokens)
-    else:
-        coverage = 1.0 if tokens > 0 else 0.0
-    read = (cost["dense_weight_bytes"] + cost["expert_weight_bytes"] * coverage
-            + cost["kv_bytes_per_token"] * context_tokens + cost["state_bytes_per_seat"] * rows)
-    return float(cost["fixed_s"] + read / cost["bandwidth_bytes_per_s"] + rows * query_len * cost["per_token_s"]
-                 + prefill_tokens * cost["prefill_per_token_s"])
+# The engine-neutral half of the replay (marker, step cost, arrivals, forked workers, the answer's scaffolding),
+# loaded by path from dspark/engines/ once per process; it loads the witness the same way.
+_SPEC = importlib.util.spec_from_file_location("_dspark_replay_inside", _HERE.parent.parent / "_replay_inside.py")
+_INSIDE: Any = sys.modules.get("_dspark_replay_inside")
+if _INSIDE is None and _SPEC is not None and _SPEC.loader is not None:
+    _INSIDE = sys.modules[_SPEC.name] = importlib.util.module_from_spec(_SPEC)
+    _SPEC.loader.exec_module(_INSIDE)
+MARKER: str = _INSIDE.MARKER
+step_seconds = _INSIDE.step_seconds
 
 
 _STOOD_IN: list[str] = []
@@ -106,12 +91,7 @@ def _prepare() -> None:
     imports it to name its process; nothing here reads it); once per process."""
     if _STOOD_IN or "_dspark_witness_sglang" in sys.modules:
         return
-    spec = importlib.util.spec_from_file_location("_dspark_witness_sglang", _WITNESS)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {_WITNESS}")
-    witness = importlib.util.module_from_spec(spec)
-    sys.modules["_dspark_witness_sglang"] = witness
-    spec.loader.exec_module(witness)
+    witness = _INSIDE.load("_dspark_witness_sglang", _WITNESS)
     if importlib.util.find_spec("torchvision") is None:
         _STOOD_IN.append("torchvision")
     witness.shim_torchvision()
@@ -485,15 +465,7 @@ class _Pass:
         self.cached = [0] * n
         self.live: dict[int, Any] = {}
         self.decode_steps: dict[str, int] = {}
-        arrivals = replay.req["arrivals"]
-        self.clients = int(arrivals.get("clients") or 0)
-        # (arrival time, index): a heap, so requests arriving together are added in file order.
-        if self.clients:
-            self.pending = [(0.0, i) for i in range(min(self.clients, n))]
-        else:
-            self.pending = [(float(t), i) for i, t in enumerate(arrivals["times"])]
-        heapq.heapify(self.pending)
-        self.sent = len(self.pending)
+        self.arrivals = _INSIDE.Arrivals(replay.req["arrivals"], n)
         self.now = self.prefill_time = self.usage_time = self.peak = 0.0
         self.steps = self.running_peak = self.done = self.retracted = 0
         self.hits = self.queries = 0
@@ -567,9 +539,7 @@ class _Pass:
                 self.cached[i] = int(req.cached_tokens)
                 self.done += 1
                 del self.live[i]
-                if self.clients and self.sent < len(self.items):
-                    heapq.heappush(self.pending, (self.now, self.sent))
-                    self.sent += 1
+                self.arrivals.finished(self.now)
 
     def _step(self) -> bool:
         """get_next_batch_to_run -> made-up forward -> the batch result processor, on the clock; False: idle."""
@@ -619,12 +589,12 @@ class _Pass:
         start, cpu = time.monotonic(), time.process_time()
         s = self.sched
         while self.done < len(self.items):
-            while self.pending and self.pending[0][0] <= self.now:
-                s._add_request_to_queue(self._request(heapq.heappop(self.pending)[1]))
+            for i in self.arrivals.due(self.now):
+                s._add_request_to_queue(self._request(i))
             if self._step():
                 continue
-            if self.pending:
-                self.now = max(self.now, self.pending[0][0])  # idle until the next arrival
+            if self.arrivals.pending:
+                self.now = max(self.now, self.arrivals.next_at())  # idle until the next arrival
             elif self.live:
                 raise RuntimeError(f"the scheduler scheduled nothing at step {self.steps} with "
                                    f"{len(s.waiting_queue)} request(s) waiting (a prompt longer than the pool?)")
@@ -643,68 +613,20 @@ class _Pass:
         }
 
 
-_REPLAY: Replay | None = None  # the set-up replay that forked workers inherit
-
-
-def _run_seats(seats: int) -> dict[str, Any]:
-    """One seat count in a worker; an error comes back as text (exceptions need not pickle)."""
-    assert _REPLAY is not None  # noqa: S101 - set before the workers fork
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            return _REPLAY.run(seats)
-    except Exception as exc:  # noqa: BLE001 - the engine's refusal is the answer
-        return {"seats": seats, "error": f"{type(exc).__name__}: {exc}"}
-
-
-def _run_all(replay: Replay, seats: list[int], workers: int) -> list[dict[str, Any]]:
-    """Each seat count on its own scheduler; with workers > 1 in processes forked after the engine's import."""
-    global _REPLAY  # noqa: PLW0603 - what fork hands the workers
-    _REPLAY = replay
-    gc.collect()
-    gc.freeze()  # the engine's imports are long-lived: keep the collector off them, and shared after fork
-    if workers <= 1 or len(seats) <= 1 or not hasattr(os, "fork"):
-        return [_run_seats(n) for n in seats]
-    import multiprocessing  # noqa: PLC0415
-
-    with multiprocessing.get_context("fork").Pool(min(workers, len(seats))) as pool:
-        return pool.map(_run_seats, seats, chunksize=1)
+def _setup(req: dict[str, Any], answer: dict[str, Any]) -> Replay:
+    """The set-up replay, then the engine's version and what stands in for a missing piece."""
+    r = Replay(req)
+    answer["engine_version"] = engine_version()
+    answer["stood_in"] = list(_STOOD_IN)
+    return r
 
 
 def replay(req: dict[str, Any]) -> dict[str, Any]:
     """Every seat count of the request; errors (an engine refusal included) come back as text."""
-    start = time.monotonic()
-    answer: dict[str, Any] = {"ok": False}
     # Nothing here reads a model; a lookup that tried would wait on the network for minutes.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # engines log on import; stdout carries our line
-            r = Replay(req)
-            answer["engine_version"] = engine_version()
-            answer["stood_in"] = list(_STOOD_IN)
-            answer["setup_seconds"] = round(time.monotonic() - start, 3)
-        workers = int(req.get("workers") or os.cpu_count() or 1)
-        results = _run_all(r, [int(n) for n in req["seats"]], workers)
-        failed = next((x["error"] for x in results if "error" in x), None)
-        if failed is not None:
-            answer["error"] = failed
-        else:
-            answer["results"] = results
-            answer["kv"] = results[0]["kv"] if results else None
-            answer["ok"] = True
-    except Exception as exc:  # noqa: BLE001 - the engine's refusal or a missing piece is the answer
-        answer["error"] = f"{type(exc).__name__}: {exc}"
-    answer["seconds"] = round(time.monotonic() - start, 3)
+    answer: dict[str, Any] = _INSIDE.replay(req, {"HF_HUB_OFFLINE": "1"}, _setup)
     return answer
 
 
-def main(argv: Sequence[str] = ()) -> int:
-    """Read one request on stdin, print one answer line (a list of requests: a list of answers, one import)."""
-    del argv
-    request = json.loads(sys.stdin.read())
-    answer = [replay(r) for r in request] if isinstance(request, list) else replay(request)
-    sys.stdout.write(MARKER + json.dumps(answer, allow_nan=True) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+if __name__ == "__main__":  # one request on stdin, one answer line (a list of requests: a list of answers)
+    raise SystemExit(_INSIDE.main(replay))

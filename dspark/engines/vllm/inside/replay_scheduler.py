@@ -2,8 +2,9 @@
 
 Usage: `<vllm python> replay_scheduler.py < request.json`; prints one line `DSPARK_REPLAY {json}` (a JSON list
 of requests is answered with a list, from one engine import).
-Imports only vllm and the standard library (the step cost below is pure, so dspark's tests load this file by
-path without vLLM); it runs where dspark may not be installed.
+Imports only vllm, the standard library and dspark/engines/_replay_inside.py (by path: the engine-neutral half,
+step cost, arrivals, forked workers and answer; pure, so dspark's tests load this file by path without vLLM); it
+runs where dspark may not be installed.
 
 The Scheduler and its KVCacheManager are vLLM's own, built on the KVCacheConfig the engine's planner makes of
 dspark's plan (kv_plan.py beside this file, the witness's planning), set up as EngineCore sets them up
@@ -46,17 +47,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import gc
-import heapq
 import importlib
 import importlib.util
 import inspect
-import json
 import math
 import os
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -65,41 +62,21 @@ from typing import Any
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-MARKER = "DSPARK_REPLAY "
+# The engine-neutral half of the replay (marker, step cost, arrivals, forked workers, the answer's scaffolding),
+# loaded by path once per process; it loads kv_plan.py the same way.
+_SPEC = importlib.util.spec_from_file_location("_dspark_replay_inside", _HERE.parent.parent / "_replay_inside.py")
+_INSIDE: Any = sys.modules.get("_dspark_replay_inside")
+if _INSIDE is None and _SPEC is not None and _SPEC.loader is not None:
+    _INSIDE = sys.modules[_SPEC.name] = importlib.util.module_from_spec(_SPEC)
+    _SPEC.loader.exec_module(_INSIDE)
 _TOKEN = 1  # the made-up sampled and draft token: its value only feeds block hashes past the prompt
-
-
-def step_seconds(cost: dict[str, float], rows: int, context_tokens: float, prefill_tokens: int) -> float:
-    """The advisor's step cost (dspark.advise.model.decode_step_s) for `rows` decoding seats, their context, prompt.
-
-    cost: fixed_s, bandwidth_bytes_per_s, per_token_s, prefill_per_token_s, dense_weight_bytes,
-    expert_weight_bytes, num_experts, top_k, kv_bytes_per_token, state_bytes_per_seat, query_len.
-    """
-    query_len = cost["query_len"]
-    tokens = rows * query_len + prefill_tokens
-    experts, top_k = cost.get("num_experts") or 0, cost.get("top_k") or 0
-    if experts and top_k and tokens > 0:
-        coverage = 1.0 - float((1.0 - top_k / experts) ** tokens)
-    else:
-        coverage = 1.0 if tokens > 0 else 0.0
-    read = (cost["dense_weight_bytes"] + cost["expert_weight_bytes"] * coverage
-            + cost["kv_bytes_per_token"] * context_tokens + cost["state_bytes_per_seat"] * rows)
-    return float(cost["fixed_s"] + read / cost["bandwidth_bytes_per_s"] + rows * query_len * cost["per_token_s"]
-                 + prefill_tokens * cost["prefill_per_token_s"])
+MARKER: str = _INSIDE.MARKER
+step_seconds = _INSIDE.step_seconds
 
 
 def _kv_plan() -> Any:
     """kv_plan.py beside this file (the witness's planning), loaded by path."""
-    name = "_dspark_vllm_kv_plan"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, _HERE / "kv_plan.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {_HERE / 'kv_plan.py'}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return _INSIDE.load("_dspark_vllm_kv_plan", _HERE / "kv_plan.py")
 
 
 def _default(f: Any) -> Any:
@@ -269,15 +246,7 @@ class _Pass:
         self.index = {f"{tag}{i}": i for i in range(n)}
         self.decode_steps: dict[str, int] = {}
         self.reqs: dict[str, Any] = {}
-        arrivals = replay.req["arrivals"]
-        self.clients = int(arrivals.get("clients") or 0)
-        # (arrival time, index): a heap, so requests arriving together are added in file order.
-        if self.clients:
-            self.pending = [(0.0, i) for i in range(min(self.clients, n))]
-        else:
-            self.pending = [(float(t), i) for i, t in enumerate(arrivals["times"])]
-        heapq.heapify(self.pending)
-        self.sent = len(self.pending)
+        self.arrivals = _INSIDE.Arrivals(replay.req["arrivals"], n)
         self.now = self.prefill_time = self.usage_time = self.peak = 0.0
         self.steps = self.running_peak = self.done = 0
         self.counts = {"queries": 0, "hits": 0, "preempted_queries": 0, "preempted_hits": 0}
@@ -351,9 +320,7 @@ class _Pass:
                 if o.finish_reason is not None:
                     self.finish[i] = self.now
                     self.done += 1
-                    if self.clients and self.sent < len(self.items):
-                        heapq.heappush(self.pending, (self.now, self.sent))  # the client's next request, at once
-                        self.sent += 1
+                    self.arrivals.finished(self.now)
 
     def _schedule(self) -> tuple[Any, list[str], Any, float, int]:
         """schedule() and, at once, the output the runner will give it: (output, ids, runner output, dt, prefill)."""
@@ -392,8 +359,8 @@ class _Pass:
 
     def _arrive(self) -> None:
         """Add every request whose arrival time has come."""
-        while self.pending and self.pending[0][0] <= self.now:
-            self.sched.add_request(self._request(heapq.heappop(self.pending)[1]))
+        for i in self.arrivals.due(self.now):
+            self.sched.add_request(self._request(i))
 
     def _run_sync(self, pool: Any) -> None:
         sched = self.sched
@@ -401,8 +368,8 @@ class _Pass:
             self._arrive()
             if sched.has_unfinished_requests():
                 self._step(pool)
-            elif self.pending:
-                self.now = self.pending[0][0]  # idle until the next arrival
+            elif self.arrivals.pending:
+                self.now = self.arrivals.next_at()  # idle until the next arrival
             else:
                 break
 
@@ -423,8 +390,8 @@ class _Pass:
                 if len(queue) < depth and (batch[1] or sched.has_requests()):
                     continue
             elif not queue:
-                if self.pending:
-                    self.now = self.pending[0][0]  # idle until the next arrival
+                if self.arrivals.pending:
+                    self.now = self.arrivals.next_at()  # idle until the next arrival
                     continue
                 break
             self._finish(queue.pop(), pool)
@@ -453,71 +420,25 @@ class _Pass:
         }
 
 
-_REPLAY: Replay | None = None  # the set-up replay that forked workers inherit
+def _setup(req: dict[str, Any], answer: dict[str, Any]) -> Replay:
+    """The engine's version, then the set-up replay."""
+    answer["engine_version"] = _kv_plan().engine_version()
+    return Replay(req)
 
 
-def _run_seats(seats: int) -> dict[str, Any]:
-    """One seat count in a worker; an error comes back as text (exceptions need not pickle)."""
-    assert _REPLAY is not None  # noqa: S101 - set before the workers fork
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            return _REPLAY.run(seats)
-    except Exception as exc:  # noqa: BLE001 - the engine's refusal is the answer
-        return {"seats": seats, "error": f"{type(exc).__name__}: {exc}"}
-
-
-def _run_all(replay: Replay, seats: list[int], workers: int) -> list[dict[str, Any]]:
-    """Each seat count on its own scheduler; with workers > 1 in processes forked after the engine's import."""
-    global _REPLAY  # noqa: PLW0603 - what fork hands the workers
-    _REPLAY = replay
-    # The engine's imports are long-lived: keep the collector off them (a few percent of each step), and the
-    # forked workers' copies of them shared.
-    gc.collect()
-    gc.freeze()
-    if workers <= 1 or len(seats) <= 1 or not hasattr(os, "fork"):
-        return [_run_seats(n) for n in seats]
-    import multiprocessing  # noqa: PLC0415
-
-    with multiprocessing.get_context("fork").Pool(min(workers, len(seats))) as pool:
-        return pool.map(_run_seats, seats, chunksize=1)
+def _done(r: Replay, answer: dict[str, Any]) -> None:
+    """The scheduler class and batches in flight of a successful answer."""
+    answer["scheduler"] = answer["kv"]["scheduler"] if answer["kv"] else None
+    answer["batch_queue"] = r.batch_queue
 
 
 def replay(req: dict[str, Any]) -> dict[str, Any]:
     """Every seat count of the request; errors (an engine refusal included) come back as text."""
-    start = time.monotonic()
-    answer: dict[str, Any] = {"ok": False}
     # The replay runs no kernel: vLLM's CPU platform answers its config hooks on any host, and no GPU is touched
     # (0.33 on a host without a device it knows stops at "Failed to infer device type" without it).
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # engines log on import; stdout carries our line
-            answer["engine_version"] = _kv_plan().engine_version()
-            r = Replay(req)
-            answer["setup_seconds"] = round(time.monotonic() - start, 3)
-        workers = int(req.get("workers") or os.cpu_count() or 1)
-        results = _run_all(r, [int(n) for n in req["seats"]], workers)
-        failed = next((x["error"] for x in results if "error" in x), None)
-        if failed is not None:
-            answer["error"] = failed
-        else:
-            answer["results"] = results
-            answer["kv"] = results[0]["kv"] if results else None
-            answer["scheduler"] = answer["kv"]["scheduler"] if answer["kv"] else None
-            answer["batch_queue"] = r.batch_queue
-            answer["ok"] = True
-    except Exception as exc:  # noqa: BLE001 - the engine's refusal or a missing piece is the answer
-        answer["error"] = f"{type(exc).__name__}: {exc}"
-    answer["seconds"] = round(time.monotonic() - start, 3)
+    answer: dict[str, Any] = _INSIDE.replay(req, {"VLLM_TARGET_DEVICE": "cpu"}, _setup, _done)
     return answer
 
 
-def main(argv: Sequence[str] = ()) -> int:
-    """Read one request on stdin, print one answer line (a list of requests: a list of answers, one import)."""
-    request = json.loads(sys.stdin.read())
-    answer = [replay(r) for r in request] if isinstance(request, list) else replay(request)
-    sys.stdout.write(MARKER + json.dumps(answer, allow_nan=True) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+if __name__ == "__main__":  # one request on stdin, one answer line (a list of requests: a list of answers)
+    raise SystemExit(_INSIDE.main(replay))
