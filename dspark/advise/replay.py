@@ -20,6 +20,7 @@ from typing import Any
 from dspark.advise.advice import Prediction
 from dspark.advise.model import StepCosts, StepShape
 from dspark.advise.workload import Arrivals, WorkloadRequest
+from dspark.bench.stats import percentile
 from dspark.core.errors import InputError
 from dspark.engines.replay import scheduler_replay
 
@@ -149,17 +150,6 @@ def run_replays(python: str, script: str, requests: Sequence[Mapping[str, Any]],
     return answers
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile by linear interpolation (numpy's default), NaN for none."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
 def pass_prediction(p: Mapping[str, Any]) -> PassPrediction:
     """A pass's figures from the replay's per-request times (virtual seconds) and the engine's counters."""
     arrival, first, finish, out = p["arrival_s"], p["first_token_s"], p["finish_s"], p["output_tokens"]
@@ -173,8 +163,8 @@ def pass_prediction(p: Mapping[str, Any]) -> PassPrediction:
         prefix_cache_hit_rate=hits / queries if queries else None, preemptions=int(p["preemptions"]),
         kv_peak_fraction=float(p["kv_peak_fraction"]), kv_mean_fraction=float(p["kv_mean_fraction"]),
         running_peak=int(p["running_peak"]),
-        ttft_mean_s=statistics.fmean(ttft) if ttft else math.nan, ttft_p50_s=_percentile(ttft, 50),
-        ttft_p90_s=_percentile(ttft, 90), ttft_p99_s=_percentile(ttft, 99),
+        ttft_mean_s=statistics.fmean(ttft) if ttft else math.nan, ttft_p50_s=percentile(ttft, 50),
+        ttft_p90_s=percentile(ttft, 90), ttft_p99_s=percentile(ttft, 99),
         tpot_mean_ms=statistics.fmean(s / (n - 1) for s, n in streams) * 1e3 if streams else math.nan,
         per_stream_decode_tps=sum(n - 1 for _, n in streams) / span if span > 0 else math.nan,
         aggregate_decode_tps=sum(out) / wall if wall > 0 else math.nan, wall_time_s=wall,
