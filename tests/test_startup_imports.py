@@ -24,6 +24,8 @@ NOT_FOR_VALIDATE = (
     "numpy",
     "safetensors",
     "rich.console",  # tables: --json prints none
+    "pydantic.main",  # pydantic's model machinery: recipes validate with pydantic-core from the checked-in schema
+    "pydantic._internal._generate_schema",
     "difflib",  # "did you mean" hints, for input that is wrong
     "dspark.engines.vllm.deepseek_v4",  # DeepSeek-V4's caches, for that model only
     "dspark.engines.vllm.deepseek_v4_fit",

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from dspark.config.recipe_schema import recipe_data
 from dspark.config.recipes import Recipe, find_recipe, list_recipes, render_json_schema
 from dspark.core.constants import DEFAULT_RECIPE
 
@@ -42,7 +43,7 @@ def recipes_show(name_or_path: str, *, as_json: bool = False, out: TextIO | None
     stream = out if out is not None else sys.stdout
     recipe = find_recipe(name_or_path)
     if as_json:
-        payload = {"source": recipe.source, "recipe": recipe.model_dump(mode="json")}
+        payload = {"source": recipe.source, "recipe": recipe_data(recipe)}
         stream.write(json.dumps(payload, indent=2) + "\n")
         return 0
     stream.write(f"# {recipe.source}\n")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from dspark.config.knobs import BY_NAME
 from dspark.config.recipe_keys import FLAG_FIELDS, RUN_FLAGS
-from dspark.config.recipe_model import Parallel, RecipeFields, Speculative
+from dspark.config.recipe_model import Parallel, Recipe, Speculative
 from dspark.config.recipe_yaml import Problem
 from dspark.engines import engine_spec
 
@@ -29,7 +29,7 @@ def _flag_key(arg: str) -> str | None:
     return key
 
 
-def cross_problems(recipe: RecipeFields) -> Iterator[Problem]:
+def cross_problems(recipe: Recipe) -> Iterator[Problem]:
     """Everything pydantic's per-field checks cannot see."""
     yield from _kv_problems(recipe)
     yield from _parallel_problems(recipe.parallel)
@@ -43,14 +43,14 @@ def cross_problems(recipe: RecipeFields) -> Iterator[Problem]:
             )
 
 
-def _kv_problems(recipe: RecipeFields) -> Iterator[Problem]:
+def _kv_problems(recipe: Recipe) -> Iterator[Problem]:
     kv = recipe.kv_cache
     if kv.memory is not None and kv.tokens is not None:
         yield Problem(("kv_cache", "tokens"), "set kv_cache.memory or kv_cache.tokens, not both: each pins the pool")
     yield from _foreign_keys(recipe)
 
 
-def _foreign_keys(recipe: RecipeFields) -> Iterator[Problem]:
+def _foreign_keys(recipe: Recipe) -> Iterator[Problem]:
     """The recipe keys of knobs its engine has no such setting for: the settings' knob x engine rule
     (EngineSpec.foreign_knobs), said at the key's line when the recipe loads."""
     engine = recipe.engine
@@ -86,7 +86,7 @@ def _speculative_problems(spec: Speculative) -> Iterator[Problem]:
         yield Problem(("speculative", "draft_config"), "describes a drafter, but speculative.draft_model is not set")
 
 
-def _passthrough_problems(recipe: RecipeFields) -> Iterator[Problem]:
+def _passthrough_problems(recipe: Recipe) -> Iterator[Problem]:
     """engine_args and env must not carry what the recipe's own fields (or dspark's settings) own."""
     for i, arg in enumerate(recipe.engine_args):
         key = _flag_key(arg)

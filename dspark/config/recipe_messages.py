@@ -9,14 +9,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import date as Date
-from typing import get_args, get_origin
+from typing import Any
 
-from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 from yaml.nodes import Node
 
 from dspark.config.recipe_keys import FLAG_FIELDS, RUN_FLAGS
-from dspark.config.recipe_model import RecipeFields
+from dspark.config.recipe_schema import recipe_schema
 from dspark.config.recipe_yaml import Problem, dotted, line_of
 from dspark.core.redact import is_secret_name
 from dspark.core.suggest import closest
@@ -92,8 +91,8 @@ _EXPECTED: dict[str, str] = {
     "bool_type": "expected true or false",
     "bool_parsing": "expected true or false",
     "dict_type": "expected a mapping",
-    "model_type": "expected a mapping of keys",
-    "model_attributes_type": "expected a mapping of keys",
+    "dataclass_type": "expected a mapping of keys",
+    "dataclass_args_type": "expected a mapping of keys",
     "list_type": "expected a list",
     "date_type": "expected a date (YYYY-MM-DD)",
     "date_parsing": "expected a date (YYYY-MM-DD)",
@@ -107,7 +106,7 @@ def problem_from_pydantic(err: ErrorDetails) -> Problem:
     loc = tuple(part for part in err["loc"] if part != "[key]")
     kind = err["type"]
     value = err.get("input")
-    if kind == "extra_forbidden":
+    if kind == "unexpected_keyword_argument":  # a key the section does not have (extra="forbid")
         return Problem(loc, _unknown_key(loc))
     if kind == "missing":
         return Problem(loc, _EXPECTED[kind])
@@ -142,39 +141,39 @@ def _literal_choices(err: ErrorDetails) -> list[str]:
     return [part.strip().strip("'") for part in re.split(r",| or ", raw) if part.strip()]
 
 
-def _model_of(annotation: object) -> type[BaseModel] | None:
-    """The recipe section class inside an annotation (Optional, list[...] and Annotated unwrapped)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if get_origin(annotation) is not None:
-        for arg in get_args(annotation):
-            found = _model_of(arg)
-            if found is not None:
-                return found
+def _section_of(schema: Any) -> dict[str, Any] | None:
+    """The section (a dataclass schema) a key's schema holds: defaults, nulls, lists and validators unwrapped."""
+    while isinstance(schema, dict):
+        if schema.get("type") == "dataclass":
+            return schema
+        schema = schema.get("items_schema") if schema.get("type") == "list" else schema.get("schema")
     return None
 
 
-def _section(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
-    """The model class describing the mapping at `loc` (list indices skipped)."""
+def _keys(section: dict[str, Any]) -> dict[str, Any]:
+    """A section's keys, in the recipe's order, with each key's schema."""
+    return {f["name"]: f["schema"] for f in section["schema"]["fields"]}
 
-    model: type[BaseModel] = RecipeFields
+
+def _section(loc: tuple[str | int, ...]) -> dict[str, Any] | None:
+    """The section describing the mapping at `loc` (list indices skipped)."""
+    section: dict[str, Any] | None = recipe_schema()
     for part in loc:
         if isinstance(part, int):
             continue
-        info = model.model_fields.get(part)
-        inner = _model_of(info.annotation) if info is not None else None
-        if inner is None:
+        key = _keys(section).get(part) if section is not None else None
+        section = _section_of(key) if key is not None else None
+        if section is None:
             return None
-        model = inner
-    return model
+    return section
 
 
-def _all_paths(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, str]]:
+def _all_paths(section: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:
     """(leaf name, dotted path) for every key of the recipe tree."""
-    for name, info in model.model_fields.items():
+    for name, schema in _keys(section).items():
         path = f"{prefix}{name}"
         yield name, path
-        inner = _model_of(info.annotation)
+        inner = _section_of(schema)
         if inner is not None:
             yield from _all_paths(inner, f"{path}.")
 
@@ -184,7 +183,7 @@ def _unknown_key(loc: tuple[str | int, ...]) -> str:
 
     key = str(loc[-1])
     here = _section(loc[:-1])
-    local = list(here.model_fields) if here is not None else []
+    local = list(_keys(here)) if here is not None else []
     close = closest(key, local)
     if close:
         return f"unknown key; did you mean {close!r}?"
@@ -193,7 +192,7 @@ def _unknown_key(loc: tuple[str | int, ...]) -> str:
     target = FLAG_FIELDS.get(norm)
     if target is None:
         paths: dict[str, str] = {}
-        for leaf, path in _all_paths(RecipeFields):
+        for leaf, path in _all_paths(recipe_schema()):
             paths.setdefault(leaf, path)  # the shallowest home of a name wins
         if norm in paths:
             target = paths[norm]

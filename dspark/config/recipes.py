@@ -18,35 +18,34 @@ is a symbolic link to that directory, so there is one copy and nothing to keep i
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError, ValidationInfo, model_validator
+from pydantic_core import ValidationError
 
 from dspark.config.recipe_checks import cross_problems
 from dspark.config.recipe_messages import kind_of, problem_from_pydantic, render_problems
-from dspark.config.recipe_model import RecipeFields
+from dspark.config.recipe_model import Recipe
+from dspark.config.recipe_schema import recipe_json_schema, recipe_validator, render_json_schema
 from dspark.config.recipe_yaml import Problem, dotted, duplicate_keys, parse_yaml
 from dspark.core.constants import DEFAULT_RECIPE
 from dspark.core.errors import RecipeError
 from dspark.core.suggest import closest
 
-
-class Recipe(RecipeFields):
-    """One deployment: a model on an engine with its settings, plus observations measured on it."""
-
-    @model_validator(mode="after")
-    def _consistent(self, info: ValidationInfo) -> Recipe:
-        problems = list(cross_problems(self))
-        if problems:
-            sink = info.context.get("problems") if isinstance(info.context, dict) else None
-            if isinstance(sink, list):
-                sink.extend(problems)
-            else:
-                raise ValueError("; ".join(f"{dotted(p.loc)}: {p.message}" for p in problems))
-        return self
+__all__ = [
+    "Recipe",
+    "default_recipe",
+    "find_recipe",
+    "list_recipes",
+    "load_recipe",
+    "load_recipe_text",
+    "recipe_from_data",
+    "recipe_json_schema",
+    "render_json_schema",
+    "shipped_recipe_names",
+    "shipped_recipes_dir",
+]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -83,19 +82,33 @@ def load_recipe_text(text: str, source: str = "<recipe>") -> Recipe:
             f"{source}:{root.start_mark.line + 1}: a recipe is a mapping of keys (name:, engine:, model:, ...), "
             f"not {kind_of(data)}"
         )
-    collected: list[Problem] = []
-    try:
-        recipe = Recipe.model_validate(data, context={"problems": collected})
-    except ValidationError as exc:
-        raise RecipeError(render_problems(source, root, [problem_from_pydantic(err) for err in exc.errors()])) from None
-    if collected:
-        raise RecipeError(render_problems(source, root, collected))
-    recipe._source = source
+    recipe = _validated(data)
+    if isinstance(recipe, list):
+        raise RecipeError(render_problems(source, root, recipe))
+    object.__setattr__(recipe, "_source", source)  # the loader's one write to the frozen recipe: where it came from
     return recipe
 
 
+def recipe_from_data(data: dict[str, Any]) -> Recipe:
+    """Validate a recipe already parsed into Python data (no file, so no line numbers); raise RecipeError."""
+    recipe = _validated(data)
+    if isinstance(recipe, list):
+        raise RecipeError("invalid recipe: " + "; ".join(f"{dotted(p.loc)}: {p.message}" for p in recipe))
+    return recipe
+
+
+def _validated(data: dict[str, Any]) -> Recipe | list[Problem]:
+    """The recipe, or the problems that stop it: each key checked on its own, then (if all pass) across keys."""
+    try:
+        recipe: Recipe = recipe_validator().validate_python(data)
+    except ValidationError as exc:
+        return [problem_from_pydantic(err) for err in exc.errors()]
+    problems = list(cross_problems(recipe))
+    return problems or recipe
+
+
 # ---------------------------------------------------------------------------------------------------------
-# Shipped recipes and the JSON Schema.
+# Shipped recipes (the JSON Schema is dspark.config.recipe_schema's).
 
 
 def shipped_recipes_dir() -> Path:
@@ -132,15 +145,3 @@ def default_recipe() -> Recipe:
 def list_recipes() -> list[Recipe]:
     """Every shipped recipe, loaded and validated, sorted by name."""
     return [load_recipe(shipped_recipes_dir() / f"{name}.yaml") for name in shipped_recipe_names()]
-
-
-def recipe_json_schema() -> dict[str, Any]:
-    """The recipe JSON Schema (draft 2020-12), for editors' YAML support."""
-    schema = Recipe.model_json_schema()
-    schema["title"] = "dspark recipe"
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
-
-
-def render_json_schema() -> str:
-    """The schema exactly as checked in at dspark/data/recipe.schema.json."""
-    return json.dumps(recipe_json_schema(), indent=2, sort_keys=True) + "\n"

@@ -9,17 +9,16 @@ from typing import get_args
 
 import pytest
 from click.testing import CliRunner
-from pydantic import ValidationError
 
 from dspark.cli import cli
 from dspark.config.recipe_model import ModelSpec, SpeculativeMethod
 from dspark.config.recipes import (
-    Recipe,
     default_recipe,
     find_recipe,
     list_recipes,
     load_recipe,
     load_recipe_text,
+    recipe_from_data,
     render_json_schema,
     shipped_recipe_names,
     shipped_recipes_dir,
@@ -102,9 +101,9 @@ def test_dates_are_read_by_pydantic_not_yaml() -> None:
 def test_cross_checks_also_run_without_the_loader() -> None:
     data = {"name": "x", "engine": "vllm", "model": {"path": "m"}, "kv_cache": {"tokens": 1000}}
     with pytest.raises(
-        ValidationError, match=r"kv_cache\.tokens: vllm has no such setting; for vllm use kv_cache\.memory"
+        RecipeError, match=r"kv_cache\.tokens: vllm has no such setting; for vllm use kv_cache\.memory"
     ):
-        Recipe.model_validate(data)
+        recipe_from_data(data)
 
 
 @pytest.mark.parametrize(
