@@ -1,20 +1,19 @@
 """`dataclass`, the standard library's, with frozen classes built at half the cost: same methods, same behaviour.
 
 For a frozen class, dataclasses compiles six methods from source text (__init__, __repr__, __eq__, __hash__,
-__setattr__, __delattr__), and compiling them is most of what defining the class costs: about 6 M instructions
-a class on CPython 3.10-3.12, where a plan defines some 60 of dspark's classes (docs/testing.md). Here only
-__init__ is compiled, from the text dataclasses writes for it, and only when the class is first called or its
-__init__ first read (a plan never makes a quarter of the classes it imports); the other five are closures over
-the field names
-that return and raise what dataclasses' own return and raise (on 3.10-3.12: tuples compared and hashed,
-"cannot assign to field 'x'", "..." for a recursive repr). The rest is dataclasses' own: it processes the class
-with those methods turned off (fields(), replace(), asdict(), __match_args__, __dataclass_fields__), and
-__dataclass_params__ then says what the class does, as the standard one says it.
+__setattr__, __delattr__), and compiling them is most of what defining the class costs: about 6 M instructions a
+class on CPython 3.10-3.12, and `dspark validate` defines some 60 of them (docs/testing.md). Here __init__ alone
+is compiled, from the text dataclasses writes for it, and only when the class is first called or its __init__ first
+read (validate makes some 47 of its 60). The other five are closures over the field names that return
+and raise what dataclasses' own do on 3.10-3.12 (tuples compared and hashed, "cannot assign to field 'x'",
+"..." for a recursive repr). The rest is dataclasses' own: it processes the class with those methods turned off
+(fields(), replace(), asdict(), __match_args__), and __dataclass_params__ then says what the class does.
 
-Handed to dataclasses unchanged: any option but frozen=True, a class that writes one of the six methods or
-inherits from a dataclass, and other Python versions (3.13 generates the methods otherwise). InitVar and
-keyword-only fields are refused (TypeError): give such a class dataclasses.dataclass. tests/core/test_dataclass.py
-holds every dspark dataclass to a twin that dataclasses builds. mypy sees dataclasses.dataclass itself.
+Handed to dataclasses unchanged: any option but frozen=True, a class that writes one of the six methods, inherits
+from a dataclass or has InitVar or keyword-only fields, and every class on other Python versions (3.13 writes the
+methods otherwise). An InitVar or KW_ONLY under an alias the annotation's text does not name is refused (TypeError).
+tests/core/test_dataclass.py holds every dspark frozen dataclass to a twin that dataclasses builds. mypy sees
+dataclasses.dataclass itself.
 """
 
 from __future__ import annotations
@@ -88,8 +87,8 @@ def _init(fields: list[dataclasses.Field[Any]], globals_: dict[str, Any], post_i
 
 
 class _InitOnFirstUse:
-    """__init__, compiled the first time the class is called or its __init__ read (a command never makes most of
-    the classes it imports), then set on the class in place of this."""
+    """__init__, compiled the first time the class is called or its __init__ read (a command leaves some of the
+    classes it imports unmade), then set on the class in place of this."""
 
     def __init__(self, owner: type, build: Callable[[], Callable[..., None]]) -> None:
         self._owner, self._build = owner, build
@@ -153,20 +152,35 @@ def _mirrorable(cls: type) -> bool:
     """Whether the class uses only what this mirrors (checked before dataclasses sees it)."""
     if any(name in vars(cls) for name in _OWN_METHODS):
         return False  # dataclasses keeps a class's own methods (and refuses its own __setattr__ when frozen)
-    return not any(getattr(base, "__dataclass_fields__", None) is not None for base in cls.__mro__[1:])
+    if any(getattr(base, "__dataclass_fields__", None) is not None for base in cls.__mro__[1:]):
+        return False
+    return not any(_special(name, annotation, vars(cls).get(name))
+                   for name, annotation in vars(cls).get("__annotations__", {}).items())
 
 
-def _frozen_dataclass(cls: type[_T]) -> type[_T]:
-    """dataclasses.dataclass(frozen=True) on cls, the five methods other than __init__ as closures."""
+def _special(name: str, annotation: Any, value: Any) -> bool:
+    """Whether a field may be an InitVar or keyword-only (a postponed annotation is read as text: a false
+    positive only costs the standard path)."""
+    if isinstance(value, dataclasses.Field) and value.kw_only is True:
+        return True
+    if isinstance(annotation, str):
+        return "InitVar" in annotation or "KW_ONLY" in annotation
+    return annotation is dataclasses.KW_ONLY or annotation is dataclasses.InitVar or isinstance(
+        annotation, dataclasses.InitVar)
+
+
+def _frozen_dataclass(cls: type[_T], options: dict[str, Any]) -> type[_T]:
+    """dataclasses.dataclass(**options) on cls (frozen=True, the rest at their defaults), the five methods other
+    than __init__ as closures."""
     if not (_MIRRORED and _HAS_DEFAULT_FACTORY is not None and _FIELD is not None and _mirrorable(cls)):
-        return dataclasses.dataclass(frozen=True)(cls)
+        return dataclasses.dataclass(cls, **options)
     documented = bool(cls.__doc__)  # dataclasses writes one from __init__'s signature, which it does not make here
     cls = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
     every: list[dataclasses.Field[Any]] = list(cls.__dataclass_fields__.values())  # type: ignore[attr-defined]
     kinds = [f._field_type for f in every]  # type: ignore[attr-defined]  # _FIELD, _FIELD_CLASSVAR, _FIELD_INITVAR
     fields = [f for f, kind in zip(every, kinds, strict=True) if kind is _FIELD]  # ClassVars are no fields
-    if len(fields) != len(every) - kinds.count(_CLASSVAR) or any(
-            f.kw_only is True for f in fields):
+    if len(fields) != len(every) - kinds.count(_CLASSVAR) or any(f.kw_only is True for f in fields):
+        # _mirrorable hands such classes to dataclasses; an alias of InitVar or KW_ONLY can get past it.
         raise TypeError(f"{cls.__qualname__}: InitVar and keyword-only fields need dataclasses.dataclass itself")
     _check_default_order(fields)
     module = sys.modules.get(cls.__module__)
@@ -215,7 +229,9 @@ def _dataclass(cls: type[_T] | None = None, /, **options: Any) -> Any:
     if options.get("frozen") is not True or any(_DEFAULTS.get(k, not v) != v for k, v in options.items()
                                                  if k != "frozen"):
         return dataclasses.dataclass(cls, **options) if cls is not None else dataclasses.dataclass(**options)
-    return _frozen_dataclass(cls) if cls is not None else _frozen_dataclass
+    if cls is None:
+        return lambda cls: _frozen_dataclass(cls, options)
+    return _frozen_dataclass(cls, options)
 
 
 if TYPE_CHECKING:

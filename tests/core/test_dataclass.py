@@ -218,16 +218,56 @@ def test_what_it_does_not_mirror_goes_to_dataclasses() -> None:
 
         x: int = 1
 
-    assert _compiled_by_dataclasses(Ordered)
+    @dataclass(frozen=True)
+    class KeywordOnly:
+        """kw_only through the field."""
+
+        x: int = dataclasses.field(default=1, kw_only=True)
+
+    @dataclass(frozen=True)
+    class AfterMarker:
+        """kw_only through the KW_ONLY marker."""
+
+        _: dataclasses.KW_ONLY
+        y: int = 2
+
+    @dataclass(frozen=True)
+    class WithInitVar:
+        """An InitVar reaches __post_init__."""
+
+        seed: dataclasses.InitVar[int]
+        doubled: int = dataclasses.field(default=0, init=False)
+
+        def __post_init__(self, seed: int) -> None:
+            object.__setattr__(self, "doubled", 2 * seed)
+
+    for cls in (Ordered, KeywordOnly, AfterMarker, WithInitVar):
+        assert _compiled_by_dataclasses(cls), cls
     assert Ordered(1) < Ordered(2)
     assert not Mutable.__dataclass_params__.frozen  # type: ignore[attr-defined]
-    with pytest.raises(TypeError, match=r"InitVar and keyword-only fields need dataclasses\.dataclass itself"):
+    assert str(inspect.signature(KeywordOnly)) == "(*, x: 'int' = 1) -> None"
+    assert str(inspect.signature(AfterMarker)) == "(*, y: 'int' = 2) -> None"
+    assert WithInitVar(3).doubled == 6
 
+
+Seed = dataclasses.InitVar  # an alias whose text does not say InitVar
+
+
+def test_an_initvar_under_an_alias_is_refused_where_mirrored() -> None:
+    def define() -> type:
         @dataclass(frozen=True)
-        class KeywordOnly:
-            """kw_only through the field."""
+        class Aliased:
+            """The annotation's text names no InitVar."""
 
-            x: int = dataclasses.field(default=1, kw_only=True)
+            seed: Seed[int]
+
+        return Aliased
+
+    if MIRRORED:
+        with pytest.raises(TypeError, match=r"InitVar and keyword-only fields need dataclasses\.dataclass itself"):
+            define()
+    else:  # dataclasses builds every class there
+        assert str(inspect.signature(define())) == "(seed: 'Seed[int]') -> None"
 
 
 def test_init_is_compiled_when_the_class_is_first_called_or_read() -> None:
