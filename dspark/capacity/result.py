@@ -7,10 +7,11 @@ planning builds the inputs from the resolved settings and reads the result throu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, Protocol
 
 from dspark.capacity import CapacitySummary
+from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 from dspark.core.findings import Finding
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from dspark.core.dataclass import dataclass
 
 
 @dataclass(frozen=True)

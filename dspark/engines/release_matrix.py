@@ -10,8 +10,7 @@ whether the witness (the engine's own planner or sizing, run in its interpreter)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from dspark.core.dataclass import dataclass
 from dspark.engines import engine_spec
 
 

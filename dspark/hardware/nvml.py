@@ -11,9 +11,10 @@ import contextlib
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from dspark.core.dataclass import dataclass
 from dspark.core.errors import HardwareError
 from dspark.hardware import GpuInfo, GpuProcess, HardwareSnapshot
 from dspark.hardware.unified import HostMemory, read_host_memory

@@ -6,8 +6,7 @@ profile describes an idle machine: free = total less any measured driver reserva
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 from dspark.hardware import GpuInfo, HardwareSnapshot
 

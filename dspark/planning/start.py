@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from dspark.core.dataclass import dataclass
 from dspark.core.errors import (
     DsparkError,
     EngineArgError,

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from dspark.core.dataclass import dataclass
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
+from dspark.core.dataclass import dataclass
 from dspark.engines.sglang.options import SglangOptions
 from dspark.engines.sglang.server_defaults import (
     decode_graph_batch_sizes,

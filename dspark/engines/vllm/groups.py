@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from dspark.core.dataclass import dataclass
 from dspark.engines.vllm.kv_types import KVGroup, LayerSpec, VllmNotModelledError, VllmRefusal, cdiv, format_gib
 from dspark.engines.vllm.options import VllmOptions
 from dspark.engines.vllm.resolve import Resolved

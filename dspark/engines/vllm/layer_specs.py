@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
 
+from dspark.core.dataclass import dataclass
 from dspark.engines.vllm.groups import promote_sliding
 from dspark.engines.vllm.kv_types import (
     EAGLE_METHODS,

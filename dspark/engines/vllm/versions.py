@@ -7,7 +7,9 @@ more entry here plus the code its new facts need.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
+
+from dspark.core.dataclass import dataclass
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from dspark.core.dataclass import dataclass
 from dspark.model.architecture.fields import (
     FULL_KINDS,
     SLIDING,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
+
+from dspark.core.dataclass import dataclass
 
 # Bytes per element of the dtypes that appear in configs and KV-cache flags.
 DTYPE_BYTES: dict[str, int] = {
