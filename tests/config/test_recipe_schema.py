@@ -49,7 +49,7 @@ def _broken(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """The recipe with one key at a time made wrong: a value of each wrong kind, and an unknown key beside it."""
     def leaves(node: Any, path: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
         if isinstance(node, dict):
-            yield path + ("not_a_key",)
+            yield (*path, "not_a_key")
             for key, value in node.items():
                 yield from leaves(value, (*path, key))
         elif isinstance(node, list) and node and isinstance(node[0], dict):
