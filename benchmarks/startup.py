@@ -13,11 +13,13 @@ load that comes and goes moves least.
 this machine's GPUs or, without NVIDIA GPUs, the built-in profile, with the DSPARK_* variables removed from
 their environment so that the shipped default is measured. A plan that does not fit (exit 1: a GPU smaller than
 the recipe's) is measured like one that fits. A third reference, the floor plus one one-field pydantic model,
-shows what pydantic's model machinery (which `import pydantic` alone does not load, and every recipe needs)
-adds to the floor. The children import dspark from this checkout (it goes first on PYTHONPATH), so the
-benchmark runs from a copy of the repository without installing dspark. They run with bytecode caches, as an
-installed package has them (pip compiles at install; the floor's packages are compiled): the children run
-without PYTHONDONTWRITEBYTECODE, and one untimed run of each kind first writes dspark's __pycache__.
+shows what pydantic's model machinery adds to the floor: `import pydantic` alone does not load it, and dspark's
+recipes validate with pydantic-core from a checked-in schema, so a plan loads it only when that schema must be
+built afresh (another pydantic-core release). The children import dspark from this checkout (it goes first on
+PYTHONPATH), so the benchmark runs from a copy of the repository without installing dspark. They run with
+bytecode caches, as an installed package has them (pip compiles at install; the floor's packages are compiled):
+the children run without PYTHONDONTWRITEBYTECODE, and one untimed run of each kind first writes dspark's
+__pycache__.
 
   python3 benchmarks/startup.py [-n 15] [--importtime] [--json]
 
