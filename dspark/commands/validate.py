@@ -69,9 +69,13 @@ def start_command(
 def make_console(stream: IO[str]) -> Console:
     """A rich console on `stream`; off a terminal, wide enough that provenance paths are never cut."""
     from rich.console import Console  # noqa: PLC0415
+    from rich.highlighter import NullHighlighter  # noqa: PLC0415
 
     width = None if stream.isatty() else 200
-    return Console(file=stream, soft_wrap=True, width=width)
+    console = Console(file=stream, soft_wrap=True, width=width)
+    if console.color_system is None:  # no colour is written: the number highlighter's regexes would style nothing
+        console.highlighter = NullHighlighter()
+    return console
 
 
 def _explain_on_stderr(report: ValidationReport, explain: bool) -> None:

@@ -3,6 +3,7 @@ the numbers it quotes."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -10,8 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.highlighter import NullHighlighter, ReprHighlighter
 
 from dspark.cli import main
+from dspark.commands.validate import make_console
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 
@@ -71,3 +74,12 @@ def test_table_shows_predicted_and_observed_pools_labelled(capsys: pytest.Captur
         f"5 (the lower of predicted {cap['observed']['predicted_safe_max_num_seqs']} and observed 5)")
     assert rows["average context at 16 seats"].endswith("≤ 92,644 observed")  # 1,482,304 // 16
     assert cap["observed"]["kv_pool_tokens"] == 1_482_304 and cap["safe_max_num_seqs"] == 5
+
+
+def test_the_table_highlights_numbers_only_where_colour_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Off a terminal no colour is written, so the highlighter's regexes are skipped; forced colour keeps them.
+    for name in ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(name, raising=False)
+    assert isinstance(make_console(io.StringIO()).highlighter, NullHighlighter)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert isinstance(make_console(io.StringIO()).highlighter, ReprHighlighter)
