@@ -22,29 +22,21 @@ Real = Annotated[float, Strict()]
 # validator (no pydantic function in the schema to load at run time).
 _Positive = Annotated[int, Strict(), Field(gt=0)]
 
+
+
+def _int_or_text(pattern: str, description: str) -> WithJsonSchema:
+    """What editors are told such a value may be: a positive int, or text the before-validator reads."""
+    choices = [{"type": "integer", "exclusiveMinimum": 0}, {"type": "string", "pattern": pattern}]
+    return WithJsonSchema({"anyOf": choices, "description": description})
+
+
 ByteSize = Annotated[
     _Positive,
     BeforeValidator(size_value),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "integer", "exclusiveMinimum": 0},
-                {"type": "string", "pattern": SIZE_PATTERN},
-            ],
-            "description": f"A size: {SIZE_UNITS_HELP.removeprefix('use ')}.",
-        }
-    ),
+    _int_or_text(SIZE_PATTERN, f"A size: {SIZE_UNITS_HELP.removeprefix('use ')}."),
 ]
 TokenCount = Annotated[
     _Positive,
     BeforeValidator(count_value),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "integer", "exclusiveMinimum": 0},
-                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?[kKmMgG]?\s*$"},
-            ],
-            "description": "Tokens: an int, or vLLM's suffixes (8k = 8,000, 8K = 8,192).",
-        }
-    ),
+    _int_or_text(r"^\s*\d+(\.\d+)?[kKmMgG]?\s*$", "Tokens: an int, or vLLM's suffixes (8k = 8,000, 8K = 8,192)."),
 ]

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import pprint
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,6 +151,8 @@ def _imported(obj: Any, imports: set[tuple[str, str]]) -> str:
 
 def render_core_schema_module(schema: dict[str, Any] | None = None) -> str:
     """The text of dspark/config/recipe_core_schema.py for `schema` (default: pydantic's, afresh)."""
+    import pprint  # noqa: PLC0415 - only the writer and its test format the schema; loading a recipe does not
+
     imports: set[tuple[str, str]] = set()
     body = pprint.pformat(_as_source(schema if schema is not None else recipe_core_schema_fresh(), imports),
                           width=112, sort_dicts=True)

@@ -9,7 +9,6 @@ inputs broken key by key.
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 import yaml
 
 from dspark.config import recipe_core_schema, recipe_schema
-from dspark.config.recipe_model import Parallel, Recipe
+from dspark.config.recipe_model import Parallel
 from dspark.config.recipes import load_recipe_text, shipped_recipe_names, shipped_recipes_dir
 from dspark.core.errors import RecipeError
 
@@ -69,11 +68,6 @@ def _broken(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"{'.'.join(map(str, path))}={wrong!r}", mutated
 
 
-@functools.cache
-def _pydantic_adapter() -> pydantic.TypeAdapter[Recipe]:
-    return recipe_schema._type_adapter()
-
-
 def _outcome(validate: Any, data: dict[str, Any]) -> object:
     try:
         return validate(data)
@@ -83,7 +77,7 @@ def _outcome(validate: Any, data: dict[str, Any]) -> object:
 
 def test_the_loaders_validator_says_what_pydantics_own_says() -> None:
     ours = recipe_schema.recipe_validator().validate_python
-    theirs = _pydantic_adapter().validate_python
+    theirs = recipe_schema._type_adapter().validate_python  # pydantic's own, built afresh
     compared = failed = 0
     for name, data in _shipped().items():
         assert _outcome(ours, data) == _outcome(theirs, data), name
@@ -95,6 +89,12 @@ def test_the_loaders_validator_says_what_pydantics_own_says() -> None:
     assert 1000 < failed < compared  # the comparison saw many errors and many valid recipes
 
 
+def _forget_the_schema() -> None:
+    """The cached schema, validator and serializer dropped, so the next load decides again which schema to use."""
+    for cached in (recipe_schema.recipe_schema, recipe_schema.recipe_validator, recipe_schema._serializer):
+        cached.cache_clear()
+
+
 def test_under_another_pydantic_core_the_schema_is_built_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
     text = (shipped_recipes_dir() / "flash-next-vllm.yaml").read_text(encoding="utf-8")
     bad = text.replace("kv_cache:", "kv_cache:\n  memmory: 1GB", 1)
@@ -102,8 +102,7 @@ def test_under_another_pydantic_core_the_schema_is_built_afresh(monkeypatch: pyt
     with pytest.raises(RecipeError) as compiled_error:
         load_recipe_text(bad, "r.yaml")
     monkeypatch.setattr(recipe_core_schema, "PYDANTIC_CORE_VERSION", "0.0.0")
-    for cached in (recipe_schema.recipe_schema, recipe_schema.recipe_validator, recipe_schema._serializer):
-        cached.cache_clear()
+    _forget_the_schema()
     try:
         assert recipe_schema.recipe_schema() is not recipe_core_schema.SCHEMA
         assert recipe_schema.recipe_schema() == recipe_core_schema.SCHEMA
@@ -114,8 +113,7 @@ def test_under_another_pydantic_core_the_schema_is_built_afresh(monkeypatch: pyt
         assert "kv_cache.memmory: unknown key; did you mean 'memory'?" in str(fresh_error.value)
     finally:
         monkeypatch.undo()
-        for cached in (recipe_schema.recipe_schema, recipe_schema.recipe_validator, recipe_schema._serializer):
-            cached.cache_clear()
+        _forget_the_schema()
 
 
 def test_a_loaded_recipe_is_a_frozen_dataclass_with_its_sections_defaults() -> None:
