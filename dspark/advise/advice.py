@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dspark.advise.calibrate import Calibration
@@ -11,7 +12,6 @@ from dspark.advise.kv_usage import KVCounting, token_counting
 from dspark.advise.model import StepCosts, StepShape, Workload, simulate
 from dspark.bench.decision import DecisionRule, Setting, decide
 from dspark.capacity.seats import expert_coverage
-from dspark.core.dataclass import dataclass
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,6 @@ from dspark.advise.kv_usage import counting_for
 from dspark.advise.model import StepCosts, Workload
 from dspark.advise.replay import ReplayResult
 from dspark.bench.decision import make_rule, parse_seats
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import DsparkError, InputError
 from dspark.hardware.profiles import bandwidth_gbps_for
 from dspark.planning.validate import ValidateRequest, ValidationReport, validate

@@ -11,11 +11,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dspark.advise.model import StepCosts, StepShape, Workload, decode_step_s, simulate
-from dspark.core.dataclass import dataclass
 
 TERM_LABELS: dict[str, str] = {
     "fixed_s": "fixed cost per step",

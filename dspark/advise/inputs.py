@@ -7,11 +7,11 @@ measurements can determine (dspark.advise.calibrate).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from dspark.advise.calibrate import TERM_LABELS
 from dspark.advise.model import StepCosts, StepShape
 from dspark.capacity import CapacitySummary
-from dspark.core.dataclass import dataclass
 from dspark.hardware import GpuInfo
 from dspark.hardware.profiles import bandwidth_gbps_for
 from dspark.model.architecture import LinearStateLayer, ModelArchitecture, dtype_bytes

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import dataclass
 
 from dspark.advise.kv_usage import KVCounting
 from dspark.capacity.seats import expert_coverage
-from dspark.core.dataclass import dataclass
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import math
 import statistics
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -20,7 +21,6 @@ from dspark.advise.advice import Prediction
 from dspark.advise.model import StepCosts, StepShape
 from dspark.advise.workload import Arrivals, WorkloadRequest
 from dspark.bench.stats import percentile
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 from dspark.engines.replay import scheduler_replay
 

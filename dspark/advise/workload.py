@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 
 # Ids below 10 are left out of synthetic prompts: small ids are often special tokens in real vocabularies.

@@ -7,6 +7,7 @@ import json
 import ssl
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
@@ -14,7 +15,6 @@ import httpx
 from dspark.bench.http import HttpError, RawHttp
 from dspark.bench.prompts import Prompt
 from dspark.bench.stats import RequestRecord
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 
 Endpoint = Literal["completions", "chat"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from dspark.bench.results import METRICS, SPREAD_SUFFIX
 from dspark.bench.stats import relative_change
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 
 # Short names users type for the judged metrics.

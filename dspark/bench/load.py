@@ -7,6 +7,7 @@ import math
 import os
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -16,7 +17,6 @@ from dspark.bench.client import ClientConfig, Endpoint
 from dspark.bench.prompts import Prompt, read_jsonl, synthetic_text_prompts, synthetic_token_prompts, take
 from dspark.bench.results import BenchResult
 from dspark.bench.runner import BenchSpec, PassObserver, run_bench
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 
 # Token ids are drawn from [10, vocab_size): 500 fits every real vocabulary and the tests' tiny models (512).

@@ -8,12 +8,11 @@ import functools
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from dspark.core.dataclass import dataclass
 from dspark.engines import ENGINE_NAMES, engine_spec
 
 # The concepts dspark reads; each engine names its sample for each (EngineSpec.metric_names). Counters are

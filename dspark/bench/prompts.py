@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar, Union
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 
 Message = dict[str, str]

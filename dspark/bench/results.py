@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from dspark.bench.metrics import EngineDelta
 from dspark.bench.stats import Distribution, PassStats, mean
-from dspark.core.dataclass import dataclass
 
 
 @dataclass(frozen=True)

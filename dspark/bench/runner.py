@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -18,7 +19,6 @@ from dspark.bench.prompts import Prompt
 from dspark.bench.results import BenchResult, PassResult, mean_distribution, summarize_reps
 from dspark.bench.shard import run_pass
 from dspark.bench.stats import RequestRecord, summarize
-from dspark.core.dataclass import dataclass
 
 # After the last response the engine may not have logged its final step yet: poll briefly until it settles.
 _SETTLE_POLLS = 12

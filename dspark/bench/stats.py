@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-
-from dspark.core.dataclass import dataclass
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

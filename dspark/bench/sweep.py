@@ -7,6 +7,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,6 @@ from dspark.bench.results import BenchResult
 from dspark.bench.runner import BenchSpec, PassObserver, run_bench
 from dspark.bench.shard import ClientFailure
 from dspark.bench.stats import RequestRecord
-from dspark.core.dataclass import dataclass
 from dspark.engines import engine_spec
 from dspark.engines.argv import option_values
 from dspark.runtime.launch import LaunchPlan, redact_argv, redact_env

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Literal
-
-from dspark.core.dataclass import dataclass
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,10 @@ planning builds the inputs from the resolved settings and reads the result throu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from dspark.capacity import CapacitySummary
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 from dspark.core.findings import Finding
 

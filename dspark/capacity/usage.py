@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-
-from dspark.core.dataclass import dataclass
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, get_args
 
 from dspark.core.constants import MAX_NUM_SEQS_LIMIT, KvCacheDtype
-from dspark.core.dataclass import dataclass
 from dspark.core.suggest import closest
 from dspark.core.units import SIZE_UNITS_HELP, parse_count, parse_size
 from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES

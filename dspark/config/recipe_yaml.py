@@ -10,12 +10,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import field
+from dataclasses import dataclass, field
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import RecipeError
 
 

@@ -44,11 +44,10 @@ Sources, as --explain and --json print them:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dspark.core.constants import DEFAULT_RECIPE
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import SettingsError
 from dspark.core.suggest import closest
 from dspark.engines import ENGINE_NAMES, engine_spec

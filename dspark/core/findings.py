@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
-
-from dspark.core.dataclass import dataclass
 
 Level = Literal["info", "warn", "fail"]
 Verdict = Literal["ok", "warn", "fail"]

@@ -14,11 +14,10 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError, RefusedError, SettingsError
 
 if TYPE_CHECKING:

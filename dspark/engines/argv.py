@@ -25,9 +25,9 @@ import argparse
 import json
 import re
 from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import SettingsError
 
 # argparse's _negative_number_matcher: with no option that looks like a negative number (neither engine

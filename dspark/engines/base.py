@@ -12,12 +12,11 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import EngineArgError, EngineNotInstalledError, SettingsError
 from dspark.core.redact import redact_argv
 from dspark.engines.argv import strip_options

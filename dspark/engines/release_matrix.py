@@ -10,7 +10,8 @@ whether the witness (the engine's own planner or sizing, run in its interpreter)
 
 from __future__ import annotations
 
-from dspark.core.dataclass import dataclass
+from dataclasses import dataclass
+
 from dspark.engines import engine_spec
 
 

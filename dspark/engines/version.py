@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 from dspark.engines.release_matrix import matrix_entry
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dspark.capacity import CapacitySummary
 from dspark.capacity.result import CapacityDetail
 from dspark.capacity.seats import safe_seats_full_window
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import EngineNotInstalledError
 from dspark.core.findings import Finding
 from dspark.engines import ENGINE_NAMES, engine_spec

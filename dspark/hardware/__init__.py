@@ -6,10 +6,8 @@ a saved probe file, or a built-in profile. Tests inject a fake HardwareSource.
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
-
-from dspark.core.dataclass import dataclass
 
 MemorySource = Literal["nvml", "unified", "file", "profile"]
 

@@ -11,10 +11,9 @@ import contextlib
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import HardwareError
 from dspark.hardware import GpuInfo, GpuProcess, HardwareSnapshot
 from dspark.hardware.unified import HostMemory, read_host_memory

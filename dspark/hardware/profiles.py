@@ -6,7 +6,8 @@ profile describes an idle machine: free = total less any measured driver reserva
 
 from __future__ import annotations
 
-from dspark.core.dataclass import dataclass
+from dataclasses import dataclass
+
 from dspark.core.errors import InputError
 from dspark.hardware import GpuInfo, HardwareSnapshot
 

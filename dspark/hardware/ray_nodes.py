@@ -16,10 +16,9 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import DsparkError
 from dspark.hardware import HardwareSnapshot
 

@@ -9,10 +9,9 @@ capped by the container's cgroup room.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
-
-from dspark.core.dataclass import dataclass
 
 # cgroup v1 writes "no limit" as PAGE_COUNTER_MAX rounded to a page (9223372036854771712 on 4 KiB pages);
 # anything this large is no limit at all.

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import shlex
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 from dspark.core.extras import require_extra
 from dspark.core.jsonfile import read_json_file

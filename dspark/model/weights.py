@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 from dspark.model.architecture import AttentionLayer, Drafter, ModelArchitecture, dtype_bytes
 

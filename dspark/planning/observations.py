@@ -10,12 +10,11 @@ settings are the recipe's, and its hardware is the recipe's `hardware` profile.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dspark.capacity import CapacitySummary, ObservedPool
 from dspark.config.settings import recipe_value
-from dspark.core.dataclass import dataclass
 from dspark.core.findings import Finding
 from dspark.core.units import format_size
 from dspark.engines.version import normalize

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import (
     DsparkError,
     EngineArgError,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,6 @@ from dspark.capacity.seats import default_seats
 from dspark.capacity.typical import typical_context_seats
 from dspark.config.knobs import reads_as
 from dspark.config.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import EngineNotInstalledError, InputError, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
 from dspark.core.suggest import closest

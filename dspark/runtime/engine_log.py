@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import field
-
-from dspark.core.dataclass import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,9 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import NoReturn
 
-from dspark.core.dataclass import dataclass
 from dspark.core.redact import REDACTED, is_secret_name, redact_argv, redact_env
 
 # Redaction lives in dspark.core.redact (pure); re-exported for callers that only need a plan.

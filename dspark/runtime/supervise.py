@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import IO, TextIO
@@ -20,7 +21,6 @@ from typing import IO, TextIO
 import httpx
 import psutil
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import DsparkError, ExitCode
 from dspark.runtime.engine_log import NO_LOG_FORMAT, KvPoolLine, LogFormat
 from dspark.runtime.launch import LaunchPlan

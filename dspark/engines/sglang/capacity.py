@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from dspark.core.dataclass import dataclass
 from dspark.engines.sglang.options import SglangOptions
 from dspark.engines.sglang.server_args import ResolvedArgs, SizingRun, resolve_args
 from dspark.engines.sglang.server_defaults import (

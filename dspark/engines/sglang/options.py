@@ -20,10 +20,10 @@ import argparse
 import functools
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import SettingsError
 from dspark.engines.argv import ArgvParser, ValueFlag, as_given, read_argv, typed
 from dspark.engines.flag_values import float_value, int_value, positive_int

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Literal
 
-from dspark.core.dataclass import dataclass
 from dspark.engines.sglang.options import SglangOptions
 from dspark.engines.sglang.server_defaults import (
     decode_graph_batch_sizes,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from dspark.capacity import CapacitySummary
 from dspark.capacity.seats import expert_coverage, safe_seats_full_window, seats_for_typical_context
-from dspark.core.dataclass import dataclass
 from dspark.engines.sglang.versions import MODELLED_VERSIONS
 
 ENGINE_VERSION = MODELLED_VERSIONS[-1]

@@ -21,10 +21,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from dspark.core.dataclass import dataclass
 from dspark.engines.vllm.deepseek_v4_detect import (
     BLOCK_SIZE,
     DeepseekV4NotModelledError,

@@ -11,9 +11,8 @@ False, so VllmConfig sets cudagraph_mode NONE and CpuPlatform.check_and_update_c
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
-
-from dspark.core.dataclass import dataclass
 
 # _set_cudagraph_sizes: 1024 on is_device_capability_family(100) (SM 10.x: B200/B300), else 512.
 DEFAULT_MAX_GRAPH_SIZE = 512

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from dspark.core.dataclass import dataclass
 from dspark.engines.vllm.kv_types import KVGroup, LayerSpec, VllmNotModelledError, VllmRefusal, cdiv, format_gib
 from dspark.engines.vllm.options import VllmOptions
 from dspark.engines.vllm.resolve import Resolved

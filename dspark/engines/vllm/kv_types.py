@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from dspark.capacity import CapacitySummary
 from dspark.capacity.result import NotModelledError
 from dspark.capacity.seats import expert_coverage, safe_seats_full_window, seats_for_typical_context
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 from dspark.engines.vllm.graphs import VllmGraphPlan
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from dspark.core.dataclass import dataclass
 from dspark.engines.vllm.groups import promote_sliding
 from dspark.engines.vllm.kv_types import (
     EAGLE_METHODS,

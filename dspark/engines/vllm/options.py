@@ -17,9 +17,9 @@ import functools
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import SettingsError
 from dspark.core.units import suffixed_int
 from dspark.engines.argv import ArgvParser, Grammar, ReadArgv, Reader, ValueFlag, as_given, read_argv, typed

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal
 
-from dspark.core.dataclass import dataclass
 from dspark.core.errors import InputError
 from dspark.engines.vllm import deepseek_v4_detect
 from dspark.engines.vllm.kv_types import (

@@ -7,9 +7,7 @@ more entry here plus the code its new facts need.
 
 from __future__ import annotations
 
-from dataclasses import field, replace
-
-from dspark.core.dataclass import dataclass
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)

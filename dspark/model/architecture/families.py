@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 
-from dspark.core.dataclass import dataclass
 from dspark.model.architecture.fields import (
     FULL_KINDS,
     SLIDING,

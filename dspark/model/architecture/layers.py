@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Literal
-
-from dspark.core.dataclass import dataclass
 
 # Bytes per element of the dtypes that appear in configs and KV-cache flags.
 DTYPE_BYTES: dict[str, int] = {
