@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from dspark.core.errors import InputError
 
 if TYPE_CHECKING:
+    from dspark.core.knob import Knob
     from dspark.engines.base import Engine, EngineSpec
 
 ENGINE_NAMES = ("vllm", "sglang")
@@ -28,9 +29,17 @@ def engine_spec(name: str) -> EngineSpec:
     return spec
 
 
+def engine_knobs() -> tuple[Knob, ...]:
+    """Every engine's own knobs, in ENGINE_NAMES order (dspark.engines.<name>.knobs, which its EngineSpec carries).
+
+    Read from each engine's light knobs module, not its spec, so that the settings table loads no planner.
+    """
+    return tuple(knob for name in ENGINE_NAMES for knob in import_module(f"dspark.engines.{name}.knobs").KNOBS)
+
+
 def get_engine(name: str) -> Engine:
     """The adapter for `name` (launch plan and parser check); unknown names are an input error."""
     return engine_spec(name).adapter()
 
 
-__all__ = ["DEFAULT_ENGINE", "ENGINE_NAMES", "engine_spec", "get_engine"]
+__all__ = ["DEFAULT_ENGINE", "ENGINE_NAMES", "engine_knobs", "engine_spec", "get_engine"]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from dspark.core.errors import EngineArgError, EngineNotInstalledError, SettingsError
+from dspark.core.knob import Knob
 from dspark.core.redact import redact_argv
 from dspark.engines.argv import strip_options
 from dspark.runtime.engine_log import LogFormat
@@ -177,6 +178,7 @@ class EngineSpec:
     shm_bytes_per_gpu: int = 2 << 30  # /dev/shm a container gives the engine per local GPU (rendered manifests)
     ray: RaySupport | None = None  # None: no Ray backend
     multi_node_flags: str = ""  # the engine's own flags for spanning nodes, named when Ray cannot be used
+    knobs: tuple[Knob, ...] = ()  # its own knobs (dspark.engines.<name>.knobs), in the settings table
 
     @property
     def newest_modelled(self) -> str:

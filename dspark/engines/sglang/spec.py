@@ -5,11 +5,13 @@ from __future__ import annotations
 from dspark.engines.base import EngineSpec
 from dspark.engines.sglang import logs, plan
 from dspark.engines.sglang.adapter import SglangEngine
+from dspark.engines.sglang.knobs import KNOBS
 from dspark.engines.sglang.options import KV_CACHE_DTYPES, known_flags, parse_sglang_flags
 from dspark.engines.sglang.versions import MODELLED_VERSIONS
 
 SPEC = EngineSpec(
     name="sglang",
+    knobs=KNOBS,
     module="sglang",
     distributions=("sglang",),
     adapter=SglangEngine,

