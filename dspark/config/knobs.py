@@ -185,3 +185,9 @@ def reads_as(name: str, raw: object, value: object) -> bool:
 __all__ = [
     "BY_NAME", "DEFAULT_MAX_NUM_SEQS", "ENV_NAMES", "KNOBS", "KNOB_NAMES", "SLOTS", "Invalid", "Knob", "reads_as",
 ]
+
+
+if __name__ == "__main__":  # python -m dspark.config.knobs --write-docs | --check-docs
+    from dspark.config.environment_doc import main
+
+    raise SystemExit(main())

@@ -9,6 +9,7 @@ layer can read the names cheaply.
 from __future__ import annotations
 
 from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from dspark.core.errors import InputError
@@ -29,12 +30,22 @@ def engine_spec(name: str) -> EngineSpec:
     return spec
 
 
+def engine_knobs_module(name: str) -> ModuleType:
+    """dspark.engines.<name>.knobs: the engine's own knobs (KNOBS), its TITLE and DERIVED_FLAGS; loads no planner."""
+    if name not in ENGINE_NAMES:
+        raise InputError(f"unknown engine {name!r}", hint=f"use one of: {', '.join(sorted(ENGINE_NAMES))}")
+    return import_module(f"dspark.engines.{name}.knobs")
+
+
 def engine_knobs() -> tuple[Knob, ...]:
     """Every engine's own knobs, in ENGINE_NAMES order (dspark.engines.<name>.knobs, which its EngineSpec carries).
 
     Read from each engine's light knobs module, not its spec, so that the settings table loads no planner.
     """
-    return tuple(knob for name in ENGINE_NAMES for knob in import_module(f"dspark.engines.{name}.knobs").KNOBS)
+    knobs: list[Knob] = []
+    for name in ENGINE_NAMES:
+        knobs += engine_knobs_module(name).KNOBS
+    return tuple(knobs)
 
 
 def get_engine(name: str) -> Engine:
@@ -42,4 +53,4 @@ def get_engine(name: str) -> Engine:
     return engine_spec(name).adapter()
 
 
-__all__ = ["DEFAULT_ENGINE", "ENGINE_NAMES", "engine_knobs", "engine_spec", "get_engine"]
+__all__ = ["DEFAULT_ENGINE", "ENGINE_NAMES", "engine_knobs", "engine_knobs_module", "engine_spec", "get_engine"]

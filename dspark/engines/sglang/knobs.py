@@ -5,6 +5,8 @@ Light on purpose: the settings table (dspark.config.knobs) reads every engine's 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dspark.core.knob import Knob, fraction, tokens
 
 KNOBS: tuple[Knob, ...] = (
@@ -27,3 +29,7 @@ KNOBS: tuple[Knob, ...] = (
         slot="kv_share",
     ),
 )
+
+TITLE = "SGLang"  # how the docs name the engine
+# Flags that set a knob through a field of another name (the flag reader derives the knob from them), for the docs.
+DERIVED_FLAGS: Mapping[str, tuple[str, ...]] = {}

@@ -5,6 +5,8 @@ Light on purpose: the settings table (dspark.config.knobs) reads every engine's 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dspark.core.knob import Knob, fraction, size
 from dspark.core.units import SIZE_UNITS_HELP
 
@@ -33,3 +35,7 @@ KNOBS: tuple[Knob, ...] = (
         slot="kv_share",
     ),
 )
+
+TITLE = "vLLM"  # how the docs name the engine
+# Flags that set a knob through a field of another name (the flag reader derives the knob from them), for the docs.
+DERIVED_FLAGS: Mapping[str, tuple[str, ...]] = {"distributed_runtime": ("--distributed-executor-backend",)}
