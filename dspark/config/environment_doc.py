@@ -1,7 +1,7 @@
 """docs/environment.md, generated from the settings table (dspark.config.knobs) and each engine's flag reader.
 
-  python -m dspark.config.knobs --write-docs     rewrite docs/environment.md
-  python -m dspark.config.knobs --check-docs     exit 1 when the checked-in file differs from the generated one
+  python -m dspark.config.environment_doc --write-docs    rewrite docs/environment.md
+  python -m dspark.config.environment_doc --check-docs    exit 1 when the checked-in file is not the generated one
 """
 
 from __future__ import annotations
@@ -109,7 +109,9 @@ def environment_md() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dspark.config.knobs", description=__doc__.splitlines()[0])
+    """--write-docs rewrites the file; --check-docs exits 1 when it is stale."""
+    parser = argparse.ArgumentParser(prog="python -m dspark.config.environment_doc",
+                                     description=(__doc__ or "").splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write-docs", action="store_true", help=f"rewrite {DOC}")
     mode.add_argument("--check-docs", action="store_true", help="exit 1 when the checked-in file is stale")
@@ -119,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         DOC.write_text(text, encoding="utf-8")
         return 0
     if DOC.read_text(encoding="utf-8") != text:
-        sys.stderr.write(f"{DOC} is stale: run python -m dspark.config.knobs --write-docs\n")
+        sys.stderr.write(f"{DOC} is stale: run python -m dspark.config.environment_doc --write-docs\n")
         return 1
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

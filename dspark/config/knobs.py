@@ -1,8 +1,8 @@
 """The settings table: every knob's environment variable, flag and its help, recipe key, converter and default.
 
 Pure. dspark.config.settings resolves these (flag > environment > recipe > default); the plan options' --help
-(dspark.commands.options) and docs/environment.md (`python -m dspark.config.knobs --write-docs`) are generated from
-this table, so a knob is declared once. Each engine adds its own knobs from its package (dspark.engines.<name>.knobs)
+(dspark.commands.options) and docs/environment.md (dspark.config.environment_doc) are generated from this table,
+so a knob is declared once. Each engine adds its own knobs from its package (dspark.engines.<name>.knobs)
 into the slots named here.
 """
 
@@ -185,9 +185,3 @@ def reads_as(name: str, raw: object, value: object) -> bool:
 __all__ = [
     "BY_NAME", "DEFAULT_MAX_NUM_SEQS", "ENV_NAMES", "KNOBS", "KNOB_NAMES", "SLOTS", "Invalid", "Knob", "reads_as",
 ]
-
-
-if __name__ == "__main__":  # python -m dspark.config.knobs --write-docs | --check-docs
-    from dspark.config.environment_doc import main
-
-    raise SystemExit(main())

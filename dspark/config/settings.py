@@ -3,7 +3,7 @@
 Pure: the environment comes in as a Mapping argument; nothing here reads os.environ.
 
 Every knob (its variable, flag, recipe key and accepted values) is declared once, in the settings table
-(dspark.config.knobs); docs/environment.md is generated from it (`python -m dspark.config.knobs --write-docs`).
+(dspark.config.knobs); docs/environment.md is generated from it (python -m dspark.config.environment_doc).
 A set-but-empty variable is an error, as issue #3 asks: "unset" and "empty" are different, and an empty
 MAX_NUM_SEQS usually means a broken compose file or script.
 

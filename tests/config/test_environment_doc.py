@@ -1,4 +1,4 @@
-"""docs/environment.md is the one the settings table generates (python -m dspark.config.knobs --write-docs)."""
+"""docs/environment.md is the one the settings table generates (dspark.config.environment_doc --write-docs)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dspark.config.knobs import KNOBS
 
 def test_the_checked_in_file_is_the_generated_one() -> None:
     assert environment_doc.DOC.read_text(encoding="utf-8") == environment_doc.environment_md(), (
-        "docs/environment.md is stale: run python -m dspark.config.knobs --write-docs")
+        "docs/environment.md is stale: run python -m dspark.config.environment_doc --write-docs")
 
 
 def test_each_knob_has_its_row_from_the_table() -> None:
