@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dspark.core.suggest import closest
 from dspark.core.units import parse_count, parse_size
@@ -28,9 +27,12 @@ class Invalid(Exception):
 Convert = Callable[[object], Any]
 
 
-@dataclass(frozen=True)
-class Knob:
-    """One setting: flag > `env` > the recipe's `recipe_path` > `default`, each raw value through `convert`."""
+class Knob(NamedTuple):
+    """One setting: flag > `env` > the recipe's `recipe_path` > `default`, each raw value through `convert`.
+
+    A NamedTuple, not a frozen dataclass: as immutable, and its class is about five times cheaper to create, which
+    every command pays at start-up.
+    """
 
     name: str
     env: str
