@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import os
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dspark.cli import run_core, short_lived
 from dspark.commands import options as declared
 
+if TYPE_CHECKING:  # planning loads when a command runs, not with the command table
+    from dspark.planning.validate import ValidateRequest
 
-def validate_request(ctx: click.Context, values: dict[str, dict[str, Any]]) -> Any:
+
+def validate_request(ctx: click.Context, values: dict[str, dict[str, Any]]) -> ValidateRequest:
     """planning.validate.ValidateRequest from the plan options' values: the knobs given, the rest by field."""
     from dspark.planning.validate import ValidateRequest  # noqa: PLC0415 - keep CLI start-up light
 
