@@ -113,6 +113,21 @@ def probe(ctx: click.Context, as_json: bool, hardware: str | None, platform: str
     run_core(ctx, probe_core, hardware=hardware, as_json=as_json, platform=platform, json_errors=as_json)
 
 
+@cli.command()
+@click.argument("url", metavar="URL")
+@click.option("--interval", type=float, default=2.0, show_default=True, metavar="SECONDS",
+              help="Seconds between two reads of /metrics (the window rates and percentiles cover).")
+@click.option("--seats", type=int, metavar="N", help="The server's seat count, to show seats used of N.")
+@click.option("--once", is_flag=True, help="Read twice, print one view and exit.")
+@click.option("--json", "as_json", is_flag=True, help="One view as one JSON object (implies --once).")
+@click.pass_context
+def top(ctx: click.Context, url: str, interval: float, seats: int | None, once: bool, as_json: bool) -> None:
+    """Watch a running engine: seats used, queue, KV use, prefix hits, tokens/s, preemptions, TTFT and ITL."""
+    from dspark.commands.top import top as top_core  # noqa: PLC0415 - keep CLI start-up light
+
+    run_core(ctx, top_core, url, interval=interval, seats=seats, once=once, as_json=as_json, json_errors=as_json)
+
+
 @cli.group(invoke_without_command=True)
 @click.pass_context
 def recipes(ctx: click.Context) -> None:

@@ -72,6 +72,8 @@ SPEC = EngineSpec(
         "running": "vllm:num_requests_running",
         "waiting": "vllm:num_requests_waiting",
         "queue_time": "vllm:request_queue_time_seconds",
+        "ttft": "vllm:time_to_first_token_seconds",  # histograms `dspark top` reads its percentiles from
+        "itl": "vllm:inter_token_latency_seconds",
     },
     shown_args=("max_num_seqs", "kv_cache_memory_bytes", "max_model_len", "tensor_parallel_size", "node_rank"),
     health_path="/health",  # vllm/entrypoints/openai/api_server.py: 200 once the engine core answers
