@@ -31,7 +31,7 @@ def engine(vllm_python: str, tiny_models: Path) -> Iterator[str]:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "engine.log"
         with log.open("w") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, text=True,
                                     env={**os.environ, **ENGINE_ENV, "VLLM_CPU_OMP_THREADS_BIND": "0"},
                                     cwd=tempfile.gettempdir())
         url = f"http://127.0.0.1:{port}"
