@@ -83,9 +83,20 @@ def run_core(ctx: click.Context, func: Callable[..., int | None], *args: Any, js
     mapped like any other input error; `json_errors` makes a failure print one JSON object on stdout.
     """
     debug = bool(ctx.find_root().params.get("debug"))
-    with error_boundary(debug, as_json=json_errors):
-        code = func(*args, **kwargs)
+    try:
+        with error_boundary(debug, as_json=json_errors):
+            code = func(*args, **kwargs)
+    finally:
+        if debug:
+            _debug_notes()
     ctx.exit(int(code or 0))
+
+
+def _debug_notes() -> None:
+    """Under --debug, on stderr: which recipe schema path ran, when a recipe was loaded."""
+    schema = sys.modules.get("dspark.config.recipe_schema")
+    if schema is not None and schema.recipe_schema.cache_info().currsize:
+        click.echo(schema.schema_path_note(), err=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
