@@ -141,7 +141,7 @@ def _pinned_pydantic() -> str:
     text = (Path(__file__).parents[2] / "pyproject.toml").read_text(encoding="utf-8")
     pins = re.findall(r'"pydantic==([^"\s;]+)"', text)
     assert len(pins) == 1, pins
-    return pins[0]
+    return str(pins[0])
 
 
 def test_the_pinned_pydantic_takes_the_checked_in_path() -> None:
