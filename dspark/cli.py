@@ -296,7 +296,7 @@ def start(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
     # --watch stays to supervise the engine for hours: the collector stays on for it.
     pause: AbstractContextManager[None] = nullcontext() if watch else short_lived()
     with pause:
-        from dspark.commands.validate import start_command  # noqa: PLC0415 - keep CLI start-up light
+        from dspark.commands.start import start_command  # noqa: PLC0415 - keep CLI start-up light
         from dspark.planning.start import StartRequest  # noqa: PLC0415
 
         def start_core() -> int:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from dspark.core.errors import InputError
 
 if TYPE_CHECKING:
-    from dspark.engines.base import Engine, EngineSpec
+    from dspark.engines.spec import Engine, EngineSpec
 
 ENGINE_NAMES = ("vllm", "sglang")
 DEFAULT_ENGINE = ENGINE_NAMES[0]  # when neither a flag, the environment nor a recipe names one

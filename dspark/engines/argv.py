@@ -249,3 +249,14 @@ def option_values(argv: Sequence[str]) -> dict[str, str | bool]:
         else:
             out[key] = True
     return out
+
+
+# Flags the adapters set themselves, with how many values each takes; the user's copies are removed.
+def strip_flags(argv: Sequence[str], managed: Mapping[str, int]) -> tuple[str, ...]:
+    """The argv without the managed flags (`--f v`, `--f=v`, bare booleans and their `--no-` forms)."""
+    return strip_options(argv, managed)
+
+
+def flag(name: str, value: object) -> list[str]:
+    """`[name, str(value)]`, or nothing when value is None."""
+    return [] if value is None else [name, str(value)]

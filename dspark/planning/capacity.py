@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from dspark.capacity.result import CapacityInputs, CapacityResult, SpeculativeInputs
 from dspark.config.settings import ResolvedSettings
-from dspark.engines import engine_spec
 from dspark.hardware import GpuInfo
 from dspark.model.architecture import Drafter, ModelArchitecture
 from dspark.model.weights import WeightBytes
 
 if TYPE_CHECKING:
     from dspark.config.recipes import Recipe
+    from dspark.engines.spec import EngineSpec
 
 __all__ = ["CapacityResult", "capacity_inputs", "compute_capacity"]
 
@@ -47,7 +47,7 @@ def capacity_inputs(s: ResolvedSettings, recipe: Recipe | None) -> CapacityInput
 
 
 def compute_capacity(
-    engine: str,
+    engine: EngineSpec,
     arch: ModelArchitecture,
     options: Any,
     settings: ResolvedSettings,
@@ -65,7 +65,7 @@ def compute_capacity(
 
     cpu_flags / cpu_arch: the host CPU, for CPU engines (vLLM picks kernels and state dtypes by them).
     """
-    return engine_spec(engine).capacity(
+    return engine.capacity(
         arch, options, capacity_inputs(settings, recipe), gpu=gpu, weights=weights, drafter=drafter, env=env,
         cpu_flags=cpu_flags, cpu_arch=cpu_arch, version=engine_version,
     )

@@ -150,7 +150,7 @@ def on_ray_cluster(request: ValidateRequest, settings: ResolvedSettings, *, dry_
             "on a node of the cluster, and Ray places every rank",
             hint="run it once (node_rank 0); the other nodes only need `ray start --address HEAD:PORT`",
         )
-    data_parallel, _ = data_parallel_of(engine, parse_engine_flags(engine, request.engine_flags))
+    data_parallel, _ = data_parallel_of(spec, parse_engine_flags(spec, request.engine_flags))
     tp, pp = settings.tensor_parallel_size.value, settings.pipeline_parallel_size.value
     world = tp * pp * data_parallel
     parts = f"TP {tp} × PP {pp}" + (f" × DP {data_parallel}" if data_parallel > 1 else "")

@@ -6,15 +6,15 @@ from typing import TYPE_CHECKING, Any
 
 from dspark.capacity import CapacitySummary
 from dspark.config.settings import ResolvedSettings
-from dspark.engines import engine_spec
-from dspark.engines.base import ServeConfig
+from dspark.engines.serve_config import ServeConfig
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.config.recipes import Recipe
+    from dspark.engines.spec import EngineSpec
 
 
 def serve_config(
-    engine: str,
+    engine: EngineSpec,
     settings: ResolvedSettings,
     recipe: Recipe | None,
     engine_flags: tuple[str, ...],
@@ -32,7 +32,7 @@ def serve_config(
         }
         if drafter_model:
             speculative["model"] = drafter_model
-    pool_pin = engine_spec(engine).pool_pin
+    pool_pin = engine.pool_pin
     pin_tokens = s.max_total_tokens.value
     if pool_pin == "tokens" and pin_tokens is None and cap.kv_pool_tokens > 0:
         # SGLang takes min(profiled, --max-total-tokens): pinning the validated pool never grows it, and a
@@ -40,7 +40,7 @@ def serve_config(
         pin_tokens = cap.kv_pool_tokens
     env = dict(recipe.env) if recipe else {}
     return ServeConfig(
-        engine=engine,
+        engine=engine.name,
         model=s.model.value or "",
         max_num_seqs=s.max_num_seqs.value,
         platform="cpu" if s.platform.value == "cpu" else "cuda",

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from dspark.engines import get_engine
-from dspark.engines.base import ServeConfig, check_argv
+from dspark.engines.base import check_argv
+from dspark.engines.serve_config import ServeConfig
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.vllm.adapter import VllmEngine
 from dspark.planning.validate import ValidateRequest, validate

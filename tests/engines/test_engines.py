@@ -10,7 +10,9 @@ import pytest
 
 from dspark.core.errors import EngineArgError, EngineNotInstalledError, InputError
 from dspark.engines import get_engine
-from dspark.engines.base import ArgvCheck, ServeConfig, check_argv, require_ok, strip_flags
+from dspark.engines.argv import strip_flags
+from dspark.engines.base import ArgvCheck, check_argv, require_ok
+from dspark.engines.serve_config import ServeConfig
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.vllm.adapter import VllmEngine
 from dspark.runtime.launch import LaunchPlan

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dspark.engines.base import ServeConfig, flag, strip_flags
+from dspark.engines.argv import flag, strip_flags
+from dspark.engines.serve_config import ServeConfig
 from dspark.engines.sglang.options import sglang_speculative_flags
 from dspark.runtime.launch import LaunchPlan
 

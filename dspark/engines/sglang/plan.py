@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from dspark.capacity.result import CapacityDetail, CapacityInputs, CapacityResult
 from dspark.core.findings import Finding, gib
-from dspark.engines.base import PlannerInput
+from dspark.engines.spec import PlannerInput
 
 if TYPE_CHECKING:
     from dspark.capacity import CapacitySummary

@@ -1,12 +1,12 @@
-"""SGLang's registry entry (dspark.engines.base.EngineSpec)."""
+"""SGLang's registry entry (dspark.engines.spec.EngineSpec)."""
 
 from __future__ import annotations
 
-from dspark.engines.base import EngineSpec
 from dspark.engines.sglang import logs, plan
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.sglang.options import KV_CACHE_DTYPES, known_flags, parse_sglang_flags
 from dspark.engines.sglang.versions import MODELLED_VERSIONS
+from dspark.engines.spec import EngineSpec
 
 SPEC = EngineSpec(
     name="sglang",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from dspark.engines.base import ServeConfig, flag, strip_flags
+from dspark.engines.argv import flag, strip_flags
+from dspark.engines.serve_config import ServeConfig
 from dspark.engines.vllm.ray import DISTRIBUTED_EXECUTOR_BACKEND
 from dspark.runtime.launch import LaunchPlan
 

@@ -14,7 +14,7 @@ from dspark.capacity import CapacitySummary
 from dspark.capacity.result import CapacityDetail, CapacityInputs, CapacityResult
 from dspark.core.errors import InputError
 from dspark.core.findings import Finding, gib
-from dspark.engines.base import PlannerInput
+from dspark.engines.spec import PlannerInput
 
 if TYPE_CHECKING:
     from dspark.capacity.usage import KVCounting

@@ -1,8 +1,8 @@
-"""vLLM's registry entry (dspark.engines.base.EngineSpec)."""
+"""vLLM's registry entry (dspark.engines.spec.EngineSpec)."""
 
 from __future__ import annotations
 
-from dspark.engines.base import EngineSpec
+from dspark.engines.spec import EngineSpec
 from dspark.engines.vllm import logs, plan
 from dspark.engines.vllm.adapter import VllmEngine
 from dspark.engines.vllm.options import known_flags, loads_vision_tower, parse_vllm_serve_flags
