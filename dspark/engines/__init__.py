@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING
 from dspark.core.errors import InputError
 
 if TYPE_CHECKING:
-    from dspark.engines.spec import Engine, EngineSpec
+    from dspark.engines.spec import AnyEngineSpec, Engine
 
 ENGINE_NAMES = ("vllm", "sglang")
 DEFAULT_ENGINE = ENGINE_NAMES[0]  # when neither a flag, the environment nor a recipe names one
 
 
-def engine_spec(name: str) -> EngineSpec:
+def engine_spec(name: str) -> AnyEngineSpec:
     """The EngineSpec of `name`; unknown names are an input error listing the known ones."""
     if name not in ENGINE_NAMES:
         raise InputError(f"unknown engine {name!r}", hint=f"use one of: {', '.join(sorted(ENGINE_NAMES))}")
-    spec: EngineSpec = import_module(f"dspark.engines.{name}.spec").SPEC
+    spec: AnyEngineSpec = import_module(f"dspark.engines.{name}.spec").SPEC
     return spec
 
 

@@ -12,15 +12,15 @@ from typing import Any
 from dspark.core.errors import SettingsError
 from dspark.core.findings import Finding
 from dspark.core.suggest import closest
-from dspark.engines.spec import EngineSpec
+from dspark.engines.spec import AnyEngineSpec
 
 
-def parse_engine_flags(engine: EngineSpec, argv: tuple[str, ...]) -> Any:
+def parse_engine_flags(engine: AnyEngineSpec, argv: tuple[str, ...]) -> Any:
     """The pasted engine flags as the engine's own flag reader sees them."""
     return engine.parse_flags(argv)
 
 
-def flag_values_from_engine_flags(engine: EngineSpec, options: Any) -> dict[str, object]:
+def flag_values_from_engine_flags(engine: AnyEngineSpec, options: Any) -> dict[str, object]:
     """Knob values the pasted engine flags set (only those dspark plans with)."""
     out: dict[str, object] = {}
     spec = engine
@@ -58,7 +58,7 @@ def merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object], 
     return merged
 
 
-def unplaced_flag_findings(engine: EngineSpec, options: Any) -> list[Finding]:
+def unplaced_flag_findings(engine: AnyEngineSpec, options: Any) -> list[Finding]:
     """Engine flags after `--` that dspark's reader does not know: said, with a guess where one is close.
 
     dspark reads only the flags that change capacity; the rest reach the engine untouched. validate does not
@@ -78,7 +78,7 @@ def unplaced_flag_findings(engine: EngineSpec, options: Any) -> list[Finding]:
                     "engine's own parser, which rejects unknown ones)")]
 
 
-def data_parallel_of(engine: EngineSpec, options: Any) -> tuple[int, bool]:
+def data_parallel_of(engine: AnyEngineSpec, options: Any) -> tuple[int, bool]:
     """(DP size, DP attention) from the engine flags, as the engine reads them (its EngineSpec.data_parallel).
 
     Plain DP adds replicas of TP × PP GPUs each; DP attention runs the DP ranks inside the TP group (no extra GPUs).

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from dspark.core.errors import EngineNotInstalledError, SettingsError
 
 if TYPE_CHECKING:
-    from dspark.engines.spec import Engine, EngineSpec
+    from dspark.engines.spec import AnyEngineSpec, Engine
 
 
 Runner = Callable[[Sequence[str], str, float], "subprocess.CompletedProcess[str]"]
@@ -69,7 +69,7 @@ _VERSION_PROBE = (
 )
 
 
-def installed_version(spec: EngineSpec, python: str, runner: Runner = run_captured) -> str | None:
+def installed_version(spec: AnyEngineSpec, python: str, runner: Runner = run_captured) -> str | None:
     """The engine's distribution version in `python`'s environment, without importing the engine.
 
     This interpreter: importlib.metadata. A virtualenv's python: its site-packages' dist-info METADATA

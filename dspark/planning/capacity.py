@@ -17,7 +17,7 @@ from dspark.model.weights import WeightBytes
 
 if TYPE_CHECKING:
     from dspark.config.recipes import Recipe
-    from dspark.engines.spec import EngineSpec
+    from dspark.engines.spec import AnyEngineSpec
 
 __all__ = ["CapacityResult", "capacity_inputs", "compute_capacity"]
 
@@ -47,7 +47,7 @@ def capacity_inputs(s: ResolvedSettings, recipe: Recipe | None) -> CapacityInput
 
 
 def compute_capacity(
-    engine: EngineSpec,
+    engine: AnyEngineSpec,
     arch: ModelArchitecture,
     options: Any,
     settings: ResolvedSettings,

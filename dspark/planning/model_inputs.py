@@ -16,7 +16,7 @@ from dspark.model.weights import WeightBytes, drafter_weight_bytes, weight_bytes
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.config.recipes import Recipe
-    from dspark.engines.spec import EngineSpec
+    from dspark.engines.spec import AnyEngineSpec
 
 
 def model_architecture(settings: ResolvedSettings, recipe: Recipe | None) -> tuple[ModelArchitecture, Any]:
@@ -48,7 +48,7 @@ def model_architecture(settings: ResolvedSettings, recipe: Recipe | None) -> tup
 
 
 def drafter_of(
-    engine: EngineSpec, settings: ResolvedSettings, recipe: Recipe | None, options: Any, arch: ModelArchitecture
+    engine: AnyEngineSpec, settings: ResolvedSettings, recipe: Recipe | None, options: Any, arch: ModelArchitecture
 ) -> Drafter | None:
     """The speculative drafter: from the recipe, or the pasted engine flags (method + model)."""
     method, draft_ref = engine.drafter_flags(options)
@@ -102,7 +102,7 @@ def weights_of(arch: ModelArchitecture, headers: Any, drafter: Drafter | None, s
                    notes=(*weights.notes, f"plus the {drafter.method} drafter: {extra.per_gpu_bytes:,} B per GPU"))
 
 
-def draft_ref(engine: EngineSpec, options: Any, recipe: Recipe | None) -> str | None:
+def draft_ref(engine: AnyEngineSpec, options: Any, recipe: Recipe | None) -> str | None:
     """The drafter's model reference: the pasted engine flags' first, else the recipe's."""
     ref = engine.drafter_flags(options)[1]
     if ref is None and recipe is not None and recipe.speculative is not None:

@@ -10,11 +10,11 @@ from dspark.engines.serve_config import ServeConfig
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.config.recipes import Recipe
-    from dspark.engines.spec import EngineSpec
+    from dspark.engines.spec import AnyEngineSpec
 
 
 def serve_config(
-    engine: EngineSpec,
+    engine: AnyEngineSpec,
     settings: ResolvedSettings,
     recipe: Recipe | None,
     engine_flags: tuple[str, ...],

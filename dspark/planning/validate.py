@@ -34,7 +34,7 @@ from dspark.engines.flags import (
 from dspark.engines.interpreter import find_engine_python
 from dspark.engines.release_matrix import matrix_note
 from dspark.engines.serve_config import ServeConfig
-from dspark.engines.spec import EngineSpec, PlannerInput
+from dspark.engines.spec import AnyEngineSpec, PlannerInput
 from dspark.engines.version import ENV_VAR as ENGINE_VERSION_ENV
 from dspark.engines.version import EngineVersion, normalize, resolve_engine_version
 from dspark.engines.witness import Witness, judge, run_witness, witness_finding, witness_request
@@ -99,7 +99,7 @@ class ValidationReport:
     serve: ServeConfig
     plan: LaunchPlan
     engine_version: EngineVersion
-    spec: EngineSpec  # the engine planned for, resolved once from the request (not in the JSON: `engine` names it)
+    spec: AnyEngineSpec  # the engine planned for, resolved once from the request (not in the JSON: `engine` names it)
     witness: Witness | None = None  # the installed engine's own planner on the same inputs, when asked
     witness_request: Mapping[str, Any] | None = None  # what that planner is given (None: nothing it can take)
     witness_unavailable: str = ""  # why there is no request, when there is none
@@ -189,7 +189,7 @@ WEIGHTS_UNKNOWN = Finding(
 )
 
 
-def _version_findings(spec: EngineSpec, version: EngineVersion) -> list[Finding]:
+def _version_findings(spec: AnyEngineSpec, version: EngineVersion) -> list[Finding]:
     """An unmodelled engine version is said, with the version whose figures stand in for it."""
     if version.exact:
         return []
@@ -212,7 +212,7 @@ def _generic_weights_findings(found: list[Finding], weights: WeightBytes | None,
                             hardware, settings, arch.num_attention_heads)
 
 
-def _resolve(request: ValidateRequest) -> tuple[Recipe | None, EngineSpec, Any, ResolvedSettings]:
+def _resolve(request: ValidateRequest) -> tuple[Recipe | None, AnyEngineSpec, Any, ResolvedSettings]:
     """The recipe, engine, pasted engine flags (as its reader sees them) and settings of a request.
 
     The engine is resolved here once, at the edge (unknown names fail here, naming the known ones), and its
@@ -326,7 +326,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
 
 
 def _plan_and_witness_request(
-    spec: EngineSpec, serve: ServeConfig, detail: CapacityDetail | None, settings: ResolvedSettings
+    spec: AnyEngineSpec, serve: ServeConfig, detail: CapacityDetail | None, settings: ResolvedSettings
 ) -> tuple[LaunchPlan, PlannerInput]:
     """The launch plan (display form), and what the engine's own planner would be handed for the witness."""
     adapter = spec.adapter()
@@ -338,7 +338,7 @@ def _plan_and_witness_request(
 
 
 def _check_with_engine(
-    spec: EngineSpec, request: ValidateRequest, planner: PlannerInput, summary: CapacitySummary
+    spec: AnyEngineSpec, request: ValidateRequest, planner: PlannerInput, summary: CapacitySummary
 ) -> Witness:
     """validate --engine-check: the installed engine's planner on dspark's budget (needs the engine)."""
     if planner.request is None:
@@ -357,7 +357,7 @@ def _check_with_engine(
     return judge(run_witness(python, planner.request), summary)
 
 
-def _engine_version(spec: EngineSpec, request: ValidateRequest) -> EngineVersion:
+def _engine_version(spec: AnyEngineSpec, request: ValidateRequest) -> EngineVersion:
     """The version to plan for; the installed one is read from the engine's interpreter's metadata (cheap)."""
     from dspark.engines.interpreter import installed_version  # noqa: PLC0415
 
@@ -375,7 +375,7 @@ def _engine_version(spec: EngineSpec, request: ValidateRequest) -> EngineVersion
 
 
 def _observed_capacity(
-    spec: EngineSpec, exc: NotModelledError, recipe: Recipe | None, settings: ResolvedSettings,
+    spec: AnyEngineSpec, exc: NotModelledError, recipe: Recipe | None, settings: ResolvedSettings,
     arch: ModelArchitecture, gpu: GpuInfo | None, engine_version: str, identity: PlanIdentity,
 ) -> CapacityResult:
     """When dspark cannot reproduce the engine's KV accounting, a recipe's observed pool stands in, labelled so."""

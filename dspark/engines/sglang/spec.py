@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dspark.engines.sglang import logs, plan
+from dspark.engines.sglang import logs, plan, replay_input
 from dspark.engines.sglang.adapter import SglangEngine
-from dspark.engines.sglang.options import KV_CACHE_DTYPES, known_flags, parse_sglang_flags
+from dspark.engines.sglang.options import KV_CACHE_DTYPES, SglangOptions, known_flags, parse_sglang_flags
+from dspark.engines.sglang.sizing_types import SglangCapacity
 from dspark.engines.sglang.versions import MODELLED_VERSIONS
 from dspark.engines.spec import EngineSpec
 
-SPEC = EngineSpec(
+SPEC: EngineSpec[SglangOptions, SglangCapacity] = EngineSpec(
     name="sglang",
     module="sglang",
     distributions=("sglang",),
@@ -67,6 +68,7 @@ SPEC = EngineSpec(
     # SGLang's container instructions give 32 GB of /dev/shm to an 8-GPU server (--shm-size 32g): 4 GiB a GPU.
     shm_bytes_per_gpu=4 << 30,
     ray=None,  # SGLang spans nodes with its own runtime only
+    replay=replay_input,  # a workload replayed through its scheduler (advise --workload)
     multi_node_flags="--nnodes, --node-rank, --dist-init-addr",
     # kv_cache_memory_bytes is read: SGLang pins its pool in tokens, so a byte pin becomes the tokens it buys
     # (capacity.kv_pin_tokens), launched as --max-total-tokens.
