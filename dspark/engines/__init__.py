@@ -28,9 +28,14 @@ def engine_spec(name: str) -> AnyEngineSpec:
     return spec
 
 
+def pool_pins() -> tuple[tuple[str, str], ...]:
+    """(knob, unit) of each engine's KV-pool pin, in ENGINE_NAMES order: its package's POOL_PIN (no spec loads)."""
+    return tuple(import_module(f"dspark.engines.{name}").POOL_PIN for name in ENGINE_NAMES)
+
+
 def get_engine(name: str) -> Engine:
     """The adapter for `name` (launch plan and parser check); unknown names are an input error."""
     return engine_spec(name).adapter()
 
 
-__all__ = ["DEFAULT_ENGINE", "ENGINE_NAMES", "engine_spec", "get_engine"]
+__all__ = ["DEFAULT_ENGINE", "ENGINE_NAMES", "engine_spec", "get_engine", "pool_pins"]

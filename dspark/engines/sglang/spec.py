@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dspark.engines.sglang import logs, plan, replay_input
+from dspark.engines.sglang import POOL_PIN, logs, plan, replay_input
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.sglang.options import KV_CACHE_DTYPES, SglangOptions, known_flags, parse_sglang_flags
 from dspark.engines.sglang.sizing_types import SglangCapacity
@@ -35,7 +35,7 @@ SPEC: EngineSpec[SglangOptions, SglangCapacity] = EngineSpec(
         "max_total_tokens": "max_total_tokens",
         "max_model_len": "context_length",
     },
-    pool_pin="tokens",
+    pool_pin=POOL_PIN[1],
     modelled_versions=MODELLED_VERSIONS,
     default_port=30000,
     # pool_configurator._resolve_max_running_requests_per_worker estimates at least 2,048.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dspark.engines.spec import EngineSpec
-from dspark.engines.vllm import logs, plan, replay_input
+from dspark.engines.vllm import POOL_PIN, logs, plan, replay_input
 from dspark.engines.vllm.adapter import VllmEngine
 from dspark.engines.vllm.kv_types import VllmCapacity
 from dspark.engines.vllm.options import VllmOptions, known_flags, loads_vision_tower, parse_vllm_serve_flags
@@ -47,7 +47,7 @@ SPEC: EngineSpec[VllmOptions, VllmCapacity] = EngineSpec(
         "kv_cache_memory_bytes": "kv_cache_memory_bytes",
         "max_model_len": "max_model_len",
     },
-    pool_pin="bytes",
+    pool_pin=POOL_PIN[1],
     modelled_versions=MODELLED_VERSIONS,
     default_port=8000,
     # EngineArgs.get_batch_defaults gives `vllm serve` 256 seats below 70 GiB of GPU memory (1,024 above).
