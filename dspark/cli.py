@@ -59,7 +59,7 @@ def error_boundary(debug: bool, *, as_json: bool = False) -> Iterator[None]:
 
 
 @contextmanager
-def short_lived() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector paused while a command plans and exits (validate; a start that execs).
 
     Such a command allocates some hundred thousand objects as it imports and plans, and frees few: every
@@ -276,7 +276,7 @@ def validate(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: 
     With no RECIPE and no --model, validates the default recipe against this machine's GPUs (or, with none,
     the built-in 2x GB10 profile). Exit 0 fits, 1 does not fit, 2 bad input, 3 internal error.
     """
-    with short_lived():
+    with gc_paused():
         from dspark.commands.validate import run_validate  # noqa: PLC0415 - keep CLI start-up light
 
         run_core(ctx, lambda: run_validate(_validate_request(ctx, recipe, params), as_json=as_json,
@@ -294,7 +294,7 @@ def start(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
           watch: bool, **params: Any) -> None:
     """Validate, check the argv with the installed engine's own parser, print the plan, then exec the engine."""
     # --watch stays to supervise the engine for hours: the collector stays on for it.
-    pause: AbstractContextManager[None] = nullcontext() if watch else short_lived()
+    pause: AbstractContextManager[None] = nullcontext() if watch else gc_paused()
     with pause:
         from dspark.commands.start import start_command  # noqa: PLC0415 - keep CLI start-up light
         from dspark.planning.start import StartRequest  # noqa: PLC0415

@@ -287,7 +287,7 @@ def k8s_plan(report: ValidationReport, options: RenderOptions) -> K8sPlan:
     """The K8sPlan of a validated report: its settings, seats, GPUs per node and the engine's serving facts."""
     from dspark.config.knobs import BY_NAME  # noqa: PLC0415
     from dspark.config.recipes import shipped_recipes_dir  # noqa: PLC0415
-    from dspark.engines.flags import data_parallel_of, parse_engine_flags  # noqa: PLC0415
+    from dspark.engines.pasted_flags import data_parallel_of, parse_engine_flags  # noqa: PLC0415
     from dspark.planning.findings import gpus_per_node  # noqa: PLC0415
 
     if not options.image.strip():

@@ -2,6 +2,8 @@
 
 Pure: the GPU figures, weights and environment come in as arguments. The engine's model also says how much
 memory the engine will hold per GPU (its footprint), which the memory checks compare with free memory.
+Capacity has three rooms: dspark.capacity (the engine-neutral results and seat arithmetic every engine
+shares), dspark/engines/<engine>/capacity.py (each engine's own accounting) and this module (the call between).
 """
 
 from __future__ import annotations

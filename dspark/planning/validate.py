@@ -24,14 +24,14 @@ from dspark.core.errors import EngineNotInstalledError, InputError, RefusedError
 from dspark.core.findings import Finding, verdict_of
 from dspark.core.suggest import closest
 from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES, engine_spec
-from dspark.engines.flags import (
+from dspark.engines.interpreter import find_engine_python
+from dspark.engines.pasted_flags import (
     data_parallel_of,
     flag_values_from_engine_flags,
     merge_flags,
     parse_engine_flags,
     unplaced_flag_findings,
 )
-from dspark.engines.interpreter import find_engine_python
 from dspark.engines.release_matrix import matrix_note
 from dspark.engines.serve_config import ServeConfig
 from dspark.engines.spec import AnyEngineSpec, PlannerInput
@@ -47,14 +47,14 @@ from dspark.model.weights import WeightBytes
 from dspark.planning.capacity import capacity_inputs, compute_capacity
 from dspark.planning.findings import (
     data_parallel_findings,
+    drop_contradictions,
     gpus_per_node,
     memory_findings,
-    reconcile,
     seat_findings,
     weights_findings,
 )
 from dspark.planning.model_inputs import draft_ref, drafter_of, model_architecture, weights_of
-from dspark.planning.observations import PlanIdentity, applicable, observation_findings, with_observed
+from dspark.planning.observations import PlanIdentity, matching_observations, observation_findings, with_observed_pool
 from dspark.planning.serve_config import serve_config
 from dspark.runtime.launch import LaunchPlan
 
@@ -265,7 +265,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         except NotModelledError as exc:
             found = _observed_capacity(spec, exc, recipe, resolved, arch, gpu, version.modelled, identity)
         # The engine's own log for this very plan stands beside the prediction; the safe default follows the lower.
-        return found, with_observed(found.summary, recipe, resolved, identity)
+        return found, with_observed_pool(found.summary, recipe, resolved, identity)
 
     result, summary = capacity_at(settings)
     if settings.max_num_seqs.layer == "default":
@@ -313,7 +313,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         drafter=drafter,
         hardware=hardware,
         capacity=summary,
-        findings=tuple(reconcile(findings)),
+        findings=tuple(drop_contradictions(findings)),
         serve=serve,
         plan=plan,
         engine_version=version,
@@ -381,7 +381,7 @@ def _observed_capacity(
     """When dspark cannot reproduce the engine's KV accounting, a recipe's observed pool stands in, labelled so."""
     window = settings.max_model_len.value
     seats = settings.max_num_seqs.value
-    observed = applicable(recipe, settings, "kv_pool_tokens", seats, identity) if window else []
+    observed = matching_observations(recipe, settings, "kv_pool_tokens", seats, identity) if window else []
     if not observed or window is None or spec.observed_capacity is None:
         raise exc
     obs = observed[0]

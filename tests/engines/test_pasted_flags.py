@@ -7,7 +7,7 @@ import pytest
 from dspark.config.knobs import reads_as
 from dspark.core.errors import SettingsError
 from dspark.engines import engine_spec
-from dspark.engines.flags import flag_values_from_engine_flags, merge_flags, parse_engine_flags
+from dspark.engines.pasted_flags import flag_values_from_engine_flags, merge_flags, parse_engine_flags
 
 
 def _pasted(engine: str, *argv: str) -> dict[str, object]:
