@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dspark.capacity.result import EngineValues
+
 
 @dataclass(frozen=True)
 class ServeConfig:
@@ -22,10 +24,6 @@ class ServeConfig:
     served_model_name: str | None = None
     max_model_len: int | None = None
     kv_cache_dtype: str | None = None
-    kv_cache_memory_bytes: int | None = None  # vLLM pin
-    max_total_tokens: int | None = None  # SGLang pin
-    gpu_memory_utilization: float | None = None
-    mem_fraction_static: float | None = None
     max_num_batched_tokens: int | None = None
     cudagraph_max_capture_size: int | None = None
     speculative: Mapping[str, Any] | None = None  # {"method", "num_speculative_tokens", "model"}
@@ -41,3 +39,5 @@ class ServeConfig:
     extra_args: tuple[str, ...] = ()  # the user's own engine flags, passed through after ours are removed
     env: Mapping[str, str] = field(default_factory=dict)
     distributed_runtime: str = "native"  # "ray": the engine places its workers on a running Ray cluster
+    # The engine's own knobs (EngineSpec.engine_knobs) by name: its KV-pool pin, in its unit, and its memory share.
+    engine_values: EngineValues = field(default_factory=dict)

@@ -153,6 +153,9 @@ class EngineSpec(Generic[OptionsT, DetailT]):
     foreign_knobs: tuple[tuple[str, str], ...]
     metric_names: Mapping[str, str]
     shown_args: tuple[str, ...]
+    # The dspark knobs only this engine reads; their values travel by name in ServeConfig.engine_values and
+    # CapacityInputs.engine_values. The first is its KV-pool pin (its package's POOL_PIN), in pool_pin's unit.
+    engine_knobs: tuple[str, ...]
     observed_capacity: ObservedCapacity | None = None  # None: no fallback on an observed pool
     negated_flag_knobs: Mapping[str, str] = field(default_factory=dict)
     # A flag dspark sets -> the name older releases' parsers know it by (tried when the parser calls it unknown).
@@ -172,6 +175,11 @@ class EngineSpec(Generic[OptionsT, DetailT]):
     def newest_modelled(self) -> str:
         """The version planned for when nothing names one."""
         return self.modelled_versions[-1]
+
+    @property
+    def pool_pin_knob(self) -> str:
+        """The dspark knob that pins this engine's KV pool, in its own unit (pool_pin)."""
+        return self.engine_knobs[0]
 
     @property
     def seat_arg(self) -> str:

@@ -9,6 +9,7 @@ shares), dspark/engines/<engine>/capacity.py (each engine's own accounting) and 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from dspark.capacity.result import CapacityInputs, CapacityResult, SpeculativeInputs
@@ -24,9 +25,13 @@ if TYPE_CHECKING:
 __all__ = ["CapacityResult", "capacity_inputs", "compute_capacity"]
 
 
-def capacity_inputs(s: ResolvedSettings, recipe: Recipe | None) -> CapacityInputs:
-    """The values an engine's capacity model reads: the resolved settings, the recipe's drafter and environment."""
+def capacity_inputs(engine: AnyEngineSpec, s: ResolvedSettings, recipe: Recipe | None) -> CapacityInputs:
+    """The values an engine's capacity model reads: the resolved settings, the recipe's drafter and environment.
+
+    The engine's own knobs travel by name (engine_values), but for the byte pin, which every engine reads.
+    """
     spec = recipe.speculative if recipe is not None else None
+    shared = {f.name for f in fields(CapacityInputs)}
     return CapacityInputs(
         platform="cpu" if s.platform.value == "cpu" else "cuda",
         model=s.model.value,
@@ -34,9 +39,6 @@ def capacity_inputs(s: ResolvedSettings, recipe: Recipe | None) -> CapacityInput
         max_model_len=s.max_model_len.value,
         kv_cache_dtype=s.kv_cache_dtype.value,
         kv_cache_memory_bytes=s.kv_cache_memory_bytes.value,
-        max_total_tokens=s.max_total_tokens.value,
-        gpu_memory_utilization=s.gpu_memory_utilization.value,
-        mem_fraction_static=s.mem_fraction_static.value,
         max_num_batched_tokens=s.max_num_batched_tokens.value,
         enable_prefix_caching=s.enable_prefix_caching.value,
         tensor_parallel_size=s.tensor_parallel_size.value,
@@ -45,6 +47,7 @@ def capacity_inputs(s: ResolvedSettings, recipe: Recipe | None) -> CapacityInput
         speculative=(SpeculativeInputs(spec.method, spec.num_speculative_tokens, spec.draft_model)
                      if spec is not None else None),
         recipe_env=dict(recipe.env) if recipe is not None else {},
+        engine_values={k: getattr(s, k).value for k in engine.engine_knobs if k not in shared},
     )
 
 
@@ -68,6 +71,6 @@ def compute_capacity(
     cpu_flags / cpu_arch: the host CPU, for CPU engines (vLLM picks kernels and state dtypes by them).
     """
     return engine.capacity(
-        arch, options, capacity_inputs(settings, recipe), gpu=gpu, weights=weights, drafter=drafter, env=env,
+        arch, options, capacity_inputs(engine, settings, recipe), gpu=gpu, weights=weights, drafter=drafter, env=env,
         cpu_flags=cpu_flags, cpu_arch=cpu_arch, version=engine_version,
     )

@@ -224,9 +224,10 @@ def _dry_run_hardware(report: ValidationReport) -> list[Finding]:
 
 def engine_serve(report: ValidationReport) -> Any:
     """The launch values for the report's capacity: a token pin (SGLang) follows the figure launched on."""
-    if report.spec.pool_pin != "tokens" or report.settings.max_total_tokens.value is not None:
+    pin = report.spec.pool_pin_knob
+    if report.spec.pool_pin != "tokens" or getattr(report.settings, pin).value is not None:
         return report.serve
-    return replace(report.serve, max_total_tokens=report.capacity.kv_pool_tokens)
+    return replace(report.serve, engine_values={**report.serve.engine_values, pin: report.capacity.kv_pool_tokens})
 
 
 def _with_witness(report: ValidationReport, check: ArgvCheck, *, force: bool) -> ValidationReport:
@@ -262,15 +263,10 @@ def _with_witness(report: ValidationReport, check: ArgvCheck, *, force: bool) ->
 def _confirm_pinned(report: ValidationReport, check: ArgvCheck) -> None:
     """The engine's parse must hold the validated seats, pool pin and window."""
     serve = report.serve
-    planned = {
-        "max_num_seqs": serve.max_num_seqs,
-        "kv_cache_memory_bytes": serve.kv_cache_memory_bytes,
-        "max_total_tokens": serve.max_total_tokens,
-        "max_model_len": serve.max_model_len,
-    }
+    planned = {"max_num_seqs": serve.max_num_seqs, "max_model_len": serve.max_model_len, **serve.engine_values}
     # Checked after parsing so a silently ignored or renamed flag cannot launch something other than validated.
     for ours, theirs in report.spec.pinned.items():
-        want = planned[ours]
+        want = planned.get(ours)
         if want is not None and check.parsed.get(theirs) != want:
             raise EngineArgError(
                 f"the engine's parser read {theirs}={check.parsed.get(theirs)!r} but dspark validated {want!r}",

@@ -386,8 +386,8 @@ def _observed_capacity(
         raise exc
     obs = observed[0]
     reason = exc.message
-    summary = spec.observed_capacity(capacity_inputs(settings, recipe), arch, gpu, pool=int(obs.value), window=window,
-                                     source=obs.source, reason=reason, engine_version=engine_version)
+    summary = spec.observed_capacity(capacity_inputs(spec, settings, recipe), arch, gpu, pool=int(obs.value),
+                                     window=window, source=obs.source, reason=reason, engine_version=engine_version)
     finding = Finding("warn", "engine-not-modelled",
                       f"{reason}; the pool and contexts below are the recipe's observation ({obs.source}), "
                       "not a prediction, and the memory check is skipped")

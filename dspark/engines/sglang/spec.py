@@ -36,6 +36,7 @@ SPEC: EngineSpec[SglangOptions, SglangCapacity] = EngineSpec(
         "max_model_len": "context_length",
     },
     pool_pin=POOL_PIN[1],
+    engine_knobs=(POOL_PIN[0], "mem_fraction_static"),
     modelled_versions=MODELLED_VERSIONS,
     default_port=30000,
     # pool_configurator._resolve_max_running_requests_per_worker estimates at least 2,048.

@@ -48,6 +48,7 @@ SPEC: EngineSpec[VllmOptions, VllmCapacity] = EngineSpec(
         "max_model_len": "max_model_len",
     },
     pool_pin=POOL_PIN[1],
+    engine_knobs=(POOL_PIN[0], "gpu_memory_utilization"),
     modelled_versions=MODELLED_VERSIONS,
     default_port=8000,
     # EngineArgs.get_batch_defaults gives `vllm serve` 256 seats below 70 GiB of GPU memory (1,024 above).
