@@ -41,6 +41,7 @@ def test_each_engines_pool_pin_is_its_own(name: str, pin: tuple[str, str]) -> No
     spec = engine_spec(name)
     assert unit == spec.pool_pin
     assert knob in spec.pinned  # the knob its launch pins, re-read from its parser after parsing
+    assert spec.pool_pin_knob == knob and knob in spec.engine_knobs
     assert len({k for k, _ in pool_pins()}) == len(ENGINE_NAMES)  # one spelling per engine
 
 
