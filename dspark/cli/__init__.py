@@ -61,7 +61,7 @@ def error_boundary(debug: bool, *, as_json: bool = False) -> Iterator[None]:
 
 
 @contextmanager
-def short_lived() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector paused while a command plans and exits (validate; a start that execs).
 
     Such a command allocates some hundred thousand objects as it imports and plans, and frees few: every
@@ -85,9 +85,20 @@ def run_core(ctx: click.Context, func: Callable[..., int | None], *args: Any, js
     mapped like any other input error; `json_errors` makes a failure print one JSON object on stdout.
     """
     debug = bool(ctx.find_root().params.get("debug"))
-    with error_boundary(debug, as_json=json_errors):
-        code = func(*args, **kwargs)
+    try:
+        with error_boundary(debug, as_json=json_errors):
+            code = func(*args, **kwargs)
+    finally:
+        if debug:
+            _debug_notes()
     ctx.exit(int(code or 0))
+
+
+def _debug_notes() -> None:
+    """Under --debug, on stderr: which recipe schema path ran, when a recipe was loaded."""
+    schema = sys.modules.get("dspark.config.recipe_schema")
+    if schema is not None and schema.recipe_schema.cache_info().currsize:
+        click.echo(schema.schema_path_note(), err=True)
 
 
 class LazyGroup(click.Group):
@@ -118,6 +129,7 @@ COMMAND_MODULES = {
     "render": "dspark.cli.render",
     "start": "dspark.cli.plan",
     "sweep": "dspark.cli.plan",
+    "top": "dspark.cli.top",
     "validate": "dspark.cli.plan",
 }
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dspark.cli import run_core, short_lived
+from dspark.cli import gc_paused, run_core
 from dspark.commands import options as declared
 
 if TYPE_CHECKING:  # planning loads when a command runs, not with the command table
@@ -39,7 +39,7 @@ def validate(ctx: click.Context, /, **params: Any) -> None:
     With no RECIPE and no --model, validates the default recipe against this machine's GPUs (or, with none,
     the built-in 2x GB10 profile). Exit 0 fits, 1 does not fit, 2 bad input, 3 internal error.
     """
-    with short_lived():
+    with gc_paused():
         from dspark.commands.validate import run_validate  # noqa: PLC0415 - keep CLI start-up light
 
         def validate_core() -> int:
@@ -56,9 +56,9 @@ def validate(ctx: click.Context, /, **params: Any) -> None:
 def start(ctx: click.Context, /, **params: Any) -> None:
     """Validate, check the argv with the installed engine's own parser, print the plan, then exec the engine."""
     # --watch stays to supervise the engine for hours: the collector stays on for it.
-    pause: AbstractContextManager[None] = nullcontext() if params["watch"] else short_lived()
+    pause: AbstractContextManager[None] = nullcontext() if params["watch"] else gc_paused()
     with pause:
-        from dspark.commands.validate import start_command  # noqa: PLC0415 - keep CLI start-up light
+        from dspark.commands.start import start_command  # noqa: PLC0415 - keep CLI start-up light
         from dspark.planning.start import StartRequest  # noqa: PLC0415
 
         def start_core() -> int:

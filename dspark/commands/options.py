@@ -319,6 +319,16 @@ PROBE: tuple[Option, ...] = (
            "`--platform cpu --hardware FILE` on another machine.", type=click.Choice(["cuda", "cpu"]),
            default="cuda", show_default=True),
 )
+TOP: tuple[Option, ...] = (
+    Option(("URL",), "url", "args", argument=True, required=True),
+    Option(("--interval",), "interval", "call",
+           "Seconds between two reads of /metrics (the window rates and percentiles cover).", type=float,
+           default=2.0, show_default=True, metavar="SECONDS"),
+    Option(("--seats",), "seats", "call", "The server's seat count, to show seats used of N.", type=int,
+           metavar="N"),
+    Option(("--once",), "once", "call", "Read twice, print one view and exit.", is_flag=True),
+    Option(("--json",), "as_json", "call", "One view as one JSON object (implies --once).", is_flag=True),
+)
 RECIPES_LIST: tuple[Option, ...] = (
     Option(("--json",), "as_json", "call", "Print the list as one JSON object.", is_flag=True),
 )
@@ -335,6 +345,7 @@ COMMANDS: dict[tuple[str, ...], tuple[Option, ...]] = {
     ("bench",): BENCH,
     ("sweep",): SWEEP,
     ("probe",): PROBE,
+    ("top",): TOP,
     ("render", "k8s"): RENDER_K8S,
     ("recipes", "list"): RECIPES_LIST,
     ("recipes", "show"): RECIPES_SHOW,

@@ -12,7 +12,7 @@ from typing import get_args
 
 from dspark.core.constants import MAX_NUM_SEQS_LIMIT, KvCacheDtype
 from dspark.core.knob import Invalid, Knob, boolean, choice, text, tokens, whole
-from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES, engine_knobs
+from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES, engine_knob_declarations
 
 # The fallback the deployment's scripts used when nothing set seats (what its KV pin held; docs/deployment.md).
 # validate replaces it with the computed safe count for the configuration at hand (capacity.seats.default_seats).
@@ -165,7 +165,7 @@ def _assemble(table: tuple[Knob | str, ...], engines: tuple[Knob, ...]) -> tuple
     return tuple(out)
 
 
-KNOBS: tuple[Knob, ...] = _assemble(_TABLE, engine_knobs())
+KNOBS: tuple[Knob, ...] = _assemble(_TABLE, engine_knob_declarations())
 KNOB_NAMES = tuple(k.name for k in KNOBS)
 ENV_NAMES = ("DSPARK_RECIPE", *(k.env for k in KNOBS))
 BY_NAME = {k.name: k for k in KNOBS}

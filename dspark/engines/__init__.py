@@ -16,18 +16,23 @@ from dspark.core.errors import InputError
 
 if TYPE_CHECKING:
     from dspark.core.knob import Knob
-    from dspark.engines.base import Engine, EngineSpec
+    from dspark.engines.spec import AnyEngineSpec, Engine
 
 ENGINE_NAMES = ("vllm", "sglang")
 DEFAULT_ENGINE = ENGINE_NAMES[0]  # when neither a flag, the environment nor a recipe names one
 
 
-def engine_spec(name: str) -> EngineSpec:
+def engine_spec(name: str) -> AnyEngineSpec:
     """The EngineSpec of `name`; unknown names are an input error listing the known ones."""
     if name not in ENGINE_NAMES:
         raise InputError(f"unknown engine {name!r}", hint=f"use one of: {', '.join(sorted(ENGINE_NAMES))}")
-    spec: EngineSpec = import_module(f"dspark.engines.{name}.spec").SPEC
+    spec: AnyEngineSpec = import_module(f"dspark.engines.{name}.spec").SPEC
     return spec
+
+
+def pool_pins() -> tuple[tuple[str, str], ...]:
+    """(knob, unit) of each engine's KV-pool pin, in ENGINE_NAMES order: its package's POOL_PIN (no spec loads)."""
+    return tuple(import_module(f"dspark.engines.{name}").POOL_PIN for name in ENGINE_NAMES)
 
 
 def engine_knobs_module(name: str) -> ModuleType:
@@ -37,8 +42,8 @@ def engine_knobs_module(name: str) -> ModuleType:
     return import_module(f"dspark.engines.{name}.knobs")
 
 
-def engine_knobs() -> tuple[Knob, ...]:
-    """Every engine's own knobs, in ENGINE_NAMES order (dspark.engines.<name>.knobs, which its EngineSpec carries).
+def engine_knob_declarations() -> tuple[Knob, ...]:
+    """Every engine's own knobs as declared, in ENGINE_NAMES order (dspark.engines.<name>.knobs; EngineSpec.knobs).
 
     Read from each engine's light knobs module, not its spec, so that the settings table loads no planner.
     """
@@ -53,4 +58,7 @@ def get_engine(name: str) -> Engine:
     return engine_spec(name).adapter()
 
 
-__all__ = ["DEFAULT_ENGINE", "ENGINE_NAMES", "engine_knobs", "engine_knobs_module", "engine_spec", "get_engine"]
+__all__ = [
+    "DEFAULT_ENGINE", "ENGINE_NAMES", "engine_knob_declarations", "engine_knobs_module", "engine_spec", "get_engine",
+    "pool_pins",
+]

@@ -23,8 +23,10 @@ from dspark.commands.advise import run_advise
 from dspark.commands.bench import bench
 from dspark.commands.probe import probe
 from dspark.commands.recipes import recipes_list, recipes_show
+from dspark.commands.start import start_command
 from dspark.commands.sweep import sweep_command
-from dspark.commands.validate import run_validate, start_command
+from dspark.commands.top import top
+from dspark.commands.validate import run_validate
 from dspark.config.knobs import KNOBS
 from dspark.planning.start import StartRequest
 from dspark.planning.validate import ValidateRequest
@@ -139,6 +141,7 @@ CALLS = [
     (("probe",), ("call",), probe, ()),
     (("recipes", "list"), ("call",), recipes_list, ()),
     (("recipes", "show"), ("call", "args"), recipes_show, ()),
+    (("top",), ("call", "args"), top, ("client_factory",)),
 ]
 
 

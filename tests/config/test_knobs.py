@@ -13,14 +13,16 @@ from dspark.config import knobs
 from dspark.config.knobs import KNOB_NAMES, KNOBS, SLOTS, Knob
 from dspark.config.settings import ResolvedSettings
 from dspark.core.knob import text
-from dspark.engines import ENGINE_NAMES, engine_knobs, engine_knobs_module, engine_spec
+from dspark.engines import ENGINE_NAMES, engine_knob_declarations, engine_knobs_module, engine_spec, pool_pins
 
 
 def test_each_engines_spec_carries_the_knobs_its_package_declares() -> None:
     for name in ENGINE_NAMES:
-        assert engine_spec(name).knobs == engine_knobs_module(name).KNOBS
-        assert engine_spec(name).knobs, name
-    assert set(engine_knobs()) <= set(KNOBS)
+        spec = engine_spec(name)
+        assert spec.knobs == engine_knobs_module(name).KNOBS
+        assert spec.engine_knobs == tuple(k.name for k in spec.knobs)
+        assert (spec.knobs[0].name, spec.pool_pin) in pool_pins()  # its pool pin leads
+    assert set(engine_knob_declarations()) <= set(KNOBS)
 
 
 def test_the_engines_own_knobs_are_those_the_issue_names() -> None:
