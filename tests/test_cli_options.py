@@ -33,6 +33,7 @@ CORES: dict[tuple[str, ...], tuple[str, str]] = {
     ("advise",): ("dspark.commands.advise", "run_advise"),
     ("bench",): ("dspark.commands.bench", "bench"),
     ("sweep",): ("dspark.commands.sweep", "sweep_command"),
+    ("top",): ("dspark.commands.top", "top"),
 }
 _serial = itertools.count(7001)
 
