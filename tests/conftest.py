@@ -40,6 +40,16 @@ def vllm033_python() -> str:
 RECIPES = ROOT / "dspark" / "data" / "recipes"
 
 
+@pytest.fixture(autouse=True)
+def _empty_boot_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test reads and writes its own empty store of recorded boots, never the user's (DSPARK_DATA_DIR, and
+    XDG_DATA_HOME for the tests that clear every DSPARK_ variable)."""
+    data = tmp_path_factory.mktemp("dspark-data")
+    monkeypatch.setenv("DSPARK_DATA_DIR", str(data))
+    monkeypatch.setenv("XDG_DATA_HOME", str(data / "xdg"))  # where tests that drop DSPARK_* variables look
+    return data
+
+
 @pytest.fixture
 def unpinned_recipe(tmp_path: Path) -> Callable[[str], str]:
     """A copy of a shipped recipe without its kv_cache block: the engine then estimates the KV budget."""

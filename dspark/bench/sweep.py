@@ -22,7 +22,7 @@ from dspark.bench.stats import RequestRecord
 from dspark.engines import engine_spec
 from dspark.engines.argv import option_values
 from dspark.runtime.launch import LaunchPlan, redact_argv, redact_env
-from dspark.runtime.supervise import EngineFailure, EngineProcess, KvPoolLine, StopOutcome
+from dspark.runtime.supervise import EngineFailure, EngineLog, EngineProcess, KvPoolLine, StopOutcome
 
 if TYPE_CHECKING:  # a sweep plans like start; bench and report, which import this module, need no planning
     from dspark.planning.start import StartRequest
@@ -35,6 +35,8 @@ class PlannedLaunch:
     plan: LaunchPlan
     expected_pool_tokens: int | None
     base_url: str | None = None  # default: http://HOST:PORT from the plan's --host/--port
+    # Records the boot's KV pool and memory figures (dspark.planning.boot_records.BootRecorder); its lines are said.
+    on_boot: Callable[[EngineLog], Sequence[str]] | None = None
 
 
 PlanBuilder = Callable[[int], PlannedLaunch]
@@ -237,6 +239,8 @@ def run_setting(
         check = check_launch(plan.argv, seats, engine.log.engine_args, engine.log.kv_pool, launch.expected_pool_tokens,
                              seat_arg=espec.seat_arg)
         problems += check.problems
+        for line in launch.on_boot(engine.log) if launch.on_boot is not None else ():
+            say(f"{label}: {line.removeprefix('dspark: ')}")
         pool = f"{check.kv_pool_tokens:,}" if check.kv_pool_tokens is not None else "?"
         say(f"{label}: healthy after {startup:.1f} s; KV pool {pool} tokens; "
             + ("launch as planned" if not check.problems else "; ".join(check.problems)))
@@ -315,13 +319,14 @@ def run_sweep(
 
 def start_plan_builder(request: StartRequest) -> PlanBuilder:
     """Seats -> the plan `dspark start` would exec with --max-num-seqs SEATS, and its predicted KV pool."""
-    from dspark.planning.start import plan_start  # noqa: PLC0415 - the planning stack loads only for a sweep
+    from dspark.planning.start import boot_recorder, plan_start  # noqa: PLC0415 - planning loads only for a sweep
 
     def build(seats: int) -> PlannedLaunch:
         flags = {**request.validate.flags, "max_num_seqs": seats}
         req = dataclasses.replace(request, validate=dataclasses.replace(request.validate, flags=flags))
         result = plan_start(req)
-        return PlannedLaunch(plan=result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens)
+        return PlannedLaunch(plan=result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens,
+                             on_boot=boot_recorder(result, req.validate.env))
 
     return build
 

@@ -43,7 +43,8 @@ class CapacitySummary:
     max_model_len: int
     kv_bytes_per_token: int  # per GPU, all layers that grow with context
     kv_budget_bytes: int  # per GPU
-    kv_budget_source: Literal["pinned", "estimate", "observed"]  # observed: the engine is not modelled
+    # observed: the engine's own figure (a boot recorded on this host, or a recipe's where it is not modelled)
+    kv_budget_source: Literal["pinned", "estimate", "observed"]
     kv_budget_assumptions: tuple[str, ...]
     cudagraph_max_capture_size: int
     cudagraph_capture_sizes: tuple[int, ...]

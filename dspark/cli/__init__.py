@@ -124,6 +124,7 @@ class LazyGroup(click.Group):
 COMMAND_MODULES = {
     "advise": "dspark.cli.plan",
     "bench": "dspark.cli.bench",
+    "observations": "dspark.cli.observations",
     "probe": "dspark.cli.probe",
     "recipes": "dspark.cli.recipes",
     "render": "dspark.cli.render",

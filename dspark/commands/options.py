@@ -336,6 +336,17 @@ RECIPES_SHOW: tuple[Option, ...] = (
     Option(("NAME|FILE",), "name_or_path", "args", argument=True, required=True),
     Option(("--json",), "as_json", "call", "Print the validated recipe as one JSON object.", is_flag=True),
 )
+OBSERVATIONS_LIST: tuple[Option, ...] = (
+    Option(("--json",), "as_json", "call", "Print the recorded boots as one JSON object.", is_flag=True),
+)
+OBSERVATIONS_SHOW: tuple[Option, ...] = (
+    Option(("KEY",), "key", "args", argument=True, required=True),
+    Option(("--json",), "as_json", "call", "Print the record as one JSON object.", is_flag=True),
+)
+OBSERVATIONS_CLEAR: tuple[Option, ...] = (
+    Option(("[KEY]",), "key", "args", argument=True),
+    Option(("--json",), "as_json", "call", "Print how many records went as one JSON object.", is_flag=True),
+)
 
 # Each command path's declarations, for the CLI and the test that holds the click commands to them.
 COMMANDS: dict[tuple[str, ...], tuple[Option, ...]] = {
@@ -350,4 +361,7 @@ COMMANDS: dict[tuple[str, ...], tuple[Option, ...]] = {
     ("recipes", "list"): RECIPES_LIST,
     ("recipes", "show"): RECIPES_SHOW,
     ("recipes", "schema"): (),
+    ("observations", "list"): OBSERVATIONS_LIST,
+    ("observations", "show"): OBSERVATIONS_SHOW,
+    ("observations", "clear"): OBSERVATIONS_CLEAR,
 }

@@ -84,6 +84,23 @@ def _pool_rows(cap: CapacitySummary) -> list[tuple[str, str]]:
             ("observed in", obs.source)]
 
 
+def _budget_source(report: ValidationReport) -> str:
+    """pinned / estimate / observed; a recorded boot's figure is the engine's own, said so."""
+    return "observed on this host, exact" if report.boot_record is not None else report.capacity.kv_budget_source
+
+
+def _boot_rows(report: ValidationReport) -> list[tuple[str, str]]:
+    """Where a recorded boot stands in for the estimate: which boot, and the engine's own terms."""
+    rec = report.boot_record
+    if rec is None:
+        return []
+    terms = ", ".join(f"{k.removesuffix('_gib')} {v:g} GiB" if k.endswith("_gib") else f"{k} {v:g}"
+                      for k, v in rec.terms.items())
+    return [("observed on this host", f"{rec.engine} {rec.engine_version} boot of {rec.recorded_at} "
+             f"({rec.boots} boot(s), record {rec.key}; `dspark observations show {rec.key}`)"),
+            *([("engine's memory terms", terms)] if terms else [])]
+
+
 def render_report(
     report: ValidationReport, console: Console, *, explain: bool, extra: tuple[Finding, ...] = ()
 ) -> None:
@@ -102,9 +119,11 @@ def render_report(
         ("KV bytes per token (per GPU)", _bytes_per_token(cap)),
         (
             "KV budget (per GPU)",
-            f"{cap.kv_budget_bytes:,} B ({cap.kv_budget_bytes / (1 << 30):.2f} GiB, {cap.kv_budget_source})",
+            f"{cap.kv_budget_bytes:,} B ({cap.kv_budget_bytes / (1 << 30):.2f} GiB, "
+            f"{_budget_source(report)})",
         ),
         *_pool_rows(cap),
+        *_boot_rows(report),
         ("seats (max_num_seqs)", f"{cap.max_num_seqs} ({report.settings.max_num_seqs.source})"),
         ("safe seats (full windows)", str(cap.safe_max_num_seqs) + (
             f" (the lower of predicted {cap.observed.predicted_safe_max_num_seqs} and observed "

@@ -60,6 +60,9 @@ _TAIL = (
     '\n'
     '| variable | what it does |\n'
     '|---|---|\n'
+    "| `DSPARK_DATA_DIR` | dspark's data directory: the boots `start --watch` and `sweep` record (`observations/`, "
+    'one JSON file per plan; `dspark observations` lists and clears them); default `$XDG_DATA_HOME/dspark`, '
+    'else `~/.local/share/dspark` ([observations.md](observations.md)) |\n'
     "| `DSPARK_ENGINE_PYTHON` | the interpreter of the engine's virtualenv (`--engine-python`), for the "
     'argv check and `start` |\n'
     '| `DSPARK_ENGINE_VERSION` | the engine version the figures model (`--engine-version`); default: the '

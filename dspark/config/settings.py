@@ -37,7 +37,8 @@ ENGINE_FLAG = "its engine flag after --"  # where a knob without a dspark flag c
 FALLBACK_NOTICE = "MAX_NUM_SEQS not set, using default: {value}"
 
 # DSPARK_* names other parts of dspark read, so their presence is not reported as a typo.
-OTHER_DSPARK_ENV = frozenset({"DSPARK_ENGINE_PYTHON", "DSPARK_ENGINE_VERSION", "DSPARK_ENGINES_DIR", "DSPARK_IMAGE"})
+OTHER_DSPARK_ENV = frozenset({"DSPARK_DATA_DIR", "DSPARK_ENGINE_PYTHON", "DSPARK_ENGINE_VERSION", "DSPARK_ENGINES_DIR",
+                              "DSPARK_IMAGE"})
 
 _SOURCE_RANK = {"flag": 0, "env": 1, "recipe": 2, "default": 3, "computed": 3}
 

@@ -108,6 +108,14 @@ def _loads_every_tower(options: object) -> bool:
     return True
 
 
+def _no_memory_terms(line: str) -> Mapping[str, float] | None:
+    return None
+
+
+def _no_memory_flags(options: object) -> Mapping[str, object]:
+    return {}
+
+
 @dataclass(frozen=True)
 class EngineSpec(Generic[OptionsT, DetailT]):
     """What dspark knows about one engine, in one place: its package, flags, versions, log lines and the hooks its
@@ -173,6 +181,11 @@ class EngineSpec(Generic[OptionsT, DetailT]):
     multi_node_flags: str = ""  # the engine's own flags for spanning nodes, named when Ray cannot be used
     # Its own knobs as declared (dspark.engines.<name>.knobs), placed in the settings table; engine_knobs: their names.
     knobs: tuple[Knob, ...] = ()
+    # The engine's own memory figures a start-up line states (weights, available KV, graphs...), by term.
+    memory_log: Callable[[str], Mapping[str, float] | None] = _no_memory_terms
+    # The parsed engine flags that change its memory (dtype, eager, graphs, speculation), by field, secret-free:
+    # part of what a recorded boot is keyed by (dspark.planning.boot_records).
+    memory_flags: Callable[[OptionsT], Mapping[str, object]] = _no_memory_flags
 
     @property
     def newest_modelled(self) -> str:
@@ -192,7 +205,7 @@ class EngineSpec(Generic[OptionsT, DetailT]):
     @property
     def log_format(self) -> LogFormat:
         """How the supervisor reads this engine's start-up lines."""
-        return LogFormat(self.kv_log_pattern, self.engine_args_log)
+        return LogFormat(self.kv_log_pattern, self.engine_args_log, self.memory_log)
 
 
 # An engine's spec as generic code holds it (the registry's answer): its options and details pass through opaque.

@@ -18,6 +18,7 @@ from dspark.core.findings import Finding, verdict_of
 from dspark.engines.base import ArgvCheck, check_argv, require_ok
 from dspark.engines.interpreter import find_engine_python
 from dspark.engines.witness import judge, with_engine_figures, witness_finding
+from dspark.planning.boot_records import BootRecorder
 from dspark.planning.validate import ValidateRequest, ValidationReport, request_settings, validate
 from dspark.runtime.launch import LaunchPlan, exec_plan
 
@@ -180,9 +181,19 @@ def run_start(
         from dspark.runtime.supervise import watch_plan  # noqa: PLC0415 - the supervisor loads only for --watch
 
         return watch_plan(result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens,
-                          log_format=result.report.spec.log_format)
+                          log_format=result.report.spec.log_format,
+                          on_boot=boot_recorder(result, request.validate.env))
     execute(result.plan)
     return int(ExitCode.OK)  # only reached when a test injects an execute that returns
+
+
+def boot_recorder(result: StartResult, env: Mapping[str, str]) -> BootRecorder | None:
+    """What records a started engine's boot under the plan's key (dspark.planning.boot_records); None: no key."""
+    report = result.report
+    if report.boot_key is None:
+        return None
+    version = result.check.engine_version or str(report.engine_version.requested)
+    return BootRecorder(report.boot_key, engine=report.spec.name, engine_version=version, env=env)
 
 
 def _former_names(argv: Sequence[str], check: ArgvCheck, former: Mapping[str, str]) -> dict[str, str]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from dspark import __version__
 from dspark.capacity import CapacitySummary
-from dspark.capacity.result import CapacityDetail, CapacityResult, NotModelledError
+from dspark.capacity.result import CapacityDetail, CapacityInputs, CapacityResult, NotModelledError
 from dspark.capacity.seats import default_seats
 from dspark.capacity.typical import typical_context_seats
 from dspark.config.knobs import reads_as
@@ -44,6 +44,8 @@ from dspark.hardware.select import resolve_cpu_host, resolve_hardware
 from dspark.hardware.snapshot import load_snapshot, snapshot_to_dict
 from dspark.model.architecture import Drafter, ModelArchitecture
 from dspark.model.weights import WeightBytes
+from dspark.planning.boot_records import LABEL as OBSERVED_LABEL
+from dspark.planning.boot_records import BootKey, apply_record, lookup, plan_key
 from dspark.planning.capacity import capacity_inputs, compute_capacity
 from dspark.planning.findings import (
     data_parallel_findings,
@@ -56,6 +58,7 @@ from dspark.planning.findings import (
 from dspark.planning.model_inputs import draft_ref, drafter_of, model_architecture, weights_of
 from dspark.planning.observations import PlanIdentity, matching_observations, observation_findings, with_observed_pool
 from dspark.planning.serve_config import serve_config
+from dspark.runtime.boot_store import BootRecord
 from dspark.runtime.launch import LaunchPlan
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
@@ -104,6 +107,8 @@ class ValidationReport:
     witness_request: Mapping[str, Any] | None = None  # what that planner is given (None: nothing it can take)
     witness_unavailable: str = ""  # why there is no request, when there is none
     footprint_bytes: int | None = None  # what the engine holds per GPU (weights, KV, runtime), for per-node checks
+    boot_key: BootKey | None = None  # the key this plan's boots are recorded under (start --watch, sweep)
+    boot_record: BootRecord | None = None  # the recorded boot the figures rest on, where one matched
 
     @property
     def verdict(self) -> str:
@@ -114,6 +119,15 @@ class ValidationReport:
         """One JSON object: capacity, settings (with sources), verdict, findings, argv, and what they rest on."""
         cap = dataclasses.asdict(self.capacity)
         cap["witness"] = self.witness.to_json() if self.witness is not None else None
+        if self.boot_record is not None:  # only then: a plan without a record prints what it always did
+            rec = self.boot_record
+            cap["budget_source"] = "observed"
+            cap["observed_boot"] = {
+                "label": OBSERVED_LABEL, "key": rec.key, "recorded_at": rec.recorded_at, "boots": rec.boots,
+                "engine_version": rec.engine_version, "pool_tokens": rec.pool_tokens,
+                "max_model_len": rec.max_model_len, "max_concurrency": rec.max_concurrency,
+                "previous_pool_tokens": rec.previous_pool_tokens, "terms": dict(rec.terms),
+            }
         return {
             "dspark_version": __version__,
             "recipe": self.recipe.name if self.recipe else None,
@@ -255,6 +269,10 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     identity = PlanIdentity(engine_version=version.requested, gpu_name=gpu.name if gpu is not None else None,
                             recipe_settings=resolve_settings({}, {}, recipe) if recipe is not None else None)
 
+    boot: list[tuple[BootKey | None, BootRecord | None, list[Finding]]] = [(None, None, [])]
+    keyed = _BootContext(spec, recipe, options, _launched_options(spec, recipe, request, options), arch, weights,
+                         drafter, hardware, gpu, version, request.env)
+
     def capacity_at(resolved: ResolvedSettings) -> tuple[CapacityResult, CapacitySummary]:
         try:
             found = compute_capacity(
@@ -264,6 +282,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
             )
         except NotModelledError as exc:
             found = _observed_capacity(spec, exc, recipe, resolved, arch, gpu, version.modelled, identity)
+        else:
+            found, boot[0] = keyed.on_record(found, resolved)
         # The engine's own log for this very plan stands beside the prediction; the safe default follows the lower.
         return found, with_observed_pool(found.summary, recipe, resolved, identity)
 
@@ -273,6 +293,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         # its pin held. On hybrid SGLang models the pool depends on the seats, so settle it in a few rounds.
         # The count is always marked computed, also when it equals the built-in 6: one label for one thing.
         for _ in range(3):
+            if boot[0][1] is not None:
+                break  # a boot recorded at these seats: its pool is this plan's, the seats stay the ones it ran
             target = default_seats(summary.safe_max_num_seqs, spec.default_max_num_seqs)
             if target == settings.max_num_seqs.value and settings.max_num_seqs.layer == "computed":
                 break
@@ -287,7 +309,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     if summary.avg_context_at_max_num_seqs > summary.max_model_len:
         # No request is longer than the window: past it the bound only says every seat holds a full window.
         summary = replace(summary, avg_context_at_max_num_seqs=summary.max_model_len)
-    findings = list(result.findings)
+    findings = [*result.findings, *boot[0][2]]  # the prediction's, and an unreadable record's warning
     findings += unplaced_flag_findings(spec, options)
     findings += _version_findings(spec, version)
     peers = tuple(_peer_snapshot(p) for p in request.peer_hardware)
@@ -322,7 +344,65 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         witness_request=planner.request,
         witness_unavailable=planner.unavailable,
         footprint_bytes=result.footprint_bytes,
+        boot_key=boot[0][0],
+        boot_record=boot[0][1],
     )
+
+
+@dataclass(frozen=True)
+class _BootContext:
+    """What a plan's recorded boot is looked up and replayed with (dspark.planning.boot_records)."""
+
+    spec: AnyEngineSpec
+    recipe: Recipe | None
+    options: Any  # the pasted flags capacity reads
+    launched: Any  # every engine flag the launch passes, for the key's memory flags
+    arch: ModelArchitecture
+    weights: WeightBytes | None
+    drafter: Drafter | None
+    hardware: HardwareSnapshot
+    gpu: GpuInfo | None
+    version: EngineVersion
+    env: Mapping[str, str]
+
+    def at_inputs(self, inputs: CapacityInputs, resolved: ResolvedSettings) -> CapacityResult:
+        return self.spec.capacity(
+            self.arch, self.options, inputs, gpu=self.gpu, weights=self.weights, drafter=self.drafter, env=self.env,
+            cpu_flags=self.hardware.cpu_flags if resolved.platform.value == "cpu" else None,
+            cpu_arch=self.hardware.cpu_arch, version=self.version.modelled,
+        )
+
+    def on_record(self, found: CapacityResult, resolved: ResolvedSettings,
+                  ) -> tuple[CapacityResult, tuple[BootKey | None, BootRecord | None, list[Finding]]]:
+        """The figures on the boot recorded for this very plan (start --watch, sweep), where the budget is an
+        estimate and the store has one; the key either way."""
+        spec = self.spec
+        inputs = capacity_inputs(spec, resolved, self.recipe)
+        key = plan_key(spec, self.launched, inputs, found, arch=self.arch, weights=self.weights,
+                       hardware=self.hardware, gpu=self.gpu, engine_version=str(self.version.requested))
+        record, problems = lookup(key, self.env) if found.summary.kv_budget_source == "estimate" else (None, [])
+        if record is None:
+            return found, (key, None, problems)
+
+        def at_pin(value: int) -> CapacityResult:
+            if spec.pool_pin == "bytes":
+                return self.at_inputs(replace(inputs, kv_cache_memory_bytes=value), resolved)
+            pinned = {**inputs.engine_values, spec.pool_pin_knob: value}
+            return self.at_inputs(replace(inputs, engine_values=pinned), resolved)
+
+        return apply_record(record, found, at_pin, spec.pool_pin, key), (key, record, problems)
+
+
+def _launched_options(spec: AnyEngineSpec, recipe: Recipe | None, request: ValidateRequest, options: Any) -> Any:
+    """The engine flags the launch passes (the recipe's engine_args, then those after `--`), as its reader sees
+    them: what a recorded boot's key takes its memory flags from."""
+    pasted = tuple(recipe.engine_args) if recipe is not None else ()
+    if not pasted:
+        return options
+    try:
+        return spec.parse_flags((*pasted, *request.engine_flags))
+    except InputError:
+        return options
 
 
 def _plan_and_witness_request(

@@ -7,7 +7,7 @@ and the supervisor reads every line of a started engine with the format of the p
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 
@@ -24,17 +24,24 @@ def _no_args(_line: str) -> dict[str, object] | None:
     return None
 
 
+def _no_terms(_line: str) -> Mapping[str, float] | None:
+    return None
+
+
 @dataclass(frozen=True)
 class LogFormat:
-    """One engine's start-up lines: the KV-pool line and the arguments line.
+    """One engine's start-up lines: the KV-pool line, the arguments line and its own memory accounting.
 
     kv_pool_pattern: a regex; group 1 is the pool in tokens, optional groups 2 and 3 the window and the
     concurrency (digits with thousands separators). engine_args: the arguments line's values by dest name, or
-    None for any other line. The empty pattern reads no pool (a child that is no engine).
+    None for any other line. memory_terms: the memory figures a line states, by dspark's name for each term
+    (`weights_gib`, `available_kv_gib`, ...: as printed, in the engine's unit), or None. The empty pattern reads
+    no pool (a child that is no engine).
     """
 
     kv_pool_pattern: str = ""
     engine_args: Callable[[str], dict[str, object] | None] = _no_args
+    memory_terms: Callable[[str], Mapping[str, float] | None] = _no_terms
     _compiled: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

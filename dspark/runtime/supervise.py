@@ -50,6 +50,7 @@ class EngineLog:
         self._tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
         self.kv_pool: KvPoolLine | None = None
         self.engine_args: dict[str, object] | None = None
+        self.memory_terms: dict[str, float] = {}  # the engine's own memory figures, the first of each term
         self.last_error: str | None = None
         self.kv_seen = threading.Event()
         self.reader_error: str | None = None  # the first exception the reader thread survived
@@ -64,6 +65,10 @@ class EngineLog:
             self.kv_seen.set()
         if self.engine_args is None and (nd := self._format.engine_args(line)) is not None:
             self.engine_args = nd
+        if (terms := self._format.memory_terms(line)) is not None:
+            with self._lock:
+                for name, value in terms.items():
+                    self.memory_terms.setdefault(name, value)
         if (err := _ERROR_LINE.search(line)) is not None:
             self.last_error = f"{err.group(1)}: {err.group(2)}"
 
@@ -81,6 +86,11 @@ class EngineLog:
         reader = (f"dspark's log reader failed {self.reader_errors} time(s), first: {self.reader_error}\n"
                   if self.reader_error else "")
         return f"{head}{reader}last log lines:\n  {tail}"
+
+    def terms(self) -> dict[str, float]:
+        """The memory terms seen so far (a copy)."""
+        with self._lock:
+            return dict(self.memory_terms)
 
     def tail(self, n: int = 20) -> list[str]:
         """The last n lines."""
@@ -326,8 +336,12 @@ def watch_plan(
     err: TextIO | None = None,
     log_path: Path | None = None,
     grace_s: float = 30.0,
+    on_boot: Callable[[EngineLog], Sequence[str]] | None = None,
 ) -> int:
     """Run the plan in front of the user: stream its log, forward SIGINT/SIGTERM/SIGHUP, check the printed KV pool.
+
+    on_boot: called with the engine's log once its KV-pool line is read, and again when the engine has ended
+    (the memory figures printed after that line); the lines it returns go to `err` (dspark records the boot).
 
     Returns 0 when the engine exits cleanly; 1 when it crashes on its own (its last lines go to `err`); after
     a signal the user sent (forwarded to it), the engine's own exit status (128 + N when a signal ended it).
@@ -346,6 +360,18 @@ def watch_plan(
             _ok, msg = pool_message(seen, expected_pool_tokens)
             err.write(msg + "\n")
             err.flush()
+            booted(engine.log)
+
+    def booted(log: EngineLog) -> None:
+        if on_boot is None or log.kv_pool is None:
+            return
+        try:
+            lines = list(on_boot(log))
+        except Exception as exc:  # noqa: BLE001 - recording the boot must never take the engine down
+            lines = [f"dspark: warning: the boot was not recorded: {type(exc).__name__}: {exc}"]
+        for line in lines:
+            err.write(line + "\n")
+        err.flush()
 
     engine = EngineProcess(plan, log_format=log_format, log_path=log_path, echo=out, watchers=[check_pool])
     with forwarding_signals(engine, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as received:
@@ -359,6 +385,7 @@ def watch_plan(
                 engine.send(signal.SIGKILL, group=True)
                 break
         outcome = engine.stop(timeout=5.0)
+    booted(engine.log)  # the figures printed after the pool line (graph capture) join the record
     if outcome.stragglers:
         err.write(f"dspark: killed {len(outcome.stragglers)} engine process(es) left behind by the main one\n")
     if engine.log.reader_error:
