@@ -33,11 +33,18 @@ _KEY = re.compile(r"^[0-9a-f]{16}$")
 
 
 def data_dir(env: Mapping[str, str] | None = None) -> Path:
-    """dspark's data directory: $DSPARK_DATA_DIR, else $XDG_DATA_HOME/dspark, else ~/.local/share/dspark."""
-    env = os.environ if env is None else env
-    if own := env.get(DATA_DIR_ENV, "").strip():
+    """dspark's data directory: $DSPARK_DATA_DIR, else $XDG_DATA_HOME/dspark, else ~/.local/share/dspark.
+
+    Each variable is read from `env` (a request's environment), else from this process's: a request that carries
+    a partial environment still finds the user's store, not another one.
+    """
+    def var(name: str) -> str:
+        value = env.get(name) if env is not None else None
+        return (value if value is not None else os.environ.get(name, "")).strip()
+
+    if own := var(DATA_DIR_ENV):
         return Path(own).expanduser()
-    xdg = env.get("XDG_DATA_HOME", "").strip()
+    xdg = var("XDG_DATA_HOME")
     base = Path(xdg).expanduser() if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share"
     return base / "dspark"
 
