@@ -21,6 +21,7 @@ from dspark.cli import cli
 from dspark.commands import options as declared
 from dspark.commands.advise import run_advise
 from dspark.commands.bench import bench
+from dspark.commands.observations import observations_clear, observations_list, observations_show
 from dspark.commands.probe import probe
 from dspark.commands.recipes import recipes_list, recipes_show
 from dspark.commands.start import start_command
@@ -142,6 +143,9 @@ CALLS = [
     (("recipes", "list"), ("call",), recipes_list, ()),
     (("recipes", "show"), ("call", "args"), recipes_show, ()),
     (("top",), ("call", "args"), top, ("client_factory",)),
+    (("observations", "list"), ("call",), observations_list, ("env",)),
+    (("observations", "show"), ("call", "args"), observations_show, ("env",)),
+    (("observations", "clear"), ("call", "args"), observations_clear, ("env",)),
 ]
 
 

@@ -232,3 +232,61 @@ def test_watch_supervises_checks_the_pool_and_forwards_ctrl_c(
     time.sleep(2)
     alive = [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert alive == [], f"engine processes left behind: {alive}"
+
+
+def test_a_boot_recorded_by_watch_makes_validate_equal_the_unpinned_engine(
+    tmp_path: Path, tiny_models: Path, vllm_python: str, dspark_exe: str, engines: list[Engine]
+) -> None:
+    """Issue 28: unpinned, the CPU build sizes its KV cache as ceil(node total x utilisation) less the worker's
+    RSS after its warm-up (CPUWorker.determine_available_memory), which dspark can only estimate; after one boot
+    under `start --watch` the next `validate` of the same plan equals the engine's pool to the token."""
+    import signal  # noqa: PLC0415
+
+    import psutil  # noqa: PLC0415
+
+    # About 2.5 GiB requested whatever this host's size: the worker's RSS (some 0.6 GiB) leaves ~2 GiB of KV.
+    utilisation = min(0.9, max(0.05, round((5 << 29) / psutil.virtual_memory().total, 3)))
+    recipe = tmp_path / "tiny-unpinned.yaml"
+    recipe.write_text(
+        f"""\
+name: tiny-unpinned
+engine: vllm
+model:
+  path: {tiny_models / "dense-qwen3"}
+context:
+  max_model_len: 2048
+kv_cache:
+  gpu_memory_utilization: {utilisation}
+engine_args: ["--enforce-eager", "--skip-tokenizer-init", "--dtype", "float16"]
+"""
+    )
+    data = tmp_path / "data"
+    env = _env(vllm_python, MAX_NUM_SEQS="2", DSPARK_PORT=str(free_port()), DSPARK_DATA_DIR=str(data))
+    env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # that would pin it
+    predicted = _validate(dspark_exe, recipe, env)["capacity"]
+    assert predicted["kv_budget_source"] == "estimate"  # type: ignore[index]
+    assert "budget_source" not in predicted and "observed_boot" not in predicted  # type: ignore[operator]
+
+    watcher = Engine([dspark_exe, "start", str(recipe), "--watch"], env)
+    engines.append(watcher)
+    watcher.wait_for(r"dspark: recorded this boot's KV pool", timeout=240)
+    match = parse_line(watcher.text())
+    assert match is not None
+    engine_pool = int(match["tokens"].replace(",", ""))
+    watcher.proc.send_signal(signal.SIGINT)
+    assert watcher.proc.wait(timeout=90) in (0, 130, 128 + signal.SIGINT)
+
+    observed = _validate(dspark_exe, recipe, env)
+    capacity = observed["capacity"]
+    assert capacity["kv_pool_tokens"] == engine_pool  # type: ignore[index]
+    assert f"{capacity['max_concurrency']:.2f}" == match["conc"]  # type: ignore[index]
+    assert capacity["budget_source"] == "observed" and capacity["kv_budget_source"] == "observed"  # type: ignore[index]
+    boot = capacity["observed_boot"]  # type: ignore[index]
+    assert boot["pool_tokens"] == engine_pool and boot["label"] == "observed on this host"
+    # The engine's own split of the requested memory (CPU worker: KV and non-KV), as it printed them.
+    assert {"available_kv_gib", "requested_gib", "non_kv_gib"} <= set(boot["terms"])
+    listed = subprocess.run([dspark_exe, "observations", "list", "--json"], env=env, capture_output=True, text=True,
+                            timeout=60, check=True)
+    records = json.loads(listed.stdout)["records"]
+    assert [r["pool_tokens"] for r in records] == [engine_pool]
+    assert str(data) in json.loads(listed.stdout)["store"]

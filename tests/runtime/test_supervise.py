@@ -278,3 +278,34 @@ def test_engine_dies_with_a_killed_supervisor(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30, check=True)
     child = int(proc.stdout.split()[0])
     wait_for(lambda: group_members(child) == [], timeout=10)
+
+
+def test_watch_hands_the_boot_to_on_boot_at_the_pool_line_and_at_the_end() -> None:
+    child = plan("""
+        print("(EngineCore pid=1) INFO [cpu_worker.py:260] Auto set (2.22/23.54) GiB for KV cache on node 0, with "
+              "2.82 GiB requested memory for the worker. 0.6 GiB memory was consumed by non-kv usages.")
+        print("(EngineCore pid=1) INFO [kv_cache_utils.py:2327] CPU KV cache size: 2,327,808 tokens, Maximum "
+              "concurrency for 2,048 tokens per request: 1136.62x")
+        print("(EngineCore pid=1) INFO [model_runner.py:722] Graph capturing finished in 1 secs, took 0.15 GiB")
+    """)
+    seen: list[tuple[int, dict[str, float]]] = []
+
+    def on_boot(log: object) -> list[str]:
+        kv = log.kv_pool  # type: ignore[attr-defined]
+        seen.append((kv.pool_tokens, log.terms()))  # type: ignore[attr-defined]
+        return [f"recorded {len(seen)}"]
+
+    def broken(log: object) -> list[str]:
+        raise RuntimeError("store bug")
+
+    out, err = io.StringIO(), io.StringIO()
+    assert watch_plan(child, None, log_format=VLLM_LOG, out=out, err=err, on_boot=on_boot) == 0
+    assert [pool for pool, _ in seen] == [2_327_808, 2_327_808]
+    assert seen[0][1] == {"available_kv_gib": 2.22, "node_total_gib": 23.54, "requested_gib": 2.82,
+                          "non_kv_gib": 0.6}
+    assert seen[1][1]["cudagraph_captured_gib"] == 0.15  # the line after the pool joins at the end
+    assert "recorded 1\n" in err.getvalue() and "recorded 2\n" in err.getvalue()
+    # A recorder that raises is a warning; the engine is watched to its end all the same.
+    err = io.StringIO()
+    assert watch_plan(child, None, log_format=VLLM_LOG, out=io.StringIO(), err=err, on_boot=broken) == 0
+    assert "warning: the boot was not recorded: RuntimeError: store bug" in err.getvalue()
