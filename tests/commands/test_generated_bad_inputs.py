@@ -465,6 +465,12 @@ OTHER_ENV: dict[str, tuple[tuple[str, tuple[str, ...], int, Files], ...]] = {
     "LWS_GROUP_SIZE": (("abc", ("validate",), 2, {}), ("", ("validate",), 2, {}), ("0", ("validate",), 2, {})),
     "LWS_WORKER_INDEX": (("abc", ("validate",), 2, {}), ("-1", ("validate",), 2, {})),
     "LWS_LEADER_ADDRESS": (("", ("validate",), 2, {}), ("10.0.0.3", DRY, 0, {})),
+    # The store of recorded boots: a missing, file-blocked or corrupt store never fails a plan or a listing;
+    # showing a corrupt record is bad input naming the file.
+    "DSPARK_DATA_DIR": (("{tmp}/data", ("validate",), 0, {}), ("{tmp}/notdir", ("observations", "list"), 0,
+                                                                {"notdir": "x"}),
+                        ("{tmp}/d", ("observations", "show", "0123456789abcdef"), 2,
+                         {"d/observations/0123456789abcdef.json": b"\xff{bad"})),
     # Read only when a start runs on Ray: a plain plan does not look at it.
     "RAY_ADDRESS": (("nowhere:1", ("validate",), 0, {}),),
 }

@@ -16,11 +16,11 @@ from dspark.runtime import boot_store
 from dspark.runtime.engine_log import KvPoolLine
 from dspark.runtime.supervise import EngineLog
 
-SECRET = "hf_Zz9SecretTokenValue0123456789"
+SECRET = "hf_Zz9SecretTokenValue0123456789"  # noqa: S105 - a made-up value no record may hold
 
 
-def _plan(recipe: str, *, hardware: str = "h200", env: dict[str, str] | None = None, flags: dict[str, Any] | None = None,
-          engine_flags: tuple[str, ...] = ()) -> ValidationReport:
+def _plan(recipe: str, *, hardware: str = "h200", env: dict[str, str] | None = None,
+          flags: dict[str, Any] | None = None, engine_flags: tuple[str, ...] = ()) -> ValidationReport:
     return validate(ValidateRequest(flags={"hardware": hardware, **(flags or {})}, recipe=recipe,
                                     engine_flags=engine_flags, env=env or {}))
 

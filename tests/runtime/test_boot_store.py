@@ -67,7 +67,7 @@ def test_save_then_load_round_trips_and_writes_atomically(env: dict[str, str],
 
 def _corruptions(good: str) -> list[bytes]:
     """Generated bad files: every truncation point of a good record, random bytes, and wrong shapes."""
-    rng = random.Random(28)
+    rng = random.Random(28)  # noqa: S311 - reproducible test data, not cryptography
     cut = [good[:n].encode() for n in range(0, len(good), max(1, len(good) // 25))]
     noise = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200))) for _ in range(10)]
     data = json.loads(good)
