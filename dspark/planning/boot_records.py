@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import socket
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -76,7 +76,7 @@ def plan_key(spec: AnyEngineSpec, options: Any, inputs: CapacityInputs, predicte
         "engine_flags": dict(spec.memory_flags(options)),
         "budget": {"source": summary.kv_budget_source,
                    "pinned_bytes": summary.kv_budget_bytes if summary.kv_budget_source == "pinned" else None},
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,
     })
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     return BootKey(digest, identity)

@@ -17,7 +17,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,6 +195,8 @@ def save(record: BootRecord, env: Mapping[str, str] | None = None) -> Path:
     folder = store_dir(env)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / f"{record.key}.json"
+    import tempfile  # noqa: PLC0415 - only a write needs it; validate only reads
+
     fd, name = tempfile.mkstemp(prefix=f".{record.key}.", suffix=".tmp", dir=folder)
     tmp = Path(name)
     try:
