@@ -150,6 +150,7 @@ def wait_gpu_free(limit_mib: int = 1024, seconds: float = 60) -> int:
 
 
 def dspark_env(src: Path) -> dict[str, str]:
+    """dspark from SRC (its subprocesses also run in SRC: `python -m` puts the working directory first)."""
     return dict(os.environ, PYTHONPATH=f"{src}:{DSPARK_SITE}", PYTHONUNBUFFERED="1")
 
 
@@ -234,8 +235,8 @@ def run_point(eng: Engine, pt: Point, argv: list[str], src: Path, edir: Path, ti
         cmd += ["--input-len", str(pt.input_len), "--prompt-kind", "ids", "--seed", str(zlib.crc32(key.encode()))]
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=dspark_env(src), timeout=timeout,
-                              check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=dspark_env(src), cwd=src,
+                              timeout=timeout, check=False)
         rc, stderr = proc.returncode, proc.stderr[-3000:]
     except subprocess.TimeoutExpired:
         rc, stderr = 124, f"timed out after {timeout:.0f} s"
@@ -264,7 +265,8 @@ def run_engine(eng: Engine, src: Path, vsite: Path, out: Path, end: float, done:
     dry_cmd = [sys.executable, "-m", "dspark", "start", "--model", str(mdir), "--engine", "vllm",
                "--engine-version", ENGINE_VERSION, "--max-num-seqs", str(eng.seats), "--max-model-len",
                str(eng.max_model_len), *eng.dspark, "--dry-run", "--json", "--", *COMMON, *eng.flags]
-    dry = subprocess.run(dry_cmd, capture_output=True, text=True, env=dspark_env(src), check=False, timeout=120)
+    dry = subprocess.run(dry_cmd, capture_output=True, text=True, env=dspark_env(src), cwd=src, check=False,
+                         timeout=120)
     record: dict[str, Any] = {"engine_config": eng.name, "dspark_dry_run": dry_cmd[2:],
                               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     try:
@@ -303,7 +305,8 @@ def run_engine(eng: Engine, src: Path, vsite: Path, out: Path, end: float, done:
         warm = [sys.executable, "-m", "dspark", "bench", "--url", f"http://127.0.0.1:{PORT}", "-c", "4", "-n", "8",
                 "--input-len", "512", "--max-tokens", "32", "--prompt-kind", "ids", "--no-metrics", "--no-progress",
                 "--json", "--seed", "99"]
-        w = subprocess.run(warm, capture_output=True, text=True, env=dspark_env(src), timeout=120, check=False)
+        w = subprocess.run(warm, capture_output=True, text=True, env=dspark_env(src), cwd=src, timeout=120,
+                           check=False)
         record["warmup_rc"] = w.returncode
         points = []
         for pt in eng.points:
