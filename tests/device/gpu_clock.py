@@ -88,6 +88,9 @@ class Engine:
     flags: tuple[str, ...] = ()
     start_est_s: float = 120
     points: tuple[Point, ...] = field(default=())
+    # untimed warm-up benches before the points, one per concurrency (512 in, 32 out, max(c, 8) requests): the
+    # first requests of a shape pay one-time costs (vLLM's Triton fused-MoE kernel compiles per tile config)
+    warmup: tuple[int, ...] = (4,)
 
 
 def sweep(prefix: str, concurrencies: tuple[int, ...], input_len: int = 1024, output_len: int = 256,
@@ -114,6 +117,12 @@ PLANS: dict[str, tuple[Engine, ...]] = {
                points=sweep("e", (1, 8, 32), est=35)),
         Engine("qwen3-8b-s8-prefix", "qwen3-8b", 8, start_est_s=120, points=PREFIX),
         Engine("qwen3-8b-s16-prefix", "qwen3-8b", 16, start_est_s=120, points=PREFIX),
+    ),
+    # the MoE again after a warm-up at every concurrency: B's 8-stream point paid a fused-MoE JIT (see its README)
+    "C": (
+        Engine("qwen3-30b-a3b-s128-wide-warmup", "qwen3-30b-a3b", 128, start_est_s=150,
+               warmup=(1, 2, 4, 8, 16, 32, 64, 128),
+               points=(*sweep("m", (8, 2, 16, 64)), *sweep("m", (8, 32), 4096), *sweep("m", (1, 32, 128)))),
     ),
 }
 
@@ -257,6 +266,15 @@ def run_point(eng: Engine, pt: Point, argv: list[str], src: Path, edir: Path, ti
     return {"config": cfg, "summary": summary, "bench_rc": rc, "file": f"{eng.name}/{pt.name}.json"}
 
 
+def warm_up(concurrency: int, src: Path) -> int:
+    """One untimed bench (no /metrics); its exit status."""
+    cmd = [sys.executable, "-m", "dspark", "bench", "--url", f"http://127.0.0.1:{PORT}", "-c", str(concurrency),
+           "-n", str(max(concurrency, 8)), "--input-len", "512", "--max-tokens", "32", "--prompt-kind", "ids",
+           "--no-metrics", "--no-progress", "--json", "--seed", str(99 + concurrency)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=dspark_env(src), cwd=src, timeout=120,
+                          check=False).returncode
+
+
 def run_engine(eng: Engine, src: Path, vsite: Path, out: Path, end: float, done: set[str], state: Path,
                log: Log) -> dict[str, Any]:
     edir = out / eng.name
@@ -301,13 +319,7 @@ def run_engine(eng: Engine, src: Path, vsite: Path, out: Path, end: float, done:
         log(f"{eng.name}: healthy={healthy} after {time.monotonic() - t0:.1f} s (rc {proc.poll()})")
         if not healthy:
             return record
-        # untimed warm-up: the first requests after start pay one-time costs
-        warm = [sys.executable, "-m", "dspark", "bench", "--url", f"http://127.0.0.1:{PORT}", "-c", "4", "-n", "8",
-                "--input-len", "512", "--max-tokens", "32", "--prompt-kind", "ids", "--no-metrics", "--no-progress",
-                "--json", "--seed", "99"]
-        w = subprocess.run(warm, capture_output=True, text=True, env=dspark_env(src), cwd=src, timeout=120,
-                           check=False)
-        record["warmup_rc"] = w.returncode
+        record["warmup_rc"] = [warm_up(c, src) for c in eng.warmup]
         points = []
         for pt in eng.points:
             key = f"{eng.name}/{pt.name}"
