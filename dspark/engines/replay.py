@@ -1,7 +1,7 @@
 """Which engines dspark can replay a workload through, without a model: their scheduler's request builder.
 
-Each engine that can is a module dspark.engines.<engine>.replay_input with REPLAY_SCRIPT (run by path in the
-engine's interpreter), MARKER (its answer line's prefix), replay_engine_part(...) and simulator_name(version).
+Each engine that can is a module dspark.engines.<engine>.replay_input with REPLAY_TOOL (the dspark_inside tool
+run in the engine's interpreter), replay_engine_part(...) and simulator_name(version).
 """
 
 from __future__ import annotations
