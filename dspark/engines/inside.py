@@ -124,7 +124,7 @@ def _killed_on_termination(proc: subprocess.Popen[str]) -> Iterator[None]:
         _restore(previous)
 
 
-def _restore(previous: Mapping[int, Any]) -> None:
+def _restore(previous: Mapping[signal.Signals, Any]) -> None:
     for s, h in previous.items():
         signal.signal(s, signal.SIG_DFL if h is None else h)
 

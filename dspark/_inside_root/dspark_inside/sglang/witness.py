@@ -35,6 +35,7 @@ import subprocess
 import sys
 import traceback
 import types
+from collections.abc import Mapping
 from typing import Any
 
 from dspark_inside import checks, protocol
@@ -283,7 +284,7 @@ class _ParallelState:
         raise AttributeError(name)
 
 
-def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang's start-up steps, in its order
+def run_case(case: Mapping[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang's start-up steps, in its order
     """Resolve one launch the way SGLang does and size its pools; errors come back as text, not raised."""
     runtime_context = None  # 0.5.15 on
     with contextlib.suppress(ImportError):

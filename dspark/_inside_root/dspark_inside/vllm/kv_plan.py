@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import importlib
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -102,7 +103,7 @@ def _layout(name: str) -> Any:
     return None
 
 
-def planning_config(req: dict[str, Any]) -> Any:
+def planning_config(req: Mapping[str, Any]) -> Any:
     """The VllmConfig fields the planning functions read, holding dspark's resolved values."""
     layout = _layout(req.get("kv_cache_layout", "NHD"))
     cache = SimpleNamespace(
@@ -142,7 +143,7 @@ def planning_config(req: dict[str, Any]) -> Any:
     )
 
 
-def missing(req: dict[str, Any]) -> list[str]:
+def missing(req: Mapping[str, Any]) -> list[str]:
     """What this release lacks of the pieces the planning calls (empty: it can read the release)."""
     found = []
     try:
@@ -164,7 +165,7 @@ def missing(req: dict[str, Any]) -> list[str]:
     return found
 
 
-def plan(req: dict[str, Any], what: str = "the witness") -> Planned:
+def plan(req: Mapping[str, Any], what: str = "the witness") -> Planned:
     """Run the engine's planner on the request; a release without its pieces is refused, naming what it lacks."""
     lacking = missing(req)
     if lacking:  # say so plainly rather than fail somewhere inside the engine
