@@ -140,10 +140,9 @@ def test_a_timeout_kills_the_tool_and_what_it_started(tmp_path: Path) -> None:
         open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{child.pid}}")
         time.sleep(300)
     """)
-    start = time.monotonic()
     with pytest.raises(InsideFailure) as failure:
         run_inside(str(python), "vllm.argv_check", {}, 3)
-    assert failure.value.why == "timeout" and time.monotonic() - start < 30
+    assert failure.value.why == "timeout"
     for pid in map(int, pids.read_text().split()):
         assert _wait_gone(pid), f"process {pid} outlived the timeout"
 
