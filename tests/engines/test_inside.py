@@ -17,6 +17,11 @@ from pathlib import Path
 
 import pytest
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 (requires-python): pytest itself brings tomli there
+    import tomli as tomllib
+
 from dspark.engines import ENGINE_NAMES
 from dspark.engines.inside import INSIDE_ROOT, MARKER, InsideFailure, inside_env, run_inside, run_process
 from dspark_inside import protocol
@@ -66,6 +71,10 @@ def test_a_wheel_ships_the_inside_package() -> None:
     found = set(finder.find(str(ROOT), include=["dspark*"]))
     assert {"dspark._inside_root.dspark_inside", "dspark._inside_root.dspark_inside.vllm",
             "dspark._inside_root.dspark_inside.sglang"} <= found
+    # And as package data, should discovery ever leave folders without __init__.py out.
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["dspark"]
+    data = {p for pattern in patterns for p in (ROOT / "dspark").glob(pattern)}
+    assert set((INSIDE_ROOT / "dspark_inside").rglob("*.py")) <= data
     shipped = importlib.resources.files("dspark") / "_inside_root" / "dspark_inside"
     assert (shipped / "protocol.py").is_file() and (shipped / "vllm" / "argv_check.py").is_file()
 
