@@ -16,8 +16,8 @@ from dspark.capacity.seats import safe_seats_full_window
 from dspark.core.errors import EngineNotInstalledError
 from dspark.core.findings import Finding
 from dspark.engines import ENGINE_NAMES, engine_spec
-from dspark.engines.base import PlannerInput
 from dspark.engines.inside import InsideFailure, run_inside
+from dspark.engines.spec import PlannerInput
 
 
 @dataclass(frozen=True)
