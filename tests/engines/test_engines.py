@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pytest
 
@@ -12,6 +12,7 @@ from dspark.core.errors import EngineArgError, EngineNotInstalledError, InputErr
 from dspark.engines import get_engine
 from dspark.engines.argv import strip_flags
 from dspark.engines.base import ArgvCheck, check_argv, require_ok
+from dspark.engines.inside import MARKER
 from dspark.engines.serve_config import ServeConfig
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.vllm.adapter import VllmEngine
@@ -129,9 +130,10 @@ def test_unknown_engine_is_input_error() -> None:
 
 
 def _fake_runner(payload: dict[str, object]) -> object:
-    def run(argv: Sequence[str], stdin: str, timeout: float) -> subprocess.CompletedProcess[str]:
-        assert json.loads(stdin)[0] == "/m"
-        return subprocess.CompletedProcess(argv, 0, "noise\nDSPARK_ARGV_CHECK " + json.dumps(payload) + "\n", "")
+    def run(argv: Sequence[str], stdin: str, timeout: float, env: Mapping[str, str]
+            ) -> subprocess.CompletedProcess[str]:
+        assert json.loads(stdin)["argv"][0] == "/m"
+        return subprocess.CompletedProcess(argv, 0, "noise\n" + MARKER + json.dumps(payload) + "\n", "")
     return run
 
 
@@ -162,7 +164,8 @@ def test_check_argv_without_a_device_says_how_vllm_033s_parser_loads() -> None:
               "RuntimeError: Failed to infer device type, please set the environment variable "
               "`VLLM_LOGGING_LEVEL=DEBUG` to turn on verbose logging to help debug the issue.\n")
 
-    def run(argv: Sequence[str], stdin: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    def run(argv: Sequence[str], stdin: str, timeout: float, env: Mapping[str, str]
+            ) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(argv, 1, "", stderr)
 
     with pytest.raises(EngineNotInstalledError, match="Failed to infer device type") as err:

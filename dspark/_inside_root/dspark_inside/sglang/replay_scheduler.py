@@ -1,10 +1,7 @@
-"""Run inside SGLang's interpreter: replay a workload through the installed SGLang's own Scheduler, without a model.
+"""`python -m dspark_inside.sglang.replay_scheduler`: a workload through the installed SGLang's own Scheduler, no model.
 
-Usage: `<sglang python> replay_scheduler.py < request.json`; prints one line `DSPARK_REPLAY {json}` (a JSON list
-of requests is answered with a list, from one engine import).
-Imports only sglang, the standard library and dspark/engines/_replay_inside.py (by path: the engine-neutral half,
-step cost, arrivals, forked workers and answer; pure, so dspark's tests load this file by path without SGLang); it
-runs where dspark may not be installed.
+shapes.ReplayRequest (or a list) -> ReplayAnswer (or a list, from one engine import). SGLang is imported only when
+a request is replayed (dspark's tests import this module without it); the engine-neutral half is replay.py.
 
 What is SGLang's own code here: the Scheduler class itself, made with object.__new__ and given the state its
 __init__ would give it, except for what __init__ gets from the model worker (init_model_worker: the weights,
@@ -30,21 +27,13 @@ result processing by one step), the clock (each step costs the advisor's step co
 holds) and the arrivals on it. Metrics, IPC, the tokenizer, grammars, LoRA, disaggregation, HiCache, the
 output streamer and the draft model's own state are not built: stubs that do nothing stand in for them.
 
-request:
-    engine: {context_len, page_size, chunked_prefill_size, max_prefill_tokens, schedule_policy (null: SGLang's
-    default), disable_radix_cache, overlap_schedule (what the pools are sized for: tracking slots),
-    speculative: null | {algorithm, num_steps, eagle_topk, num_draft_tokens}, mamba: null | {strategy}};
-    plans: {"<seats>": {max_total_tokens, max_running_requests, max_mamba_cache_size}} (dspark's pool at each
-    seat count); seats: [N, ...]; requests: [{prompt: [ids], max_tokens}]; arrivals: {clients: N} | {times:
-    [s, ...]}; warm: bool; accepted_pattern: accepted draft tokens per decode step, cycled per request;
-    step_cost: see step_seconds; workers: processes to spread the seat counts over (default: the CPUs);
-    trace: bool (each pass also lists its prefill batches: [[rid, prefix_len, extend_end] per request]).
-answer: {ok, engine_version, seconds, setup_seconds, stood_in, kv: {max_total_tokens, page_size, tree_cache,
-    allocator, req_to_token_pool, mamba_slots}, results: [{seats, cold: PASS, warm: PASS | null}], error}; PASS:
-    {requests, steps, wall_time_s, prefill_time_s, prefix_cache_queries (prompt tokens), prefix_cache_hits
-    (cached prompt tokens), preemptions (retractions), kv_peak_fraction, kv_mean_fraction (token_usage, the
-    mean over the virtual time), running_peak, arrival_s, first_token_s, finish_s, output_tokens, cached_tokens
-    (each request's Req.cached_tokens): one per request in order, seconds, cpu_seconds (host time), process}.
+request (shapes.ReplayRequest): engine: {context_len, page_size, chunked_prefill_size, max_prefill_tokens,
+    schedule_policy (null: SGLang's default), disable_radix_cache, overlap_schedule (what the pools are sized for:
+    tracking slots), speculative: null | {algorithm, num_steps, eagle_topk, num_draft_tokens}, mamba: null |
+    {strategy}}; plans: {"<seats>": {max_total_tokens, max_running_requests, max_mamba_cache_size}}; trace.
+answer: shapes.ReplayAnswer; kv: {max_total_tokens, page_size, tree_cache, allocator, req_to_token_pool,
+mamba_slots}; preemptions are retractions, the KV fractions SGLang's token_usage; each pass also has
+cached_tokens (each request's Req.cached_tokens).
 """
 
 from __future__ import annotations
@@ -57,29 +46,18 @@ import sys
 import time
 import types
 from array import array
-from pathlib import Path
 from typing import Any
 
-# Run by path, this file's folder leads sys.path; keep it off (nothing here may shadow an engine module).
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+from dspark_inside import protocol
+from dspark_inside import replay as shared
+from dspark_inside.replay import step_seconds
+from dspark_inside.shapes import ReplayAnswer, ReplayRequest
 
 _TOKEN = 1  # the made-up sampled and draft token: its value only feeds the radix keys past the prompt
-# The witness's shims (torchvision has no CPU build on the package index; SGLang imports it for image
-# preprocessing only), loaded by path from dspark/engines/.
-_WITNESS = _HERE.parent.parent / "_witness_sglang.py"
-# The engine-neutral half of the replay (marker, step cost, arrivals, forked workers, the answer's scaffolding),
-# loaded by path from dspark/engines/ once per process; it loads the witness the same way.
-_SPEC = importlib.util.spec_from_file_location("_dspark_replay_inside", _HERE.parent.parent / "_replay_inside.py")
-_INSIDE: Any = sys.modules.get("_dspark_replay_inside")
-if _INSIDE is None and _SPEC is not None and _SPEC.loader is not None:
-    _INSIDE = sys.modules[_SPEC.name] = importlib.util.module_from_spec(_SPEC)
-    _SPEC.loader.exec_module(_INSIDE)
-MARKER: str = _INSIDE.MARKER
-step_seconds = _INSIDE.step_seconds
 
 
 _STOOD_IN: list[str] = []
+_PREPARED: list[bool] = []  # once per process
 
 
 def _noop(*_a: Any, **_k: Any) -> None:
@@ -89,9 +67,13 @@ def _noop(*_a: Any, **_k: Any) -> None:
 def _prepare() -> None:
     """The witness's torchvision shim, and a stand-in for setproctitle where it is missing (the scheduler module
     imports it to name its process; nothing here reads it); once per process."""
-    if _STOOD_IN or "_dspark_witness_sglang" in sys.modules:
+    if _STOOD_IN or _PREPARED:
         return
-    witness = _INSIDE.load("_dspark_witness_sglang", _WITNESS)
+    _PREPARED.append(True)
+    # The witness's shims (torchvision has no CPU build on the package index; SGLang imports it for image
+    # preprocessing only).
+    from dspark_inside.sglang import witness  # noqa: PLC0415
+
     if importlib.util.find_spec("torchvision") is None:
         _STOOD_IN.append("torchvision")
     witness.shim_torchvision()
@@ -465,7 +447,7 @@ class _Pass:
         self.cached = [0] * n
         self.live: dict[int, Any] = {}
         self.decode_steps: dict[str, int] = {}
-        self.arrivals = _INSIDE.Arrivals(replay.req["arrivals"], n)
+        self.arrivals = shared.Arrivals(replay.req["arrivals"], n)
         self.now = self.prefill_time = self.usage_time = self.peak = 0.0
         self.steps = self.running_peak = self.done = self.retracted = 0
         self.hits = self.queries = 0
@@ -621,12 +603,11 @@ def _setup(req: dict[str, Any], answer: dict[str, Any]) -> Replay:
     return r
 
 
-def replay(req: dict[str, Any]) -> dict[str, Any]:
+def replay(req: ReplayRequest) -> ReplayAnswer:
     """Every seat count of the request; errors (an engine refusal included) come back as text."""
     # Nothing here reads a model; a lookup that tried would wait on the network for minutes.
-    answer: dict[str, Any] = _INSIDE.replay(req, {"HF_HUB_OFFLINE": "1"}, _setup)
-    return answer
+    return shared.replay(req, {"HF_HUB_OFFLINE": "1"}, _setup)
 
 
-if __name__ == "__main__":  # one request on stdin, one answer line (a list of requests: a list of answers)
-    raise SystemExit(_INSIDE.main(replay))
+if __name__ == "__main__":
+    raise SystemExit(protocol.serve(protocol.each(replay)))

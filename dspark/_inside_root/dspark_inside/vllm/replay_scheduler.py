@@ -1,13 +1,10 @@
-"""Run inside vLLM's interpreter: replay a workload through the installed engine's own Scheduler, without a model.
+"""`python -m dspark_inside.vllm.replay_scheduler`: a workload through the installed vLLM's own Scheduler, no model.
 
-Usage: `<vllm python> replay_scheduler.py < request.json`; prints one line `DSPARK_REPLAY {json}` (a JSON list
-of requests is answered with a list, from one engine import).
-Imports only vllm, the standard library and dspark/engines/_replay_inside.py (by path: the engine-neutral half,
-step cost, arrivals, forked workers and answer; pure, so dspark's tests load this file by path without vLLM); it
-runs where dspark may not be installed.
+shapes.ReplayRequest (or a list) -> ReplayAnswer (or a list, from one engine import). vLLM is imported only when
+a request is replayed (dspark's tests import this module without it); the engine-neutral half is replay.py.
 
 The Scheduler and its KVCacheManager are vLLM's own, built on the KVCacheConfig the engine's planner makes of
-dspark's plan (kv_plan.py beside this file, the witness's planning), set up as EngineCore sets them up
+dspark's plan (vllm.kv_plan, the witness's planning), set up as EngineCore sets them up
 (num_gpu_blocks, block size, the block sizes resolve_kv_cache_block_sizes gives, the request block hasher),
 with the plan's seats, batched-token budget, chunked prefill, prefix caching, mamba cache mode and
 speculative method. Each step is schedule() -> a made-up ModelRunnerOutput -> update_from_output(): a request
@@ -24,22 +21,12 @@ so a finished request holds its seat and blocks one batch longer and each runnin
 ahead, and drafts are placeholders the AsyncScheduler sets itself (no update_draft_token_ids). Without it,
 EngineCore.step: schedule, execute, update, one batch at a time.
 
-request:
-    plan: the planner request (kv_plan.py); engine: {max_model_len, block_size (cache_config.block_size as
-    planned for the target), max_num_batched_tokens, enable_chunked_prefill, enable_prefix_caching,
-    mamba_cache_mode, speculative: null | {method, num_speculative_tokens, mtp_layers}, async_scheduling,
-    max_concurrent_batches (the plan's; default off, 1), scheduler: extra SchedulerConfig fields (optional)};
-    seats: [N, ...]; requests: [{prompt: [ids], max_tokens}];
-    arrivals: {clients: N} (closed loop) | {times: [s, ...]} (open loop, one per request, from the pass's
-    start); warm: bool (re-send every request after the cold pass ends, arriving the same way);
-    accepted_pattern: accepted draft tokens per decode step, cycled per request; step_cost: see step_seconds;
-    workers: processes to spread the seat counts over (default: the CPUs; forked after the engine's import).
-answer: {ok, engine_version, scheduler (its class), batch_queue (batches in flight), seconds, setup_seconds,
-    kv: {num_blocks, block_size, hash_block_size, groups},
-    results: [{seats, cold: PASS, warm: PASS | null}], error}; PASS: {requests, steps, wall_time_s,
-    prefill_time_s, prefix_cache_queries, prefix_cache_hits, preempted_queries, preempted_hits, preemptions,
-    kv_peak_fraction, kv_mean_fraction (over the virtual time), running_peak, arrival_s, first_token_s,
-    finish_s, output_tokens: one per request in order, seconds, cpu_seconds (host time), process (its pid)}.
+request (shapes.ReplayRequest): plan: the planner request (kv_plan); engine: {max_model_len, block_size
+    (cache_config.block_size as planned for the target), max_num_batched_tokens, enable_chunked_prefill,
+    enable_prefix_caching, mamba_cache_mode, speculative: null | {method, num_speculative_tokens, mtp_layers},
+    async_scheduling, max_concurrent_batches (the plan's; default off, 1), scheduler: extra SchedulerConfig
+    fields (optional)}. answer: shapes.ReplayAnswer; kv: {num_blocks, block_size, hash_block_size, groups}; each
+pass also has preempted_queries and preempted_hits.
 """
 
 from __future__ import annotations
@@ -48,35 +35,21 @@ import collections
 import contextlib
 import dataclasses
 import importlib
-import importlib.util
 import inspect
 import math
 import os
 import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-# Run by path, this file's folder leads sys.path; keep it off (nothing here may shadow an engine module).
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+from dspark_inside import protocol
+from dspark_inside import replay as shared
+from dspark_inside.replay import step_seconds
+from dspark_inside.shapes import ReplayAnswer, ReplayRequest
+from dspark_inside.vllm import kv_plan
 
-# The engine-neutral half of the replay (marker, step cost, arrivals, forked workers, the answer's scaffolding),
-# loaded by path once per process; it loads kv_plan.py the same way.
-_SPEC = importlib.util.spec_from_file_location("_dspark_replay_inside", _HERE.parent.parent / "_replay_inside.py")
-_INSIDE: Any = sys.modules.get("_dspark_replay_inside")
-if _INSIDE is None and _SPEC is not None and _SPEC.loader is not None:
-    _INSIDE = sys.modules[_SPEC.name] = importlib.util.module_from_spec(_SPEC)
-    _SPEC.loader.exec_module(_INSIDE)
 _TOKEN = 1  # the made-up sampled and draft token: its value only feeds block hashes past the prompt
-MARKER: str = _INSIDE.MARKER
-step_seconds = _INSIDE.step_seconds
-
-
-def _kv_plan() -> Any:
-    """kv_plan.py beside this file (the witness's planning), loaded by path."""
-    return _INSIDE.load("_dspark_vllm_kv_plan", _HERE / "kv_plan.py")
 
 
 def _default(f: Any) -> Any:
@@ -154,7 +127,7 @@ class Replay:
 
     def kv_config(self, seats: int) -> Any:
         """The scheduler's KVCacheConfig of the plan at `seats` (planned as the engine plans it at start-up)."""
-        planned = _kv_plan().plan({**self.req["plan"], "max_num_seqs": seats}, "the scheduler replay")
+        planned = kv_plan.plan({**self.req["plan"], "max_num_seqs": seats}, "the scheduler replay")
         gen = getattr(self.utils, "generate_scheduler_kv_cache_config", None)
         if gen is None:
             with contextlib.suppress(ImportError, AttributeError):
@@ -246,7 +219,7 @@ class _Pass:
         self.index = {f"{tag}{i}": i for i in range(n)}
         self.decode_steps: dict[str, int] = {}
         self.reqs: dict[str, Any] = {}
-        self.arrivals = _INSIDE.Arrivals(replay.req["arrivals"], n)
+        self.arrivals = shared.Arrivals(replay.req["arrivals"], n)
         self.now = self.prefill_time = self.usage_time = self.peak = 0.0
         self.steps = self.running_peak = self.done = 0
         self.counts = {"queries": 0, "hits": 0, "preempted_queries": 0, "preempted_hits": 0}
@@ -422,7 +395,7 @@ class _Pass:
 
 def _setup(req: dict[str, Any], answer: dict[str, Any]) -> Replay:
     """The engine's version, then the set-up replay."""
-    answer["engine_version"] = _kv_plan().engine_version()
+    answer["engine_version"] = kv_plan.engine_version()
     return Replay(req)
 
 
@@ -432,13 +405,12 @@ def _done(r: Replay, answer: dict[str, Any]) -> None:
     answer["batch_queue"] = r.batch_queue
 
 
-def replay(req: dict[str, Any]) -> dict[str, Any]:
+def replay(req: ReplayRequest) -> ReplayAnswer:
     """Every seat count of the request; errors (an engine refusal included) come back as text."""
     # The replay runs no kernel: vLLM's CPU platform answers its config hooks on any host, and no GPU is touched
     # (0.33 on a host without a device it knows stops at "Failed to infer device type" without it).
-    answer: dict[str, Any] = _INSIDE.replay(req, {"VLLM_TARGET_DEVICE": "cpu"}, _setup, _done)
-    return answer
+    return shared.replay(req, {"VLLM_TARGET_DEVICE": "cpu"}, _setup, _done)
 
 
-if __name__ == "__main__":  # one request on stdin, one answer line (a list of requests: a list of answers)
-    raise SystemExit(_INSIDE.main(replay))
+if __name__ == "__main__":
+    raise SystemExit(protocol.serve(protocol.each(replay)))

@@ -1,16 +1,10 @@
 """Run inside vLLM's interpreter: the engine's own KV planner turned loose on dspark's layer specs and budget.
 
-Shared by the witness (dspark/engines/_witness.py: pool and concurrency) and the scheduler replay
-(replay_scheduler.py: the KVCacheConfig its Scheduler and KVCacheManager are built on), each loading this file
-by path, so both hand the engine the same request and get the same KVCacheConfig.
+Shared by the witness (vllm.witness: pool and concurrency) and the scheduler replay (vllm.replay_scheduler: the
+KVCacheConfig its Scheduler and KVCacheManager are built on), so both hand the engine the same request and get
+the same KVCacheConfig.
 
-request (built by dspark.engines.vllm.witness_input from dspark's own resolution):
-    max_model_len, auto_fit (bool), budget_bytes (the KV bytes per worker: dspark's pin or estimate),
-    num_gpu_blocks_override, num_prefill_lookahead_tokens, max_in_flight_tokens, max_num_batched_tokens,
-    max_num_seqs, disable_hybrid_kv_cache_manager, enable_prefix_caching, mamba_cache_mode, tp, pp,
-    kv_cache_layout ("NHD": layer-outermost), workers: one list per pipeline stage of layer specs
-    {"name", "class": FullAttentionSpec | SlidingWindowSpec | MLAAttentionSpec | MambaSpec, "block_size",
-    "kwargs": the spec's constructor arguments, dtypes as names ("bfloat16", "fp8_e4m3", ...)}.
+request: shapes.VllmPlannerRequest (built by dspark.engines.vllm.witness_input from dspark's own resolution).
 
 It finds the planning functions by what the release HAS, not by its version number: the planner module is
 the first of vllm.v1.core.kv_cache_planning (0.33+) / kv_cache_utils (0.32 and before) that defines
@@ -25,6 +19,7 @@ import contextlib
 import dataclasses
 import importlib
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -108,7 +103,7 @@ def _layout(name: str) -> Any:
     return None
 
 
-def planning_config(req: dict[str, Any]) -> Any:
+def planning_config(req: Mapping[str, Any]) -> Any:
     """The VllmConfig fields the planning functions read, holding dspark's resolved values."""
     layout = _layout(req.get("kv_cache_layout", "NHD"))
     cache = SimpleNamespace(
@@ -148,7 +143,7 @@ def planning_config(req: dict[str, Any]) -> Any:
     )
 
 
-def missing(req: dict[str, Any]) -> list[str]:
+def missing(req: Mapping[str, Any]) -> list[str]:
     """What this release lacks of the pieces the planning calls (empty: it can read the release)."""
     found = []
     try:
@@ -170,7 +165,7 @@ def missing(req: dict[str, Any]) -> list[str]:
     return found
 
 
-def plan(req: dict[str, Any], what: str = "the witness") -> Planned:
+def plan(req: Mapping[str, Any], what: str = "the witness") -> Planned:
     """Run the engine's planner on the request; a release without its pieces is refused, naming what it lacks."""
     lacking = missing(req)
     if lacking:  # say so plainly rather than fail somewhere inside the engine

@@ -1,8 +1,7 @@
-"""Run inside SGLang's interpreter: SGLang's own KV-pool sizing, in-process, with no GPU (the SGLang witness).
+"""`python -m dspark_inside.sglang.witness`: SGLang's own KV-pool sizing, in-process, with no GPU (the witness).
 
-Loaded by _witness.py (engine "sglang"), in the same process as the argv check at `start`; also runnable as a
-script for the tests and the version matrix: a JSON list of cases on stdin, one line per case starting with
-``SGLANG-ORACLE ``.
+shapes.SglangSizingCase (or a list) -> WitnessAnswer (or a list); also run in the argv check's process at
+`start`. The sizing itself (run_case) is also the sizing tool's (sglang.sizing: the tests and the version matrix).
 
 Per case it builds ``ServerArgs`` (the engine's whole resolution pipeline: mem_fraction_static, chunked
 prefill, CUDA-graph sizes, speculative defaults), publishes it, builds ``ModelConfig.from_server_args`` on a
@@ -10,7 +9,7 @@ config-only model directory, makes a ``ModelRunner`` with ``object.__new__`` and
 ``_resolve_memory_pool_config`` (``KVCacheConfigurator``'s from 0.5.16, the ModelRunner mixin's before). Any
 release from 0.5.10 on: what differs per release is found by what the release has, not by its number (its
 ``override_platform`` or, without one, its platform probes rebound; ``SpawnRanks`` or not, the WORLD group's
-home, the arguments of ``resolve_layer_indices``, the sizing path: _witness_sglang_compat.py), so one script
+home, the arguments of ``resolve_layer_indices``, the sizing path: sglang.compat), so one module
 serves ``dspark start`` and the matrix. A release with no sizing function it knows is refused by name.
 
 Stubbed, and nothing else: the GPU memory readings (``torch.cuda.mem_get_info``: free before and
@@ -22,10 +21,8 @@ multimodal preprocessing: shim modules stand in for it; likewise ``sgl_kernel`` 
 module level on any host (0.5.10; no kernel runs while sizing, and each answer lists what stood in). The
 process must not go on to serve: it only sizes.
 
-A case: {"id", "argv": [launch_server flags, --model-path included], "gpu_mib", "free_before",
-"free_after", "capability": [major, minor], "integrated", "env": {...}}. The argv goes through SGLang's own
-parser (ServerArgs.add_cli_args, ServerArgs.from_cli_args) with ``--device cuda`` appended.
-Imports nothing from dspark.
+A case's argv goes through SGLang's own parser (ServerArgs.add_cli_args, ServerArgs.from_cli_args) with
+``--device cuda`` appended.
 """
 
 from __future__ import annotations
@@ -34,21 +31,16 @@ import argparse
 import contextlib
 import importlib
 import inspect
-import json
-import os
 import subprocess
 import sys
 import traceback
 import types
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-# Run by path, this file's folder would lead sys.path, and dspark/engines/sglang/ would shadow the real engine.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-PREFIX = "SGLANG-ORACLE "
-
+from dspark_inside import checks, protocol
+from dspark_inside.sglang import compat
+from dspark_inside.shapes import SglangSizingCase, WitnessAnswer
 
 _TORCHVISION = ("torchvision", "torchvision.transforms", "torchvision.transforms.functional",
                 "torchvision.transforms.v2", "torchvision.transforms.v2.functional", "torchvision.io",
@@ -154,31 +146,16 @@ def _install_stubs() -> None:
     psutil.virtual_memory = virtual_memory
 
 
-def _sibling(name: str) -> Any:
-    """A helper module beside this file, loaded by path (this folder is off sys.path); once per process."""
-    import importlib.util  # noqa: PLC0415
-
-    key = f"_dspark_{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, _HERE / f"{name}.py")
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {_HERE / f'{name}.py'}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
-        spec.loader.exec_module(module)
-    return sys.modules[key]
-
-
 @contextlib.contextmanager
 def _platform_override(runtime_context: Any, all_probes: bool = False) -> Any:
     """CUDA of DEVICE's capability for the release: its override_platform, or its probes rebound (0.5.18 and
-    older: see _witness_sglang_compat.py; the rebinding stays for the rest of this sizing-only process).
+    older: see sglang.compat; the rebinding stays for the rest of this sizing-only process).
 
     all_probes (a case's "all_probes", the version matrix's): rebind every probe on 0.5.19 on too, whose
     override_platform leaves the probes' own bindings alone. run_case answers CUDA for the one binding known to
     matter (``sglang.srt.utils.is_cuda``, read by ``cuda_graph_config.default_prefill_backend``); the matrix runs
     both ways to show no other binding moves a figure."""
-    platform = _sibling("_witness_sglang_compat")
+    platform = compat
     if not platform.needs_legacy_platform(runtime_context):
         if all_probes:
             platform.install(lambda: platform.cuda_facts(*DEVICE.capability))
@@ -213,7 +190,6 @@ def _publish(runtime_context: Any, sa: Any) -> None:
     """Publish the server args as the scheduler does, and make rank 0 of TP x PP the parallel state its
     readers see (the process groups are never built)."""
     tp, pp = sa.tp_size, sa.pp_size
-    compat = _sibling("_witness_sglang_compat")
     parallel: Any = runtime_context.get_parallel() if hasattr(runtime_context, "get_parallel") else None
     if hasattr(parallel, "clear_stamp"):  # 0.5.21 on: ranks are stamped at publish
         parallel.clear_stamp()
@@ -308,7 +284,7 @@ class _ParallelState:
         raise AttributeError(name)
 
 
-def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang's start-up steps, in its order
+def run_case(case: Mapping[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang's start-up steps, in its order
     """Resolve one launch the way SGLang does and size its pools; errors come back as text, not raised."""
     runtime_context = None  # 0.5.15 on
     with contextlib.suppress(ImportError):
@@ -352,7 +328,6 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0915 - SGLang'
             out["context_len"] = mc.context_len
             stage = "model_runner"
             r = object.__new__(ModelRunner)
-            compat = _sibling("_witness_sglang_compat")
             path = compat.sizing_path(ModelRunner)  # raises, naming what the release lacks
             out["sizing_path"] = path
             r.server_args, r.model_config, r.gpu_id, r.is_draft_worker = sa, mc, 0, False
@@ -456,7 +431,7 @@ _STOOD_IN: list[str] = []
 _KERNEL_PACKAGES = ("sgl_kernel",)  # SGLang's CUDA kernels: no CPU build on the package index
 
 
-def _prepare() -> None:
+def prepare() -> None:
     """Shim and stubs, once per process, before the model runner is imported."""
     if _READY:
         return
@@ -464,20 +439,20 @@ def _prepare() -> None:
     _install_stubs()
     # Imported before is_cuda flips. 0.5.10-0.5.12 import GPU kernels (sgl_kernel) at module level even on a
     # CPU host: stand-ins let them import (no kernel runs while sizing), and the answers say so.
-    _STOOD_IN.extend(_sibling("_witness_sglang_compat").import_with_stand_ins(
+    _STOOD_IN.extend(compat.import_with_stand_ins(
         "sglang.srt.model_executor.model_runner", _KERNEL_PACKAGES))
     _READY.append(True)
 
 
-def witness(request: dict[str, Any]) -> dict[str, Any]:
-    """The witness answer (see _witness.py): SGLang's pool for dspark's flags and memory readings."""
-    _prepare()  # first: importing the sglang package imports torchvision in 0.5.18 and older (the shim)
+def _planner(request: SglangSizingCase) -> WitnessAnswer:
+    """SGLang's pool for dspark's flags and memory readings."""
+    prepare()  # first: importing the sglang package imports torchvision in 0.5.18 and older (the shim)
     from sglang.version import __version__  # noqa: PLC0415
 
     out = run_case({"id": "witness", **request})
     sizing = {"configurator": "KVCacheConfigurator._resolve_memory_pool_config",
               "mixin": "ModelRunner._resolve_memory_pool_config"}.get(out.get("sizing_path") or "", "(none found)")
-    answer: dict[str, Any] = {"engine_version": str(__version__), "functions": [
+    answer: WitnessAnswer = {"engine_version": str(__version__), "functions": [
         f"ServerArgs.{out.get('resolved_by', '(not reached)')}", "ModelConfig.from_server_args", sizing],
         "stood_in": out.get("stood_in", [])}
     if out.get("error"):
@@ -487,17 +462,10 @@ def witness(request: dict[str, Any]) -> dict[str, Any]:
             "max_model_len": context, "max_running_requests": out["max_running_requests"], "num_blocks": None}
 
 
-def main() -> None:
-    """Run every case from stdin; one result line per case."""
-    cases = json.load(sys.stdin)
-    _prepare()
-    environ = dict(os.environ)
-    for case in cases:
-        os.environ.clear()
-        os.environ.update(environ)  # SGLang's resolution writes SGLANG_* variables; each case starts clean
-        os.environ.update(case.get("env", {}))
-        print(PREFIX + json.dumps(run_case(case)), flush=True)
+def answer(request: SglangSizingCase) -> WitnessAnswer:
+    """The witness's answer to one request; errors (an engine refusal included) come back as text."""
+    return checks.witness("sglang", _planner, request)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(protocol.serve(protocol.each(answer)))

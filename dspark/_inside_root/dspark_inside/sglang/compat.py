@@ -6,7 +6,7 @@ modules keep the answer in a module constant computed at import (``_is_cuda = is
 answers "not CUDA". The modules must import with the CPU answers (their CUDA branches import GPU kernels
 this host lacks); afterwards this rebinds each probe the release has to one answering for the stubbed device,
 and recomputes every module constant whose source is a bare call of a probe. What is rebound is found in the
-release's own source, not in a list per version. Imports nothing from dspark; loaded by path.
+release's own source, not in a list per version.
 """
 
 from __future__ import annotations

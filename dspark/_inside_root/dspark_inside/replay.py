@@ -1,10 +1,7 @@
-"""Run inside the ENGINE's interpreter: the engine-neutral half of each scheduler replay (<engine>/inside/).
+"""The engine-neutral half of each scheduler replay (<engine>/replay_scheduler.py): no engine imported here.
 
-Loaded by path by dspark/engines/<engine>/inside/replay_scheduler.py (as "_dspark_replay_inside"), where dspark may
-not be installed: imports only the standard library, nothing of dspark and nothing of an engine. What is here: the
-answer line's marker, the advisor's step cost, the arrivals of a pass on its virtual clock, the pool of workers
-forked after the engine's import (one seat count each), and the answer's scaffolding (one request, or a list of
-them, read on stdin).
+The advisor's step cost, the arrivals of a pass on its virtual clock, the pool of workers forked after the
+engine's import (one seat count each), and the answer's scaffolding (shapes.ReplayRequest -> ReplayAnswer).
 """
 
 from __future__ import annotations
@@ -12,29 +9,13 @@ from __future__ import annotations
 import contextlib
 import gc
 import heapq
-import importlib.util
-import json
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-MARKER = "DSPARK_REPLAY "
-
-
-def load(name: str, path: Path) -> Any:
-    """The file at `path` as module `name` (the scripts' folders are off sys.path), loaded once per process."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+from dspark_inside.shapes import ReplayAnswer, ReplayRequest
 
 
 def step_seconds(cost: dict[str, float], rows: int, context_tokens: float, prefill_tokens: int) -> float:
@@ -122,8 +103,8 @@ def run_all(replay: Runs, seats: list[int], workers: int) -> list[dict[str, Any]
         return pool.map(_run_seats, seats, chunksize=1)
 
 
-def replay(req: dict[str, Any], env: dict[str, str], setup: Callable[[dict[str, Any], dict[str, Any]], Any],
-           done: Callable[[Any, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+def replay(req: ReplayRequest, env: dict[str, str], setup: Callable[[Any, dict[str, Any]], Any],
+           done: Callable[[Any, dict[str, Any]], None] | None = None) -> ReplayAnswer:
     """Every seat count of the request; errors (an engine refusal included) come back as text.
 
     env: defaults set before the engine is imported; setup(req, answer): the engine's set-up replay (a Runs), the
@@ -152,12 +133,4 @@ def replay(req: dict[str, Any], env: dict[str, str], setup: Callable[[dict[str, 
     except Exception as exc:  # noqa: BLE001 - the engine's refusal or a missing piece is the answer
         answer["error"] = f"{type(exc).__name__}: {exc}"
     answer["seconds"] = round(time.monotonic() - start, 3)
-    return answer
-
-
-def main(replay_one: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
-    """Read one request on stdin, print one answer line (a list of requests: a list of answers, one import)."""
-    request = json.loads(sys.stdin.read())
-    answer = [replay_one(r) for r in request] if isinstance(request, list) else replay_one(request)
-    sys.stdout.write(MARKER + json.dumps(answer, allow_nan=True) + "\n")
-    return 0
+    return cast("ReplayAnswer", answer)
