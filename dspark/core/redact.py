@@ -37,7 +37,8 @@ _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/?#\
 # NAME=value where NAME may be a variable or a flag; the value runs to whitespace, a quote or a delimiter.
 _ASSIGNMENT = re.compile(r"(?P<name>(?:--?)?[A-Za-z_][A-Za-z0-9_.-]*)=(?P<value>'[^']*'|\"[^\"]*\"|[^\s'\",;)\]}]+)")
 # An option in text, bare or quoted ('--api-key' in a Python list), or a quoted dict key ('api_key':).
-_OPTION = re.compile(r"(?<![\w-])(?P<q>['\"]?)(?P<flag>--?[A-Za-z][A-Za-z0-9_.-]*)(?P=q)(?![\w.=-])|(?P<k>['\"])(?P<key>[A-Za-z_]\w*)(?P=k):")
+_OPTION = re.compile(r"(?<![\w-])(?P<q>['\"]?)(?P<flag>--?[A-Za-z][A-Za-z0-9_.-]*)(?P=q)(?![\w.=-])"
+                     r"|(?P<k>['\"])(?P<key>[A-Za-z_]\w*)(?P=k):")
 # One value after an option: quoted, or a run of characters that ends a word in argv, list or dict text.
 _VALUE = re.compile(r"(?P<sep>[ \t]*,?[ \t]*\[?[ \t]*)(?P<v>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\",\])}]+)")
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")

@@ -116,7 +116,8 @@ def test_every_value_of_a_multi_value_secret_flag_is_hidden() -> None:
         ("dspark: error: unrecognized arguments: --apikey sk-abc1 sk-abc2", ["sk-abc1", "sk-abc2"]),
         ("['vllm', 'serve', '--api-key', 'sk-abc1', 'sk-abc2', '--port', '8000']", ["sk-abc1", "sk-abc2"]),
         ("non-default args: {'model': 'm', 'api_key': ['sk-abc1', 'sk-abc2'], 'port': 8000}", ["sk-abc1", "sk-abc2"]),
-        ("HF_TOKEN=hf_abc1 OPENAI_API_KEY='sk-abc2' vllm serve m --hf-token=hf_abc3", ["hf_abc1", "sk-abc2", "hf_abc3"]),
+        ("HF_TOKEN=hf_abc1 OPENAI_API_KEY='sk-abc2' vllm serve m --hf-token=hf_abc3",
+         ["hf_abc1", "sk-abc2", "hf_abc3"]),
         ("proxy http://alice:pw-abc1@proxy:3128 and https://ghp_abc2@github.com/x", ["pw-abc1", "ghp_abc2", "alice"]),
     ],
 )
@@ -143,7 +144,7 @@ def test_url_credentials_and_env_values() -> None:
 def test_control_characters_are_shown_not_obeyed() -> None:
     evil = "name\x1b[2J\x1b]0;pwned\x07\rover\u202eevil\x9b31m"
     shown_text = printable(evil + "\nline two\tcol")
-    assert not any(ord(c) < 32 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F for c in shown_text)
+    assert not any((ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F for c in shown_text)
     assert "\u202e" not in shown_text
     assert shown_text.endswith("\nline two\tcol")
     assert "\\x1b[2J" in shown_text
