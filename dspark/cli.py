@@ -19,7 +19,13 @@ from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES
 
 
 def _emit_error(code: str, message: str, hint: str | None, exit_code: int, *, as_json: bool) -> None:
-    """The error for people on stderr; with --json also exactly one JSON object on stdout."""
+    """The error for people on stderr; with --json also exactly one JSON object on stdout.
+
+    Messages quote inputs (a parser's rejection echoes the flags it was given): secrets are hidden and control
+    characters shown as escapes (dspark.core.redact.shown)."""
+    from dspark.core.redact import shown  # noqa: PLC0415 - loads only on an error
+
+    message, hint = shown(message), (shown(hint) if hint else hint)
     click.echo(f"error: {message}" + (f"\n  hint: {hint}" if hint else ""), err=True)
     if as_json:
         error = {"code": code, "message": message, "hint": hint}
@@ -364,9 +370,18 @@ def render() -> None:
               help="Seconds before the first readiness probe (default: estimated from the weights per node).")
 @click.option("--shm-size", metavar="SIZE",
               help="Size of the pod's shared-memory volume (default: the engine's figure per GPU).")
+@click.option("--secret-name", metavar="SECRET",
+              help="Secret holding the recipe's and engine flags' other secrets (default: NAME-secrets).")
+@click.option("--model-pvc", metavar="CLAIM",
+              help="PersistentVolumeClaim holding the model directory (or, for a hub name, the HF cache).")
+@click.option("--model-host-path", metavar="DIR",
+              help="Directory on each node holding the model (or the HF cache); default: the model's own path.")
+@click.option("--gpu-product", metavar="LABEL",
+              help="nvidia.com/gpu.product node selector (default: the plan's GPU, e.g. NVIDIA-H200; '' for none).")
 @click.pass_context
 def render_k8s(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, image: str, name: str | None,
-               replicas: int, hf_secret: str, ready_delay: int | None, shm_size: str | None, **params: Any) -> None:
+               replicas: int, hf_secret: str, ready_delay: int | None, shm_size: str | None, secret_name: str | None,
+               model_pvc: str | None, model_host_path: str | None, gpu_product: str | None, **params: Any) -> None:
     """A LeaderWorkerSet (plans across nodes) or a Deployment, and a Service; every pod runs `dspark start`.
 
     Exit 0 with the manifests on stdout (YAML; --json: one v1 List), 1 when the plan does not fit, 2 bad input.
@@ -385,7 +400,8 @@ def render_k8s(ctx: click.Context, /, recipe: str | None, as_json: bool, explain
             raise click.BadParameter(str(exc), param_hint="--shm-size") from None
         options = RenderOptions(image=image, name=name, replicas=replicas, hf_secret=secret,
                                 hf_secret_key=key or DEFAULT_HF_SECRET_KEY, ready_delay_s=ready_delay, shm_bytes=shm,
-                                engine_flags=request.engine_flags)
+                                engine_flags=request.engine_flags, secret_name=secret_name, model_pvc=model_pvc,
+                                model_host_path=model_host_path, gpu_product=gpu_product)
         return run_render_k8s(request, options, as_json=as_json, explain=explain)
 
     run_core(ctx, render_core, json_errors=as_json)
@@ -521,9 +537,17 @@ def sweep(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
     run_core(ctx, sweep_core, json_errors=as_json)
 
 
+def _remember_secrets(args: list[str]) -> None:
+    """The secret values in this command line and environment, hidden from every error message."""
+    from dspark.core.redact import remember, secret_argv_values, secret_env_values  # noqa: PLC0415 - light
+
+    remember(secret_argv_values(args) | secret_env_values(os.environ))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; click usage errors exit 2 (one JSON object on stdout with --json)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    _remember_secrets(args)
     # Everything after the first `--` is the engine's own flags, kept verbatim (click would drop the `--`).
     engine_flags: list[str] = []
     if "--" in args:
@@ -539,6 +563,9 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
+        from dspark.core.redact import shown  # noqa: PLC0415 - loads only on an error
+
+        exc.message = shown(exc.message)  # type: ignore[misc]  # click reads it back in format_message()
         if as_json:
             _emit_error("usage_error", exc.format_message(), None, int(ExitCode.USAGE), as_json=True)
         else:

@@ -52,8 +52,11 @@ def _normalised(name: str) -> str:
 
 
 def is_secret_name(name: str) -> bool:
-    """True for environment variable or flag names that hold secrets (HF_TOKEN, --api-key), never for counts."""
-    return name in _SECRET_FLAGS or bool(_SECRET_NAME.search(_normalised(name)))
+    """True for environment variable or flag names that hold secrets (HF_TOKEN, *_API_KEY, *_SECRET, anything
+    with PASSWORD in it, --api-key), never for counts."""
+    norm = _normalised(name)
+    return (name in _SECRET_FLAGS or bool(_SECRET_NAME.search(norm)) or bool(set(norm.split("_")) & _SECRET_WORDS)
+            or any(part in norm for part in _SECRET_PARTS))
 
 
 def is_secret_flag(flag: str) -> bool:
@@ -64,10 +67,7 @@ def is_secret_flag(flag: str) -> bool:
         return False
     if is_secret_name(name):
         return True
-    norm = _normalised(name)
-    if set(norm.split("_")) & _SECRET_WORDS or any(part in norm for part in _SECRET_PARTS):
-        return True
-    spelt = "--" + norm.lower().replace("_", "-")
+    spelt = "--" + _normalised(name).lower().replace("_", "-")
     for secret in _SECRET_FLAGS:
         rest = secret[len(spelt):]
         if len(spelt) - 2 >= _MIN_ABBREV and secret.startswith(spelt) and "-" not in rest:
@@ -146,14 +146,17 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: redact_value(k, v) for k, v in env.items()}
 
 
-def redact_text(text: str, known: Iterable[str] = ()) -> str:
+def redact_text(text: str, known: Iterable[str] = (), *, patterns: bool = True) -> str:
     """Free text (an error message, a log line, a parser's rejection) with secrets replaced: every `known`
-    value, URL credentials, `NAME=value` for secret names, and the values after a secret-looking option,
-    whether the text writes an argv (`--apikey sk-1 sk-2`), a Python list (`'--api-key', 'sk-1'`) or a
-    dict (`'api_key': ['sk-1']`)."""
+    value, URL credentials and, with `patterns`, `NAME=value` for secret names and the values after a
+    secret-looking option, whether the text writes an argv (`--apikey sk-1 sk-2`), a Python list
+    (`'--api-key', 'sk-1'`) or a dict (`'api_key': ['sk-1']`). Structured output that is redacted field by
+    field (a manifest's `secretKeyRef: {key: ...}`) is guarded without patterns."""
     for value in sorted({v for v in known if len(v) >= _MIN_KNOWN}, key=len, reverse=True):
         text = text.replace(value, REDACTED)
     text = redact_url(text)
+    if not patterns:
+        return text
     text = _ASSIGNMENT.sub(_assignment, text)
     return _redact_options(text)
 
@@ -184,6 +187,21 @@ def _redact_options(text: str) -> str:
     return "".join(out)
 
 
+# Secret values this process was given (its argv and environment, a recipe's env and engine_args): every
+# message printed through `shown` hides them wherever they appear. Filled by the CLI and the recipe reader.
+_KNOWN: set[str] = set()
+
+
+def remember(values: Iterable[str]) -> None:
+    """Add secret values to hide from every message printed through `shown` (short ones are ignored)."""
+    _KNOWN.update(v for v in values if len(v) >= _MIN_KNOWN)
+
+
+def known_secrets() -> frozenset[str]:
+    """The secret values remembered so far."""
+    return frozenset(_KNOWN)
+
+
 def printable(text: str) -> str:
     """text with control characters (escape sequences, carriage returns, bidi overrides) shown as escapes,
     keeping newlines and tabs: what an input says reaches a terminal as text, never as commands to it."""
@@ -191,5 +209,5 @@ def printable(text: str) -> str:
 
 
 def shown(text: str, known: Iterable[str] = ()) -> str:
-    """redact_text, then printable: the form of input-derived text printed to a person."""
-    return printable(redact_text(text, known))
+    """redact_text (with the remembered secrets too), then printable: input-derived text as printed."""
+    return printable(redact_text(text, {*known, *_KNOWN}))

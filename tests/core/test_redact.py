@@ -21,7 +21,7 @@ from dspark.core.redact import (
 @pytest.mark.parametrize(
     "name",
     ["--api-key", "--admin-api-key", "--hf-token", "--token", "--ssl-keyfile-password", "HF_TOKEN",
-     "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY", "DB_PASSWORD"],
+     "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY", "DB_PASSWORD", "PASSWORD_FOR_DB", "MY_SERVICE_SECRET", "PGPASSWORD", "SECRET_ACCESS"],
 )
 def test_secret_names(name: str) -> None:
     assert is_secret_name(name)
