@@ -4,24 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from dspark.core.redact import (
-    REDACTED,
-    is_secret_flag,
-    is_secret_name,
-    printable,
-    redact_argv,
-    redact_env,
-    redact_text,
-    redact_url,
-    secret_argv_values,
-    secret_env_values,
-)
+from dspark.core import redact
+from dspark.core.redact import REDACTED, is_secret_name, redact_argv, redact_env
 
 
 @pytest.mark.parametrize(
     "name",
     ["--api-key", "--admin-api-key", "--hf-token", "--token", "--ssl-keyfile-password", "HF_TOKEN",
-     "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY", "DB_PASSWORD", "PASSWORD_FOR_DB", "MY_SERVICE_SECRET", "PGPASSWORD", "SECRET_ACCESS"],
+     "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY", "DB_PASSWORD",
+     "PASSWORD_FOR_DB", "MY_SERVICE_SECRET", "PGPASSWORD", "SECRET_ACCESS"],
 )
 def test_secret_names(name: str) -> None:
     assert is_secret_name(name)
@@ -87,27 +78,28 @@ def _misspellings(flag: str) -> list[str]:
 def test_abbreviated_and_misspelt_secret_flags_are_read_as_secret(flag: str) -> None:
     variants = [flag, *_abbreviations(flag), *_misspellings(flag)]
     assert len(variants) > 10
-    missed = [v for v in variants if not is_secret_flag(v)]
+    missed = [v for v in variants if not redact.is_secret_flag(v)]
     assert missed == []
     for v in variants:
         argv = ["vllm", "serve", "m", v, "sk-one-1234", "sk-two-5678", "--max-num-seqs", "4"]
         assert redact_argv(argv) == ["vllm", "serve", "m", v, REDACTED, REDACTED, "--max-num-seqs", "4"]
-        text = redact_text(f"error: unrecognized arguments: {v} sk-one-1234 sk-two-5678")
+        text = redact.redact_text(f"error: unrecognized arguments: {v} sk-one-1234 sk-two-5678")
         assert "sk-one" not in text and "sk-two" not in text, text
 
 
 @pytest.mark.parametrize("flag", REAL_NON_SECRETS)
 def test_real_engine_flags_that_hold_no_secret_stay_readable(flag: str) -> None:
-    assert not is_secret_flag(flag)
+    assert not redact.is_secret_flag(flag)
     assert redact_argv(["vllm", flag, "8192"]) == ["vllm", flag, "8192"]
-    assert redact_text(f"argument {flag}: invalid int value: 'x8192'") == f"argument {flag}: invalid int value: 'x8192'"
+    message = f"argument {flag}: invalid int value: 'x8192'"
+    assert redact.redact_text(message) == message
 
 
 def test_every_value_of_a_multi_value_secret_flag_is_hidden() -> None:
     argv = ["vllm", "serve", "m", "--api-key", "sk-1", "sk-2", "sk-3", "--port", "8000", "--api-key=sk-4", "sk-5"]
     assert redact_argv(argv) == ["vllm", "serve", "m", "--api-key", REDACTED, REDACTED, REDACTED, "--port", "8000",
                                  f"--api-key={REDACTED}", REDACTED]
-    assert secret_argv_values(argv) >= {"sk-1", "sk-2", "sk-3", "sk-4", "sk-5"}
+    assert redact.secret_argv_values(argv) >= {"sk-1", "sk-2", "sk-3", "sk-4", "sk-5"}
 
 
 @pytest.mark.parametrize(
@@ -122,28 +114,28 @@ def test_every_value_of_a_multi_value_secret_flag_is_hidden() -> None:
     ],
 )
 def test_text_forms_of_secrets_are_redacted(text: str, secrets: list[str]) -> None:
-    out = redact_text(text)
+    out = redact.redact_text(text)
     assert [s for s in secrets if s in out] == [], out
     assert out.count(REDACTED) >= len(secrets) - (1 if "alice" in secrets else 0)
 
 
 def test_known_values_are_found_anywhere_and_short_ones_are_not_searched() -> None:
-    assert redact_text("planned 'sk-live-9', engine ['sk-live-9']", {"sk-live-9"}) == (
+    assert redact.redact_text("planned 'sk-live-9', engine ['sk-live-9']", {"sk-live-9"}) == (
         f"planned '{REDACTED}', engine ['{REDACTED}']")
-    assert redact_text("max_num_seqs=8 at port 8000", {"8"}) == "max_num_seqs=8 at port 8000"
+    assert redact.redact_text("max_num_seqs=8 at port 8000", {"8"}) == "max_num_seqs=8 at port 8000"
 
 
 def test_url_credentials_and_env_values() -> None:
     env = {"HTTPS_PROXY": "http://u:secret-pw@proxy:3128", "NO_PROXY": "localhost", "HF_TOKEN": "hf_x"}
     assert redact_env(env) == {"HTTPS_PROXY": f"http://{REDACTED}@proxy:3128", "NO_PROXY": "localhost",
                                "HF_TOKEN": REDACTED}
-    assert secret_env_values(env) >= {"hf_x", "secret-pw"}
-    assert redact_url("http://host:8000/v1") == "http://host:8000/v1"
+    assert redact.secret_env_values(env) >= {"hf_x", "secret-pw"}
+    assert redact.redact_url("http://host:8000/v1") == "http://host:8000/v1"
 
 
 def test_control_characters_are_shown_not_obeyed() -> None:
     evil = "name\x1b[2J\x1b]0;pwned\x07\rover\u202eevil\x9b31m"
-    shown_text = printable(evil + "\nline two\tcol")
+    shown_text = redact.printable(evil + "\nline two\tcol")
     assert not any((ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F for c in shown_text)
     assert "\u202e" not in shown_text
     assert shown_text.endswith("\nline two\tcol")
