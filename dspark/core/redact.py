@@ -14,7 +14,6 @@ came from inputs, before they reach a terminal.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping
 
@@ -27,9 +26,9 @@ _SECRET_FLAGS = frozenset({"--api-key", "--admin-api-key", "--hf-token", "--toke
 _SECRET_WORDS = frozenset({"APIKEY", "APIKEYS", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD",
                            "CREDENTIAL", "CREDENTIALS"})
 _SECRET_PARTS = ("APIKEY", "API_KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
-# difflib's ratio from which a flag is read as a misspelling of a secret flag (`--api-kye`: 0.89; the nearest
-# real flag, `--tokenizer` against `--token`, is 0.78).
-_MISSPELT = 0.8
+# A flag this few edits from a secret flag is read as its misspelling (`--api-kye`, `--hftoken`: 1); the nearest
+# real flags of vLLM 0.32 and SGLang 0.5 are further (`--tokenizer` is 4 from `--token`).
+_LONG_FLAG = 10  # from this length (dashes included) two edits still name the secret flag
 _MIN_ABBREV = 4  # characters after the dashes: `--api-` abbreviates --api-key, `--a` is not read as one
 REDACTED = "***"
 # scheme://userinfo@ (RFC 3986): whatever precedes the last '@' of the authority.
@@ -72,7 +71,24 @@ def is_secret_flag(flag: str) -> bool:
         rest = secret[len(spelt):]
         if len(spelt) - 2 >= _MIN_ABBREV and secret.startswith(spelt) and "-" not in rest:
             return True  # cuts into the secret flag's last word: only it can be meant
-    return bool(difflib.get_close_matches(spelt, _SECRET_FLAGS, n=1, cutoff=_MISSPELT))
+    return any(_edits(spelt, secret) <= (1 if len(secret) < _LONG_FLAG else 2) for secret in _SECRET_FLAGS)
+
+
+def _edits(a: str, b: str) -> int:
+    """Characters inserted, deleted, replaced or swapped with a neighbour to turn a into b (optimal string
+    alignment distance); stops counting past 3."""
+    if abs(len(a) - len(b)) > 3:
+        return 4
+    before: list[int] | None = None
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (ca != cb))
+            if before is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                current[j] = min(current[j], before[j - 2] + 1)
+        before, row = row, current
+    return row[-1]
 
 
 def _is_option(arg: str) -> bool:
