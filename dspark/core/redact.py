@@ -28,7 +28,7 @@ _SECRET_WORDS = frozenset({"APIKEY", "APIKEYS", "SECRET", "SECRETS", "PASSWORD",
 _SECRET_PARTS = ("APIKEY", "API_KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 # A flag this few edits from a secret flag is read as its misspelling (`--api-kye`, `--hftoken`: 1); the nearest
 # real flags of vLLM 0.32 and SGLang 0.5 are further (`--tokenizer` is 4 from `--token`).
-_LONG_FLAG = 10  # from this length (dashes included) two edits still name the secret flag
+_LONG_FLAG = 9  # from this length (dashes included) two edits still name the secret flag
 _MIN_ABBREV = 4  # characters after the dashes: `--api-` abbreviates --api-key, `--a` is not read as one
 REDACTED = "***"
 # scheme://userinfo@ (RFC 3986): whatever precedes the last '@' of the authority.
