@@ -65,7 +65,7 @@ def error_boundary(debug: bool, *, as_json: bool = False) -> Iterator[None]:
 
 
 @contextmanager
-def short_lived() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector paused while a command plans and exits (validate; a start that execs).
 
     Such a command allocates some hundred thousand objects as it imports and plans, and frees few: every
@@ -89,9 +89,20 @@ def run_core(ctx: click.Context, func: Callable[..., int | None], *args: Any, js
     mapped like any other input error; `json_errors` makes a failure print one JSON object on stdout.
     """
     debug = bool(ctx.find_root().params.get("debug"))
-    with error_boundary(debug, as_json=json_errors):
-        code = func(*args, **kwargs)
+    try:
+        with error_boundary(debug, as_json=json_errors):
+            code = func(*args, **kwargs)
+    finally:
+        if debug:
+            _debug_notes()
     ctx.exit(int(code or 0))
+
+
+def _debug_notes() -> None:
+    """Under --debug, on stderr: which recipe schema path ran, when a recipe was loaded."""
+    schema = sys.modules.get("dspark.config.recipe_schema")
+    if schema is not None and schema.recipe_schema.cache_info().currsize:
+        click.echo(schema.schema_path_note(), err=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -117,6 +128,21 @@ def probe(ctx: click.Context, as_json: bool, hardware: str | None, platform: str
     from dspark.commands.probe import probe as probe_core  # noqa: PLC0415 - keep CLI start-up light
 
     run_core(ctx, probe_core, hardware=hardware, as_json=as_json, platform=platform, json_errors=as_json)
+
+
+@cli.command()
+@click.argument("url", metavar="URL")
+@click.option("--interval", type=float, default=2.0, show_default=True, metavar="SECONDS",
+              help="Seconds between two reads of /metrics (the window rates and percentiles cover).")
+@click.option("--seats", type=int, metavar="N", help="The server's seat count, to show seats used of N.")
+@click.option("--once", is_flag=True, help="Read twice, print one view and exit.")
+@click.option("--json", "as_json", is_flag=True, help="One view as one JSON object (implies --once).")
+@click.pass_context
+def top(ctx: click.Context, url: str, interval: float, seats: int | None, once: bool, as_json: bool) -> None:
+    """Watch a running engine: seats used, queue, KV use, prefix hits, tokens/s, preemptions, TTFT and ITL."""
+    from dspark.commands.top import top as top_core  # noqa: PLC0415 - keep CLI start-up light
+
+    run_core(ctx, top_core, url, interval=interval, seats=seats, once=once, as_json=as_json, json_errors=as_json)
 
 
 @cli.group(invoke_without_command=True)
@@ -271,7 +297,7 @@ def validate(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: 
     With no RECIPE and no --model, validates the default recipe against this machine's GPUs (or, with none,
     the built-in 2x GB10 profile). Exit 0 fits, 1 does not fit, 2 bad input, 3 internal error.
     """
-    with short_lived():
+    with gc_paused():
         from dspark.commands.validate import run_validate  # noqa: PLC0415 - keep CLI start-up light
 
         run_core(ctx, lambda: run_validate(_validate_request(ctx, recipe, params), as_json=as_json,
@@ -289,9 +315,9 @@ def start(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
           watch: bool, **params: Any) -> None:
     """Validate, check the argv with the installed engine's own parser, print the plan, then exec the engine."""
     # --watch stays to supervise the engine for hours: the collector stays on for it.
-    pause: AbstractContextManager[None] = nullcontext() if watch else short_lived()
+    pause: AbstractContextManager[None] = nullcontext() if watch else gc_paused()
     with pause:
-        from dspark.commands.validate import start_command  # noqa: PLC0415 - keep CLI start-up light
+        from dspark.commands.start import start_command  # noqa: PLC0415 - keep CLI start-up light
         from dspark.planning.start import StartRequest  # noqa: PLC0415
 
         def start_core() -> int:

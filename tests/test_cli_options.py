@@ -28,11 +28,12 @@ CORES: dict[tuple[str, ...], tuple[str, str]] = {
     ("recipes", "show"): ("dspark.commands.recipes", "recipes_show"),
     ("recipes", "schema"): ("dspark.commands.recipes", "recipes_schema"),
     ("validate",): ("dspark.commands.validate", "run_validate"),
-    ("start",): ("dspark.commands.validate", "start_command"),
+    ("start",): ("dspark.commands.start", "start_command"),
     ("render", "k8s"): ("dspark.commands.render", "run_render_k8s"),
     ("advise",): ("dspark.commands.advise", "run_advise"),
     ("bench",): ("dspark.commands.bench", "bench"),
     ("sweep",): ("dspark.commands.sweep", "sweep_command"),
+    ("top",): ("dspark.commands.top", "top"),
 }
 _serial = itertools.count(7001)
 

@@ -160,7 +160,8 @@ def test_environment_md_names_only_flags_dspark_has() -> None:
 
 def test_environment_md_engine_flags_set_their_setting() -> None:
     """Each engine flag the table lists, given after --, sets that setting in the engine's flag reader."""
-    from dspark.engines.flags import flag_values_from_engine_flags, parse_engine_flags  # noqa: PLC0415
+    from dspark.engines import engine_spec  # noqa: PLC0415
+    from dspark.engines.pasted_flags import flag_values_from_engine_flags, parse_engine_flags  # noqa: PLC0415
 
     samples = {"served_model_name": "m", "tensor_parallel_size": "2", "pipeline_parallel_size": "2",
                "max_model_len": "4096", "kv_cache_dtype": "fp8_e4m3", "kv_cache_memory_bytes": "1000000",
@@ -175,7 +176,8 @@ def test_environment_md_engine_flags_set_their_setting() -> None:
             engine = {"vLLM": "vllm", "SGLang": "sglang"}[part.split()[0]]
             for flag in re.findall(r"`(--[a-z-]+)`", part):
                 argv = [flag] if name == "enable_prefix_caching" else [flag, samples[name]]
-                values = flag_values_from_engine_flags(engine, parse_engine_flags(engine, tuple(argv)))
+                spec = engine_spec(engine)
+                values = flag_values_from_engine_flags(spec, parse_engine_flags(spec, tuple(argv)))
                 assert name in values, (engine, flag, values)
                 checked += 1
     assert checked >= 20

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from dspark.core.constants import DEFAULT_RECIPE
 from dspark.core.errors import SettingsError
 from dspark.core.suggest import closest
-from dspark.engines import ENGINE_NAMES, engine_spec
+from dspark.engines import ENGINE_NAMES, engine_spec, pool_pins
 
 if TYPE_CHECKING:  # pydantic models cost start-up time; settings only reads recipe attributes
     from dspark.config.recipes import Recipe
@@ -335,21 +335,24 @@ def _recipe_value(recipe: Recipe, path: str) -> object:
 
 
 def _one_pool_pin(values: dict[str, Setting[Any]], notes: list[str]) -> None:
-    """kv_cache_memory_bytes and max_total_tokens are two spellings of one pin: the higher layer wins whole."""
-    mem, tok = values["kv_cache_memory_bytes"], values["max_total_tokens"]
-    if mem.value is None or tok.value is None:
+    """The engines' KV-pool pins (each engine package's POOL_PIN) are spellings of one pin: the higher layer wins
+    whole."""
+    set_pins = [(knob, unit) for knob, unit in dict(pool_pins()).items() if values[knob].value is not None]
+    if len(set_pins) < 2:
         return
-    if _SOURCE_RANK[mem.layer] == _SOURCE_RANK[tok.layer]:
+    (first, first_unit), (second, second_unit) = set_pins[:2]
+    a, b = values[first], values[second]
+    if _SOURCE_RANK[a.layer] == _SOURCE_RANK[b.layer]:
         raise SettingsError(
-            f"both a KV pin in bytes ({mem.source}) and one in tokens ({tok.source}) are set",
+            f"both a KV pin in {first_unit} ({a.source}) and one in {second_unit} ({b.source}) are set",
             hint="keep one: each fixes the size of the KV pool",
         )
-    if _SOURCE_RANK[mem.layer] < _SOURCE_RANK[tok.layer]:
-        notes.append(f"max_total_tokens from {tok.source} is ignored: {mem.source} pins the KV pool in bytes")
-        values["max_total_tokens"] = Setting(None, "default")
+    if _SOURCE_RANK[a.layer] < _SOURCE_RANK[b.layer]:
+        notes.append(f"{second} from {b.source} is ignored: {a.source} pins the KV pool in {first_unit}")
+        values[second] = Setting(None, "default")
     else:
-        notes.append(f"kv_cache_memory_bytes from {mem.source} is ignored: {tok.source} pins the KV pool in tokens")
-        values["kv_cache_memory_bytes"] = Setting(None, "default")
+        notes.append(f"{first} from {a.source} is ignored: {b.source} pins the KV pool in {second_unit}")
+        values[first] = Setting(None, "default")
 
 
 def _one_runtime(values: dict[str, Setting[Any]], env: Mapping[str, str], recipe: Recipe | None) -> None:

@@ -14,18 +14,23 @@ from typing import TYPE_CHECKING
 from dspark.core.errors import InputError
 
 if TYPE_CHECKING:
-    from dspark.engines.base import Engine, EngineSpec
+    from dspark.engines.spec import AnyEngineSpec, Engine
 
 ENGINE_NAMES = ("vllm", "sglang")
 DEFAULT_ENGINE = ENGINE_NAMES[0]  # when neither a flag, the environment nor a recipe names one
 
 
-def engine_spec(name: str) -> EngineSpec:
+def engine_spec(name: str) -> AnyEngineSpec:
     """The EngineSpec of `name`; unknown names are an input error listing the known ones."""
     if name not in ENGINE_NAMES:
         raise InputError(f"unknown engine {name!r}", hint=f"use one of: {', '.join(sorted(ENGINE_NAMES))}")
-    spec: EngineSpec = import_module(f"dspark.engines.{name}.spec").SPEC
+    spec: AnyEngineSpec = import_module(f"dspark.engines.{name}.spec").SPEC
     return spec
+
+
+def pool_pins() -> tuple[tuple[str, str], ...]:
+    """(knob, unit) of each engine's KV-pool pin, in ENGINE_NAMES order: its package's POOL_PIN (no spec loads)."""
+    return tuple(import_module(f"dspark.engines.{name}").POOL_PIN for name in ENGINE_NAMES)
 
 
 def get_engine(name: str) -> Engine:
@@ -33,4 +38,4 @@ def get_engine(name: str) -> Engine:
     return engine_spec(name).adapter()
 
 
-__all__ = ["DEFAULT_ENGINE", "ENGINE_NAMES", "engine_spec", "get_engine"]
+__all__ = ["DEFAULT_ENGINE", "ENGINE_NAMES", "engine_spec", "get_engine", "pool_pins"]
