@@ -55,6 +55,8 @@ def inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str
         if name.startswith(("DSPARK_", "LWS_")) or name == "MAX_NUM_SEQS":
             monkeypatch.delenv(name)
     monkeypatch.setenv("HF_TOKEN", PROCESS_TOKEN)
+    # No engine here, whatever another test left importable: start's dry run prints its plan unchecked.
+    monkeypatch.setenv("DSPARK_ENGINE_PYTHON", str(tmp_path / "no-engine" / "python"))
     env = {**ENV_SECRETS, "HTTPS_PROXY": f"http://{PROXY_USER}:{PROXY_PASSWORD}@proxy.example:3128",
            "NCCL_DEBUG": f"WARN{ESCAPES}"}
     recipe = tmp_path / "planted.yaml"
