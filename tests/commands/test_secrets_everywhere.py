@@ -62,6 +62,7 @@ def inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str
     recipe = tmp_path / "planted.yaml"
     text = (RECIPES / "flash-next-vllm.yaml").read_text().replace("name: flash-next-vllm", "name: planted")
     text = re.sub(r"description: >-\n(?:  .*\n)+", lambda _m: f"description: {_yaml_escaped(ESCAPES + ' x')}\n", text)
+    text = text.replace("  served_name: flash-next\n", f"  served_name: {_yaml_escaped('flash' + ESCAPES)}\n")
     recipe.write_text(
         f"# {ENV_SECRETS['HF_TOKEN']} in a comment\n{text}"
         + "env:\n" + "".join(f"  {k}: {_yaml_escaped(v)}\n" for k, v in env.items())
