@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dspark.core.errors import InputError, RefusedError, SettingsError
-from dspark.core.redact import is_secret_flag, is_secret_name, redact_url
+from dspark.core.redact import is_secret_flag, is_secret_name, printable, redact_url
 
 if TYPE_CHECKING:
     from dspark.planning.validate import ValidateRequest, ValidationReport
@@ -277,7 +277,7 @@ def to_yaml(objects: Sequence[Mapping[str, Any]], header: Sequence[str] = ()) ->
 
     Dumper.add_representer(str, text)
 
-    head = "".join(f"# {line}\n" for line in header)
+    head = "".join(f"# {printable(line)}\n" for line in header)  # YAML escapes its scalars; comments are ours
     docs = [yaml.dump(dict(obj), Dumper=Dumper, sort_keys=False, default_flow_style=False, width=120)
             for obj in objects]
     return head + "---\n" + "---\n".join(docs)
