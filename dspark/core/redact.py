@@ -41,6 +41,9 @@ _OPTION = re.compile(r"(?<![\w-])(?P<q>['\"]?)(?P<flag>--?[A-Za-z][A-Za-z0-9_.-]
 # One value after an option: quoted, or a run of characters that ends a word in argv, list or dict text.
 _VALUE = re.compile(r"(?P<sep>[ \t]*,?[ \t]*\[?[ \t]*)(?P<v>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\",\])}]+)")
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+# A word of a sentence or a placeholder (NAME[:KEY]) after a flag, not a value: a key has digits, dashes, case
+# mixed. Values given on the command line or in a recipe are hidden wherever they appear (`known`) anyway.
+_PROSE = re.compile(r"[a-z]{1,12}[.,;:!?]?|[A-Z][A-Z_]*(?:\[[^\]\s]*\]?)?[.,;:]?")
 # C0 and C1 controls, DEL, and the bidirectional overrides that reorder what a terminal shows.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _MIN_KNOWN = 4  # a known secret shorter than this is not searched for in text (it would hide ordinary words)
@@ -195,8 +198,9 @@ def _redact_options(text: str) -> str:
         # Every value up to the next option (vLLM's --api-key takes several), on this line only.
         while (v := _VALUE.match(text, pos)) is not None and v.group("sep"):
             quote = v.group("v")[0] if v.group("v")[0] in "'\"" else ""
-            if _is_option(v.group("v").strip("'\"")):
-                break
+            word = v.group("v").strip("'\"")
+            if _is_option(word) or (not quote and _PROSE.fullmatch(word)):
+                break  # the next option, or the sentence goes on ("'--hf-secret' requires an argument")
             out.append(f"{v.group('sep')}{quote}{REDACTED}{quote}")
             pos = v.end()
     out.append(text[pos:])

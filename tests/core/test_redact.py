@@ -140,3 +140,12 @@ def test_control_characters_are_shown_not_obeyed() -> None:
     assert "\u202e" not in shown_text
     assert shown_text.endswith("\nline two\tcol")
     assert "\\x1b[2J" in shown_text
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Option '--hf-secret' requires an argument.", "pass --hf-secret NAME[:KEY] or --secret-name SECRET",
+     "the --api-key flag is set", "argument --api-key: expected at least one argument"],
+)
+def test_sentences_that_name_a_secret_flag_stay_readable(message: str) -> None:
+    assert redact.redact_text(message) == message
