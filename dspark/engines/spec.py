@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias, TypeVar
 
+from dspark.core.knob import Knob
 from dspark.runtime.engine_log import LogFormat
 
 if TYPE_CHECKING:
@@ -170,6 +171,8 @@ class EngineSpec(Generic[OptionsT, DetailT]):
     ray: RaySupport | None = None  # None: no Ray backend
     replay: SchedulerReplay | None = None  # None: dspark cannot replay a workload through its scheduler
     multi_node_flags: str = ""  # the engine's own flags for spanning nodes, named when Ray cannot be used
+    # Its own knobs as declared (dspark.engines.<name>.knobs), placed in the settings table; engine_knobs: their names.
+    knobs: tuple[Knob, ...] = ()
 
     @property
     def newest_modelled(self) -> str:
