@@ -234,6 +234,16 @@ RENDER_K8S: tuple[Option, ...] = (
            metavar="SECONDS"),
     Option(("--shm-size",), "shm_size", "render",
            "Size of the pod's shared-memory volume (default: the engine's figure per GPU).", metavar="SIZE"),
+    Option(("--secret-name",), "secret_name", "render",
+           "Secret holding the recipe's and engine flags' other secrets (default: NAME-secrets).", metavar="SECRET"),
+    Option(("--model-pvc",), "model_pvc", "render",
+           "PersistentVolumeClaim holding the model directory (or, for a hub name, the HF cache).", metavar="CLAIM"),
+    Option(("--model-host-path",), "model_host_path", "render",
+           "Directory on each node holding the model (or the HF cache); default: the model's own path.",
+           metavar="DIR"),
+    Option(("--gpu-product",), "gpu_product", "render",
+           "nvidia.com/gpu.product node selector (default: the plan's GPU, e.g. NVIDIA-H200; '' for none).",
+           metavar="LABEL"),
 )
 
 # The load bench and sweep send (dspark.bench.load.LoadOptions), and their progress bar.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dspark.core.errors import EngineArgError, EngineNotInstalledError
-from dspark.core.redact import redact_argv
+from dspark.core.redact import redact_argv, redact_text, secret_argv_values
 from dspark.engines.inside import InsideFailure, run_inside
 from dspark.engines.inside import Runner as InsideRunner
 from dspark.engines.spec import Engine
@@ -85,8 +85,11 @@ def require_ok(engine: Engine, plan: LaunchPlan, check: ArgvCheck) -> None:
     """Raise EngineArgError, naming the flag and the engine version, when the engine's parser rejected the argv."""
     if check.ok:
         return
-    shown = " ".join(redact_argv(engine.parser_argv(plan)))
+    argv = engine.parser_argv(plan)
+    shown = " ".join(redact_argv(argv))
+    # The parser echoes what it rejects (`unrecognized arguments: --apikey sk-...`): its words, secrets hidden.
+    error = redact_text(check.error or "", secret_argv_values(argv))
     raise EngineArgError(
-        f"the installed {engine.name} {check.engine_version or ''} rejects this argv: {check.error}\n  argv: {shown}",
+        f"the installed {engine.name} {check.engine_version or ''} rejects this argv: {error}\n  argv: {shown}",
         hint="remove or rename the flag (engines rename flags between versions; `--help` of the engine lists them)",
     )

@@ -175,3 +175,18 @@ def test_check_argv_without_a_device_says_how_vllm_033s_parser_loads() -> None:
 
 def test_plan_is_a_value() -> None:
     assert LaunchPlan("vllm", ("a",)) == LaunchPlan("vllm", ("a",))
+
+
+def test_require_ok_hides_the_values_the_parser_echoes() -> None:
+    """argparse names what it rejects with the values after it: a misspelt or abbreviated secret flag's keys
+    are hidden in the error (issue 26, item 3), in each form argparse writes."""
+    engine = VllmEngine(console=True)
+    for flag in ("--apikey", "--api_kye", "--api-keys", "--hf-tokn", "--admin-api-k"):
+        plan = engine.build_plan(ServeConfig(engine="vllm", model="/m", max_num_seqs=2,
+                                             extra_args=(flag, "sk-echoed-1", "sk-echoed-2")), "/py")
+        for error in (f"vllm serve: error: unrecognized arguments: {flag} sk-echoed-1 sk-echoed-2",
+                      f"argument {flag}: invalid choice: 'sk-echoed-1' (choose from 'a', 'b')"):
+            with pytest.raises(EngineArgError) as raised:
+                require_ok(engine, plan, ArgvCheck(ok=False, engine_version="0.32.0", parsed={}, error=error))
+            assert "sk-echoed" not in raised.value.message, raised.value.message
+            assert flag in raised.value.message
