@@ -108,6 +108,7 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
     from dspark.engines.base import find_engine_python  # noqa: PLC0415
 
     if opts.simulator == "dspark":
+        _refuse_scheduler_options(opts, "--simulator dspark asks for dspark's own model")
         return None, ["dspark model: asked for (--simulator dspark)"]
     spec = engine_spec(first.serve.engine)
     try:
@@ -115,6 +116,7 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
     except EngineNotInstalledError as exc:
         if opts.simulator == "engine":
             raise
+        _refuse_scheduler_options(opts, f"{first.serve.engine} is not installed here ({exc})")
         return None, [f"dspark model: {first.serve.engine} is not installed here ({exc})"]
     model_dir = Path(first.serve.model)
     if opts.prompts_file is not None:
@@ -152,6 +154,17 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
         notes.append(f"warn: the plan is for {first.serve.engine} {planned}, the scheduler replayed is the installed "
                      f"{result.engine_version}'s")
     return result, notes
+
+
+def _refuse_scheduler_options(opts: AdviseOptions, why: str) -> None:
+    """--warm, --request-rate and --shared-prefix need the engine's scheduler: refused, never ignored, without it."""
+    asked = [name for name, on in (("--warm", opts.warm), ("--request-rate", opts.request_rate is not None),
+                                   ("--shared-prefix", opts.shared_prefix > 0)) if on]
+    if asked:
+        raise InputError(f"{', '.join(asked)} need(s) the engine's own scheduler (prefix cache, eviction, open-loop "
+                         f"arrivals), which cannot run: {why}; dspark's own model has none of them",
+                         hint="install the engine (or set DSPARK_ENGINE_PYTHON to its python) and drop "
+                              "--simulator dspark, or leave out " + ", ".join(asked))
 
 
 def first_plan(request: ValidateRequest, seats: str) -> tuple[int, ValidationReport]:
@@ -251,14 +264,14 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
         why = replay_notes[0]
         predictions = [dataclasses.replace(p, simulator=why) for p in predictions]
         replay_notes.append("dspark model: its own continuous batching, with no prefix cache, no eviction and no "
-                            "preemption: prefix hits are the --prefix-hit-rate input, clients are closed-loop"
-                            + (" (--request-rate and --warm need the engine's scheduler)"
-                               if opts.request_rate is not None or opts.warm else ""))
+                            "preemption: prefix hits are the --prefix-hit-rate input, clients are closed-loop")
     fitted = calibration.fitted if calibration else ()
     lines = describe_costs(costs, fitted, inputs.sources, calibration.points if calibration else 0)
     assumptions = [
-        "decode step = fixed cost + (dense weights + routed experts × coverage + KV of the seats' contexts + "
-        "linear state) ÷ effective bandwidth + decode tokens × cost per token + prompt tokens × prefill cost",
+        "step time (dspark.perf.step) = max(weights read, GEMM FLOPs ÷ rate at the step's padded token count) + "
+        "max(KV and state read, attention FLOPs ÷ attention rate) + activations ÷ bandwidth + kernels × latency "
+        "+ sampler [+ all-reduces], eager: at least the kernels' launches; the engine's CPU per step adds, or "
+        "hides behind the GPU with async scheduling",
         f"tokens a seat keeps per step: {inputs.shape.emitted_per_step:g} ({inputs.sources['emitted_per_step']}); "
         f"each verifies {inputs.shape.query_len}",
         f"chunked prefill within {max_batched:,} batched tokens per step; "

@@ -1,9 +1,9 @@
-"""Fit the step-cost terms to measured points (bench / sweep results, step times); pure.
+"""Fit the step-time model's coefficients to measured points (profiles, bench / sweep results, step times); pure.
 
-Which terms are fitted follows from what the points can tell apart: one seat count fixes the fixed cost, two
-also the per-token cost (the slope), three or more also the effective bandwidth (the curvature that expert
-coverage and KV reads give); a measured time to first token with prompt tokens fixes the prefill cost. Terms
-not fitted keep their prior, and the result says which is which and from how many points.
+A fit can only make the model better on its own points or it is not used: every coefficient stays within
+physical bounds (no negative cost, no bandwidth or FLOP rate above the device's peak, efficiencies in (0, 1]),
+coefficients the points say nothing about stay at their prior (a weak pull toward it keeps them there), the
+residuals are recorded, and a fit that explains its points worse than the priors do is refused with the numbers.
 """
 
 from __future__ import annotations
@@ -17,9 +17,15 @@ from typing import Any
 from dspark.advise.model import StepCosts, StepShape, Workload, decode_step_s, simulate
 
 TERM_LABELS: dict[str, str] = {
-    "fixed_s": "fixed cost per step",
-    "per_token_s": "cost per decode token",
-    "bandwidth_bytes_per_s": "effective bandwidth",
+    "fixed_s": "engine CPU per step",
+    "cpu_per_row_s": "engine CPU per request in a step",
+    "bandwidth_bytes_per_s": "achieved memory bandwidth",
+    "flops_per_s": "GEMM rate of large GEMMs",
+    "gemm_half_tokens": "tokens at half the GEMM rate",
+    "attention_flops_per_s": "attention rate in prefill",
+    "kernel_floor_s": "latency per kernel",
+    "launch_s": "launch cost per kernel without CUDA graphs",
+    "per_token_s": "sampler cost per row",
     "prefill_per_token_s": "prefill cost per prompt token",
 }
 
@@ -36,6 +42,8 @@ class Measured:
     aggregate_decode_tps: float | None = None
     per_stream_decode_tps: float | None = None
     ttft_mean_s: float | None = None
+    prefill_tokens: int = 0  # prefill-time points: one prompt of this many tokens computed alone
+    prefill_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -63,18 +71,54 @@ class Calibration:
     points: int
     seat_counts: tuple[int, ...]
     residuals: tuple[Residual, ...]
+    prior_residuals: tuple[Residual, ...] = ()
+    refused: str | None = None  # why the fit is not used (then costs are the prior)
+
+    @property
+    def fit_error(self) -> float:
+        """Root-mean-square of the log residuals of the fit."""
+        return _rms(self.residuals)
+
+    @property
+    def prior_error(self) -> float:
+        """Root-mean-square of the log residuals of the priors on the same points."""
+        return _rms(self.prior_residuals)
 
 
-def terms_to_fit(points: Sequence[Measured], pinned: Sequence[str] = ()) -> tuple[str, ...]:
-    """The terms the points can determine (see the module docstring), less the pinned ones."""
+def _rms(residuals: Sequence[Residual]) -> float:
+    logs = [math.log(r.predicted / r.measured) for r in residuals if r.predicted > 0 and math.isfinite(r.predicted)]
+    if len(logs) < len(residuals):
+        return math.inf
+    return math.sqrt(math.fsum(x * x for x in logs) / len(logs)) if logs else 0.0
+
+
+def terms_to_fit(points: Sequence[Measured], pinned: Sequence[str] = (), shape: StepShape | None = None
+                 ) -> tuple[str, ...]:
+    """The coefficients the points can inform, less the pinned ones.
+
+    Any point informs the per-step terms (CPU per step, bandwidth, kernel latency); two or more batch sizes also
+    the per-request CPU cost and the GEMM rate's rise with tokens; a time to first token or a prefill time the
+    compute rates (or a measured prompt cost, where one is given); an eager engine its launch cost.
+    """
     distinct = len({p.seats for p in points})
-    order = ("fixed_s", "per_token_s", "bandwidth_bytes_per_s")[: min(distinct, 3)]
-    terms = [t for t in order if t not in pinned]
-    if "prefill_per_token_s" not in pinned and any(
-        p.ttft_mean_s and p.workload is not None and p.workload.input_len > 0 for p in points
-    ):
-        terms.append("prefill_per_token_s")
-    return tuple(terms)
+    terms = ["fixed_s", "bandwidth_bytes_per_s", "kernel_floor_s"]
+    if distinct >= 2:
+        terms += ["cpu_per_row_s", "gemm_half_tokens"]
+    if any(p.prefill_s or (p.ttft_mean_s and p.workload is not None) for p in points):
+        terms += ["flops_per_s", "attention_flops_per_s"]
+    if shape is not None and shape.eager:
+        terms.append("launch_s")
+    return tuple(t for t in terms if t not in pinned)
+
+
+def prefill_seconds(costs: StepCosts, shape: StepShape, tokens: int, budget: int = 8192) -> float:
+    """One prompt of `tokens` computed alone, in chunks of the step budget (vLLM's chunked prefill)."""
+    done, total = 0, 0.0
+    while done < tokens:
+        take = min(budget, tokens - done)
+        total += decode_step_s(costs, shape, 0, float(done), take, take * (done + take / 2))
+        done += take
+    return total
 
 
 def predictions(costs: StepCosts, shape: StepShape, point: Measured) -> dict[str, float]:
@@ -82,6 +126,8 @@ def predictions(costs: StepCosts, shape: StepShape, point: Measured) -> dict[str
     out: dict[str, float] = {}
     if point.step_s is not None:
         out["step_s"] = decode_step_s(costs, shape, point.seats, point.seats * point.context_tokens)
+    if point.prefill_s is not None and point.prefill_tokens > 0:
+        out["prefill_s"] = prefill_seconds(costs, shape, point.prefill_tokens)
     if point.workload is not None:
         sim = simulate(costs, shape, point.workload, point.seats)
         for name in ("aggregate_decode_tps", "per_stream_decode_tps", "ttft_mean_s"):
@@ -146,35 +192,80 @@ def nelder_mead(f: Callable[[list[float]], float], x0: Sequence[float], step: fl
     return simplex[min(range(n + 1), key=values.__getitem__)]
 
 
-# A term whose prior is zero starts the search here (seconds): log space cannot start at zero.
-_FLOOR = {"fixed_s": 1e-4, "per_token_s": 1e-6, "prefill_per_token_s": 1e-6, "bandwidth_bytes_per_s": 1e6}
+def bounds(prior: StepCosts, term: str) -> tuple[float, float]:
+    """The physical range of a coefficient: positive, and rates no higher than the device's peak.
+
+    The priors' rates are fractions of the datasheet peak (dspark.perf.gpus: bandwidth 0.8, GEMMs 0.8, attention
+    0.5), so 1.25 × the bandwidth and GEMM priors and 2 × the attention prior are the peak itself.
+    """
+    if term == "bandwidth_bytes_per_s":
+        return prior.bandwidth_bytes_per_s * 0.3, prior.bandwidth_bytes_per_s * 1.25
+    if term == "flops_per_s":
+        return prior.flops_per_s * 0.2, prior.flops_per_s * 1.25
+    if term == "attention_flops_per_s":
+        return prior.attention_flops_per_s * 0.2, prior.attention_flops_per_s * 2.0
+    return _ABSOLUTE[term]
+
+
+# Seconds (or tokens) no engine step goes outside of; lower bounds are ~0, never below.
+_ABSOLUTE: dict[str, tuple[float, float]] = {
+    "fixed_s": (1e-6, 1.0), "cpu_per_row_s": (1e-8, 0.05), "per_token_s": (1e-9, 0.05),
+    "kernel_floor_s": (1e-9, 50e-6), "launch_s": (1e-7, 200e-6), "gemm_half_tokens": (1.0, 2048.0),
+    "prefill_per_token_s": (1e-8, 0.1),
+}
+# The pull toward the prior: small beside a residual, enough to keep a coefficient the points do not inform.
+_PRIOR_WEIGHT = 1e-3
 
 
 def _fit_terms(prior: StepCosts, shape: StepShape, points: Sequence[Measured], terms: Sequence[str]) -> StepCosts:
+    """Minimise the squared log residuals over the terms, each mapped into its bounds (a logistic in log space)."""
     if not terms:
         return prior
+    box = [bounds(prior, t) for t in terms]
+    if any(not (0 < lo < hi < math.inf) for lo, hi in box):
+        return prior  # a rate with no limit (no figure for the device): nothing physical to fit within
+    spans = [(math.log(lo), math.log(hi)) for lo, hi in box]
+
+    def value(x: float, span: tuple[float, float]) -> float:
+        lo, hi = span
+        return math.exp(lo + (hi - lo) / (1.0 + math.exp(-max(min(x, 50.0), -50.0))))
 
     def at(x: Sequence[float]) -> StepCosts:
-        return replace(prior, **{t: math.exp(v) for t, v in zip(terms, x, strict=True)})
+        return replace(prior, **{t: value(v, sp) for t, v, sp in zip(terms, x, spans, strict=True)})
 
-    start = [math.log(max(getattr(prior, t), _FLOOR[t])) for t in terms]
-    best = nelder_mead(lambda x: _loss(at(x), shape, points), start)
-    # Polish from the best point: a restart escapes a simplex that collapsed early.
-    return at(nelder_mead(lambda x: _loss(at(x), shape, points), best, step=0.3))
+    def inverse(v: float, span: tuple[float, float]) -> float:
+        lo, hi = span
+        u = (min(max(math.log(v), lo), hi) - lo) / (hi - lo) if v > 0 else 0.05
+        u = min(max(u, 0.02), 0.98)
+        return math.log(u / (1.0 - u))
+
+    start = [inverse(getattr(prior, t), sp) for t, sp in zip(terms, spans, strict=True)]
+
+    def loss(x: Sequence[float]) -> float:
+        pull = math.fsum((a - b) ** 2 for a, b in zip(x, start, strict=True))
+        return _loss(at(x), shape, points) + _PRIOR_WEIGHT * pull
+
+    best = nelder_mead(loss, start, iterations=250)
+    return at(nelder_mead(loss, best, step=0.3, iterations=150))
 
 
 def fit(prior: StepCosts, shape: StepShape, points: Sequence[Measured], pinned: Sequence[str] = ()) -> Calibration:
-    """Fit the determinable terms (in log space, so they stay positive) to the points; the rest keep the prior."""
-    terms = terms_to_fit(points, pinned)
+    """Fit the coefficients the points inform, within bounds; refused (the prior kept) if it fits them worse."""
+    terms = terms_to_fit(points, pinned, shape)
+    if prior.prefill_per_token_s > 0 and "prefill_per_token_s" not in pinned and any(
+            p.prefill_s or p.ttft_mean_s for p in points):
+        terms = (*terms, "prefill_per_token_s")  # a measured prompt cost is what the prompt points refit
     costs = _fit_terms(prior, shape, points, terms)
-    if "fixed_s" in terms and "bandwidth_bytes_per_s" not in terms and costs.fixed_s < 2 * _FLOOR["fixed_s"]:
-        # The fit wanted a fixed cost below zero: the steps are faster than the prior bandwidth reads the
-        # weights, so the prior bandwidth is what the points contradict. Fit it in the fixed cost's place.
-        terms = tuple("bandwidth_bytes_per_s" if t == "fixed_s" else t for t in terms)
-        costs = _fit_terms(prior, shape, points, terms)
-    return Calibration(costs=costs, fitted=terms, points=len(points),
-                       seat_counts=tuple(sorted({p.seats for p in points})),
-                       residuals=tuple(_residuals(costs, shape, points)))
+    prior_res = tuple(_residuals(prior, shape, points))
+    residuals = tuple(_residuals(costs, shape, points))
+    seat_counts = tuple(sorted({p.seats for p in points}))
+    cal = Calibration(costs=costs, fitted=terms, points=len(points), seat_counts=seat_counts, residuals=residuals,
+                      prior_residuals=prior_res)
+    if not cal.fit_error <= cal.prior_error:
+        why = (f"the fit explains its {len(residuals)} measured figures worse than the priors (rms log error "
+               f"{cal.fit_error:.3f} against {cal.prior_error:.3f}): it is not used")
+        return replace(cal, costs=prior, fitted=(), residuals=prior_res, refused=why)
+    return cal
 
 
 # A fitted model that misses a measured figure by more than this does not describe the measurements.
@@ -185,6 +276,8 @@ def fit_warnings(cal: Calibration, peak_bytes_per_s: float | None, device: str) 
     """What makes a fit untrustworthy: figures it misses beyond ±25%, a bandwidth above the device's peak, a
     cost the points drive to zero (they ask for a negative one)."""
     out: list[str] = []
+    if cal.refused:
+        out.append(f"calibration refused: {cal.refused}; the predictions use the priors")
     missed = [r for r in cal.residuals if abs(r.error) > RESIDUAL_LIMIT]
     if missed:
         shown = "; ".join(f"{r.metric} at {r.seats} seats {r.error:+.0%}" for r in missed)
@@ -196,9 +289,10 @@ def fit_warnings(cal: Calibration, peak_bytes_per_s: float | None, device: str) 
         out.append(f"fitted {TERM_LABELS['bandwidth_bytes_per_s']} {bandwidth / 1e9:,.4g} GB/s is "
                    f"{bandwidth / peak_bytes_per_s:,.3g}x above the {device}'s peak of {peak_bytes_per_s / 1e9:,.0f} "
                    "GB/s: no step reads memory that fast, so the measurements are not this model on this hardware")
-    for term in ("fixed_s", "per_token_s", "prefill_per_token_s"):
-        if term in cal.fitted and getattr(cal.costs, term) < 2 * _FLOOR[term]:
-            out.append(f"fitted {TERM_LABELS[term]} is ~0: the points ask for a negative cost, which no engine has")
+    for term in cal.fitted:
+        if term in _ABSOLUTE and getattr(cal.costs, term) < _ABSOLUTE[term][0] * 1.5:
+            out.append(f"fitted {TERM_LABELS[term]} is at its floor (~0): the points ask for less, which no engine "
+                       "has")
     return out
 
 
