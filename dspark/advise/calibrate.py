@@ -97,15 +97,15 @@ def terms_to_fit(points: Sequence[Measured], pinned: Sequence[str] = (), shape: 
     """The coefficients the points can inform, less the pinned ones.
 
     Any point informs the per-step terms (CPU per step, bandwidth, kernel latency); two or more batch sizes also
-    the per-request CPU cost and the GEMM rate's rise with tokens; a time to first token or a prefill time the
+    the per-request CPU cost, the GEMM rate and its rise with tokens; a time to first token or a prefill time the
     compute rates (or a measured prompt cost, where one is given); an eager engine its launch cost.
     """
     distinct = len({p.seats for p in points})
     terms = ["fixed_s", "bandwidth_bytes_per_s", "kernel_floor_s"]
     if distinct >= 2:
-        terms += ["cpu_per_row_s", "gemm_half_tokens"]
+        terms += ["cpu_per_row_s", "flops_per_s", "gemm_half_tokens"]
     if any(p.prefill_s or (p.ttft_mean_s and p.workload is not None) for p in points):
-        terms += ["flops_per_s", "attention_flops_per_s"]
+        terms += [t for t in ("flops_per_s", "attention_flops_per_s") if t not in terms]
     if shape is not None and shape.eager:
         terms.append("launch_s")
     return tuple(t for t in terms if t not in pinned)
@@ -214,16 +214,16 @@ _ABSOLUTE: dict[str, tuple[float, float]] = {
     "prefill_per_token_s": (1e-8, 0.1),
 }
 # The pull toward the prior: small beside a residual, enough to keep a coefficient the points do not inform.
-_PRIOR_WEIGHT = 1e-3
+_PRIOR_WEIGHT = 3e-5
 
 
 def _fit_terms(prior: StepCosts, shape: StepShape, points: Sequence[Measured], terms: Sequence[str]) -> StepCosts:
     """Minimise the squared log residuals over the terms, each mapped into its bounds (a logistic in log space)."""
+    # A rate with no limit (no figure for the device) has nothing physical to be fitted within: it stays.
+    terms = [t for t in terms if 0 < bounds(prior, t)[0] < bounds(prior, t)[1] < math.inf]
     if not terms:
         return prior
     box = [bounds(prior, t) for t in terms]
-    if any(not (0 < lo < hi < math.inf) for lo, hi in box):
-        return prior  # a rate with no limit (no figure for the device): nothing physical to fit within
     spans = [(math.log(lo), math.log(hi)) for lo, hi in box]
 
     def value(x: float, span: tuple[float, float]) -> float:
@@ -245,8 +245,13 @@ def _fit_terms(prior: StepCosts, shape: StepShape, points: Sequence[Measured], t
         pull = math.fsum((a - b) ** 2 for a, b in zip(x, start, strict=True))
         return _loss(at(x), shape, points) + _PRIOR_WEIGHT * pull
 
-    best = nelder_mead(loss, start, iterations=250)
-    return at(nelder_mead(loss, best, step=0.3, iterations=150))
+    best = nelder_mead(loss, start, iterations=300)
+    value_best = loss(best)
+    for step in (0.5, 0.2, 0.05):  # restarts from the best point: a simplex that collapsed early moves on
+        again = nelder_mead(loss, best, step=step, iterations=200)
+        if (value_again := loss(again)) < value_best:
+            best, value_best = again, value_again
+    return at(best)
 
 
 def fit(prior: StepCosts, shape: StepShape, points: Sequence[Measured], pinned: Sequence[str] = ()) -> Calibration:
@@ -255,13 +260,14 @@ def fit(prior: StepCosts, shape: StepShape, points: Sequence[Measured], pinned: 
     if prior.prefill_per_token_s > 0 and "prefill_per_token_s" not in pinned and any(
             p.prefill_s or p.ttft_mean_s for p in points):
         terms = (*terms, "prefill_per_token_s")  # a measured prompt cost is what the prompt points refit
+    terms = tuple(t for t in terms if 0 < bounds(prior, t)[0] < bounds(prior, t)[1] < math.inf)
     costs = _fit_terms(prior, shape, points, terms)
     prior_res = tuple(_residuals(prior, shape, points))
     residuals = tuple(_residuals(costs, shape, points))
     seat_counts = tuple(sorted({p.seats for p in points}))
     cal = Calibration(costs=costs, fitted=terms, points=len(points), seat_counts=seat_counts, residuals=residuals,
                       prior_residuals=prior_res)
-    if not cal.fit_error <= cal.prior_error:
+    if not cal.fit_error <= cal.prior_error + 1e-9:
         why = (f"the fit explains its {len(residuals)} measured figures worse than the priors (rms log error "
                f"{cal.fit_error:.3f} against {cal.prior_error:.3f}): it is not used")
         return replace(cal, costs=prior, fitted=(), residuals=prior_res, refused=why)
