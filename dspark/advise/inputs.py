@@ -108,13 +108,19 @@ def _active_params_per_gpu(arch: ModelArchitecture, weights: WeightBytes | None,
 
 
 def _flops_per_token(arch: ModelArchitecture, weights: WeightBytes | None, tp: int) -> tuple[float, float]:
-    """(dense, routed-expert) GEMM FLOPs per token per GPU: 2 per parameter a token passes through."""
-    active = _active_params_per_gpu(arch, weights, tp)
+    """(dense, routed-expert) GEMM FLOPs per token per GPU: 2 per parameter a token passes through, less the
+    lm_head (run only for sampled positions: _logits_flops)."""
+    active = max(_active_params_per_gpu(arch, weights, tp) - _logits_flops(arch, tp) / 2, 0.0)
     params = arch.parameters
     if arch.moe is not None and params is not None and params.routed_experts:
         expert = params.routed_experts * arch.moe.top_k / arch.moe.num_experts / tp
         return 2.0 * max(active - expert, 0.0), 2.0 * expert
     return 2.0 * active, 0.0
+
+
+def _logits_flops(arch: ModelArchitecture, tp: int) -> float:
+    """The lm_head's FLOPs per sampled position per GPU (vocab split across the group): 2 × vocab × hidden."""
+    return 2.0 * arch.vocab_size * arch.hidden_size / tp
 
 
 def _attention_flops_per_pair(arch: ModelArchitecture, tp: int) -> float:
@@ -193,6 +199,7 @@ def model_inputs(
         state_bytes_per_seat=_state_bytes_per_seat(arch, tp),
         speculative_tokens=speculative_tokens, emitted_per_step=emitted_per_step,
         dense_flops_per_token=dense_flops, expert_flops_per_token=expert_flops,
+        logits_flops_per_row=_logits_flops(arch, tp),
         attention_flops_per_pair=_attention_flops_per_pair(arch, tp),
         activation_bytes_per_token=ACTIVATION_TOUCHES * arch.hidden_size * act * layers / tp,
         kernels_per_step=layers * KERNELS_PER_LAYER + KERNELS_PER_STEP,

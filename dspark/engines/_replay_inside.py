@@ -68,7 +68,8 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
     gemm_tokens = padded - prefill if observed else padded  # a measured prompt cost replaces its compute
     half = max(float(cost.get("gemm_half_tokens") or 0.0), 1e-9)
     flops = _rate(cost, "flops_per_s")
-    compute = 0.0
+    sampled = rows * q + (1 if prefill else 0)  # the logits: every verified position, a prompt's last token
+    compute = float(cost.get("logits_flops_per_row") or 0.0) * sampled / (flops * sampled / (sampled + half))
     if gemm_tokens > 0:
         compute = float(cost.get("dense_flops_per_token") or 0.0) * gemm_tokens / (
             flops * gemm_tokens / (gemm_tokens + half))
@@ -89,7 +90,7 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
         "attention": max(kv, attn_flops / _rate(cost, "attention_flops_per_s")),
         "elementwise": float(cost.get("activation_bytes_per_token") or 0.0) * tokens / bw,
         "kernels": float(cost.get("kernels_per_step") or 0.0) * float(cost.get("kernel_floor_s") or 0.0),
-        "sampler": float(cost.get("per_token_s") or 0.0) * (rows * q + (1 if prefill else 0)),
+        "sampler": float(cost.get("per_token_s") or 0.0) * sampled,
         "prefill_observed": observed * prefill,
     }
     tp = float(cost.get("tp") or 1.0)

@@ -18,6 +18,8 @@ Where each term comes from:
   decode at 78-85% of GB10's bandwidth at 1-7% of compute).
 - MoE expert coverage: a step of T tokens with top-k routing over E experts touches 1 − (1 − k/E)^T of them
   (docs/advise.md), so the expert bytes read grow with T; each expert's GEMM sees T·k/E tokens.
+- The lm_head runs only for the positions the step samples (vLLM's compute_logits on the sampled hidden states:
+  every decode position, a prompt chunk's last token), not for every prompt token.
 - GEMM efficiency eff(T) = T / (T + T_half), times the peak fraction reached by large GEMMs: cuBLAS/CUTLASS tiles
   are 64-128 rows, so a GEMM of few rows wastes most of a tile (measured on the H200: ~790 of 989 TFLOP/s at
   large T; aiconfigurator's GEMM tables show the same rise with M).
@@ -72,7 +74,8 @@ class StepShape:
     state_bytes_per_seat: float  # linear-attention state read and written per seat
     speculative_tokens: int  # proposed per step: each seat verifies 1 + this many tokens
     emitted_per_step: float  # tokens a seat keeps per step: 1 + accepted speculative tokens
-    dense_flops_per_token: float = 0.0  # 2 × dense parameters a token passes through (lm_head included)
+    dense_flops_per_token: float = 0.0  # 2 × dense parameters a token passes through (not the lm_head)
+    logits_flops_per_row: float = 0.0  # 2 × vocab × hidden: the lm_head, run only for the positions sampled
     expert_flops_per_token: float = 0.0  # 2 × routed-expert parameters a token passes through (its top-k)
     attention_flops_per_pair: float = 0.0  # 4 × attention layers × query heads × head dim, per GPU
     activation_bytes_per_token: float = 0.0  # activations read and written by the elementwise kernels
@@ -146,7 +149,8 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
     gemm_tokens = padded - prefill if observed else padded  # a measured prompt cost replaces its compute
     half = max(float(cost.get("gemm_half_tokens") or 0.0), 1e-9)
     flops = _rate(cost, "flops_per_s")
-    compute = 0.0
+    sampled = rows * q + (1 if prefill else 0)  # the logits: every verified position, a prompt's last token
+    compute = float(cost.get("logits_flops_per_row") or 0.0) * sampled / (flops * sampled / (sampled + half))
     if gemm_tokens > 0:
         compute = float(cost.get("dense_flops_per_token") or 0.0) * gemm_tokens / (
             flops * gemm_tokens / (gemm_tokens + half))
@@ -167,7 +171,7 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
         "attention": max(kv, attn_flops / _rate(cost, "attention_flops_per_s")),
         "elementwise": float(cost.get("activation_bytes_per_token") or 0.0) * tokens / bw,
         "kernels": float(cost.get("kernels_per_step") or 0.0) * float(cost.get("kernel_floor_s") or 0.0),
-        "sampler": float(cost.get("per_token_s") or 0.0) * (rows * q + (1 if prefill else 0)),
+        "sampler": float(cost.get("per_token_s") or 0.0) * sampled,
         "prefill_observed": observed * prefill,
     }
     tp = float(cost.get("tp") or 1.0)
