@@ -478,6 +478,21 @@ def bench(ctx: click.Context, /, url: str, as_json: bool, out_file: Path | None,
                                      progress=not no_progress, seats=seats), json_errors=as_json)
 
 
+@cli.command()
+@click.argument("url")
+@click.option("--model", help="Model name to request (default: the server's first).")
+@click.option("--json", "as_json", is_flag=True, help="Print the profile as one JSON object.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the profile JSON here (for advise --calibrate).")
+@click.pass_context
+def profile(ctx: click.Context, url: str, model: str | None, as_json: bool, out_file: Path | None) -> None:
+    """Measure a live engine's step costs (decode batches 1-64, two prompt lengths; about a minute) from its own
+    /metrics, for `dspark advise --calibrate`."""
+    from dspark.commands.profile import profile as profile_core  # noqa: PLC0415 - keep CLI start-up light
+
+    run_core(ctx, lambda: profile_core(url, model=model, as_json=as_json, out_file=out_file), json_errors=as_json)
+
+
 @cli.command(epilog="Example: dspark sweep RECIPE --seats 8,16 --reps 3 --primary wall_time --adopt-at 10% "
              "--max-regression 10% --warm-rerun")
 @_plan_options

@@ -403,4 +403,32 @@ def points_from_json(data: Mapping[str, Any], source: str, *, seats: int | None 
     if isinstance(data.get("reps"), list):
         _check_origin(data, source, plan)
         return [_bench_point(data, source, seats, max_num_batched_tokens)]
-    raise ValueError(f"{source}: neither a `dspark bench --json` result nor a sweep.json")
+    if data.get("kind") == PROFILE_KIND:
+        _check_origin(data, source, plan)
+        return profile_points(data, source)
+    raise ValueError(f"{source}: neither a `dspark bench --json` result, a sweep.json nor a `dspark profile` JSON")
+
+
+PROFILE_KIND = "dspark-profile"  # dspark.bench.profile.PROFILE_KIND
+
+
+def profile_points(data: Mapping[str, Any], source: str) -> list[Measured]:
+    """A `dspark profile` JSON's measured points: the step time at each batch (the mean inter-token latency, the
+    engine's own where it exports it) at the point's mean context, and a one-stream prompt's prefill time."""
+    out: list[Measured] = []
+    for p in data.get("points") or []:
+        if not isinstance(p, dict):
+            continue
+        batch, prompt, output = int(p.get("batch") or 0), int(p.get("input_len") or 0), int(p.get("output_len") or 0)
+        if batch < 1:
+            continue
+        label = f"{source} (batch {batch}, {prompt}-token prompts, {p.get('source', '?')})"
+        itl = p.get("itl_mean_s")
+        if isinstance(itl, (int, float)) and itl > 0 and math.isfinite(itl):
+            out.append(Measured(seats=batch, source=label, step_s=float(itl), context_tokens=prompt + output / 2))
+        prefill = p.get("prefill_mean_s")
+        if batch == 1 and isinstance(prefill, (int, float)) and prefill > 0 and math.isfinite(prefill):
+            out.append(Measured(seats=1, source=label, prefill_tokens=prompt, prefill_s=float(prefill)))
+    if not out:
+        raise ValueError(f"{source}: a `dspark profile` JSON with no step figure to calibrate on")
+    return out

@@ -116,6 +116,20 @@ class _UsagePeak:
             self.peak = value if self.peak is None else max(self.peak, value)
 
 
+def _mixed_step(costs: StepCosts, shape: StepShape, decoding: list[_Req], chunks: list[tuple[_Req, int]],
+                ctx: float) -> tuple[float, float]:
+    """(seconds, the prompt chunks' share of them) of a step of decode rows and prompt chunks; each chunk attends
+    to its prefix (the request's context so far) and to itself (causal)."""
+    prompt = sum(t for _, t in chunks)
+    pairs = math.fsum(t * (r.ctx + t / 2) for r, t in chunks)
+    dt = decode_step_s(costs, shape, len(decoding), ctx, prompt, pairs)
+    if not prompt:
+        return dt, 0.0
+    # The prompt's share: what the step costs beyond its decode rows alone.
+    alone = decode_step_s(costs, shape, len(decoding), math.fsum(r.ctx for r in decoding))
+    return dt, max(0.0, dt - alone)
+
+
 def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
              counting: KVCounting | None = None) -> Simulated:
     """Run the workload through `seats` seats step by step; steady stretches are advanced in one jump.
@@ -154,12 +168,8 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
                            for r in running])
             _decode(decoding, steps * emit)
         else:
-            prompt = sum(t for _, t in chunks)
-            pairs = math.fsum(t * (r.ctx + t / 2) for r, t in chunks)
-            dt = decode_step_s(costs, shape, len(decoding), ctx, prompt, pairs)
-            if prompt:  # the prompt's share: what the step costs beyond its decode rows alone
-                decode_ctx = math.fsum(r.ctx for r in decoding)
-                prefill_time += max(0.0, dt - decode_step_s(costs, shape, len(decoding), decode_ctx))
+            dt, prompt_dt = _mixed_step(costs, shape, decoding, chunks, ctx)
+            prefill_time += prompt_dt
             now += dt
             _decode(decoding, emit)
             _prefill(chunks, now)

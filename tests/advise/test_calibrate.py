@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from dspark.advise.build import _recipe_points
 from dspark.advise import calibrate
+from dspark.advise.build import _recipe_points
 from dspark.advise.calibrate import Measured, fit, fit_warnings, nelder_mead, points_from_json, terms_to_fit
 from dspark.advise.inputs import model_inputs
 from dspark.advise.model import StepCosts, StepShape, Workload, decode_step_s, simulate

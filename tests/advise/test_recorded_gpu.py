@@ -166,5 +166,5 @@ def test_the_replanning_reads_the_harness_records_and_catches_a_miss(tmp_path: P
         if ok:
             test_recorded_gpu_points_are_replanned_within_10_percent(tmp_path)
         else:
-            with pytest.raises(AssertionError, match="d-c8.json aggregate_decode_tps"):
+            with pytest.raises(AssertionError, match=r"d-c8\.json aggregate_decode_tps"):
                 test_recorded_gpu_points_are_replanned_within_10_percent(tmp_path)

@@ -65,7 +65,7 @@ def test_a_json_that_is_not_a_result_is_exit_2(tmp_path: Path, capsys: pytest.Ca
     path = tmp_path / "x.json"
     path.write_text('{"hello": 1}')
     assert main([*ARGS, "--calibrate", str(path)]) == 2
-    assert "neither a `dspark bench --json` result nor a sweep.json" in capsys.readouterr().err
+    assert "neither a `dspark bench --json` result, a sweep.json nor a `dspark profile` JSON" in capsys.readouterr().err
 
 
 def test_a_json_failure_is_one_json_object(capsys: pytest.CaptureFixture[str]) -> None:

@@ -36,7 +36,7 @@ def _t(shape: StepShape, rows: int, context: float, prefill: int = 0, costs: Ste
 @pytest.mark.parametrize("shape", [DENSE, MOE], ids=["dense", "moe"])
 def test_more_rows_context_or_prompt_is_never_cheaper(shape: StepShape) -> None:
     """With the prompt chunks' (query, key) pairs given, as dspark's simulation gives them."""
-    rng = random.Random(7)
+    rng = random.Random(7)  # noqa: S311 - reproducible inputs, not secrets
     for _ in range(300):
         rows, ctx, prefill = rng.randint(0, 300), rng.uniform(0, 2e6), rng.choice([0, rng.randint(1, 8192)])
         pairs = prefill * (rng.uniform(0, 30_000) + prefill / 2)
@@ -143,7 +143,7 @@ def _inside() -> Any:
 def test_the_engine_side_copy_is_the_same_function() -> None:
     """The replay evaluates its own copy of step_seconds in the engine's interpreter: it must agree everywhere."""
     inside = _inside()
-    rng = random.Random(3)
+    rng = random.Random(3)  # noqa: S311 - reproducible inputs, not secrets
     for shape in (DENSE, MOE, StepShape(**{**DENSE.__dict__, "eager": True, "async_scheduling": False})):
         table = cost_table(H200ISH, shape)
         for _ in range(200):

@@ -57,6 +57,8 @@ SPEC = EngineSpec(
         "running": "sglang:num_running_reqs",
         "waiting": "sglang:num_queue_reqs",
         "queue_time": "sglang:queue_time_seconds",
+        # Step-time histograms `dspark profile` reads (sglang/srt/metrics/collector.py, TokenizerMetricsCollector).
+        "inter_token_latency": "sglang:inter_token_latency_seconds",
     },
     shown_args=("max_running_requests", "max_total_tokens", "context_length", "tp_size", "node_rank"),
     # SGLang's way of turning prefix caching off.

@@ -72,6 +72,11 @@ SPEC = EngineSpec(
         "running": "vllm:num_requests_running",
         "waiting": "vllm:num_requests_waiting",
         "queue_time": "vllm:request_queue_time_seconds",
+        # Step-time histograms `dspark profile` reads (vllm/v1/metrics/loggers.py, PrometheusStatLogger).
+        "inter_token_latency": "vllm:inter_token_latency_seconds",
+        "prefill_time": "vllm:request_prefill_time_seconds",
+        "decode_time": "vllm:request_decode_time_seconds",
+        "iteration_tokens": "vllm:iteration_tokens_total",
     },
     shown_args=("max_num_seqs", "kv_cache_memory_bytes", "max_model_len", "tensor_parallel_size", "node_rank"),
     health_path="/health",  # vllm/entrypoints/openai/api_server.py: 200 once the engine core answers
