@@ -100,15 +100,17 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
             float(cost.get("collective_latency_s") or 0.0)
             + float(cost.get("allreduce_bytes_per_token") or 0.0) * tokens * ring / _rate(cost, "link_bytes_per_s"))
     gpu = math.fsum(terms.values())
-    if eager:
-        launch = float(cost.get("kernels_per_step") or 0.0) * float(cost.get("launch_s") or 0.0)
-        terms["launch_gap"] = max(0.0, launch - gpu)
-        gpu += terms["launch_gap"]
+    launch = float(cost.get("kernels_per_step") or 0.0) * float(cost.get("launch_s") or 0.0) if eager else 0.0
     cpu = float(cost.get("fixed_s") or 0.0) + float(cost.get("cpu_per_row_s") or 0.0) * (rows + (1 if prefill else 0))
     if cost.get("async_scheduling"):
+        # The CPU schedules the next step while the GPU runs this one; without graphs it also launches this
+        # step's kernels one by one, so its path is both: the step is the longer of the two paths.
         terms["cpu"] = max(0.0, cpu - gpu)
+        terms["launch_gap"] = max(0.0, cpu + launch - gpu) - terms["cpu"]
     else:
+        # Schedule and prepare, then launch: the GPU runs the kernels as they come (the slower of the two).
         terms["cpu"] = cpu
+        terms["launch_gap"] = max(0.0, launch - gpu)
     return terms
 
 

@@ -8,9 +8,10 @@ prompt chunks (each n tokens against a prefix of p). Per GPU of the tensor-paral
         + activations read and written ÷ bandwidth                   norms, rotary, activation functions
         + kernels × per-kernel floor                                 each kernel's fixed latency, even in a graph
         + sampled positions × sampler cost + all-reduces (TP > 1)   every verified token, and a prompt's last
-    eager (no CUDA graphs): gpu = max(gpu, kernels × launch cost)    the CPU launching kernels one by one
     cpu = per-step scheduling + per-row input preparation and output processing
-    step = max(gpu, cpu) with async scheduling, else gpu + cpu
+    launch = kernels × launch cost without CUDA graphs (--enforce-eager), else 0
+    step = max(gpu, cpu + launch) with async scheduling (one CPU thread schedules and launches), else
+           cpu + max(gpu, launch)
 
 Where each term comes from:
 - Roofline per op class (max of memory and compute time, not their sum): a kernel streams its operands while its
@@ -181,15 +182,17 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
             float(cost.get("collective_latency_s") or 0.0)
             + float(cost.get("allreduce_bytes_per_token") or 0.0) * tokens * ring / _rate(cost, "link_bytes_per_s"))
     gpu = math.fsum(terms.values())
-    if eager:
-        launch = float(cost.get("kernels_per_step") or 0.0) * float(cost.get("launch_s") or 0.0)
-        terms["launch_gap"] = max(0.0, launch - gpu)
-        gpu += terms["launch_gap"]
+    launch = float(cost.get("kernels_per_step") or 0.0) * float(cost.get("launch_s") or 0.0) if eager else 0.0
     cpu = float(cost.get("fixed_s") or 0.0) + float(cost.get("cpu_per_row_s") or 0.0) * (rows + (1 if prefill else 0))
     if cost.get("async_scheduling"):
+        # The CPU schedules the next step while the GPU runs this one; without graphs it also launches this
+        # step's kernels one by one, so its path is both: the step is the longer of the two paths.
         terms["cpu"] = max(0.0, cpu - gpu)
+        terms["launch_gap"] = max(0.0, cpu + launch - gpu) - terms["cpu"]
     else:
+        # Schedule and prepare, then launch: the GPU runs the kernels as they come (the slower of the two).
         terms["cpu"] = cpu
+        terms["launch_gap"] = max(0.0, launch - gpu)
     return terms
 
 

@@ -101,9 +101,16 @@ def test_eager_adds_the_launch_gap_where_the_gpu_outruns_the_cpu() -> None:
     graphed_tiny = StepShape(**{**tiny.__dict__, "eager": False})
     for rows in (1, 8, 64):
         assert _t(eager, rows, rows * 1000.0) >= _t(DENSE, rows, rows * 1000.0) - 1e-12
-    # A small model: 442 launches × 12 µs ≈ 5.3 ms against ~1.4 ms of GPU work: the CPU sets the pace.
-    assert _t(tiny, 1, 1000.0) == pytest.approx(442 * 12e-6, rel=0.01)
+    # A small model: 442 launches × 12 µs ≈ 5.3 ms, after the CPU's 1.5 ms + 10 µs of scheduling on the same
+    # thread, against ~1.4 ms of GPU work: the CPU sets the pace.
+    assert _t(tiny, 1, 1000.0) == pytest.approx(442 * 12e-6 + 1.5e-3 + 10e-6, rel=0.01)
     assert _t(tiny, 1, 1000.0) > 2 * _t(graphed_tiny, 1, 1000.0)
+    # Without async scheduling the CPU's time comes first, then the launches race the GPU.
+    sync = StepShape(**{**tiny.__dict__, "async_scheduling": False})
+    assert _t(sync, 1, 1000.0) == pytest.approx(1.5e-3 + 10e-6 + 442 * 12e-6, rel=0.01)
+    big = StepShape(**{**eager.__dict__, "async_scheduling": False})
+    assert _t(big, 64, 64_000.0) == pytest.approx(_t(StepShape(**{**DENSE.__dict__, "async_scheduling": False}),
+                                                     64, 64_000.0), rel=1e-9)  # GPU-bound: launches hidden
 
 
 def test_async_scheduling_hides_the_cpu_behind_the_gpu() -> None:
