@@ -33,6 +33,7 @@ CORES: dict[tuple[str, ...], tuple[str, str]] = {
     ("advise",): ("dspark.commands.advise", "run_advise"),
     ("bench",): ("dspark.commands.bench", "bench"),
     ("sweep",): ("dspark.commands.sweep", "sweep_command"),
+    ("profile",): ("dspark.commands.profile", "profile"),
 }
 _serial = itertools.count(7001)
 
