@@ -3,7 +3,8 @@
 Sources (docs/advise.md has the table with links):
 - Memory bandwidth: the vendors' datasheets (H100 SXM 3.35 TB/s, H200 4.8 TB/s, B200 8 TB/s, RTX 5090 1,792 GB/s,
   GB10 273 GB/s), the same figures as dspark.hardware.profiles.
-- Dense tensor throughput (no sparsity): H100/H200 SXM 989 TFLOP/s BF16, 1,979 FP8 (NVIDIA H100/H200 datasheets);
+- Dense tensor throughput (no sparsity): H100/H200 SXM 989 TFLOP/s BF16, 1,979 FP8 (NVIDIA H100/H200 datasheets;
+  H100 PCIe 756 / 1,513 at 2 TB/s, H100 NVL 835 / 1,671 at 3.9 TB/s);
   B200 2,250 BF16, 4,500 FP8 (DGX B200 datasheet: 72 PFLOP/s FP8 sparse for 8 GPUs); RTX 5090 209.5 BF16 with
   FP32 accumulate, 419 FP8 (RTX Blackwell whitepaper); GB10 125 BF16, 250 FP8 (1 PFLOP/s FP4 sparse, halved per
   precision step and for sparsity).
@@ -39,6 +40,9 @@ class GpuPerf:
 
 
 GPUS: tuple[GpuPerf, ...] = (
+    # More specific names first (an "H100 PCIe" is not an H100 SXM).
+    GpuPerf("h100 pcie", "H100 PCIe", 2000.0, 756.0, 1513.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (PCIe)"),
+    GpuPerf("h100 nvl", "H100 NVL", 3900.0, 835.0, 1671.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (NVL)"),
     GpuPerf("h200", "H200", 4800.0, 989.0, 1979.0, 450.0, 10e-6,
             source="NVIDIA H200 datasheet; GEMM fraction measured on the lent H200 (~790 of 989 TFLOP/s)"),
     GpuPerf("h100", "H100 SXM", 3350.0, 989.0, 1979.0, 450.0, 10e-6, source="NVIDIA H100 datasheet (SXM)"),
@@ -47,6 +51,11 @@ GPUS: tuple[GpuPerf, ...] = (
             source="NVIDIA RTX Blackwell GPU architecture whitepaper (GeForce RTX 5090)"),
     GpuPerf("gb10", "GB10", 273.0, 125.0, 250.0, 25.0, 40e-6,
             source="NVIDIA DGX Spark datasheet (1 PFLOP/s FP4 sparse); ConnectX-7 200 Gb/s between two Sparks"),
+    # Not shipped as profiles, seen on NVML hosts: no FP8 tensor cores on the A100 (its BF16 rate stands in).
+    GpuPerf("a100", "A100", 2039.0, 312.0, 312.0, 300.0, 10e-6, source="NVIDIA A100 datasheet (80 GB SXM)"),
+    GpuPerf("l40s", "L40S", 864.0, 362.0, 733.0, 25.0, 25e-6, source="NVIDIA L40S datasheet"),
+    GpuPerf("rtx 4090", "RTX 4090", 1008.0, 165.2, 330.3, 25.0, 25e-6,
+            source="NVIDIA Ada GPU architecture whitepaper (GeForce RTX 4090, FP32 accumulate)"),
 )
 
 # No figure for the device (a CPU engine, an unknown GPU): placeholders, labelled as such wherever shown.
