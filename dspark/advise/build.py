@@ -234,8 +234,13 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
     spec = int(s.num_speculative_tokens.value or (first.recipe.speculative.num_speculative_tokens
                                                  if first.recipe and first.recipe.speculative else 0))
     gpu = min(first.hardware.gpus, key=lambda g: g.free_bytes) if first.hardware.gpus else None
+    ran, capped = _seats_run(seat_list, reports, first.serve.engine)
+    # Each seat count captures its own graphs, all from one grid: the largest count's sizes cover every smaller
+    # count's decode steps (at most seats × query length tokens, within its own largest size) the same way.
+    widest = max((r.capacity for _, r in ran), key=lambda c: c.cudagraph_max_capture_size)
     inputs: ModelInputs = model_inputs(
         first.architecture, first.weights, cap, gpu, platform=str(s.platform.value or "cuda"),
+        graph_sizes=widest.cudagraph_capture_sizes,
         tp=int(s.tensor_parallel_size.value), speculative_tokens=spec, emitted_per_step=opts.accepted_tokens,
         observed_prefill_s=prefill)
     points = steps + _calibration_points(opts.calibrate, max_batched, _deployment(first))
@@ -248,7 +253,6 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
         costs = calibration.costs
         peak = (gpu.bandwidth_gbps or bandwidth_gbps_for(gpu.name)) if gpu is not None else None
         warnings = fit_warnings(calibration, peak * 1e9 if peak else None, gpu.name if gpu is not None else "device")
-    ran, capped = _seats_run(seat_list, reports, first.serve.engine)
     pools = [(n, r.capacity.kv_pool_tokens) for n, r in ran]
     countings = {n: counting_for(r.capacity) for n, r in ran}
     predictions = predict(costs, inputs.shape, load, pools, request.prefix_cache_reserve, countings,
@@ -270,8 +274,8 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
     assumptions = [
         "step time (dspark.perf.step) = max(weights read, GEMM FLOPs ÷ rate at the step's padded token count) + "
         "max(KV and state read, attention FLOPs ÷ attention rate) + activations ÷ bandwidth + kernels × latency "
-        "+ sampler [+ all-reduces], eager: at least the kernels' launches; the engine's CPU per step adds, or "
-        "hides behind the GPU with async scheduling",
+        "+ sampler [+ all-reduces]; the engine's CPU per step (and, without a CUDA graph, each kernel's launch) "
+        "adds to it, or runs beside it with async scheduling: max(GPU, CPU + launches)",
         f"tokens a seat keeps per step: {inputs.shape.emitted_per_step:g} ({inputs.sources['emitted_per_step']}); "
         f"each verifies {inputs.shape.query_len}",
         f"chunked prefill within {max_batched:,} batched tokens per step; "

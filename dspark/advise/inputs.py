@@ -147,8 +147,10 @@ def model_inputs(
     speculative_tokens: int,
     emitted_per_step: float | None = None,
     observed_prefill_s: tuple[float, str] | None = None,
+    graph_sizes: Sequence[int] | None = None,
 ) -> ModelInputs:
-    """Shape and priors for one configuration; `observed_prefill_s` pins the prefill cost (value, source)."""
+    """Shape and priors for one configuration; `observed_prefill_s` pins the prefill cost (value, source);
+    `graph_sizes`: the captured CUDA-graph sizes to run steps in (default: the capacity's)."""
     sources: dict[str, str] = {}
     notes: list[str] = []
     dense, expert, weight_note = _split_weights(arch, weights, tp)
@@ -179,7 +181,7 @@ def model_inputs(
     fixed = CPU_STEP_S["cpu" if cpu else "cuda"]
     sources["fixed_s"] = (f"{fixed * 1e3:g} ms of the engine's CPU per step + {CPU_PER_ROW_S * 1e6:g} µs per "
                           "request (scheduling, input preparation, output processing): a prior")
-    sizes = tuple(sorted(capacity.cudagraph_capture_sizes))
+    sizes = tuple(sorted(capacity.cudagraph_capture_sizes if graph_sizes is None else graph_sizes))
     eager = not cpu and not sizes
     async_sched = bool(capacity.details.get("async_scheduling"))
     attn_layers = sum(1 for layer in arch.layers if not isinstance(layer, LinearStateLayer))
@@ -207,7 +209,8 @@ def model_inputs(
         allreduces_per_step=2 * layers if tp > 1 else 0, allreduce_bytes_per_token=float(arch.hidden_size * act),
         link_bytes_per_s=perf.link_gbps * 1e9, collective_latency_s=perf.collective_latency_s, tp=tp,
     )
-    notes.append(("CUDA graphs captured up to " + f"{sizes[-1]} tokens: a smaller batch runs padded to the next size"
+    notes.append(("CUDA graphs captured up to " + f"{sizes[-1]} tokens (at the widest seat count): a smaller batch "
+                  "runs padded to the next size, a larger one without a graph"
                   if sizes else "no CUDA graphs (--enforce-eager): each kernel waits for its launch from the CPU"
                   if eager else "no CUDA graphs")
                  + ("; async scheduling: the engine's CPU time per step hides behind the GPU's" if async_sched

@@ -100,7 +100,9 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
             float(cost.get("collective_latency_s") or 0.0)
             + float(cost.get("allreduce_bytes_per_token") or 0.0) * tokens * ring / _rate(cost, "link_bytes_per_s"))
     gpu = math.fsum(terms.values())
-    launch = float(cost.get("kernels_per_step") or 0.0) * float(cost.get("launch_s") or 0.0) if eager else 0.0
+    # Without a captured graph (eager, or a batch above the largest captured size) each kernel is launched alone.
+    ungraphed = eager or bool(sizes and tokens > sizes[-1])
+    launch = float(cost.get("kernels_per_step") or 0.0) * float(cost.get("launch_s") or 0.0) if ungraphed else 0.0
     cpu = float(cost.get("fixed_s") or 0.0) + float(cost.get("cpu_per_row_s") or 0.0) * (rows + (1 if prefill else 0))
     if cost.get("async_scheduling"):
         # The CPU schedules the next step while the GPU runs this one; without graphs it also launches this

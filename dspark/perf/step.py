@@ -9,7 +9,8 @@ prompt chunks (each n tokens against a prefix of p). Per GPU of the tensor-paral
         + kernels × per-kernel floor                                 each kernel's fixed latency, even in a graph
         + sampled positions × sampler cost + all-reduces (TP > 1)   every verified token, and a prompt's last
     cpu = per-step scheduling + per-row input preparation and output processing
-    launch = kernels × launch cost without CUDA graphs (--enforce-eager), else 0
+    launch = kernels × launch cost without a CUDA graph (--enforce-eager, or T above the largest captured
+             size), else 0
     step = max(gpu, cpu + launch) with async scheduling (one CPU thread schedules and launches), else
            cpu + max(gpu, launch)
 
@@ -33,7 +34,8 @@ Where each term comes from:
 - Per-kernel floor: a kernel costs a few µs however little it does (launch within a graph, tail, the next
   kernel's ramp); aiconfigurator prices each elementwise op at bytes ÷ (0.8 × bandwidth) + 3 µs.
 - Eager launch gap: with --enforce-eager every kernel is launched from Python through PyTorch's dispatcher
-  (~8-10 µs each), and a step of small kernels waits on the CPU (vLLM's docs: CUDA graphs exist to remove it).
+  (~12 µs each), and a step of small kernels waits on the CPU (vLLM's docs: CUDA graphs exist to remove it); a
+  batch above the largest captured size runs without a graph too (the cudagraph dispatcher finds none).
 - Async scheduling (vLLM's AsyncScheduler, on by default on CUDA): the next step is scheduled while this one runs
   on the GPU (vllm/v1/engine/core.py, step_with_batch_queue), so CPU time hides behind GPU time.
 """
@@ -182,7 +184,9 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
             float(cost.get("collective_latency_s") or 0.0)
             + float(cost.get("allreduce_bytes_per_token") or 0.0) * tokens * ring / _rate(cost, "link_bytes_per_s"))
     gpu = math.fsum(terms.values())
-    launch = float(cost.get("kernels_per_step") or 0.0) * float(cost.get("launch_s") or 0.0) if eager else 0.0
+    # Without a captured graph (eager, or a batch above the largest captured size) each kernel is launched alone.
+    ungraphed = eager or bool(sizes and tokens > sizes[-1])
+    launch = float(cost.get("kernels_per_step") or 0.0) * float(cost.get("launch_s") or 0.0) if ungraphed else 0.0
     cpu = float(cost.get("fixed_s") or 0.0) + float(cost.get("cpu_per_row_s") or 0.0) * (rows + (1 if prefill else 0))
     if cost.get("async_scheduling"):
         # The CPU schedules the next step while the GPU runs this one; without graphs it also launches this
