@@ -30,10 +30,16 @@ from dspark.perf.gpus import gpu_perf, is_known
 # embedding, the final norm, the logits and the sampler's (vLLM's Qwen3/Llama forward under torch.compile).
 KERNELS_PER_LAYER = 12
 KERNELS_PER_STEP = 10
+# A routed-MoE layer launches about 8 more (vLLM's FusedMoE: router GEMM, topk_softmax, moe_align_block_size, the
+# two fused_moe kernels, the activation, moe_sum, the shared expert's), as its 4.2 ms decode step at one stream
+# on the lent H200 (Qwen3-30B-A3B shape, 48 layers; 1.7 ms of it reading 3.3 B active parameters) shows.
+MOE_EXTRA_KERNELS_PER_LAYER = 8
 # Each kernel costs a few µs however little it does; aiconfigurator prices an elementwise op at 3 µs on Hopper.
 KERNEL_FLOOR_S = 2.5e-6
-# --enforce-eager: each kernel launched from Python through PyTorch's dispatcher, ~12 µs apiece.
-LAUNCH_S = 12e-6
+# --enforce-eager: each kernel launched from Python through PyTorch's dispatcher and vLLM's custom ops. Measured
+# on the lent H200 (vLLM 0.25.0, Qwen3-8B shape): 21 ms a step eager at 1 and 8 streams against 5.2 ms with CUDA
+# graphs, ~0.54 ms of CPU per decoder layer: ~45 µs per kernel at 12 per layer.
+LAUNCH_S = 45e-6
 # The engine's CPU per step (schedule, prepare inputs, process outputs) and per scheduled request: priors for
 # vLLM V1 on a server CPU, fitted by `dspark profile`; with async scheduling they hide behind the GPU's step.
 CPU_STEP_S = {"cuda": 1.5e-3, "cpu": 5e-3}
@@ -194,6 +200,8 @@ def model_inputs(
     moe = arch.moe
     act = dtype_bytes(arch.dtype)
     layers = len(arch.layers)
+    per_layer = KERNELS_PER_LAYER + (MOE_EXTRA_KERNELS_PER_LAYER if moe is not None else 0)
+    kernels = layers * per_layer + KERNELS_PER_STEP
     shape = StepShape(
         dense_weight_bytes=dense, expert_weight_bytes=expert,
         num_experts=moe.num_experts if moe else None, top_k=moe.top_k if moe else None,
@@ -204,7 +212,7 @@ def model_inputs(
         logits_flops_per_row=_logits_flops(arch, tp),
         attention_flops_per_pair=_attention_flops_per_pair(arch, tp),
         activation_bytes_per_token=ACTIVATION_TOUCHES * arch.hidden_size * act * layers / tp,
-        kernels_per_step=layers * KERNELS_PER_LAYER + KERNELS_PER_STEP,
+        kernels_per_step=kernels,
         graph_sizes=sizes, eager=eager, async_scheduling=async_sched,
         allreduces_per_step=2 * layers if tp > 1 else 0, allreduce_bytes_per_token=float(arch.hidden_size * act),
         link_bytes_per_s=perf.link_gbps * 1e9, collective_latency_s=perf.collective_latency_s, tp=tp,
@@ -227,8 +235,9 @@ def model_inputs(
     sources["attention_flops_per_s"] = f"{perf.attention_fraction:.0%} of {perf.label}'s {peak:g} dense TFLOP/s"
     sources["gemm_half_tokens"] = sources["flops_per_s"]
     sources["kernel_floor_s"] = (f"{KERNEL_FLOOR_S * 1e6:g} µs per kernel, {shape.kernels_per_step} kernels per "
-                                 f"step ({KERNELS_PER_LAYER} per layer)")
-    sources["launch_s"] = f"{LAUNCH_S * 1e6:g} µs per kernel launched without CUDA graphs"
+                                 f"step ({per_layer} per layer)")
+    sources["launch_s"] = (f"{LAUNCH_S * 1e6:g} µs per kernel launched without CUDA graphs (measured eager on the "
+                           "lent H200: ~0.54 ms of CPU per decoder layer)")
     sources["cpu_per_row_s"] = sources["fixed_s"]
     return ModelInputs(shape=shape, prior=prior, sources=sources, assumptions=tuple(notes))
 
