@@ -21,7 +21,7 @@ from dspark.model.architecture import (
     dtype_bytes,
 )
 from dspark.model.weights import WeightBytes, format_bytes_per_parameter
-from dspark.perf.gpus import gpu_perf, is_known
+from dspark.perf.gpus import GpuPerf, gpu_perf, is_known
 
 # Every prior below is a physical fact or an engine behaviour; dspark.perf.step says where each term comes from and
 # dspark.perf.gpus where each GPU figure does. Calibration (dspark.advise.calibrate) fits them within bounds.
@@ -111,6 +111,19 @@ def _active_params_per_gpu(arch: ModelArchitecture, weights: WeightBytes | None,
     if arch.moe is not None and params.routed_experts:
         active -= params.routed_experts * (1 - arch.moe.top_k / arch.moe.num_experts)
     return active / tp
+
+
+def _rate_sources(perf: GpuPerf, peak: float, kernels: int, per_layer: int, sources: dict[str, str]
+                  ) -> dict[str, str]:
+    """Where the attention rate, T½, the kernel floor, the launch and per-request CPU costs come from."""
+    return {
+        "attention_flops_per_s": f"{perf.attention_fraction:.0%} of {perf.label}'s {peak:g} dense TFLOP/s",
+        "gemm_half_tokens": sources["flops_per_s"],
+        "kernel_floor_s": f"{KERNEL_FLOOR_S * 1e6:g} µs per kernel, {kernels} kernels per step ({per_layer} per layer)",
+        "launch_s": (f"{LAUNCH_S * 1e6:g} µs per kernel launched without CUDA graphs (measured eager on the lent "
+                     "H200: ~0.54 ms of CPU per decoder layer)"),
+        "cpu_per_row_s": sources["fixed_s"],
+    }
 
 
 def _flops_per_token(arch: ModelArchitecture, weights: WeightBytes | None, tp: int) -> tuple[float, float]:
@@ -231,14 +244,12 @@ def model_inputs(
         fixed_s=fixed, bandwidth_bytes_per_s=gbps * 1e9 * fraction, per_token_s=per_token,
         prefill_per_token_s=prefill, flops_per_s=flops, gemm_half_tokens=GEMM_HALF_TOKENS,
         attention_flops_per_s=peak * 1e12 * perf.attention_fraction, kernel_floor_s=0.0 if cpu else KERNEL_FLOOR_S,
-        launch_s=0.0 if cpu else LAUNCH_S, cpu_per_row_s=CPU_PER_ROW_S)
-    sources["attention_flops_per_s"] = f"{perf.attention_fraction:.0%} of {perf.label}'s {peak:g} dense TFLOP/s"
-    sources["gemm_half_tokens"] = sources["flops_per_s"]
-    sources["kernel_floor_s"] = (f"{KERNEL_FLOOR_S * 1e6:g} µs per kernel, {shape.kernels_per_step} kernels per "
-                                 f"step ({per_layer} per layer)")
-    sources["launch_s"] = (f"{LAUNCH_S * 1e6:g} µs per kernel launched without CUDA graphs (measured eager on the "
-                           "lent H200: ~0.54 ms of CPU per decoder layer)")
-    sources["cpu_per_row_s"] = sources["fixed_s"]
+        launch_s=0.0 if cpu else LAUNCH_S, cpu_per_row_s=CPU_PER_ROW_S,
+        kv_bandwidth_bytes_per_s=gbps * 1e9 * perf.kv_fraction)
+    sources["kv_bandwidth_bytes_per_s"] = (f"{perf.kv_fraction:.0%} of {perf.label}'s {gbps:,.0f} GB/s: paged KV "
+                                           "reads of decode attention" if is_known(perf) else
+                                           sources["bandwidth_bytes_per_s"])
+    sources.update(_rate_sources(perf, peak, shape.kernels_per_step, per_layer, sources))
     return ModelInputs(shape=shape, prior=prior, sources=sources, assumptions=tuple(notes))
 
 
@@ -248,6 +259,7 @@ def describe_costs(costs: StepCosts, fitted: Sequence[str], sources: dict[str, s
         "fixed_s": f"{costs.fixed_s * 1e3:.2f} ms",
         "cpu_per_row_s": f"{costs.cpu_per_row_s * 1e6:.1f} µs",
         "bandwidth_bytes_per_s": f"{costs.bandwidth_bytes_per_s / 1e9:.1f} GB/s",
+        "kv_bandwidth_bytes_per_s": f"{(costs.kv_bandwidth_bytes_per_s or costs.bandwidth_bytes_per_s) / 1e9:.1f} GB/s",
         "flops_per_s": f"{costs.flops_per_s / 1e12:.1f} TFLOP/s",
         "gemm_half_tokens": f"{costs.gemm_half_tokens:.0f} tokens",
         "attention_flops_per_s": f"{costs.attention_flops_per_s / 1e12:.1f} TFLOP/s",

@@ -83,8 +83,9 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
         pairs = prefill * prefill / 2.0 + (prefill * context if rows == 0 else 0.0)
     per_pair = float(cost.get("attention_flops_per_pair") or 0.0)
     attn_flops = per_pair * (q * context * (1 if rows else 0) + pairs)
+    kv_bw = float(cost.get("kv_bandwidth_bytes_per_s") or 0.0) or bw
     kv = (float(cost.get("kv_bytes_per_token") or 0.0) * context
-          + float(cost.get("state_bytes_per_seat") or 0.0) * rows) / bw
+          + float(cost.get("state_bytes_per_seat") or 0.0) * rows) / kv_bw
     terms = {
         "gemm": max(weights, compute),
         "attention": max(kv, attn_flops / _rate(cost, "attention_flops_per_s")),

@@ -9,9 +9,12 @@ Sources (docs/advise.md has the table with links):
   FP32 accumulate, 419 FP8 (RTX Blackwell whitepaper); GB10 125 BF16, 250 FP8 (1 PFLOP/s FP4 sparse, halved per
   precision step and for sparsity).
 - Achieved fractions: large reads reach ~0.8 of peak bandwidth (the seed deployment's decode read 78-85% of
-  GB10's 273 GB/s; aiconfigurator prices its elementwise ops at 0.8 of bandwidth); the largest BF16 GEMMs reach
-  ~0.8 of dense peak (measured ~790 of 989 TFLOP/s on the lent H200); attention kernels (FlashAttention-3 on
-  Hopper) ~0.5 of dense peak in prefill.
+  GB10's 273 GB/s; aiconfigurator prices its elementwise ops at 0.8 of bandwidth); decode attention reads paged
+  KV (vLLM's 16-token blocks, scattered in the pool) at ~0.65 (the H200's decode steps at 64-128 streams: 11.1
+  and 18.9 ms TPOT with 1k prompts); the best single BF16 GEMM reaches ~0.8 of dense peak (measured ~790 of 989
+  TFLOP/s on the lent H200) and a decoder layer's GEMMs (QKV, O, gate-up, down: different shapes, each with its
+  tail wave) ~0.72 (the H200's 8B prefill: ~720 TFLOP/s at 1-4k-token prompts); attention kernels
+  (FlashAttention-3 on Hopper) ~0.5 of dense peak in prefill.
 - Interconnect for tensor parallelism: NVLink 4 (H100/H200, 450 GB/s per direction) and NVLink 5 (B200, 900),
   PCIe 5 x16 (RTX 5090, ~64 GB/s per direction, ~50 usable), ConnectX-7 200 Gb/s between two DGX Sparks
   (25 GB/s); each all-reduce also pays a latency (~10 µs NVLink, ~25 µs PCIe, ~40 µs over the network).
@@ -33,8 +36,9 @@ class GpuPerf:
     fp8_tflops: float
     link_gbps: float  # per direction, between the GPUs of one tensor-parallel group
     collective_latency_s: float  # one all-reduce's fixed cost
-    bandwidth_fraction: float = 0.80
-    gemm_fraction: float = 0.80
+    bandwidth_fraction: float = 0.80  # large streaming reads: weights, activations
+    kv_fraction: float = 0.65  # paged KV reads of decode attention (16-token blocks scattered in the pool)
+    gemm_fraction: float = 0.72  # a layer's GEMMs (below the best single GEMM's ~0.8)
     attention_fraction: float = 0.50
     source: str = ""
 
@@ -59,8 +63,8 @@ GPUS: tuple[GpuPerf, ...] = (
 )
 
 # No figure for the device (a CPU engine, an unknown GPU): placeholders, labelled as such wherever shown.
-CPU = GpuPerf("cpu", "CPU (placeholder)", 20.0, 0.5, 0.5, 10.0, 50e-6, bandwidth_fraction=1.0, gemm_fraction=1.0,
-              attention_fraction=1.0, source="a placeholder: dspark has no figures for a CPU engine")
+CPU = GpuPerf("cpu", "CPU (placeholder)", 20.0, 0.5, 0.5, 10.0, 50e-6, bandwidth_fraction=1.0, kv_fraction=1.0,
+              gemm_fraction=1.0, attention_fraction=1.0, source="a placeholder: dspark has no figures for a CPU engine")
 UNKNOWN = GpuPerf("?", "unknown GPU (placeholder)", 1000.0, 100.0, 200.0, 50.0, 25e-6,
                   source="a placeholder: dspark has no figures for this GPU")
 

@@ -4,7 +4,7 @@ A step the scheduler forms holds decode rows (each verifying q = 1 + speculative
 prompt chunks (each n tokens against a prefix of p). Per GPU of the tensor-parallel group it costs
 
     gpu = max(weights read, GEMM FLOPs ÷ (peak × eff(T)))          linear layers, T tokens padded to the graph size
-        + max(KV and state read, attention FLOPs ÷ attention rate)   decode rows at their context, chunks vs prefix
+        + max(KV and state read ÷ KV rate, attention FLOPs ÷ rate)  decode rows at their context, chunks vs prefix
         + activations read and written ÷ bandwidth                   norms, rotary, activation functions
         + kernels × per-kernel floor                                 each kernel's fixed latency, even in a graph
         + sampled positions × sampler cost + all-reduces (TP > 1)   every verified token, and a prompt's last
@@ -22,12 +22,12 @@ Where each term comes from:
   (docs/advise.md), so the expert bytes read grow with T; each expert's GEMM sees T·k/E tokens.
 - The lm_head runs only for the positions the step samples (vLLM's compute_logits on the sampled hidden states:
   every decode position, a prompt chunk's last token), not for every prompt token.
-- GEMM efficiency eff(T) = T / (T + T_half), times the peak fraction reached by large GEMMs: cuBLAS/CUTLASS tiles
-  are 64-128 rows, so a GEMM of few rows wastes most of a tile (measured on the H200: ~790 of 989 TFLOP/s at
-  large T; aiconfigurator's GEMM tables show the same rise with M).
-- Attention: paged KV read per decode row at its context (vLLM's FlashAttention/FlashInfer decode kernels stream
-  the row's blocks), FLOPs 4 · layers · heads · head_dim per (query, key) pair; a prompt chunk of n tokens after
-  a prefix of p is n·(p + n/2) pairs (causal).
+- GEMM efficiency eff(T) = T / (T + T_half), times the fraction a decoder layer's GEMMs reach at large T:
+  cuBLAS/CUTLASS tiles are 64-128 rows, so a GEMM of few rows wastes most of a tile (the best single GEMM on the
+  lent H200: ~790 of 989 TFLOP/s; aiconfigurator's GEMM tables show the same rise with M).
+- Attention: paged KV read per decode row at its context (vLLM's FlashAttention/FlashInfer decode kernels read
+  the row's 16-token blocks, scattered in the pool: a lower rate than a streaming read); FLOPs 4 · layers ·
+  heads · head_dim per (query, key) pair; a prompt chunk of n tokens after a prefix of p is n·(p + n/2) pairs.
 - CUDA-graph padding: vLLM runs a batch of T ≤ the largest captured size in the smallest captured graph ≥ T
   (vllm/v1/worker/gpu_model_runner.py, _get_cudagraph_and_dp_padding / cudagraph_dispatcher; the sizes are
   dspark.engines.vllm.graphs'), so padded rows cost GEMM FLOPs; eager steps are not padded.
@@ -63,6 +63,7 @@ class StepCosts:
     kernel_floor_s: float = 0.0  # fixed latency of one kernel in a step
     launch_s: float = 0.0  # CPU cost of launching one kernel without CUDA graphs
     cpu_per_row_s: float = 0.0  # CPU per scheduled request per step
+    kv_bandwidth_bytes_per_s: float = 0.0  # achieved rate of paged KV reads (0: bandwidth_bytes_per_s)
 
 
 @dataclass(frozen=True)
@@ -167,8 +168,9 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
         pairs = prefill * prefill / 2.0 + (prefill * context if rows == 0 else 0.0)
     per_pair = float(cost.get("attention_flops_per_pair") or 0.0)
     attn_flops = per_pair * (q * context * (1 if rows else 0) + pairs)
+    kv_bw = float(cost.get("kv_bandwidth_bytes_per_s") or 0.0) or bw
     kv = (float(cost.get("kv_bytes_per_token") or 0.0) * context
-          + float(cost.get("state_bytes_per_seat") or 0.0) * rows) / bw
+          + float(cost.get("state_bytes_per_seat") or 0.0) * rows) / kv_bw
     terms = {
         "gemm": max(weights, compute),
         "attention": max(kv, attn_flops / _rate(cost, "attention_flops_per_s")),

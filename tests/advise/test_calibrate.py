@@ -32,7 +32,7 @@ def test_the_points_decide_which_terms_are_fitted() -> None:
     step = [Measured(seats=n, source="s", step_s=0.1) for n in (1, 8, 16)]
     assert terms_to_fit(step[:1]) == ("fixed_s", "bandwidth_bytes_per_s", "kernel_floor_s")
     assert terms_to_fit(step[:2]) == ("fixed_s", "bandwidth_bytes_per_s", "kernel_floor_s", "cpu_per_row_s",
-                                      "flops_per_s", "gemm_half_tokens")
+                                      "kv_bandwidth_bytes_per_s", "flops_per_s", "gemm_half_tokens")
     bench = Measured(seats=8, source="b", workload=Workload(32, 100, 2048, 512), ttft_mean_s=70.0)
     assert terms_to_fit([bench]) == ("fixed_s", "bandwidth_bytes_per_s", "kernel_floor_s", "flops_per_s",
                                      "attention_flops_per_s")
@@ -45,11 +45,12 @@ def test_fit_recovers_the_costs_that_made_the_points() -> None:
     prior = StepCosts(fixed_s=0.002, bandwidth_bytes_per_s=180e9, cpu_per_row_s=0.001, prefill_per_token_s=0.0005)
     points = [Measured(seats=n, source="made", step_s=decode_step_s(truth, MOE, n, n * 3000.0),
                        context_tokens=3000.0) for n in (1, 4, 8, 16, 32)]
-    cal = fit(prior, MOE, points, pinned=("prefill_per_token_s",))
+    # Per row, the CPU's cost and the KV and state reads trade off: the KV rate is pinned (to the bandwidth).
+    cal = fit(prior, MOE, points, pinned=("prefill_per_token_s", "kv_bandwidth_bytes_per_s"))
     assert cal.refused is None and {"fixed_s", "bandwidth_bytes_per_s", "cpu_per_row_s"} <= set(cal.fitted)
     assert cal.costs.fixed_s == pytest.approx(truth.fixed_s, rel=0.05)
     assert cal.costs.bandwidth_bytes_per_s == pytest.approx(truth.bandwidth_bytes_per_s, rel=0.05)
-    # Per row, the CPU's cost and the state read (40 MB / bandwidth) trade off: the fit pins their sum.
+    # Per row, the CPU's cost and the state read (40 MB / bandwidth) still trade off: the fit pins their sum.
     assert cal.costs.cpu_per_row_s == pytest.approx(truth.cpu_per_row_s, rel=0.35)
     assert all(abs(r.error) < 5e-3 for r in cal.residuals)
     assert cal.fit_error < cal.prior_error
