@@ -225,7 +225,7 @@ def _environ(extra: Mapping[str, str]) -> Iterator[None]:
 def seam_start(engine: str, python: str, models: Path, case: StartCase,
                engine_env: Mapping[str, str]) -> dict[str, Any]:
     """dspark's start in this process (its console entry point), with an exec that only records the plan."""
-    import dspark.commands.validate as commands  # noqa: PLC0415
+    import dspark.commands.start as commands  # noqa: PLC0415
     from dspark.cli import main  # noqa: PLC0415
 
     executed: list[LaunchPlan] = []

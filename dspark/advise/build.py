@@ -105,7 +105,7 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
     from dspark.bench.prompts import take  # noqa: PLC0415
     from dspark.core.errors import EngineNotInstalledError  # noqa: PLC0415
     from dspark.engines import engine_spec  # noqa: PLC0415
-    from dspark.engines.base import find_engine_python  # noqa: PLC0415
+    from dspark.engines.interpreter import find_engine_python  # noqa: PLC0415
 
     if opts.simulator == "dspark":
         _refuse_scheduler_options(opts, "--simulator dspark asks for dspark's own model")

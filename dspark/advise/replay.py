@@ -14,8 +14,7 @@ import statistics
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dspark.advise.advice import Prediction
 from dspark.advise.model import StepCosts, StepShape, table
@@ -24,6 +23,9 @@ from dspark.bench.stats import percentile
 from dspark.core.errors import InputError
 from dspark.engines.replay import scheduler_replay
 from dspark.perf.step import step_seconds
+
+if TYPE_CHECKING:
+    from dspark.engines.spec import SchedulerReplay
 
 
 class ReplayError(Exception):
@@ -83,7 +85,7 @@ class ReplayResult:
 
 def engine_part(engine: str, witness_request: Mapping[str, Any] | None, details: Mapping[str, Any],
                 max_model_len: int, mtp_layers: int, seat_details: Mapping[int, Mapping[str, Any]] | None = None
-                ) -> tuple[dict[str, Any], str, ModuleType]:
+                ) -> tuple[dict[str, Any], str, SchedulerReplay]:
     """The replay's plan and engine settings for `engine`, with the script that runs them; ReplayError: why not.
 
     seat_details: validate's capacity details at each seat count, for an engine whose replay module sizes each
@@ -94,7 +96,7 @@ def engine_part(engine: str, witness_request: Mapping[str, Any] | None, details:
         raise ReplayError(f"dspark cannot run {engine}'s scheduler without a model yet")
     try:
         part: dict[str, Any] = module.replay_engine_part(witness_request, details, max_model_len, mtp_layers)
-        seat_part = getattr(module, "replay_seat_part", None)
+        seat_part = module.replay_seat_part
         if seat_part is not None and seat_details:
             part["plans"] = {str(n): seat_part(d) for n, d in seat_details.items()}
     except ValueError as exc:
@@ -174,15 +176,14 @@ def pass_prediction(p: Mapping[str, Any]) -> PassPrediction:
     )
 
 
-def replay_result(answer: Mapping[str, Any], simulator: str, module: ModuleType | None = None) -> ReplayResult:
+def replay_result(answer: Mapping[str, Any], simulator: str, module: SchedulerReplay | None = None) -> ReplayResult:
     """The parsed answer of the engine-side replay (module: the engine's replay module, for its own wording)."""
     seats = tuple(SeatReplay(seats=int(r["seats"]), cold=pass_prediction(r["cold"]),
                              warm=pass_prediction(r["warm"]) if r.get("warm") else None)
                   for r in answer["results"])
     extra: dict[str, Any] = {}
-    if module is not None and hasattr(module, "KV_USAGE_METRIC"):
+    if module is not None:
         extra["kv_usage_metric"] = str(module.KV_USAGE_METRIC)
-    if module is not None and hasattr(module, "replay_notes"):
         extra["notes"] = tuple(module.replay_notes(answer))
     return ReplayResult(simulator=simulator, engine_version=answer.get("engine_version"), seats=seats,
                         seconds=float(answer.get("seconds", 0.0)),

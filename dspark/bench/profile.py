@@ -26,7 +26,7 @@ from dspark.bench.results import BenchResult, jsonable
 from dspark.engines import ENGINE_NAMES, engine_spec
 
 PROFILE_KIND = "dspark-profile"
-HISTOGRAMS = ("inter_token_latency", "prefill_time", "decode_time", "iteration_tokens")
+HISTOGRAMS = ("itl", "prefill_time", "decode_time", "iteration_tokens")
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,8 @@ def point_record(point: ProfilePoint, bench: Mapping[str, Any], means: Mapping[s
     itl = bench.get("itl_ms") or {}
     record: dict[str, Any] = {"batch": point.batch, "input_len": point.input_len, "output_len": point.output_len,
                               "requests": point.batch, "summary": dict(summary)}
-    if "inter_token_latency" in means:
-        record["itl_mean_s"], record["source"] = means["inter_token_latency"], "engine /metrics"
+    if "itl" in means:
+        record["itl_mean_s"], record["source"] = means["itl"], "engine /metrics"
     elif isinstance(itl.get("mean"), (int, float)):
         record["itl_mean_s"], record["source"] = float(itl["mean"]) / 1e3, "client (no engine histogram)"
     if "prefill_time" in means:

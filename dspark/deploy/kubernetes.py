@@ -287,8 +287,7 @@ def k8s_plan(report: ValidationReport, options: RenderOptions) -> K8sPlan:
     """The K8sPlan of a validated report: its settings, seats, GPUs per node and the engine's serving facts."""
     from dspark.config.knobs import BY_NAME  # noqa: PLC0415
     from dspark.config.recipes import shipped_recipes_dir  # noqa: PLC0415
-    from dspark.engines import engine_spec  # noqa: PLC0415
-    from dspark.engines.flags import data_parallel_of, parse_engine_flags  # noqa: PLC0415
+    from dspark.engines.pasted_flags import data_parallel_of, parse_engine_flags  # noqa: PLC0415
     from dspark.planning.findings import gpus_per_node  # noqa: PLC0415
 
     if not options.image.strip():
@@ -303,9 +302,8 @@ def k8s_plan(report: ValidationReport, options: RenderOptions) -> K8sPlan:
             "engine's native multi-node runtime, set up from the LeaderWorkerSet's variables",
             hint="render with DSPARK_DISTRIBUTED_RUNTIME=native (the pods then carry it too)",
         )
-    spec = engine_spec(report.serve.engine)
-    data_parallel, dp_attention = data_parallel_of(report.serve.engine,
-                                                   parse_engine_flags(report.serve.engine, options.engine_flags))
+    spec = report.spec
+    data_parallel, dp_attention = data_parallel_of(spec, parse_engine_flags(spec, options.engine_flags))
     gpus = 0 if report.serve.platform == "cpu" else gpus_per_node(settings, 1 if dp_attention else data_parallel)
     env = {BY_NAME[name].env: _env_value(s.value) for name, s in settings.settings().items()
            if name in BY_NAME and name not in _PER_POD and s.layer in ("flag", "env") and s.value is not None}

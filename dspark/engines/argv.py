@@ -16,7 +16,10 @@ here, before it, as the engines do it:
   abbreviated flag is unknown here.
 
 Also here: removing flags from an argv (`strip_options`) and reading a planned argv's options by dest name
-(`option_values`), with the same notion of an option and its name.
+(`option_values`), with the same notion of an option and its name, and building one (`flag`, `strip_flags`).
+Flag reading has four rooms: dspark.engines.argv (the argparse machinery every reader runs on),
+dspark/engines/<engine>/options.py (each engine's reader), dspark.engines.flag_values (the value converters
+they share) and dspark.engines.pasted_flags (what the pasted flags set: knob values, unplaced flags, DP).
 """
 
 from __future__ import annotations
@@ -249,3 +252,14 @@ def option_values(argv: Sequence[str]) -> dict[str, str | bool]:
         else:
             out[key] = True
     return out
+
+
+# Flags the adapters set themselves, with how many values each takes; the user's copies are removed.
+def strip_flags(argv: Sequence[str], managed: Mapping[str, int]) -> tuple[str, ...]:
+    """The argv without the managed flags (`--f v`, `--f=v`, bare booleans and their `--no-` forms)."""
+    return strip_options(argv, managed)
+
+
+def flag(name: str, value: object) -> list[str]:
+    """`[name, str(value)]`, or nothing when value is None."""
+    return [] if value is None else [name, str(value)]

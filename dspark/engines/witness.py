@@ -19,7 +19,7 @@ from dspark.capacity.seats import safe_seats_full_window
 from dspark.core.errors import EngineNotInstalledError
 from dspark.core.findings import Finding
 from dspark.engines import ENGINE_NAMES, engine_spec
-from dspark.engines.base import PlannerInput
+from dspark.engines.spec import PlannerInput
 
 WITNESS_SCRIPT = Path(__file__).with_name("_witness.py")
 MARKER = "DSPARK_WITNESS "

@@ -24,15 +24,15 @@ def test_histogram_means_are_the_differences_sum_over_count() -> None:
     idle = (FIXTURES / "vllm_metrics_idle.txt").read_text()
     warm = (FIXTURES / "vllm_metrics_warm.txt").read_text()
     means = histogram_means(idle, warm)
-    assert means["inter_token_latency"] == pytest.approx(2.7566410339992444 / 360)
+    assert means["itl"] == pytest.approx(2.7566410339992444 / 360)
     assert means["prefill_time"] == pytest.approx(0.3832606550000719 / 24)
-    assert "inter_token_latency" not in histogram_means(warm, warm)  # nothing observed in between: no figure
+    assert "itl" not in histogram_means(warm, warm)  # nothing observed in between: no figure
 
 
 def test_a_point_prefers_the_engines_figures_and_says_where_they_come_from() -> None:
     bench = {"summary": {"ttft_mean_s": 0.05}, "itl_ms": {"mean": 7.0}}
     point = ProfilePoint(1, 256, 48)
-    engine = point_record(point, bench, {"inter_token_latency": 0.005, "prefill_time": 0.03})
+    engine = point_record(point, bench, {"itl": 0.005, "prefill_time": 0.03})
     assert (engine["itl_mean_s"], engine["prefill_mean_s"], engine["source"]) == (0.005, 0.03, "engine /metrics")
     client = point_record(point, bench, {})
     assert client["itl_mean_s"] == pytest.approx(0.007) and client["source"].startswith("client")

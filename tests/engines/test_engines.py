@@ -10,7 +10,9 @@ import pytest
 
 from dspark.core.errors import EngineArgError, EngineNotInstalledError, InputError
 from dspark.engines import get_engine
-from dspark.engines.base import ArgvCheck, ServeConfig, check_argv, require_ok, strip_flags
+from dspark.engines.argv import strip_flags
+from dspark.engines.base import ArgvCheck, check_argv, require_ok
+from dspark.engines.serve_config import ServeConfig
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.vllm.adapter import VllmEngine
 from dspark.runtime.launch import LaunchPlan
@@ -32,7 +34,7 @@ def test_strip_flags(argv: list[str], expected: tuple[str, ...]) -> None:
 
 
 def test_vllm_plan_single_node_console() -> None:
-    cfg = ServeConfig(engine="vllm", model="/m", max_num_seqs=12, kv_cache_memory_bytes=1 << 30,
+    cfg = ServeConfig(engine="vllm", model="/m", max_num_seqs=12, engine_values={"kv_cache_memory_bytes": 1 << 30},
                       max_model_len=4096, extra_args=("--enforce-eager", "--max-num-seqs", "3"))
     plan = VllmEngine(console=True).build_plan(cfg, "/py")
     assert plan.argv[:5] == ("/py", "-m", "vllm.entrypoints.cli.main", "serve", "/m")
@@ -70,7 +72,8 @@ def test_headless_worker_needs_console() -> None:
 
 
 def test_sglang_plan() -> None:
-    cfg = ServeConfig(engine="sglang", model="/m", max_num_seqs=16, max_total_tokens=100_000, max_model_len=262144,
+    cfg = ServeConfig(engine="sglang", model="/m", max_num_seqs=16, engine_values={"max_total_tokens": 100_000},
+                      max_model_len=262144,
                       speculative={"method": "mtp", "num_speculative_tokens": 4}, tensor_parallel_size=2, nnodes=2,
                       node_rank=1, master_addr="10.0.0.1", master_port=5000)
     argv = SglangEngine().build_plan(cfg, "/py").argv

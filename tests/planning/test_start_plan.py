@@ -15,7 +15,8 @@ import pytest
 
 from dspark.commands.probe import probe
 from dspark.core.errors import EngineArgError, EngineNotInstalledError, RefusedError, SettingsError
-from dspark.engines.base import ArgvCheck, Engine
+from dspark.engines.base import ArgvCheck
+from dspark.engines.spec import Engine
 from dspark.hardware.nvml import NvmlUnavailable
 from dspark.hardware.select import resolve_hardware
 from dspark.planning import validate as validate_module

@@ -6,11 +6,13 @@ import pytest
 
 from dspark.config.knobs import reads_as
 from dspark.core.errors import SettingsError
-from dspark.engines.flags import flag_values_from_engine_flags, merge_flags, parse_engine_flags
+from dspark.engines import engine_spec
+from dspark.engines.pasted_flags import flag_values_from_engine_flags, merge_flags, parse_engine_flags
 
 
 def _pasted(engine: str, *argv: str) -> dict[str, object]:
-    return flag_values_from_engine_flags(engine, parse_engine_flags(engine, argv))
+    spec = engine_spec(engine)
+    return flag_values_from_engine_flags(spec, parse_engine_flags(spec, argv))
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,9 @@
 """Engine flags after `--`: read by the engine's flag reader, mapped onto dspark's knobs, the rest named.
 
 Pure: the readers (dspark/engines/<name>/options.py) mirror each engine's own parser; nothing here runs an
-engine.
+engine. Flag reading has four rooms: dspark.engines.argv (the argparse machinery every reader runs on),
+dspark/engines/<engine>/options.py (each engine's reader), dspark.engines.flag_values (the value converters
+they share) and dspark.engines.pasted_flags (what the pasted flags set: knob values, unplaced flags, DP).
 """
 
 from __future__ import annotations
@@ -12,18 +14,18 @@ from typing import Any
 from dspark.core.errors import SettingsError
 from dspark.core.findings import Finding
 from dspark.core.suggest import closest
-from dspark.engines import engine_spec
+from dspark.engines.spec import AnyEngineSpec
 
 
-def parse_engine_flags(engine: str, argv: tuple[str, ...]) -> Any:
+def parse_engine_flags(engine: AnyEngineSpec, argv: tuple[str, ...]) -> Any:
     """The pasted engine flags as the engine's own flag reader sees them."""
-    return engine_spec(engine).parse_flags(argv)
+    return engine.parse_flags(argv)
 
 
-def flag_values_from_engine_flags(engine: str, options: Any) -> dict[str, object]:
+def flag_values_from_engine_flags(engine: AnyEngineSpec, options: Any) -> dict[str, object]:
     """Knob values the pasted engine flags set (only those dspark plans with)."""
     out: dict[str, object] = {}
-    spec = engine_spec(engine)
+    spec = engine
     for attr, knob in spec.flag_knobs.items():
         value = getattr(options, attr, None)
         if value is None or (knob == "max_model_len" and not isinstance(value, int)):
@@ -58,7 +60,7 @@ def merge_flags(own: Mapping[str, object | None], pasted: Mapping[str, object], 
     return merged
 
 
-def unplaced_flag_findings(engine: str, options: Any) -> list[Finding]:
+def unplaced_flag_findings(engine: AnyEngineSpec, options: Any) -> list[Finding]:
     """Engine flags after `--` that dspark's reader does not know: said, with a guess where one is close.
 
     dspark reads only the flags that change capacity; the rest reach the engine untouched. validate does not
@@ -67,20 +69,20 @@ def unplaced_flag_findings(engine: str, options: Any) -> list[Finding]:
     flags = [arg.partition("=")[0] for arg in getattr(options, "unknown", ()) if arg.startswith("-")]
     if not flags:
         return []
-    known = engine_spec(engine).known_flags()
+    known = engine.known_flags()
     named = []
     for flag_name in flags:
         close = closest(flag_name, known, cutoff=0.85)
         named.append(f"{flag_name} (did you mean {close}?)" if close else flag_name)
     return [Finding("warn", "argv-not-checked",
-                    f"dspark cannot place these {engine} flags: {', '.join(named)}; they are passed to the engine "
+                    f"dspark cannot place these {engine.name} flags: {', '.join(named)}; they are passed to the engine "
                     "unchecked here (dspark reads the flags that change capacity; `dspark start` runs the installed "
                     "engine's own parser, which rejects unknown ones)")]
 
 
-def data_parallel_of(engine: str, options: Any) -> tuple[int, bool]:
+def data_parallel_of(engine: AnyEngineSpec, options: Any) -> tuple[int, bool]:
     """(DP size, DP attention) from the engine flags, as the engine reads them (its EngineSpec.data_parallel).
 
     Plain DP adds replicas of TP × PP GPUs each; DP attention runs the DP ranks inside the TP group (no extra GPUs).
     """
-    return engine_spec(engine).data_parallel(options)
+    return engine.data_parallel(options)
