@@ -34,6 +34,7 @@ CORES: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench",): ("dspark.commands.bench", "bench"),
     ("sweep",): ("dspark.commands.sweep", "sweep_command"),
     ("top",): ("dspark.commands.top", "top"),
+    ("profile",): ("dspark.commands.profile", "profile"),
 }
 _serial = itertools.count(7001)
 

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dspark.advise.advice import Prediction
-from dspark.advise.model import StepCosts, StepShape
+from dspark.advise.model import StepCosts, StepShape, table
 from dspark.advise.workload import Arrivals, WorkloadRequest
 from dspark.bench.stats import percentile
 from dspark.core.errors import InputError
 from dspark.engines.inside import InsideFailure, run_inside
 from dspark.engines.replay import scheduler_replay
+from dspark.perf.step import step_seconds
 
 if TYPE_CHECKING:
     from dspark.engines.spec import SchedulerReplay
@@ -102,20 +103,21 @@ def engine_part(engine: str, witness_request: Mapping[str, Any] | None, details:
     return part, module.REPLAY_TOOL, module
 
 
-def step_cost(costs: StepCosts, shape: StepShape) -> dict[str, float]:
-    """The advisor's step-cost terms (dspark.advise.model.decode_step_s), for the replay to compute each step."""
-    return {
-        "fixed_s": costs.fixed_s, "bandwidth_bytes_per_s": costs.bandwidth_bytes_per_s,
-        "per_token_s": costs.per_token_s, "prefill_per_token_s": costs.prefill_per_token_s,
-        "dense_weight_bytes": shape.dense_weight_bytes, "expert_weight_bytes": shape.expert_weight_bytes,
-        "num_experts": float(shape.num_experts or 0), "top_k": float(shape.top_k or 0),
-        "kv_bytes_per_token": shape.kv_bytes_per_token, "state_bytes_per_seat": shape.state_bytes_per_seat,
-        "query_len": float(shape.query_len),
-    }
+def step_cost(costs: StepCosts, shape: StepShape, typical_prompt: int = 2048, budget: int = 8192) -> dict[str, Any]:
+    """The step-time model's table (dspark.perf.step.cost_table), for the replay to cost each step with.
+
+    The engine side counts a step's prompt share as prompt tokens × prefill_per_token_s: where no measured prompt
+    cost is given, that is the model's marginal cost per token of a chunk of the typical prompt (its compute).
+    """
+    cost = dict(table(costs, shape))
+    if not cost["prefill_observed"]:
+        chunk = max(1, min(typical_prompt, budget))
+        cost["prefill_per_token_s"] = step_seconds(cost, 0, 0.0, chunk, chunk * chunk / 2) / chunk
+    return cost
 
 
 def replay_request(part: Mapping[str, Any], seats: Sequence[int], requests: Sequence[WorkloadRequest],
-                   arrivals: Arrivals, *, warm: bool, pattern: Sequence[int], cost: Mapping[str, float]
+                   arrivals: Arrivals, *, warm: bool, pattern: Sequence[int], cost: Mapping[str, Any]
                    ) -> dict[str, Any]:
     """The JSON the engine-side replay reads."""
     return {
@@ -185,7 +187,7 @@ def replay_result(answer: Mapping[str, Any], simulator: str, module: SchedulerRe
 def simulate_with_engine(python: str, engine: str, witness_request: Mapping[str, Any] | None,
                          details: Mapping[str, Any], max_model_len: int, mtp_layers: int, seats: Sequence[int],
                          requests: Sequence[WorkloadRequest], arrivals: Arrivals, *, warm: bool,
-                         pattern: Sequence[int], cost: Mapping[str, float], timeout: float = 600.0,
+                         pattern: Sequence[int], cost: Mapping[str, Any], timeout: float = 600.0,
                          seat_details: Mapping[int, Mapping[str, Any]] | None = None) -> ReplayResult:
     """Replay the workload at every seat count through the engine's scheduler in its interpreter."""
     if not requests:

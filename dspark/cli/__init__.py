@@ -132,6 +132,7 @@ COMMAND_MODULES = {
     "advise": "dspark.cli.plan",
     "bench": "dspark.cli.bench",
     "probe": "dspark.cli.probe",
+    "profile": "dspark.cli.profile",
     "recipes": "dspark.cli.recipes",
     "render": "dspark.cli.render",
     "start": "dspark.cli.plan",

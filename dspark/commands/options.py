@@ -339,6 +339,13 @@ TOP: tuple[Option, ...] = (
     Option(("--once",), "once", "call", "Read twice, print one view and exit.", is_flag=True),
     Option(("--json",), "as_json", "call", "One view as one JSON object (implies --once).", is_flag=True),
 )
+PROFILE: tuple[Option, ...] = (
+    Option(("URL",), "url", "args", argument=True, required=True),
+    Option(("--model",), "model", "call", "Model name to request (default: the server's first)."),
+    Option(("--json",), "as_json", "call", "Print the profile as one JSON object.", is_flag=True),
+    Option(("--out",), "out_file", "call", "Also write the profile JSON here (for advise --calibrate).",
+           type=click.Path(dir_okay=False, path_type=Path)),
+)
 RECIPES_LIST: tuple[Option, ...] = (
     Option(("--json",), "as_json", "call", "Print the list as one JSON object.", is_flag=True),
 )
@@ -356,6 +363,7 @@ COMMANDS: dict[tuple[str, ...], tuple[Option, ...]] = {
     ("sweep",): SWEEP,
     ("probe",): PROBE,
     ("top",): TOP,
+    ("profile",): PROFILE,
     ("render", "k8s"): RENDER_K8S,
     ("recipes", "list"): RECIPES_LIST,
     ("recipes", "show"): RECIPES_SHOW,

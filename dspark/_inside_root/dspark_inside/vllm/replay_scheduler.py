@@ -220,7 +220,7 @@ class _Pass:
         self.decode_steps: dict[str, int] = {}
         self.reqs: dict[str, Any] = {}
         self.arrivals = shared.Arrivals(replay.req["arrivals"], n)
-        self.now = self.prefill_time = self.usage_time = self.peak = 0.0
+        self.now = self.prefill_time = self.usage_time = self.peak = self.pairs = 0.0
         self.steps = self.running_peak = self.done = 0
         self.counts = {"queries": 0, "hits": 0, "preempted_queries": 0, "preempted_hits": 0}
 
@@ -267,6 +267,7 @@ class _Pass:
     def _shape(self, so: Any) -> tuple[int, float, int]:
         """(decoding rows, context tokens the step reads, prompt tokens computed) of a scheduled step."""
         rows, context, prefill = 0, 0.0, 0
+        self.pairs = 0.0  # the chunks' (query, key) pairs, for the step cost's prompt attention
         for rid, n in so.num_scheduled_tokens.items():
             request = self.sched.requests[rid]
             before = request.num_computed_tokens - n  # _update_after_schedule advanced it already
@@ -275,6 +276,7 @@ class _Pass:
                 rows += 1
             else:
                 prefill += n  # a prompt chunk, or a preempted request computing its tokens again
+                self.pairs += n * (before + n / 2)
         return rows, context, prefill
 
     def _record(self, outputs: dict[int, Any]) -> None:
@@ -300,7 +302,7 @@ class _Pass:
         so = self.sched.schedule()
         ids, out = self._output(so)
         rows, context, prefill = self._shape(so)
-        return so, ids, out, step_seconds(self.cost, rows, context, prefill) if ids else 0.0, prefill
+        return so, ids, out, step_seconds(self.cost, rows, context, prefill, self.pairs) if ids else 0.0, prefill
 
     def _finish(self, batch: tuple[Any, list[str], Any, float, int], pool: Any, *, clock: bool = True) -> None:
         """The batch has run: the clock moves by its cost, then update_from_output() and, synchronous, drafts."""
