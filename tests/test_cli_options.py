@@ -34,6 +34,7 @@ CORES: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench",): ("dspark.commands.bench", "bench"),
     ("sweep",): ("dspark.commands.sweep", "sweep_command"),
     ("top",): ("dspark.commands.top", "top"),
+    ("profile",): ("dspark.commands.profile", "profile"),
     ("observations", "list"): ("dspark.commands.observations", "observations_list"),
     ("observations", "show"): ("dspark.commands.observations", "observations_show"),
     ("observations", "clear"): ("dspark.commands.observations", "observations_clear"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -21,7 +22,13 @@ from dspark.core.errors import DsparkError, ExitCode
 
 
 def _emit_error(code: str, message: str, hint: str | None, exit_code: int, *, as_json: bool) -> None:
-    """The error for people on stderr; with --json also exactly one JSON object on stdout."""
+    """The error for people on stderr; with --json also exactly one JSON object on stdout.
+
+    Messages quote inputs (a parser's rejection echoes the flags it was given): secrets are hidden and control
+    characters shown as escapes (dspark.core.redact.shown)."""
+    from dspark.core.redact import shown  # noqa: PLC0415 - loads only on an error
+
+    message, hint = shown(message), (shown(hint) if hint else hint)
     click.echo(f"error: {message}" + (f"\n  hint: {hint}" if hint else ""), err=True)
     if as_json:
         error = {"code": code, "message": message, "hint": hint}
@@ -126,6 +133,7 @@ COMMAND_MODULES = {
     "bench": "dspark.cli.bench",
     "observations": "dspark.cli.observations",
     "probe": "dspark.cli.probe",
+    "profile": "dspark.cli.profile",
     "recipes": "dspark.cli.recipes",
     "render": "dspark.cli.render",
     "start": "dspark.cli.plan",
@@ -142,9 +150,17 @@ def cli(debug: bool) -> None:
     """Validate and launch vLLM / SGLang with the engine's own capacity arithmetic."""
 
 
+def _remember_secrets(args: list[str]) -> None:
+    """The secret values in this command line and environment, hidden from every error message."""
+    from dspark.core.redact import remember, secret_argv_values, secret_env_values  # noqa: PLC0415 - light
+
+    remember(secret_argv_values(args) | secret_env_values(os.environ))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; click usage errors exit 2 (one JSON object on stdout with --json)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    _remember_secrets(args)
     # Everything after the first `--` is the engine's own flags, kept verbatim (click would drop the `--`).
     engine_flags: list[str] = []
     if "--" in args:
@@ -160,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
+        from dspark.core.redact import shown  # noqa: PLC0415 - loads only on an error
+
+        exc.message = shown(exc.message)  # type: ignore[misc]  # click reads it back in format_message()
         if as_json:
             _emit_error("usage_error", exc.format_message(), None, int(ExitCode.USAGE), as_json=True)
         else:

@@ -40,7 +40,9 @@ def render_k8s(ctx: click.Context, /, **params: Any) -> None:
             raise click.BadParameter(str(exc), param_hint="--shm-size") from None
         options = RenderOptions(image=given["image"], name=given["name"], replicas=given["replicas"],
                                 hf_secret=secret, hf_secret_key=key or DEFAULT_HF_SECRET_KEY,
-                                ready_delay_s=given["ready_delay"], shm_bytes=shm, engine_flags=request.engine_flags)
+                                ready_delay_s=given["ready_delay"], shm_bytes=shm, engine_flags=request.engine_flags,
+                                secret_name=given["secret_name"], model_pvc=given["model_pvc"],
+                                model_host_path=given["model_host_path"], gpu_product=given["gpu_product"])
         return run_render_k8s(request, options, **values["call"])
 
     run_core(ctx, render_core, json_errors=params["as_json"])

@@ -234,6 +234,16 @@ RENDER_K8S: tuple[Option, ...] = (
            metavar="SECONDS"),
     Option(("--shm-size",), "shm_size", "render",
            "Size of the pod's shared-memory volume (default: the engine's figure per GPU).", metavar="SIZE"),
+    Option(("--secret-name",), "secret_name", "render",
+           "Secret holding the recipe's and engine flags' other secrets (default: NAME-secrets).", metavar="SECRET"),
+    Option(("--model-pvc",), "model_pvc", "render",
+           "PersistentVolumeClaim holding the model directory (or, for a hub name, the HF cache).", metavar="CLAIM"),
+    Option(("--model-host-path",), "model_host_path", "render",
+           "Directory on each node holding the model (or the HF cache); default: the model's own path.",
+           metavar="DIR"),
+    Option(("--gpu-product",), "gpu_product", "render",
+           "nvidia.com/gpu.product node selector (default: the plan's GPU, e.g. NVIDIA-H200; '' for none).",
+           metavar="LABEL"),
 )
 
 # The load bench and sweep send (dspark.bench.load.LoadOptions), and their progress bar.
@@ -329,6 +339,13 @@ TOP: tuple[Option, ...] = (
     Option(("--once",), "once", "call", "Read twice, print one view and exit.", is_flag=True),
     Option(("--json",), "as_json", "call", "One view as one JSON object (implies --once).", is_flag=True),
 )
+PROFILE: tuple[Option, ...] = (
+    Option(("URL",), "url", "args", argument=True, required=True),
+    Option(("--model",), "model", "call", "Model name to request (default: the server's first)."),
+    Option(("--json",), "as_json", "call", "Print the profile as one JSON object.", is_flag=True),
+    Option(("--out",), "out_file", "call", "Also write the profile JSON here (for advise --calibrate).",
+           type=click.Path(dir_okay=False, path_type=Path)),
+)
 RECIPES_LIST: tuple[Option, ...] = (
     Option(("--json",), "as_json", "call", "Print the list as one JSON object.", is_flag=True),
 )
@@ -357,6 +374,7 @@ COMMANDS: dict[tuple[str, ...], tuple[Option, ...]] = {
     ("sweep",): SWEEP,
     ("probe",): PROBE,
     ("top",): TOP,
+    ("profile",): PROFILE,
     ("render", "k8s"): RENDER_K8S,
     ("recipes", "list"): RECIPES_LIST,
     ("recipes", "show"): RECIPES_SHOW,

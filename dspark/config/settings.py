@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dspark.core.constants import DEFAULT_RECIPE
 from dspark.core.errors import SettingsError
+from dspark.core.redact import printable
 from dspark.core.suggest import closest
 from dspark.engines import ENGINE_NAMES, engine_spec, pool_pins
 
@@ -125,7 +126,8 @@ class ResolvedSettings:
         width = max(len(r[0]) for r in rows)
         vwidth = max(len(r[1]) for r in rows)
         # The notices are not repeated here: they are printed once, on stderr, beside this table.
-        return "\n".join(f"{name:<{width}}  {value:<{vwidth}}  {source}" for name, value, source in rows)
+        # Values come from recipes and the environment: their control characters are shown, not obeyed.
+        return printable("\n".join(f"{name:<{width}}  {value:<{vwidth}}  {source}" for name, value, source in rows))
 
     def with_computed(self, **values: object) -> ResolvedSettings:
         """Fill in values another layer derived; only knobs that nothing else set (source default or computed)."""

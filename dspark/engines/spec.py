@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 from dspark.core.knob import Knob
@@ -77,12 +76,12 @@ class RaySupport:
 class SchedulerReplay(Protocol):
     """An engine's scheduler replay (EngineSpec.replay): its dspark.engines.<engine>.replay_input module.
 
-    REPLAY_SCRIPT runs in the engine's interpreter and answers on a line starting MARKER; replay_engine_part
-    builds the request's plan and engine settings (ValueError: the plan gives the scheduler nothing to build on);
+    REPLAY_TOOL (dspark_inside.<REPLAY_TOOL>) runs in the engine's interpreter (dspark.engines.inside.run_inside);
+    replay_engine_part builds the request's plan and engine settings (ValueError: the plan gives the scheduler
+    nothing to build on);
     """
 
-    REPLAY_SCRIPT: Path
-    MARKER: str
+    REPLAY_TOOL: str
     KV_USAGE_METRIC: str  # what the replay's KV-usage figure counts, as the engine's metric names it
 
     @property

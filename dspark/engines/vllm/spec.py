@@ -80,6 +80,10 @@ SPEC: EngineSpec[VllmOptions, VllmCapacity] = EngineSpec(
         "queue_time": "vllm:request_queue_time_seconds",
         "ttft": "vllm:time_to_first_token_seconds",  # histograms `dspark top` reads its percentiles from
         "itl": "vllm:inter_token_latency_seconds",
+        # Step-time histograms `dspark profile` reads beside "itl" (vllm/v1/metrics/loggers.py).
+        "prefill_time": "vllm:request_prefill_time_seconds",
+        "decode_time": "vllm:request_decode_time_seconds",
+        "iteration_tokens": "vllm:iteration_tokens_total",
     },
     shown_args=("max_num_seqs", "kv_cache_memory_bytes", "max_model_len", "tensor_parallel_size", "node_rank"),
     health_path="/health",  # vllm/entrypoints/openai/api_server.py: 200 once the engine core answers
