@@ -12,12 +12,12 @@ the start of the SHA-256 of those values; the store (dspark.runtime.boot_store) 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import functools
 import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dspark.capacity.result import CapacityInputs, CapacityResult
@@ -37,12 +37,25 @@ LABEL = "observed on this host"
 _NOT_KEYED = frozenset({"model", "recipe_env"})  # the model is keyed by its architecture; the env never is
 
 
-@dataclass(frozen=True)
 class BootKey:
-    """The key a plan's boots are recorded under, and the values it was made of."""
+    """The key a plan's boots are recorded under, and the values it was made of; built when first read (a plan
+    whose store holds no record never hashes anything: hashlib's OpenSSL import alone is a tenth of validate's
+    start-up)."""
 
-    key: str
-    identity: Mapping[str, Any]
+    def __init__(self, build: Callable[[], Mapping[str, Any]]) -> None:
+        self._build = build
+
+    @functools.cached_property
+    def identity(self) -> Mapping[str, Any]:
+        """The plan's values the key is made of (JSON values)."""
+        return self._build()
+
+    @functools.cached_property
+    def key(self) -> str:
+        """The first 16 hex digits of the identity's SHA-256."""
+        import hashlib  # noqa: PLC0415 - only a store with records, or a boot to record, needs a digest
+
+        return hashlib.sha256(json.dumps(self.identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _plain(value: Any) -> Any:
@@ -54,19 +67,28 @@ def model_hash(arch: ModelArchitecture, weights: WeightBytes | None) -> str:
     """The model as dspark reads its config (where it was read from aside) and its weights per GPU."""
     fields = {k: v for k, v in dataclasses.asdict(arch).items() if k != "source"}
     text = json.dumps([fields, weights.per_gpu_bytes if weights else None], default=str, sort_keys=True)
+    import hashlib  # noqa: PLC0415 - see BootKey
+
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def plan_key(spec: AnyEngineSpec, options: Any, inputs: CapacityInputs, predicted: CapacityResult, *,
              arch: ModelArchitecture, weights: WeightBytes | None, hardware: HardwareSnapshot,
              gpu: GpuInfo | None, engine_version: str) -> BootKey:
-    """The key of this plan's boots (see the module's docstring for what it is made of)."""
+    """The key of this plan's boots (see the module's docstring for what it is made of), built when first read."""
+    return BootKey(lambda: _identity(spec, options, inputs, predicted, arch=arch, weights=weights,
+                                     hardware=hardware, gpu=gpu, engine_version=engine_version))
+
+
+def _identity(spec: AnyEngineSpec, options: Any, inputs: CapacityInputs, predicted: CapacityResult, *,
+              arch: ModelArchitecture, weights: WeightBytes | None, hardware: HardwareSnapshot,
+              gpu: GpuInfo | None, engine_version: str) -> Mapping[str, Any]:
     settings = {k: v for k, v in dataclasses.asdict(inputs).items() if k not in _NOT_KEYED}
     summary = predicted.summary
     device: dict[str, Any] = {"platform": inputs.platform, "cpu_arch": hardware.cpu_arch}
     if gpu is not None:
         device |= {"name": gpu.name, "total_bytes": gpu.total_bytes}
-    identity = _plain({
+    identity: Mapping[str, Any] = _plain({
         "engine": spec.name,
         "engine_version": engine_version,
         "model": {"architecture": arch.architecture, "model_type": arch.model_type,
@@ -78,12 +100,13 @@ def plan_key(spec: AnyEngineSpec, options: Any, inputs: CapacityInputs, predicte
                    "pinned_bytes": summary.kv_budget_bytes if summary.kv_budget_source == "pinned" else None},
         "host": os.uname().nodename,
     })
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
-    return BootKey(digest, identity)
+    return identity
 
 
 def lookup(key: BootKey, env: Mapping[str, str]) -> tuple[BootRecord | None, list[Finding]]:
     """The record of this key, if the store has a readable one; an unreadable one is a warning finding."""
+    if not boot_store.has_records(env):
+        return None, []
     record, problem = boot_store.load(key.key, env)
     if problem is not None:
         return None, [Finding("warn", "boot-record-unreadable",

@@ -173,6 +173,15 @@ def read_record(path: Path) -> BootRecord:
     return record
 
 
+def has_records(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the store holds any record file (a fresh machine's has none): one directory read, no hashing."""
+    try:
+        with os.scandir(store_dir(env)) as entries:
+            return any(e.name.endswith(".json") and not e.name.startswith(".") for e in entries)
+    except OSError:
+        return False
+
+
 def load(key: str, env: Mapping[str, str] | None = None) -> tuple[BootRecord | None, str | None]:
     """(the record of `key`, None) or (None, a warning naming the unreadable file); (None, None) when absent."""
     path = store_dir(env) / f"{key}.json"
