@@ -11,9 +11,10 @@ here, before it, as the engines do it:
   last occurrence wins). SGLang's parser is a plain argparse.ArgumentParser and does neither.
 - Flags the reader does not declare are set aside with the value that follows them, in `unknown`: the
   engine's own parser judges them at `dspark start` (dspark/engines/_argv_check.py). Both engines' parsers
-  also take unambiguous abbreviations of their ~300-500 flags; a reader that knows a few dozen of them cannot
-  tell an abbreviation from an ambiguous prefix, so it never abbreviates (allow_abbrev=False) and an
-  abbreviated flag is unknown here.
+  also take unambiguous abbreviations of their 430-560 flags; a reader that knows a few dozen of them cannot
+  tell an abbreviation from an ambiguous prefix, so it never abbreviates (allow_abbrev=False): the pasted argv
+  reaches it with every abbreviation already spelled out against the engine's whole table of flags
+  (dspark.engines.parser_flags, dspark.engines.pasted_flags.read_engine_flags).
 
 Also here: removing flags from an argv (`strip_options`) and reading a planned argv's options by dest name
 (`option_values`), with the same notion of an option and its name, and building one (`flag`, `strip_flags`).
@@ -83,6 +84,7 @@ class Grammar:
     dotted: bool = False  # `--flag.key value` pieces fold into a JSON value of --flag (vLLM)
     # Reads a dotted piece's value that is not JSON (vLLM: human_readable_int, else the string itself).
     dotted_number: Callable[[str], int] | None = None
+    optimization_level: bool = False  # `-O3` / `-O 3` read as --optimization-level (vLLM)
 
 
 @dataclass(frozen=True)

@@ -201,9 +201,10 @@ def test_a_flag_no_release_knows_by_another_name_is_still_refused() -> None:
     def engine_parser(engine: Engine, plan: LaunchPlan, python: str,
                       witness_request: dict[str, Any] | None = None) -> ArgvCheck:
         return ArgvCheck(ok=False, engine_version="0.5.12", parsed={},
-                         error="sglang serve: error: unrecognized arguments: --no-such-flag")
+                         error="sglang serve: error: unrecognized arguments: --enable-metrics")
 
+    # A flag 0.5.23 has (dspark's table of its flags takes it) that the installed release's parser does not.
     validate = ValidateRequest(flags={"model": str(QWEN3_32B), "engine": "sglang", "hardware": "h200"},
-                               engine_flags=("--no-such-flag",), env={"DSPARK_ENGINE_PYTHON": sys.executable})
-    with pytest.raises(EngineArgError, match="--no-such-flag"):
+                               engine_flags=("--enable-metrics",), env={"DSPARK_ENGINE_PYTHON": sys.executable})
+    with pytest.raises(EngineArgError, match="--enable-metrics"):
         plan_start(StartRequest(validate=validate), checker=engine_parser)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dspark.core.errors import RefusedError
+from dspark.core.errors import RefusedError, SettingsError
 from dspark.hardware.nvml import NvmlUnavailable
 from dspark.hardware.select import resolve_hardware
 from dspark.planning.validate import ValidateRequest, ValidationReport, validate
@@ -157,13 +157,24 @@ def test_data_parallel_takes_gpus_and_says_the_figures_are_per_replica() -> None
     assert "split between them" in next(f for f in sglang.findings if f.code == "data-parallel").message
 
 
-def test_engine_flags_dspark_cannot_place_are_named() -> None:
-    report = _validate(engine_flags=("--max-num-seq", "12", "--bogus-flag", "3"))
+def test_an_engine_flag_the_engine_does_not_have_is_refused_with_a_guess() -> None:
+    # issue 26 item 20: the engine's parser refuses it at start, so validate does too (it was a warning).
+    with pytest.raises(SettingsError, match=r"has no flag --bogus-flag, --max-num-seqz \(did you mean --max-num-seqs\?\)"):
+        _validate(engine_flags=("--max-num-seqs", "12", "--bogus-flag", "3", "--max-num-seqz", "4"))
+
+
+def test_an_abbreviated_engine_flag_is_read_as_the_engine_reads_it() -> None:
+    # issue 26 item 9: --max-num-seq is vLLM's --max-num-seqs (argparse's allow_abbrev): 12 seats are planned.
+    report = _validate(engine_flags=("--max-num-seq", "12"))
+    assert report.settings.max_num_seqs.value == 12
+    assert "engine-flag-abbreviated" in _codes(report)
+    assert report.serve.extra_args[-2:] == ("--max-num-seqs", "12")
+
+
+def test_without_a_table_of_the_release_s_flags_unknown_ones_are_said_not_refused() -> None:
+    report = _validate(engine_flags=("--bogus-flag", "3"), engine_version="0.25.0")
     finding = next(f for f in report.findings if f.code == "argv-not-checked")
-    assert finding.level == "warn"
-    assert "--max-num-seq (did you mean --max-num-seqs?)" in finding.message
-    assert "--bogus-flag" in finding.message
-    assert report.verdict != "ok"
+    assert finding.level == "warn" and "--bogus-flag" in finding.message and "0.32.0" in finding.message
 
 
 # --- issue 16 item 5: a pool below one full context -------------------------------------------------------

@@ -217,6 +217,11 @@ _BOOL_FLAGS: dict[str, str] = {
     "--disable-hybrid-kv-cache-manager": "disable_hybrid_kv_cache_manager",
     "--language-model-only": "language_model_only",
 }
+_INVERSE_FLAGS: dict[str, tuple[str, bool]] = {
+    "--disable-prefix-caching": ("enable_prefix_caching", False),
+    "--disable-chunked-prefill": ("enable_chunked_prefill", False),
+    "--enable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", False),
+}
 _JSON_FIELDS = ("speculative_config", "compilation_config")
 
 
@@ -228,6 +233,10 @@ def _parser() -> ArgvParser:
         parser.add_argument(option, dest=field, action=argparse.BooleanOptionalAction)
     parser.add_argument("--cudagraph-capture-sizes", dest="cudagraph_capture_sizes", nargs="+",
                         type=typed(int_value, "--cudagraph-capture-sizes"))
+    # 0.33's EnableDisableAction pairs each --enable-x with --disable-x (and --disable-x with --enable-x); 0.32's
+    # parser has none of these, and its table refuses them before this reader sees them.
+    for option, (field, value) in _INVERSE_FLAGS.items():
+        parser.add_argument(option, dest=field, action="store_const", const=value)
     # nargs='+' in vLLM's parser; dspark launches with one name (read so that it is passed on, not dropped).
     parser.add_argument("--served-model-name", dest="served_model_name", nargs="+")
     return parser
@@ -311,9 +320,9 @@ def known_flags() -> tuple[str, ...]:
 
 # FlexibleArgumentParser's pre-pass: `--a_b` is `--a-b`; dotted pieces fold into their JSON flag, and a value
 # that is not JSON is read as human_readable_int where it is one.
-_GRAMMAR = Grammar(underscores=True, dotted=True, dotted_number=suffixed_int)
+GRAMMAR = Grammar(underscores=True, dotted=True, dotted_number=suffixed_int, optimization_level=True)
 
 
 def parse_vllm_serve_flags(argv: Sequence[str]) -> VllmOptions:
     """Read the capacity-relevant `vllm serve` flags of argv; unknown flags are kept in `unknown`."""
-    return _options(read_argv(_parser(), argv, _GRAMMAR))
+    return _options(read_argv(_parser(), argv, GRAMMAR))
