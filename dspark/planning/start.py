@@ -157,6 +157,7 @@ def _checked_plan(engine: Any, report: ValidationReport, python: str, request: S
         check = replace(checker(engine, plan, python), witness=check.witness)
         require_ok(engine, plan, check)
     _confirm_pinned(report, check)
+    _confirm_read_back(report, engine.parser_argv(plan), check)
     return report, plan, check
 
 
@@ -272,3 +273,28 @@ def _confirm_pinned(report: ValidationReport, check: ArgvCheck) -> None:
                 f"the engine's parser read {theirs}={check.parsed.get(theirs)!r} but dspark validated {want!r}",
                 hint="an engine flag in extra_args or the recipe's engine_args overrides it; remove the duplicate",
             )
+
+
+def _shown(value: object) -> str:
+    return "not set (the engine's default)" if value is None else repr(value)
+
+
+def _confirm_read_back(report: ValidationReport, argv: Sequence[str], check: ArgvCheck) -> None:
+    """Every capacity-relevant value the engine's parser read must be the one dspark planned with.
+
+    dspark's reader reads the launch argv by full flag names only (the pasted flags were spelled out when they
+    were planned); a flag the engine's parser reads that dspark's did not (an abbreviation in a recipe's
+    engine_args, an alias dspark does not know) would launch other seats, memory, window or parallelism than
+    validated: refused, naming the flag and both values.
+    """
+    spec = report.spec
+    mismatches = spec.read_back(spec.parse_flags(tuple(argv)), check.parsed)
+    if mismatches:
+        said = "; ".join(f"{flag}: dspark planned {_shown(ours)}, the engine's parser read {_shown(theirs)}"
+                         for flag, ours, theirs in mismatches)
+        raise EngineArgError(
+            f"the {spec.name} {check.engine_version or ''} parser reads this argv otherwise than dspark planned it: "
+            f"{said}",
+            hint="spell the engine flag out in full (in the recipe's engine_args too), or give the value with "
+            "dspark's own flag, so that the plan and the launch agree",
+        )

@@ -12,6 +12,7 @@ from dspark.engines.vllm.options import (
     known_flags,
     loads_vision_tower,
     parse_vllm_serve_flags,
+    read_back,
 )
 from dspark.engines.vllm.ray import RAY
 from dspark.engines.vllm.versions import MODELLED_VERSIONS
@@ -30,6 +31,7 @@ SPEC: EngineSpec[VllmOptions, VllmCapacity] = EngineSpec(
     adapter=VllmEngine,
     parse_flags=parse_vllm_serve_flags,
     known_flags=known_flags,
+    read_back=read_back,
     flag_grammar=GRAMMAR,
     flag_knobs={
         "max_num_seqs": "max_num_seqs",
