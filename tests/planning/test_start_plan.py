@@ -208,3 +208,24 @@ def test_a_flag_no_release_knows_by_another_name_is_still_refused() -> None:
                                engine_flags=("--enable-metrics",), env={"DSPARK_ENGINE_PYTHON": sys.executable})
     with pytest.raises(EngineArgError, match="--enable-metrics"):
         plan_start(StartRequest(validate=validate), checker=engine_parser)
+
+
+def test_a_capacity_value_the_engine_s_parser_read_otherwise_is_refused_naming_flag_and_values() -> None:
+    """issue 26 item 9: an abbreviation dspark's reader did not see (a recipe's engine_args) launches 0.5 of the
+    memory and 64-token pages where dspark planned otherwise: start refuses, naming each flag and both values."""
+    def engine_parser(engine: Engine, plan: LaunchPlan, python: str,
+                      witness_request: dict[str, Any] | None = None) -> ArgvCheck:
+        argv = engine.parser_argv(plan)
+        parsed = {dest: int(argv[argv.index(flag) + 1]) for flag, dest in _SGLANG_PINS.items() if flag in argv}
+        return ArgvCheck(ok=True, engine_version="0.5.23", parsed={**parsed, "mem_fraction_static": 0.5,
+                                                                   "page_size": 64, "trust_remote_code": True})
+
+    validate = ValidateRequest(flags={"model": str(QWEN3_32B), "engine": "sglang", "hardware": "h200"},
+                               engine_flags=("--context-length", "32768", "--page-size", "16"),
+                               env={"DSPARK_ENGINE_PYTHON": sys.executable})
+    with pytest.raises(EngineArgError) as err:
+        plan_start(StartRequest(validate=validate), checker=engine_parser)
+    message = err.value.message
+    assert "--page-size: dspark planned 16, the engine's parser read 64" in message
+    assert "--mem-fraction-static: dspark planned" in message and "read 0.5" in message
+    assert "trust_remote_code" not in message  # not capacity: not compared
