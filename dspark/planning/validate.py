@@ -178,7 +178,16 @@ def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: Hardw
         # The CPU build keeps its KV cache in the host's memory: this host, or one saved with probe --platform cpu.
         return resolve_cpu_host(spec, origin=origin)
     default_profile = (recipe.hardware if recipe and recipe.hardware else None) or DEFAULT_PROFILE
-    return resolver(spec, default_profile, origin)
+    hardware = resolver(spec, default_profile, origin)
+    if hardware.platform == "cpu":
+        # A host saved by `probe --platform cpu` has no GPU: its memory is the CPU build's, not a CUDA device's.
+        raise InputError(
+            f"{origin} {spec}: a CPU host's snapshot (saved with `dspark probe --platform cpu`), not GPUs, and the "
+            "plan is for CUDA GPUs",
+            hint="plan for the engine's CPU build with --platform cpu, or save the GPU machine with "
+            "`dspark probe --json` on it and give that file",
+        )
+    return hardware
 
 
 WEIGHTS_UNKNOWN = Finding(

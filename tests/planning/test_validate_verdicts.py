@@ -171,6 +171,17 @@ def test_an_abbreviated_engine_flag_is_read_as_the_engine_reads_it() -> None:
     assert report.serve.extra_args[-2:] == ("--max-num-seqs", "12")
 
 
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_an_engine_python_that_does_not_exist_is_said(how: str, tmp_path: Path) -> None:
+    """issue 26 item 20: validate ignored --engine-python /no/such/python (start warns, a real start refuses)."""
+    missing = str(tmp_path / "no" / "such" / "python")
+    kw: dict[str, Any] = {"engine_python": missing} if how == "flag" else {"env": {"DSPARK_ENGINE_PYTHON": missing}}
+    report = _validate(**kw)
+    finding = next(f for f in report.findings if f.code == "engine-python-not-found")
+    assert finding.level == "warn" and missing in finding.message and "`dspark start` would refuse" in finding.message
+    assert "engine-python-not-found" not in _codes(_validate())
+
+
 def test_without_a_table_of_the_release_s_flags_unknown_ones_are_said_not_refused() -> None:
     report = _validate(engine_flags=("--bogus-flag", "3"), engine_version="0.25.0")
     finding = next(f for f in report.findings if f.code == "argv-not-checked")
