@@ -48,6 +48,10 @@ def start_command(
             reason = refusal.message.removeprefix("refusing to start: ")
             print(f"a real start would refuse: {reason}" + (f"\n  hint: {refusal.hint}" if refusal.hint else ""),
                   file=sys.stderr)
+        for refusal in result.refused_here:  # said, not this exit code: a dry run plans where the GPUs are not
+            reason = refusal.message.removeprefix("refusing to start: ")
+            print(f"a real start on this machine would also refuse (exit {int(refusal.exit_code)}; not counted in "
+                  f"this dry run's exit code): {reason}", file=sys.stderr)
 
     return run_start(request, show, watch=watch, execute=execute)
 

@@ -44,6 +44,10 @@ class StartResult:
     findings: tuple[Finding, ...] = ()  # what planning the launch added (argv-not-checked, ...)
     # A dry run: what a real start would refuse, in the order it would check (the first one's exit code wins).
     would_refuse: tuple[DsparkError, ...] = ()
+    # A dry run: what a real start on this machine would also refuse for what a dry run does without (no live GPU
+    # read here, no engine installed here). Said, not counted in the dry run's exit code: a plan is printed where
+    # the GPUs are not, and the exit code says whether that plan would start where they are.
+    refused_here: tuple[DsparkError, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -67,9 +71,13 @@ class StartResult:
             "engine_version": self.check.engine_version,
             "parsed": dict(self.check.parsed),
         }
-        out["would_refuse"] = [{"code": e.code, "message": e.message, "hint": e.hint, "exit_code": int(e.exit_code)}
-                               for e in self.would_refuse]
+        out["would_refuse"] = [_refusal_json(e) for e in self.would_refuse]
+        out["would_refuse_here"] = [_refusal_json(e) for e in self.refused_here]
         return out
+
+
+def _refusal_json(error: DsparkError) -> dict[str, Any]:
+    return {"code": error.code, "message": error.message, "hint": error.hint, "exit_code": int(error.exit_code)}
 
 
 def plan_start(
@@ -92,8 +100,10 @@ def plan_start(
     if refusals and not request.dry_run:
         raise refusals[0]
     findings: list[Finding] = []
+    here: list[DsparkError] = []
     if request.dry_run:
         findings += _dry_run_hardware(report)
+        here += _real_hardware_refusal(report)
     engine = report.spec.adapter()
     env_map = request.validate.env if env is None else env
     try:
@@ -107,7 +117,8 @@ def plan_start(
                             f"{exc.message}: the argv below was not checked by the engine's own parser "
                             "(a real `dspark start` checks it, and needs the engine)")
         return StartResult(report=report, plan=plan, check=ArgvCheck(ok=False, engine_version=None, parsed={}),
-                           findings=(*findings, unchecked), would_refuse=tuple(refusals))
+                           findings=(*findings, unchecked), would_refuse=tuple(refusals),
+                           refused_here=(*here, exc))
     try:
         report, plan, check = _checked_plan(engine, report, python, request, checker)
     except (EngineArgError, RefusedError) as exc:  # what the engine's own parser and planner refuse
@@ -115,8 +126,9 @@ def plan_start(
             raise
         plan = engine.build_plan(report.serve, python)
         return StartResult(report=report, plan=plan, check=ArgvCheck(ok=False, engine_version=None, parsed={}),
-                           findings=tuple(findings), would_refuse=(*refusals, exc))
-    return StartResult(report=report, plan=plan, check=check, findings=tuple(findings), would_refuse=tuple(refusals))
+                           findings=tuple(findings), would_refuse=(*refusals, exc), refused_here=tuple(here))
+    return StartResult(report=report, plan=plan, check=check, findings=tuple(findings), would_refuse=tuple(refusals),
+                       refused_here=tuple(here))
 
 
 def _refusals(report: ValidationReport, request: StartRequest) -> list[DsparkError]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -348,3 +349,19 @@ def test_an_observation_is_not_applied_under_another_prefill_budget_or_layout() 
     tp1 = _validate(flags={"tensor_parallel_size": 1, "nnodes": 1})  # the default recipe's 6.52 is at TP=2
     assert tp1.capacity.safe_max_num_seqs == math.floor(tp1.capacity.max_concurrency)
     assert tp1.capacity.observed is None
+
+
+def test_a_window_whose_kv_does_not_fit_beside_the_weights_is_the_engine_s_window_refusal(tmp_path: Path) -> None:
+    """issue 26 item 21: Llama-3-8B's 131k window on an RTX 5090 said weights-do-not-fit and --tp 2; the weights
+    load there (14.96 GiB of 29.3), and vLLM then refuses the window: "decrease max_model_len (estimated maximum
+    ...)". That is the cause and the fix said; --tp 2 stays as the way to keep the window."""
+    config = json.loads(LLAMA8B_CONFIG.read_text()) | {"max_position_embeddings": 131072}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    report = _validate(flags={"model": str(tmp_path), "engine": "vllm", "hardware": "rtx5090"},
+                       engine_flags=("--max-model-len", "131072"))
+    assert "weights-do-not-fit" not in _codes(report)
+    refusal = next(f for f in report.findings if f.code == "max_model_len_does_not_fit")
+    estimated = int(re.search(r"the estimated maximum model length is (\d+)", refusal.message).group(1))  # type: ignore[union-attr]
+    assert 100_000 < estimated < 131_072 and f"max_model_len ≤ {estimated:,} would fit" in refusal.message
+    assert "keeping the window, --tp 2 would put about" in refusal.message
+    assert report.verdict == "fail"
