@@ -24,7 +24,13 @@ _STYLE = {"info": "dim", "warn": "yellow", "fail": "bold red", "ok": "green"}
 
 def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out: IO[str] | None = None) -> int:
     """Print the report; exit 0 when it fits (ok or warn), 1 when it does not."""
-    report = validate(request)
+    if request.engine_check:
+        from dspark.commands.progress import working  # noqa: PLC0415
+
+        with working("validate --engine-check: the installed engine imports and plans (20-30 s)"):
+            report = validate(request)
+    else:
+        report = validate(request)
     stream = out or sys.stdout
     print_notices(report)
     if as_json:
