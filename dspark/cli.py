@@ -198,7 +198,8 @@ _KNOB_FLAGS: tuple[tuple[str, str | None, str], ...] = (
      "KV pin per GPU: 28GB, 28GiB, 1073741824 (vLLM --kv-cache-memory-bytes; SGLang: the tokens it buys, "
      "as --max-total-tokens)."),
     ("max_num_seqs", "N", "Seats (vLLM --max-num-seqs, SGLang --max-running-requests)."),
-    ("max_model_len", "TOKENS", "Context window (also 32k, 256K)."),
+    ("max_model_len", "TOKENS", "Context window in tokens: 262144, or with vLLM's suffixes, k/m decimal and K/M "
+     "binary: 32k = 32,000, 256K = 262,144."),
     ("kv_cache_dtype", "DTYPE", "KV-cache dtype: auto, fp8, bfloat16, ..."),
     ("tensor_parallel_size", "N", "Tensor-parallel size."),
     ("nnodes", "N", "Nodes the engine spans."),

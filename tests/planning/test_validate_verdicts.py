@@ -365,3 +365,11 @@ def test_a_window_whose_kv_does_not_fit_beside_the_weights_is_the_engine_s_windo
     assert 100_000 < estimated < 131_072 and f"max_model_len ≤ {estimated:,} would fit" in refusal.message
     assert "keeping the window, --tp 2 would put about" in refusal.message
     assert report.verdict == "fail"
+
+
+def test_one_seat_is_one_seat_in_every_sentence() -> None:
+    """issue 26 item 24: "1 seats"."""
+    report = _validate(flags={"max_num_seqs": 1})
+    said = [f.message for f in report.findings]
+    assert any(m.startswith("1 seat ≤ ") for m in said), said
+    assert not any(re.search(r"\b1 seats\b", m) for m in said)
