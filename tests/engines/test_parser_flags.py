@@ -21,10 +21,17 @@ from dspark.engines.pasted_flags import read_engine_flags
 from dspark.engines.vllm.options import GRAMMAR
 
 RNG = random.Random(26)  # noqa: S311 - reproducible cases, no secret
-VLLM = flag_table("vllm", "0.32.0")
-VLLM33 = flag_table("vllm", "0.33.0")
-SGLANG = flag_table("sglang", "0.5.23")
-assert VLLM is not None and VLLM33 is not None and SGLANG is not None
+
+
+def _table(engine: str, version: str) -> FlagTable:
+    table = flag_table(engine, version)
+    assert table is not None and table.exact
+    return table
+
+
+VLLM = _table("vllm", "0.32.0")
+VLLM33 = _table("vllm", "0.33.0")
+SGLANG = _table("sglang", "0.5.23")
 
 
 class _Ambiguous(Exception):

@@ -161,8 +161,9 @@ SGLANG_CASES = _cases(
 
 # A value each engine takes for a flag (else "2"), so that a generated case tests the flag's name, not its value.
 _VALUES = {
-    "--model": "/x", "--model-path": "/x", "--dtype": "half", "--kv-cache-dtype": "fp8", "--mamba-cache-dtype": "float32",
-    "--mamba-ssm-cache-dtype": "float32", "--mamba-cache-mode": "align", "--distributed-executor-backend": "mp",
+    "--model": "/x", "--model-path": "/x", "--dtype": "half", "--kv-cache-dtype": "fp8",
+    "--mamba-cache-dtype": "float32", "--mamba-ssm-cache-dtype": "float32", "--mamba-cache-mode": "align",
+    "--distributed-executor-backend": "mp",
     "--quantization": "fp8", "--performance-mode": "throughput", "--spec-method": "mtp", "--spec-model": "/d",
     "--speculative-config": SC, "--compilation-config": '{"cudagraph_mode": "FULL"}',
     "--limit-mm-per-prompt": '{"image": 0}', "--host": "h", "--served-model-name": "n",
