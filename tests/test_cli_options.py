@@ -40,7 +40,10 @@ _serial = itertools.count(7001)
 
 def _commands(group: click.Group = cli.cli, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...],
                                                                                          click.Command]]:
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the lazy group loads each command's module here
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         if isinstance(command, click.Group):
             yield from _commands(command, (*path, name))
         else:

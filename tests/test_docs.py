@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from dspark import cli as cli_module
 from dspark.cli import main
 from dspark.config.knobs import ENV_NAMES, KNOBS
 from dspark.config.settings import OTHER_DSPARK_ENV
@@ -144,7 +143,9 @@ def test_environment_md_names_only_flags_dspark_has() -> None:
     """Each row's "dspark flag" is an option of `dspark validate` that sets that setting, or "—" when none does."""
     import click  # noqa: PLC0415
 
-    options = {p.name: p.opts[0] for p in cli_module.validate.params if isinstance(p, click.Option)}
+    from dspark.cli.plan import validate  # noqa: PLC0415
+
+    options = {p.name: p.opts[0] for p in validate.params if isinstance(p, click.Option)}
     rows = _environment_rows()
     assert set(rows) == {"recipe", *(k.name for k in KNOBS)}
     wrong = {}

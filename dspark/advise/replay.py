@@ -1,6 +1,6 @@
 """The workload replayed through the installed engine's own scheduler, and what each pass would measure.
 
-The engine side (dspark/engines/<engine>/inside/replay_scheduler.py) runs in the engine's interpreter; this
+The engine side (dspark_inside.<engine>.replay_scheduler) runs in the engine's interpreter; this
 module builds its request from the plan, the workload and the advisor's step cost, runs it, and turns each
 pass's per-request times into the figures a bench reports (TTFT percentiles, TPOT, decode rates, wall time).
 """
@@ -8,10 +8,8 @@ pass's per-request times into the figures a bench reports (TTFT percentiles, TPO
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import statistics
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +19,7 @@ from dspark.advise.model import StepCosts, StepShape
 from dspark.advise.workload import Arrivals, WorkloadRequest
 from dspark.bench.stats import percentile
 from dspark.core.errors import InputError
+from dspark.engines.inside import InsideFailure, run_inside
 from dspark.engines.replay import scheduler_replay
 
 if TYPE_CHECKING:
@@ -85,7 +84,7 @@ class ReplayResult:
 def engine_part(engine: str, witness_request: Mapping[str, Any] | None, details: Mapping[str, Any],
                 max_model_len: int, mtp_layers: int, seat_details: Mapping[int, Mapping[str, Any]] | None = None
                 ) -> tuple[dict[str, Any], str, SchedulerReplay]:
-    """The replay's plan and engine settings for `engine`, with the script that runs them; ReplayError: why not.
+    """The replay's plan and engine settings for `engine`, with the tool that runs them; ReplayError: why not.
 
     seat_details: validate's capacity details at each seat count, for an engine whose replay module sizes each
     seat count's pool from them (its replay_seat_part); the others plan each seat count themselves.
@@ -100,7 +99,7 @@ def engine_part(engine: str, witness_request: Mapping[str, Any] | None, details:
             part["plans"] = {str(n): seat_part(d) for n, d in seat_details.items()}
     except ValueError as exc:
         raise ReplayError(str(exc)) from None
-    return part, str(module.REPLAY_SCRIPT), module
+    return part, module.REPLAY_TOOL, module
 
 
 def step_cost(costs: StepCosts, shape: StepShape) -> dict[str, float]:
@@ -126,26 +125,21 @@ def replay_request(part: Mapping[str, Any], seats: Sequence[int], requests: Sequ
     }
 
 
-def run_replay(python: str, script: str, request: Mapping[str, Any], marker: str, timeout: float = 600.0
-               ) -> dict[str, Any]:
+def run_replay(python: str, tool: str, request: Mapping[str, Any], timeout: float = 600.0) -> dict[str, Any]:
     """Run the replay in the engine's interpreter and return its answer; ReplayError when there is none."""
-    return run_replays(python, script, [request], marker, timeout)[0]
+    return run_replays(python, tool, [request], timeout)[0]
 
 
-def run_replays(python: str, script: str, requests: Sequence[Mapping[str, Any]], marker: str,
-                timeout: float = 600.0) -> list[dict[str, Any]]:
+def run_replays(python: str, tool: str, requests: Sequence[Mapping[str, Any]], timeout: float = 600.0
+                ) -> list[dict[str, Any]]:
     """Several replays from one engine import, answered in order; ReplayError when one has no answer."""
     try:
-        proc = subprocess.run([python, script], input=json.dumps(list(requests)), capture_output=True, text=True,
-                              timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ReplayError(f"cannot run the engine's scheduler in {python}: {exc}") from None
-    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(marker)), None)
-    if line is None:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise ReplayError(f"no answer from the engine's scheduler in {python} (exit {proc.returncode}): "
-                          f"{' | '.join(tail)}")
-    answers: list[dict[str, Any]] = json.loads(line[len(marker):])
+        answers: list[dict[str, Any]] = run_inside(python, tool, list(requests), timeout)
+    except InsideFailure as failure:
+        if failure.why == "no_answer":
+            raise ReplayError(f"no answer from the engine's scheduler in {python} (exit {failure.returncode}): "
+                              f"{failure.last(3)}") from None
+        raise ReplayError(f"cannot run the engine's scheduler in {python}: {failure.detail}") from None
     for answer in answers:
         if not answer.get("ok"):
             raise ReplayError(f"the engine's scheduler could not replay the workload: {answer.get('error')}")
@@ -196,9 +190,9 @@ def simulate_with_engine(python: str, engine: str, witness_request: Mapping[str,
     """Replay the workload at every seat count through the engine's scheduler in its interpreter."""
     if not requests:
         raise InputError("the workload has no requests")
-    part, script, module = engine_part(engine, witness_request, details, max_model_len, mtp_layers, seat_details)
+    part, tool, module = engine_part(engine, witness_request, details, max_model_len, mtp_layers, seat_details)
     request = replay_request(part, seats, requests, arrivals, warm=warm, pattern=pattern, cost=cost)
-    answer = run_replay(python, script, request, module.MARKER, timeout)
+    answer = run_replay(python, tool, request, timeout)
     return replay_result(answer, module.simulator_name(answer.get("engine_version")), module)
 
 

@@ -65,7 +65,7 @@ def make_console(stream: IO[str]) -> Console:
     from rich.highlighter import NullHighlighter  # noqa: PLC0415
 
     width = output_width(stream)
-    console = Console(file=stream, soft_wrap=True, width=width)
+    console = Console(file=stream, soft_wrap=True, width=width, emoji=False)
     if console.color_system is None:  # no colour is written: the number highlighter's regexes would style nothing
         console.highlighter = NullHighlighter()
     return console

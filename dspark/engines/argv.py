@@ -10,7 +10,7 @@ here, before it, as the engines do it:
   one JSON value appended after the rest, so it replaces an earlier `--json-flag '{...}'` (argparse: the
   last occurrence wins). SGLang's parser is a plain argparse.ArgumentParser and does neither.
 - Flags the reader does not declare are set aside with the value that follows them, in `unknown`: the
-  engine's own parser judges them at `dspark start` (dspark/engines/_argv_check.py). Both engines' parsers
+  engine's own parser judges them at `dspark start` (dspark_inside.<engine>.argv_check). Both engines' parsers
   also take unambiguous abbreviations of their 430-560 flags; a reader that knows a few dozen of them cannot
   tell an abbreviation from an ambiguous prefix, so it never abbreviates (allow_abbrev=False): the pasted argv
   reaches it with every abbreviation already spelled out against the engine's whole table of flags

@@ -1,7 +1,7 @@
 """Which engines dspark can replay a workload through, without a model: their declared EngineSpec.replay.
 
 Each engine that can declares its replay module (dspark.engines.<engine>.replay_input, a SchedulerReplay:
-REPLAY_SCRIPT run by path in the engine's interpreter, MARKER, replay_engine_part(...), simulator_name(version)).
+REPLAY_TOOL, the dspark_inside tool run in the engine's interpreter, replay_engine_part(...), simulator_name(version)).
 """
 
 from __future__ import annotations

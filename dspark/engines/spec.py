@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 from dspark.engines.argv import PLAIN, Grammar
+from dspark.core.knob import Knob
 from dspark.runtime.engine_log import LogFormat
 
 if TYPE_CHECKING:
@@ -77,12 +77,12 @@ class RaySupport:
 class SchedulerReplay(Protocol):
     """An engine's scheduler replay (EngineSpec.replay): its dspark.engines.<engine>.replay_input module.
 
-    REPLAY_SCRIPT runs in the engine's interpreter and answers on a line starting MARKER; replay_engine_part
-    builds the request's plan and engine settings (ValueError: the plan gives the scheduler nothing to build on);
+    REPLAY_TOOL (dspark_inside.<REPLAY_TOOL>) runs in the engine's interpreter (dspark.engines.inside.run_inside);
+    replay_engine_part builds the request's plan and engine settings (ValueError: the plan gives the scheduler
+    nothing to build on);
     """
 
-    REPLAY_SCRIPT: Path
-    MARKER: str
+    REPLAY_TOOL: str
     KV_USAGE_METRIC: str  # what the replay's KV-usage figure counts, as the engine's metric names it
 
     @property
@@ -185,6 +185,8 @@ class EngineSpec(Generic[OptionsT, DetailT]):
     ray: RaySupport | None = None  # None: no Ray backend
     replay: SchedulerReplay | None = None  # None: dspark cannot replay a workload through its scheduler
     multi_node_flags: str = ""  # the engine's own flags for spanning nodes, named when Ray cannot be used
+    # Its own knobs as declared (dspark.engines.<name>.knobs), placed in the settings table; engine_knobs: their names.
+    knobs: tuple[Knob, ...] = ()
 
     @property
     def newest_modelled(self) -> str:

@@ -261,7 +261,12 @@ def _with_witness(report: ValidationReport, check: ArgvCheck, *, force: bool) ->
             "or pass --force to start on the nearest modelled version's figures",
         )
     if witness is None:
-        return report
+        if not report.witness_unavailable:
+            return report
+        # Said, not skipped silently: the launch rests on dspark's figures alone (issue 26, item 22).
+        skipped = Finding("info", "witness-skipped", f"{report.serve.engine}'s own planner did not check the pool "
+                          f"at start: {report.witness_unavailable}; the launch rests on dspark's figures")
+        return replace(report, findings=(*report.findings, skipped))
     findings = [*report.findings, witness_finding(witness, report.capacity)]
     capacity = report.capacity
     if not witness.agrees and witness.error is None:

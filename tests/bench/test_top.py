@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import shutil
 import subprocess
@@ -192,7 +193,7 @@ def test_the_live_view_refreshes_in_place_in_a_terminal(served: tuple[EngineMetr
         pytest.fail("tmux is needed for the terminal test (apt-get install tmux)", pytrace=False)
     m, url = served
     m.running.set(3)
-    session = f"dspark-top-{int(time.time() * 1000)}"
+    session = f"dspark-top-{os.getpid()}-{tmp_path.name}"
     done = tmp_path / "rc"
     command = f"{sys.executable} -m dspark top {url} --interval 0.3 --seats 8; echo $? > {done}"
     _tmux("-L", session, "new-session", "-d", "-s", session, "-x", "80", "-y", "24", "-c", str(ROOT), command)

@@ -248,7 +248,9 @@ def test_every_value_option_of_the_plan_commands_has_bad_values() -> None:
 
     from dspark.cli import cli  # noqa: PLC0415
 
-    options = {p.opts[0] for name in PLAN_COMMANDS for p in cli.commands[name].params
+    ctx = click.Context(cli)
+    commands = [cli.get_command(ctx, name) for name in PLAN_COMMANDS]
+    options = {p.opts[0] for command in commands if command is not None for p in command.params
                if isinstance(p, click.Option) and not p.is_flag}
     assert options == set(FLAG_BAD)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pytest
 
@@ -12,6 +12,7 @@ from dspark.core.errors import EngineArgError, EngineNotInstalledError, InputErr
 from dspark.engines import get_engine
 from dspark.engines.argv import strip_flags
 from dspark.engines.base import ArgvCheck, check_argv, require_ok
+from dspark.engines.inside import MARKER
 from dspark.engines.serve_config import ServeConfig
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.vllm.adapter import VllmEngine
@@ -129,9 +130,10 @@ def test_unknown_engine_is_input_error() -> None:
 
 
 def _fake_runner(payload: dict[str, object]) -> object:
-    def run(argv: Sequence[str], stdin: str, timeout: float) -> subprocess.CompletedProcess[str]:
-        assert json.loads(stdin)[0] == "/m"
-        return subprocess.CompletedProcess(argv, 0, "noise\nDSPARK_ARGV_CHECK " + json.dumps(payload) + "\n", "")
+    def run(argv: Sequence[str], stdin: str, timeout: float, env: Mapping[str, str]
+            ) -> subprocess.CompletedProcess[str]:
+        assert json.loads(stdin)["argv"][0] == "/m"
+        return subprocess.CompletedProcess(argv, 0, "noise\n" + MARKER + json.dumps(payload) + "\n", "")
     return run
 
 
@@ -162,7 +164,8 @@ def test_check_argv_without_a_device_says_how_vllm_033s_parser_loads() -> None:
               "RuntimeError: Failed to infer device type, please set the environment variable "
               "`VLLM_LOGGING_LEVEL=DEBUG` to turn on verbose logging to help debug the issue.\n")
 
-    def run(argv: Sequence[str], stdin: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    def run(argv: Sequence[str], stdin: str, timeout: float, env: Mapping[str, str]
+            ) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(argv, 1, "", stderr)
 
     with pytest.raises(EngineNotInstalledError, match="Failed to infer device type") as err:
@@ -172,3 +175,18 @@ def test_check_argv_without_a_device_says_how_vllm_033s_parser_loads() -> None:
 
 def test_plan_is_a_value() -> None:
     assert LaunchPlan("vllm", ("a",)) == LaunchPlan("vllm", ("a",))
+
+
+def test_require_ok_hides_the_values_the_parser_echoes() -> None:
+    """argparse names what it rejects with the values after it: a misspelt or abbreviated secret flag's keys
+    are hidden in the error (issue 26, item 3), in each form argparse writes."""
+    engine = VllmEngine(console=True)
+    for flag in ("--apikey", "--api_kye", "--api-keys", "--hf-tokn", "--admin-api-k"):
+        plan = engine.build_plan(ServeConfig(engine="vllm", model="/m", max_num_seqs=2,
+                                             extra_args=(flag, "sk-echoed-1", "sk-echoed-2")), "/py")
+        for error in (f"vllm serve: error: unrecognized arguments: {flag} sk-echoed-1 sk-echoed-2",
+                      f"argument {flag}: invalid choice: 'sk-echoed-1' (choose from 'a', 'b')"):
+            with pytest.raises(EngineArgError) as raised:
+                require_ok(engine, plan, ArgvCheck(ok=False, engine_version="0.32.0", parsed={}, error=error))
+            assert "sk-echoed" not in raised.value.message, raised.value.message
+            assert flag in raised.value.message

@@ -257,3 +257,26 @@ def test_the_dry_run_prints_what_a_real_start_here_would_refuse(tmp_path: Path,
     assert code == 0
     assert "a real start on this machine would also refuse (exit 1; not counted in this dry run's exit code): " \
            "no live GPU was read here" in err
+
+
+def test_a_start_whose_engine_planner_cannot_run_says_why() -> None:
+    """SGLang's sizing reads config.json from a model directory: a recipe with an inline config has none, so
+    start launches on dspark's figures, and says so (issue 26, item 22), instead of skipping the witness quietly."""
+    asked: list[dict[str, Any] | None] = []
+
+    def engine_parser(engine: Engine, plan: LaunchPlan, python: str,
+                      witness_request: dict[str, Any] | None = None) -> ArgvCheck:
+        asked.append(witness_request)
+        argv = engine.parser_argv(plan)
+        parsed = {dest: int(argv[argv.index(flag) + 1]) for flag, dest in _SGLANG_PINS.items() if flag in argv}
+        return ArgvCheck(ok=True, engine_version="0.5.23", parsed=parsed)
+
+    validate = ValidateRequest(recipe="flash-next-sglang", flags={"hardware": "gb10x2", "master_addr": "10.0.0.1"},
+                               env={"DSPARK_ENGINE_PYTHON": sys.executable})
+    result = plan_start(StartRequest(validate=validate), checker=engine_parser)
+    assert asked == [None]  # nothing the engine's planner can take
+    (skipped,) = [f for f in result.report.findings if f.code == "witness-skipped"]
+    assert skipped.level == "info"
+    assert "sglang's own planner did not check the pool at start: SGLang's sizing reads config.json" in (
+        skipped.message)
+    assert "a recipe's inline config" in skipped.message

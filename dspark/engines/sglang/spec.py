@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dspark.engines.sglang import POOL_PIN, logs, plan, replay_input
 from dspark.engines.sglang.adapter import SglangEngine
+from dspark.engines.sglang.knobs import KNOBS
 from dspark.engines.sglang.options import (
     KV_CACHE_DTYPES,
     SglangOptions,
@@ -17,6 +18,7 @@ from dspark.engines.spec import EngineSpec
 
 SPEC: EngineSpec[SglangOptions, SglangCapacity] = EngineSpec(
     name="sglang",
+    knobs=KNOBS,
     module="sglang",
     distributions=("sglang",),
     adapter=SglangEngine,
@@ -43,7 +45,7 @@ SPEC: EngineSpec[SglangOptions, SglangCapacity] = EngineSpec(
         "max_model_len": "context_length",
     },
     pool_pin=POOL_PIN[1],
-    engine_knobs=(POOL_PIN[0], "mem_fraction_static"),
+    engine_knobs=tuple(k.name for k in KNOBS),  # its pool pin (POOL_PIN) first
     modelled_versions=MODELLED_VERSIONS,
     default_port=30000,
     # pool_configurator._resolve_max_running_requests_per_worker estimates at least 2,048.

@@ -1,4 +1,4 @@
-"""What dspark hands vLLM's own scheduler for the workload replay (vllm/inside/replay_scheduler.py); pure.
+"""What dspark hands vLLM's own scheduler for the workload replay (dspark_inside.vllm.replay_scheduler); pure.
 
 The KV-cache part is the witness's planner request (the same layer specs, budget and settings, so the same
 KVCacheConfig); the scheduler part is the plan's settings for the target platform: the block size, batched-token
@@ -8,11 +8,9 @@ budget, chunked prefill, prefix caching, mamba cache mode and speculative method
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
-REPLAY_SCRIPT = Path(__file__).resolve().parent / "inside" / "replay_scheduler.py"
-MARKER = "DSPARK_REPLAY "
+REPLAY_TOOL = "vllm.replay_scheduler"  # dspark_inside.vllm.replay_scheduler, run in the engine's interpreter
 KV_USAGE_METRIC = "BlockPool.get_usage (the engine's scheduler)"  # what vllm:kv_cache_usage_perc reads
 # vLLM plans each seat count's pool itself, from the plan's KV-cache part: no per-seat part from validate.
 replay_seat_part: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None

