@@ -77,22 +77,27 @@ def _foreign_hint(engine: AnyEngineSpec, flag: str) -> str | None:
     return None
 
 
-def _unknown_named(engine: AnyEngineSpec, read: EngineArgv, table: FlagTable) -> list[str]:
+def _guesses(read: EngineArgv, table: FlagTable) -> list[str]:
+    """`--api-key for --apikey`: the parser's flag closest to each unknown one, where one is close. Worded so that
+    no text follows a flag's name where a value could (the redactor hides what follows a secret-looking flag)."""
     known = [o for o in table.options if o.startswith("--")]
-    named = []
+    out = []
     for flag_name in dict.fromkeys(read.unknown):
         close = closest(flag_name, known, cutoff=0.8) if flag_name.startswith("--") else None
-        named.append(f"{flag_name} (did you mean {close}?)" if close else flag_name)
-    return named
+        if close:
+            out.append(f"{close} for {flag_name}")
+    return out
 
 
 def _require_known(engine: AnyEngineSpec, read: EngineArgv, table: FlagTable) -> None:
     """A flag the engine's parser does not have is refused now, as that parser refuses it at start."""
     if not read.unknown:
         return
+    guesses = _guesses(read, table)
     hints = [h for h in (_foreign_hint(engine, f) for f in dict.fromkeys(read.unknown)) if h]
+    hints += [f"did you mean {', '.join(guesses)}?"] if guesses else []
     raise SettingsError(
-        f"{table.label} has no flag {', '.join(_unknown_named(engine, read, table))}: it would refuse the argv "
+        f"{table.label} has no flag {', '.join(dict.fromkeys(read.unknown))}: it would refuse the argv "
         "(unrecognized arguments)",
         hint="; ".join(hints) if hints else f"remove or rename it (`{engine.name} serve --help` lists the flags)",
     )
@@ -105,8 +110,10 @@ def _stand_in_findings(engine: AnyEngineSpec, read: EngineArgv, table: FlagTable
     why = (f"dspark has no table of {engine.name} {version}'s flags; {table.label} stands in, and `dspark start` "
            "runs the installed engine's own parser")
     if read.unknown:
+        guesses = _guesses(read, table)
         out.append(Finding("warn", "argv-not-checked",
-                           f"{table.label} has no flag {', '.join(_unknown_named(engine, read, table))} ({why})"))
+                           f"{table.label} has no flag {', '.join(dict.fromkeys(read.unknown))} ({why})"
+                           + (f"; did you mean {', '.join(guesses)}?" if guesses else "")))
     for given, candidates in read.ambiguous:
         out.append(Finding("warn", "argv-not-checked",
                            f"{given} could match {', '.join(candidates)} in {table.label}; dspark did not read it "
