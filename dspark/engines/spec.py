@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias, TypeVar
 
-from dspark.engines.argv import PLAIN, Grammar
 from dspark.core.knob import Knob
+from dspark.engines.argv import PLAIN, Grammar
 from dspark.runtime.engine_log import LogFormat
 
 if TYPE_CHECKING:
