@@ -20,11 +20,12 @@ from dspark.capacity.seats import default_seats
 from dspark.capacity.typical import typical_context_seats
 from dspark.config.knobs import reads_as
 from dspark.config.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
-from dspark.core.errors import EngineNotInstalledError, InputError, RefusedError, SettingsError
+from dspark.core.errors import EngineNotInstalledError, InputError, RecipeError, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
 from dspark.core.suggest import closest
 from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES, engine_spec
 from dspark.engines.interpreter import find_engine_python
+from dspark.engines.parser_flags import engine_argv
 from dspark.engines.pasted_flags import (
     PastedFlags,
     data_parallel_of,
@@ -249,7 +250,27 @@ def _resolve(request: ValidateRequest) -> _Resolved:
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
+    said += _recipe_engine_args(recipe, spec, pasted)
     return _Resolved(recipe, spec, version, pasted, settings, (*said, *pasted.findings))
+
+
+def _recipe_engine_args(recipe: Recipe | None, spec: AnyEngineSpec, pasted: PastedFlags) -> list[Finding]:
+    """A recipe's engine_args as the engine's parser reads them: a flag it does not have, or an ambiguous prefix,
+    is refused (the engine refuses the argv at start); an abbreviation is said, for dspark does not plan with
+    engine_args, and `dspark start` refuses it where the engine's reading of it changes a capacity value."""
+    table = pasted.table
+    if recipe is None or not recipe.engine_args or table is None or not table.exact:
+        return []
+    read = engine_argv(recipe.engine_args, table, spec.flag_grammar)
+    if read.unknown or read.ambiguous:
+        wrong = [f"{flag}: {table.label} has no such flag" for flag in dict.fromkeys(read.unknown)]
+        wrong += [f"{given} could match {', '.join(found)}" for given, found in read.ambiguous]
+        raise RecipeError(f"{recipe.source}: engine_args: {'; '.join(wrong)}",
+                          hint="spell each engine flag out as the engine names it (`--help` of the engine lists them)")
+    return [Finding("warn", "engine-args-abbreviated",
+                    f"{recipe.source}: engine_args: {given} is {full} to {table.label}; spell it out (dspark plans "
+                    "with the recipe's fields, not its engine_args, and `dspark start` refuses an abbreviation that "
+                    "changes a capacity value)") for given, full in read.abbreviated]
 
 
 def _peer_snapshot(path: str) -> HardwareSnapshot:

@@ -374,3 +374,29 @@ def test_one_seat_is_one_seat_in_every_sentence() -> None:
     said = [f.message for f in report.findings]
     assert any(m.startswith("1 seat ≤ ") for m in said), said
     assert not any(re.search(r"\b1 seats\b", m) for m in said)
+
+
+def _recipe_with_engine_args(tmp_path: Path, engine_args: list[str]) -> str:
+    import yaml  # noqa: PLC0415
+
+    shipped = Path(__file__).resolve().parents[2] / "dspark" / "data" / "recipes" / "flash-next-vllm.yaml"
+    recipe = yaml.safe_load(shipped.read_text()) | {"engine_args": engine_args}
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return str(path)
+
+
+def test_a_recipe_s_engine_args_are_read_against_the_engine_s_flags(tmp_path: Path) -> None:
+    """issue 26 items 9 and 20 for a recipe: a flag vLLM lacks or an ambiguous prefix is refused naming the recipe;
+    an abbreviation is said (start refuses it where vLLM's reading changes a capacity value)."""
+    from dspark.core.errors import RecipeError  # noqa: PLC0415
+
+    for args, words in ((["--bogus", "1"], "--bogus: vllm 0.33.0's parser has no such flag"),
+                        (["--kv-cache-dt", "fp8"], "--kv-cache-dt could match --kv-cache-dtype")):
+        with pytest.raises(RecipeError, match="engine_args: ") as err:
+            _validate(_recipe_with_engine_args(tmp_path, args))
+        assert words in err.value.message
+    report = _validate(_recipe_with_engine_args(tmp_path, ["--gpu-memory-util", "0.5"]))
+    said = next(f for f in report.findings if f.code == "engine-args-abbreviated")
+    assert said.level == "warn" and "--gpu-memory-util is --gpu-memory-utilization" in said.message
+    assert "engine-args-abbreviated" not in _codes(_validate(_recipe_with_engine_args(tmp_path, ["--enforce-eager"])))
