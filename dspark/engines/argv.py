@@ -18,9 +18,10 @@ here, before it, as the engines do it:
 
 Also here: removing flags from an argv (`strip_options`) and reading a planned argv's options by dest name
 (`option_values`), with the same notion of an option and its name, and building one (`flag`, `strip_flags`).
-Flag reading has four rooms: dspark.engines.argv (the argparse machinery every reader runs on),
+Flag reading has five rooms: dspark.engines.argv (the argparse machinery every reader runs on),
 dspark/engines/<engine>/options.py (each engine's reader), dspark.engines.flag_values (the value converters
-they share) and dspark.engines.pasted_flags (what the pasted flags set: knob values, unplaced flags, DP).
+they share), dspark.engines.parser_flags (each release's whole table of flags: abbreviations, flags it
+lacks) and dspark.engines.pasted_flags (what the pasted flags set: knob values, unplaced flags, DP).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Engine flags after `--`: read by the engine's flag reader, mapped onto dspark's knobs, the rest named.
 
 Pure: the readers (dspark/engines/<name>/options.py) mirror each engine's own parser; nothing here runs an
-engine. Flag reading has four rooms: dspark.engines.argv (the argparse machinery every reader runs on),
+engine. Flag reading has five rooms: dspark.engines.argv (the argparse machinery every reader runs on),
 dspark/engines/<engine>/options.py (each engine's reader), dspark.engines.flag_values (the value converters
-they share) and dspark.engines.pasted_flags (what the pasted flags set: knob values, unplaced flags, DP).
+they share), dspark.engines.parser_flags (each release's whole table of flags: abbreviations, flags it
+lacks) and dspark.engines.pasted_flags (what the pasted flags set: knob values, unplaced flags, DP).
 """
 
 from __future__ import annotations
