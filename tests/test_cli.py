@@ -269,6 +269,18 @@ def test_the_dspark_command_loads_with_the_collector_paused_then_gives_it_back()
     assert proc.stdout.split()[-3:] == ["0", "True", "True"]  # ran, collector on, what loading made frozen
 
 
+def test_max_model_len_help_says_which_suffix_is_decimal_and_it_is_what_the_flag_reads(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 26 item 24: the help said "also 32k, 256K" without saying that 32k is 32,000 and 256K is 262,144."""
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = _run(capsys, "validate", "--help")
+    assert code == 0 and "32k = 32,000, 256K = 262,144" in " ".join(out.split())
+    for given, tokens in (("32k", 32_000), ("256K", 262_144)):
+        code, out, _ = _run(capsys, "validate", "--hardware", "h200", "--json", "--max-model-len", given)
+        assert code in (0, 1) and json.loads(out)["settings"]["max_model_len"]["value"] == tokens
+
+
 _LOADED = """
 import contextlib, io, json, sys
 from dspark.cli import main

@@ -182,3 +182,27 @@ def test_environment_md_engine_flags_set_their_setting() -> None:
                 assert name in values, (engine, flag, values)
                 checked += 1
     assert checked >= 20
+
+
+def test_docs_readme_lists_every_page() -> None:
+    """issue 26 item 24: docs/README.md left out version-matrix.md."""
+    index = (ROOT / "docs" / "README.md").read_text()
+    pages = sorted(p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md"))
+    missing = [page for page in pages if page != "README.md" and f"]({page})" not in index]
+    assert missing == []
+
+
+def test_every_markdown_table_in_the_docs_is_one_block() -> None:
+    """issue 26 item 24: a paragraph split exit-codes.md's table, so that codes 3 and 130 rendered as text."""
+    from dspark.core.errors import ExitCode  # noqa: PLC0415
+
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        lines = page.read_text().splitlines()
+        for i, line in enumerate(lines):
+            # A table row after a blank line, with a table row two lines up: one table cut in two.
+            if line.startswith("|") and i >= 2 and not lines[i - 1].strip() and lines[i - 2].startswith("|") and \
+                    not re.match(r"^\|[-| :]+\|$", lines[i + 1] if i + 1 < len(lines) else ""):
+                pytest.fail(f"{page.relative_to(ROOT)}:{i + 1}: a table row after a blank line: {line[:60]}")
+    table = (ROOT / "docs" / "exit-codes.md").read_text().split("\n\n")[1]
+    codes = [int(m) for m in re.findall(r"^\| (\d+) \|", table, flags=re.MULTILINE)]
+    assert codes == [int(c) for c in ExitCode]

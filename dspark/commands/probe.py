@@ -49,14 +49,15 @@ def render_snapshot(snapshot: HardwareSnapshot) -> Group:
     """The snapshot as a rich table of GPUs followed by driver, host and source lines."""
     what = "CPU host" if snapshot.platform == "cpu" else "GPUs on"
     title = f"{what} {snapshot.hostname} (memory in GiB)"
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    # 80 columns hold every row with its name (the longest NVML name, "NVIDIA GeForce RTX 5090", wraps before it is
+    # cut): processes are listed below the table, and "integrated" joins the memory column.
     table.add_column("GPU", justify="right", no_wrap=True)
-    table.add_column("name")
+    table.add_column("name", min_width=11, overflow="fold")
     for header in ("total", "free", "used", "reserved"):
         table.add_column(header, justify="right", no_wrap=True)
-    for header in ("CC", "integrated", "memory"):
-        table.add_column(header, no_wrap=True)
-    table.add_column("processes")
+    table.add_column("CC", no_wrap=True)
+    table.add_column("memory", min_width=7, overflow="fold")
     for gpu in snapshot.gpus:
         table.add_row(
             str(gpu.index),
@@ -66,11 +67,10 @@ def render_snapshot(snapshot: HardwareSnapshot) -> Group:
             _gib(gpu.used_bytes),
             _gib(gpu.reserved_bytes),
             "" if gpu.compute_capability is None else "{}.{}".format(*gpu.compute_capability),
-            "yes" if gpu.integrated else "no",
-            gpu.memory_source,
-            _processes(gpu),
+            gpu.memory_source + (", integrated" if gpu.integrated else ""),
         )
     lines: list[Table | Text] = [table]
+    lines.extend(Text(f"GPU {gpu.index} processes: {_processes(gpu)}") for gpu in snapshot.gpus if gpu.processes)
     if snapshot.nodes > 1:
         lines.append(Text(f"nodes: {snapshot.nodes}, each with the GPUs above"))
     if snapshot.driver_version or snapshot.cuda_version:
@@ -96,11 +96,9 @@ def _gib(n: int) -> str:
 
 
 def _processes(gpu: GpuInfo) -> str:
-    """Processes as "pid name (GiB)", one per line; "-" when none."""
-    if not gpu.processes:
-        return "-"
+    """Processes as "pid name (GiB)", comma-separated."""
     parts = []
     for p in gpu.processes:
         used = "?" if p.used_bytes is None else _gib(p.used_bytes)
         parts.append(f"{p.pid} {p.name or '?'} ({used} GiB)")
-    return "\n".join(parts)
+    return ", ".join(parts)

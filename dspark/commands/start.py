@@ -30,11 +30,15 @@ def start_command(
     out: IO[str] | None = None,
 ) -> int:
     """dspark.planning.start.run_start, showing the plan (table or one JSON object) before the engine starts."""
+    from dspark.commands.progress import working  # noqa: PLC0415
     from dspark.planning.start import run_start  # noqa: PLC0415 - validate alone does not need the launch path
 
     stream = out or sys.stdout
+    stops: list[Callable[[], None]] = []
 
     def show(result: StartResult) -> None:
+        for stop in stops:  # the plan is read: the spinner makes room for it (before any exec)
+            stop()
         print_notices(result.report)
         if as_json:
             stream.write(json.dumps(result.to_json(), default=str) + "\n")
@@ -48,8 +52,15 @@ def start_command(
             reason = refusal.message.removeprefix("refusing to start: ")
             print(f"a real start would refuse: {reason}" + (f"\n  hint: {refusal.hint}" if refusal.hint else ""),
                   file=sys.stderr)
+        for refusal in result.refused_here:  # said, not this exit code: a dry run plans where the GPUs are not
+            reason = refusal.message.removeprefix("refusing to start: ")
+            print(f"a real start on this machine would also refuse (exit {int(refusal.exit_code)}; not counted in "
+                  f"this dry run's exit code): {reason}", file=sys.stderr)
 
-    return run_start(request, show, watch=watch, execute=execute)
+    with working("start: planning, then the installed engine's own parser and planner read the plan "
+                 "(the engine imports: 15-30 s)") as stop:
+        stops.append(stop)
+        return run_start(request, show, watch=watch, execute=execute)
 
 
 def render_plan(result: StartResult, console: Console) -> None:

@@ -7,11 +7,14 @@ the same report before its plan.
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING
 
 from dspark.core.errors import ExitCode
 from dspark.core.findings import Finding, verdict_of
+from dspark.core.words import seats as seat_count
 from dspark.planning.validate import ValidateRequest, ValidationReport, validate
 
 if TYPE_CHECKING:  # rich loads only for the table, not for --json
@@ -24,7 +27,13 @@ _STYLE = {"info": "dim", "warn": "yellow", "fail": "bold red", "ok": "green"}
 
 def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out: IO[str] | None = None) -> int:
     """Print the report; exit 0 when it fits (ok or warn), 1 when it does not."""
-    report = validate(request)
+    if request.engine_check:
+        from dspark.commands.progress import working  # noqa: PLC0415
+
+        with working("validate --engine-check: the installed engine imports and plans (20-30 s)"):
+            report = validate(request)
+    else:
+        report = validate(request)
     stream = out or sys.stdout
     print_notices(report)
     if as_json:
@@ -35,12 +44,27 @@ def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out:
     return int(ExitCode.REFUSED if report.verdict == "fail" else ExitCode.OK)
 
 
+# Off a terminal (a pipe, a file, CI's log) the table is laid out for COLUMNS when it is set, else for 120 columns,
+# as `dspark probe` does: its longest rows (predicted · observed pools) then stay one line each, and grep finds them.
+PIPE_WIDTH = 120
+
+
+def output_width(stream: IO[str], environ: Mapping[str, str] | None = None) -> int | None:
+    """The width the table is laid out for: None on a terminal (rich reads it, and COLUMNS, itself); off one,
+    COLUMNS when it is a positive whole number, else PIPE_WIDTH. Lines of text (the header, findings, the exec
+    line) are never cut at any width: they are printed whole, and a terminal wraps them."""
+    if stream.isatty():
+        return None
+    columns = (os.environ if environ is None else environ).get("COLUMNS", "").strip()
+    return int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH
+
+
 def make_console(stream: IO[str]) -> Console:
-    """A rich console on `stream`; off a terminal, wide enough that provenance paths are never cut."""
+    """A rich console on `stream`, as wide as output_width says; text lines are never wrapped or cut."""
     from rich.console import Console  # noqa: PLC0415
     from rich.highlighter import NullHighlighter  # noqa: PLC0415
 
-    width = None if stream.isatty() else 200
+    width = output_width(stream)
     console = Console(file=stream, soft_wrap=True, width=width, emoji=False)
     if console.color_system is None:  # no colour is written: the number highlighter's regexes would style nothing
         console.highlighter = NullHighlighter()
@@ -130,7 +154,7 @@ def render_report(
             f"{cap.observed.safe_max_num_seqs})" if cap.observed is not None else "")),
         *([(f"seats at a typical {cap.typical_context:,} tokens", str(cap.typical_context_seats))]
           if cap.typical_context_seats is not None and cap.typical_context is not None else []),
-        (f"average context at {cap.max_num_seqs} seats", f"≤ {cap.avg_context_at_max_num_seqs:,} tokens" + (
+        (f"average context at {seat_count(cap.max_num_seqs)}", f"≤ {cap.avg_context_at_max_num_seqs:,} tokens" + (
             f" predicted · ≤ {cap.observed.avg_context_at_max_num_seqs:,} observed"
             if cap.observed is not None else "")),
         ("CUDA graph max capture size", str(cap.cudagraph_max_capture_size) if cap.cudagraph_max_capture_size else

@@ -95,7 +95,8 @@ _TABLE: tuple[Knob | str, ...] = (
         tokens,
         "a positive number of tokens (e.g. 262144 or 256K)",
         computed=True,
-        help="Context window (also 32k, 256K).",
+        help="Context window in tokens: 262144, or with vLLM's suffixes, k/m decimal and K/M binary: "
+        "32k = 32,000, 256K = 262,144.",
         metavar="TOKENS",
         rank=70,
     ),

@@ -11,15 +11,17 @@ here, before it, as the engines do it:
   last occurrence wins). SGLang's parser is a plain argparse.ArgumentParser and does neither.
 - Flags the reader does not declare are set aside with the value that follows them, in `unknown`: the
   engine's own parser judges them at `dspark start` (dspark_inside.<engine>.argv_check). Both engines' parsers
-  also take unambiguous abbreviations of their ~300-500 flags; a reader that knows a few dozen of them cannot
-  tell an abbreviation from an ambiguous prefix, so it never abbreviates (allow_abbrev=False) and an
-  abbreviated flag is unknown here.
+  also take unambiguous abbreviations of their 430-560 flags; a reader that knows a few dozen of them cannot
+  tell an abbreviation from an ambiguous prefix, so it never abbreviates (allow_abbrev=False): the pasted argv
+  reaches it with every abbreviation already spelled out against the engine's whole table of flags
+  (dspark.engines.parser_flags, dspark.engines.pasted_flags.read_engine_flags).
 
 Also here: removing flags from an argv (`strip_options`) and reading a planned argv's options by dest name
 (`option_values`), with the same notion of an option and its name, and building one (`flag`, `strip_flags`).
-Flag reading has four rooms: dspark.engines.argv (the argparse machinery every reader runs on),
+Flag reading has five rooms: dspark.engines.argv (the argparse machinery every reader runs on),
 dspark/engines/<engine>/options.py (each engine's reader), dspark.engines.flag_values (the value converters
-they share) and dspark.engines.pasted_flags (what the pasted flags set: knob values, unplaced flags, DP).
+they share), dspark.engines.parser_flags (each release's whole table of flags: abbreviations, flags it
+lacks) and dspark.engines.pasted_flags (what the pasted flags set: knob values, unplaced flags, DP).
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class Grammar:
     dotted: bool = False  # `--flag.key value` pieces fold into a JSON value of --flag (vLLM)
     # Reads a dotted piece's value that is not JSON (vLLM: human_readable_int, else the string itself).
     dotted_number: Callable[[str], int] | None = None
+    optimization_level: bool = False  # `-O3` / `-O 3` read as --optimization-level (vLLM)
 
 
 @dataclass(frozen=True)

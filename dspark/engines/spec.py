@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 from dspark.core.knob import Knob
+from dspark.engines.argv import PLAIN, Grammar
 from dspark.runtime.engine_log import LogFormat
 
 if TYPE_CHECKING:
@@ -115,6 +116,14 @@ def _no_memory_flags(options: object) -> Mapping[str, object]:
     return {}
 
 
+# One value dspark's flag reader and the engine's parser read differently: (the flag, dspark's, the engine's).
+ReadBackMismatch = tuple[str, object, object]
+
+
+def _reads_alike(options: object, parsed: Mapping[str, object]) -> Sequence[ReadBackMismatch]:
+    return ()
+
+
 @dataclass(frozen=True)
 class EngineSpec(Generic[OptionsT, DetailT]):
     """What dspark knows about one engine, in one place: its package, flags, versions, log lines and the hooks its
@@ -168,6 +177,12 @@ class EngineSpec(Generic[OptionsT, DetailT]):
     negated_flag_knobs: Mapping[str, str] = field(default_factory=dict)
     # A flag dspark sets -> the name older releases' parsers know it by (tried when the parser calls it unknown).
     former_flags: Mapping[str, str] = field(default_factory=dict)
+    # The engine parser's pre-pass (vLLM: underscores, dotted JSON pieces, -O<n>), for reading a pasted argv against
+    # its table of flags (dspark.engines.parser_flags).
+    flag_grammar: Grammar = PLAIN
+    # The capacity-relevant values of an argv that dspark's reader (its options) and the engine's parser (its
+    # non-default values, ArgvCheck.parsed) read differently; start refuses any.
+    read_back: Callable[[OptionsT, Mapping[str, object]], Sequence[ReadBackMismatch]] = _reads_alike
     # False when its parsed flags leave the model's vision tower unloaded (text-only serving of a VLM).
     loads_vision_tower: Callable[[OptionsT], bool] = _loads_every_tower
     platforms: tuple[str, ...] = ("cuda",)  # the values of --platform it has a build for

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from dspark.core.findings import Finding, Level, gib
+from dspark.core.words import seats as seat_count
 
 if TYPE_CHECKING:
     from dspark.capacity import CapacitySummary
@@ -63,7 +64,7 @@ def data_parallel_findings(data_parallel: int, dp_attention: bool, seats: int) -
                         "pool_configurator divides by attn_dp_size)")]
     return [Finding("info", "data-parallel",
                     f"data parallel {data_parallel}: {data_parallel} engine replicas, each on its own GPUs with its "
-                    f"own KV pool and {seats} seats (the figures above are per replica; the server runs up to "
+                    f"own KV pool and {seat_count(seats)} (the figures above are per replica; the server runs up to "
                     f"{data_parallel * seats} requests at once)")]
 
 
@@ -166,8 +167,8 @@ def seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelA
     asked = settings.max_num_seqs.value
     if seats < asked:
         out.append(Finding("warn", "seats-capped-by-engine",
-                           f"{asked} seats asked ({settings.max_num_seqs.source}) but the engine will run at most "
-                           f"{seats}; the figures below are for {seats}"))
+                           f"{seat_count(asked)} asked ({settings.max_num_seqs.source}) but the engine will run at "
+                           f"most {seats}; the figures below are for {seats}"))
     # An engine that refuses the plan (e.g. a pool of exactly one context, less the block the engine keeps
     # back) serves no seat: "every seat can hold a full context" would contradict the refusal printed with it.
     refused = bool(cap.details.get("refusals"))
@@ -183,7 +184,7 @@ def seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelA
                 if observed is not None else "")
         out.append(Finding(
             "info", "seats-safe",
-            f"{seats} seats ≤ {cap.safe_max_num_seqs} safe{both}: every seat can hold a full "
+            f"{seat_count(seats)} ≤ {cap.safe_max_num_seqs} safe{both}: every seat can hold a full "
             f"{cap.max_model_len:,}-token context at once; nothing is ever preempted",
         ))
     if cap.cudagraph_max_capture_size > 0:
@@ -208,7 +209,7 @@ def seat_findings(cap: CapacitySummary, settings: ResolvedSettings, arch: ModelA
             Finding(
                 "info",
                 "expert-coverage",
-                f"one decode step at {seats} seats touches ~{cap.expert_coverage:.0%} of the "
+                f"one decode step at {seat_count(seats)} touches ~{cap.expert_coverage:.0%} of the "
                 f"{arch.moe.num_experts} experts (top-{arch.moe.top_k}, uniform routing)",
             )
         )
@@ -222,20 +223,20 @@ def _above_safe(cap: CapacitySummary, seats: int) -> str:
     obs = cap.observed
     held = min(cap.max_concurrency, obs.max_concurrency if obs is not None else cap.max_concurrency)
     if seats <= held:  # the pool holds them all; another limit set the safe default below it
-        return (f"{seats} seats: the pool holds {held:.2f} full contexts of {window} tokens, but the safe default is "
-                f"{cap.safe_max_num_seqs} (the engine's other per-seat limits)")
+        return (f"{seat_count(seats)}: the pool holds {held:.2f} full contexts of {window} tokens, but the safe "
+                f"default is {cap.safe_max_num_seqs} (the engine's other per-seat limits)")
     if obs is None or obs.max_concurrency >= cap.max_concurrency:
         beside = "" if obs is None else f" (observed {obs.max_concurrency:.2f} full contexts: {obs.source})"
-        return (f"{seats} seats but the {'predicted ' if obs else ''}pool ({cap.kv_pool_tokens:,} tokens) holds "
+        return (f"{seat_count(seats)} but the {'predicted ' if obs else ''}pool ({cap.kv_pool_tokens:,} tokens) holds "
                 f"{cap.max_concurrency:.2f} full contexts of {window} tokens{beside}: safe default "
                 f"{cap.safe_max_num_seqs}; with every seat busy, requests must average "
                 f"≤ {cap.avg_context_at_max_num_seqs:,} tokens or the engine preempts (recomputes) some")
     pool = f" ({obs.kv_pool_tokens:,} tokens)" if obs.kv_pool_tokens is not None else ""
     about = "" if obs.kv_pool_tokens is not None else "about "
-    return (f"{seats} seats but the observed pool{pool} holds {obs.max_concurrency:.2f} full contexts of {window} "
-            f"tokens ({obs.source}; predicted {predicted}): safe default {cap.safe_max_num_seqs}; with every seat "
-            f"busy, requests must average ≤ {about}{obs.avg_context_at_max_num_seqs:,} tokens or the engine preempts "
-            "(recomputes) some")
+    return (f"{seat_count(seats)} but the observed pool{pool} holds {obs.max_concurrency:.2f} full contexts of "
+            f"{window} tokens ({obs.source}; predicted {predicted}): safe default {cap.safe_max_num_seqs}; with every "
+            f"seat busy, requests must average ≤ {about}{obs.avg_context_at_max_num_seqs:,} tokens or the engine "
+            "preempts (recomputes) some")
 
 
 def _below_one_context(cap: CapacitySummary) -> Finding:

@@ -45,6 +45,10 @@ class StartResult:
     findings: tuple[Finding, ...] = ()  # what planning the launch added (argv-not-checked, ...)
     # A dry run: what a real start would refuse, in the order it would check (the first one's exit code wins).
     would_refuse: tuple[DsparkError, ...] = ()
+    # A dry run: what a real start on this machine would also refuse for what a dry run does without (no live GPU
+    # read here, no engine installed here). Said, not counted in the dry run's exit code: a plan is printed where
+    # the GPUs are not, and the exit code says whether that plan would start where they are.
+    refused_here: tuple[DsparkError, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -68,9 +72,13 @@ class StartResult:
             "engine_version": self.check.engine_version,
             "parsed": dict(self.check.parsed),
         }
-        out["would_refuse"] = [{"code": e.code, "message": e.message, "hint": e.hint, "exit_code": int(e.exit_code)}
-                               for e in self.would_refuse]
+        out["would_refuse"] = [_refusal_json(e) for e in self.would_refuse]
+        out["would_refuse_here"] = [_refusal_json(e) for e in self.refused_here]
         return out
+
+
+def _refusal_json(error: DsparkError) -> dict[str, Any]:
+    return {"code": error.code, "message": error.message, "hint": error.hint, "exit_code": int(error.exit_code)}
 
 
 def plan_start(
@@ -93,8 +101,10 @@ def plan_start(
     if refusals and not request.dry_run:
         raise refusals[0]
     findings: list[Finding] = []
+    here: list[DsparkError] = []
     if request.dry_run:
         findings += _dry_run_hardware(report)
+        here += _real_hardware_refusal(report)
     engine = report.spec.adapter()
     env_map = request.validate.env if env is None else env
     try:
@@ -108,7 +118,8 @@ def plan_start(
                             f"{exc.message}: the argv below was not checked by the engine's own parser "
                             "(a real `dspark start` checks it, and needs the engine)")
         return StartResult(report=report, plan=plan, check=ArgvCheck(ok=False, engine_version=None, parsed={}),
-                           findings=(*findings, unchecked), would_refuse=tuple(refusals))
+                           findings=(*findings, unchecked), would_refuse=tuple(refusals),
+                           refused_here=(*here, exc))
     try:
         report, plan, check = _checked_plan(engine, report, python, request, checker)
     except (EngineArgError, RefusedError) as exc:  # what the engine's own parser and planner refuse
@@ -116,8 +127,9 @@ def plan_start(
             raise
         plan = engine.build_plan(report.serve, python)
         return StartResult(report=report, plan=plan, check=ArgvCheck(ok=False, engine_version=None, parsed={}),
-                           findings=tuple(findings), would_refuse=(*refusals, exc))
-    return StartResult(report=report, plan=plan, check=check, findings=tuple(findings), would_refuse=tuple(refusals))
+                           findings=tuple(findings), would_refuse=(*refusals, exc), refused_here=tuple(here))
+    return StartResult(report=report, plan=plan, check=check, findings=tuple(findings), would_refuse=tuple(refusals),
+                       refused_here=tuple(here))
 
 
 def _refusals(report: ValidationReport, request: StartRequest) -> list[DsparkError]:
@@ -158,6 +170,7 @@ def _checked_plan(engine: Any, report: ValidationReport, python: str, request: S
         check = replace(checker(engine, plan, python), witness=check.witness)
         require_ok(engine, plan, check)
     _confirm_pinned(report, check)
+    _confirm_read_back(report, engine.parser_argv(plan), check)
     return report, plan, check
 
 
@@ -288,3 +301,28 @@ def _confirm_pinned(report: ValidationReport, check: ArgvCheck) -> None:
                 f"the engine's parser read {theirs}={check.parsed.get(theirs)!r} but dspark validated {want!r}",
                 hint="an engine flag in extra_args or the recipe's engine_args overrides it; remove the duplicate",
             )
+
+
+def _shown(value: object) -> str:
+    return "not set (the engine's default)" if value is None else repr(value)
+
+
+def _confirm_read_back(report: ValidationReport, argv: Sequence[str], check: ArgvCheck) -> None:
+    """Every capacity-relevant value the engine's parser read must be the one dspark planned with.
+
+    dspark's reader reads the launch argv by full flag names only (the pasted flags were spelled out when they
+    were planned); a flag the engine's parser reads that dspark's did not (an abbreviation in a recipe's
+    engine_args, an alias dspark does not know) would launch other seats, memory, window or parallelism than
+    validated: refused, naming the flag and both values.
+    """
+    spec = report.spec
+    mismatches = spec.read_back(spec.parse_flags(tuple(argv)), check.parsed)
+    if mismatches:
+        said = "; ".join(f"{flag}: dspark planned {_shown(ours)}, the engine's parser read {_shown(theirs)}"
+                         for flag, ours, theirs in mismatches)
+        raise EngineArgError(
+            f"the {spec.name} {check.engine_version or ''} parser reads this argv otherwise than dspark planned it: "
+            f"{said}",
+            hint="spell the engine flag out in full (in the recipe's engine_args too), or give the value with "
+            "dspark's own flag, so that the plan and the launch agree",
+        )

@@ -20,17 +20,18 @@ from dspark.capacity.seats import default_seats
 from dspark.capacity.typical import typical_context_seats
 from dspark.config.knobs import reads_as
 from dspark.config.settings import ResolvedSettings, Setting, resolve_settings, select_recipe
-from dspark.core.errors import EngineNotInstalledError, InputError, RefusedError, SettingsError
+from dspark.core.errors import EngineNotInstalledError, InputError, RecipeError, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
 from dspark.core.suggest import closest
 from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES, engine_spec
 from dspark.engines.interpreter import find_engine_python
+from dspark.engines.parser_flags import engine_argv
 from dspark.engines.pasted_flags import (
+    PastedFlags,
     data_parallel_of,
     flag_values_from_engine_flags,
     merge_flags,
-    parse_engine_flags,
-    unplaced_flag_findings,
+    read_engine_flags,
 )
 from dspark.engines.release_matrix import matrix_note
 from dspark.engines.serve_config import ServeConfig
@@ -192,7 +193,16 @@ def _hardware(settings: ResolvedSettings, recipe: Recipe | None, resolver: Hardw
         # The CPU build keeps its KV cache in the host's memory: this host, or one saved with probe --platform cpu.
         return resolve_cpu_host(spec, origin=origin)
     default_profile = (recipe.hardware if recipe and recipe.hardware else None) or DEFAULT_PROFILE
-    return resolver(spec, default_profile, origin)
+    hardware = resolver(spec, default_profile, origin)
+    if hardware.platform == "cpu":
+        # A host saved by `probe --platform cpu` has no GPU: its memory is the CPU build's, not a CUDA device's.
+        raise InputError(
+            f"{origin} {spec}: a CPU host's snapshot (saved with `dspark probe --platform cpu`), not GPUs, and the "
+            "plan is for CUDA GPUs",
+            hint="plan for the engine's CPU build with --platform cpu, or save the GPU machine with "
+            "`dspark probe --json` on it and give that file",
+        )
+    return hardware
 
 
 WEIGHTS_UNKNOWN = Finding(
@@ -226,20 +236,55 @@ def _generic_weights_findings(found: list[Finding], weights: WeightBytes | None,
                             hardware, settings, arch.num_attention_heads)
 
 
-def _resolve(request: ValidateRequest) -> tuple[Recipe | None, AnyEngineSpec, Any, ResolvedSettings]:
-    """The recipe, engine, pasted engine flags (as its reader sees them) and settings of a request.
+@dataclass(frozen=True)
+class _Resolved:
+    """A request resolved: its recipe, engine, version, pasted flags (as the engine's parser reads them) and
+    settings, with what resolving them said."""
+
+    recipe: Recipe | None
+    spec: AnyEngineSpec
+    version: EngineVersion
+    pasted: PastedFlags
+    settings: ResolvedSettings
+    findings: tuple[Finding, ...]
+
+
+def _resolve(request: ValidateRequest) -> _Resolved:
+    """The recipe, engine, its version, the pasted engine flags and the settings of a request.
 
     The engine is resolved here once, at the edge (unknown names fail here, naming the known ones), and its
-    EngineSpec handed down from here on.
+    EngineSpec handed down from here on. The pasted flags are read as that version's parser reads them
+    (abbreviations spelled out, flags it does not have refused), so that planning uses the engine's values.
     """
     recipe, _ = _load_recipe(request)
     spec = engine_spec(_engine_name(request, recipe))
-    options = parse_engine_flags(spec, request.engine_flags)
-    flags = merge_flags(request.flags, flag_values_from_engine_flags(spec, options), same=reads_as)
+    version, said = _engine_version(spec, request)
+    pasted = read_engine_flags(spec, request.engine_flags, version.requested)
+    flags = merge_flags(request.flags, flag_values_from_engine_flags(spec, pasted.options), same=reads_as)
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
-    return recipe, spec, options, settings
+    said += _recipe_engine_args(recipe, spec, pasted)
+    return _Resolved(recipe, spec, version, pasted, settings, (*said, *pasted.findings))
+
+
+def _recipe_engine_args(recipe: Recipe | None, spec: AnyEngineSpec, pasted: PastedFlags) -> list[Finding]:
+    """A recipe's engine_args as the engine's parser reads them: a flag it does not have, or an ambiguous prefix,
+    is refused (the engine refuses the argv at start); an abbreviation is said, for dspark does not plan with
+    engine_args, and `dspark start` refuses it where the engine's reading of it changes a capacity value."""
+    table = pasted.table
+    if recipe is None or not recipe.engine_args or table is None or not table.exact:
+        return []
+    read = engine_argv(recipe.engine_args, table, spec.flag_grammar)
+    if read.unknown or read.ambiguous:
+        wrong = [f"{flag}: {table.label} has no such flag" for flag in dict.fromkeys(read.unknown)]
+        wrong += [f"{given} could match {', '.join(found)}" for given, found in read.ambiguous]
+        raise RecipeError(f"{recipe.source}: engine_args: {'; '.join(wrong)}",
+                          hint="spell each engine flag out as the engine names it (`--help` of the engine lists them)")
+    return [Finding("warn", "engine-args-abbreviated",
+                    f"{recipe.source}: engine_args: {given} is {full} to {table.label}; spell it out (dspark plans "
+                    "with the recipe's fields, not its engine_args, and `dspark start` refuses an abbreviation that "
+                    "changes a capacity value)") for given, full in read.abbreviated]
 
 
 def _peer_snapshot(path: str) -> HardwareSnapshot:
@@ -252,12 +297,31 @@ def _peer_snapshot(path: str) -> HardwareSnapshot:
 
 def request_settings(request: ValidateRequest) -> ResolvedSettings:
     """The settings validate plans with, before any model, hardware or capacity is read."""
-    return _resolve(request)[3]
+    return _resolve(request).settings
+
+
+def _fit_findings(result: CapacityResult, summary: CapacitySummary, request: ValidateRequest,
+                  hardware: HardwareSnapshot, settings: ResolvedSettings, recipe: Recipe | None,
+                  identity: PlanIdentity, arch: ModelArchitecture, weights: WeightBytes | None,
+                  parallel: tuple[int, bool, int], so_far: list[Finding]) -> list[Finding]:
+    """What the footprint, the data-parallel layout, the recipe's observations, the seats and the weights say."""
+    data_parallel, dp_attention, replicas = parallel
+    peers = tuple(_peer_snapshot(p) for p in request.peer_hardware)
+    findings = memory_findings(result.footprint_bytes, hardware, settings, peers, data_parallel=replicas)
+    findings += data_parallel_findings(data_parallel, dp_attention, summary.max_num_seqs)
+    findings += observation_findings(result.summary, recipe, settings, identity)
+    findings += seat_findings(summary, settings, arch)
+    findings += _generic_weights_findings([*so_far, *findings], weights, hardware, settings, arch)
+    if weights is None:
+        findings.append(WEIGHTS_UNKNOWN)
+    return findings
 
 
 def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
     """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
-    recipe, spec, options, settings = _resolve(request)
+    resolved = _resolve(request)
+    recipe, spec, settings, version = resolved.recipe, resolved.spec, resolved.settings, resolved.version
+    options = resolved.pasted.options
     arch, headers = model_architecture(settings, recipe)
     drafter = drafter_of(spec, settings, recipe, options, arch)
     weights = weights_of(arch, headers, drafter, settings, recipe, vision=spec.loads_vision_tower(options))
@@ -265,7 +329,6 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     data_parallel, dp_attention = data_parallel_of(spec, options)
     replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
     gpu = _first_gpu(hardware, settings, replicas)
-    version = _engine_version(spec, request)
     identity = PlanIdentity(engine_version=version.requested, gpu_name=gpu.name if gpu is not None else None,
                             recipe_settings=resolve_settings({}, {}, recipe) if recipe is not None else None)
 
@@ -310,17 +373,11 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         # No request is longer than the window: past it the bound only says every seat holds a full window.
         summary = replace(summary, avg_context_at_max_num_seqs=summary.max_model_len)
     findings = [*result.findings, *boot[0][2]]  # the prediction's, and an unreadable record's warning
-    findings += unplaced_flag_findings(spec, options)
+    findings += resolved.findings
     findings += _version_findings(spec, version)
-    peers = tuple(_peer_snapshot(p) for p in request.peer_hardware)
-    findings += memory_findings(result.footprint_bytes, hardware, settings, peers, data_parallel=replicas)
-    findings += data_parallel_findings(data_parallel, dp_attention, summary.max_num_seqs)
-    findings += observation_findings(result.summary, recipe, settings, identity)
-    findings += seat_findings(summary, settings, arch)
-    findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
-    if weights is None:
-        findings.append(WEIGHTS_UNKNOWN)
-    serve = serve_config(spec, settings, recipe, request.engine_flags, summary,
+    findings += _fit_findings(result, summary, request, hardware, settings, recipe, identity, arch, weights,
+                              (data_parallel, dp_attention, replicas), findings)
+    serve = serve_config(spec, settings, recipe, resolved.pasted.argv, summary,
                          drafter_model=draft_ref(spec, options, recipe))
     plan, planner = _plan_and_witness_request(spec, serve, result.detail, settings)
     witness = None
@@ -437,21 +494,35 @@ def _check_with_engine(
     return judge(run_witness(python, planner.request), summary)
 
 
-def _engine_version(spec: AnyEngineSpec, request: ValidateRequest) -> EngineVersion:
-    """The version to plan for; the installed one is read from the engine's interpreter's metadata (cheap)."""
+def _engine_version(spec: AnyEngineSpec, request: ValidateRequest) -> tuple[EngineVersion, list[Finding]]:
+    """The version to plan for; the installed one is read from the engine's interpreter's metadata (cheap).
+
+    An interpreter named on purpose (--engine-python, DSPARK_ENGINE_PYTHON) that cannot be run is said: the plan
+    then stands on the default version, and `dspark start` would refuse it.
+    """
     from dspark.engines.interpreter import installed_version  # noqa: PLC0415
 
     flag, env_value = request.engine_version, request.env.get(ENGINE_VERSION_ENV, "").strip()
     installed = None
-    if not (flag or env_value):  # an explicit version needs no look at the installed engine
+    said: list[Finding] = []
+    named = request.engine_python if request.engine_python is not None else request.env.get("DSPARK_ENGINE_PYTHON")
+    python = None
+    if named is not None or not (flag or env_value):  # an explicit version needs no look at the installed engine
         try:
             python = find_engine_python(spec.adapter(), request.engine_python, request.env)
-        except EngineNotInstalledError:
-            python = None
-        raw = installed_version(spec, python) if python else None
+        except EngineNotInstalledError as exc:
+            if named is not None:
+                where = "--engine-python" if request.engine_python is not None else "DSPARK_ENGINE_PYTHON"
+                said.append(Finding(
+                    "warn", "engine-python-not-found",
+                    f"{where}: {exc.message}; the plan does not use it (no installed version was read), and "
+                    f"`dspark start` would refuse it ({exc.hint or 'name the python of the engine'})"))
+    if python and not (flag or env_value):
+        raw = installed_version(spec, python)
         installed = normalize(raw) if raw else None
-    return resolve_engine_version(spec.name, spec.modelled_versions, flag=flag, env=request.env,
-                                  installed=installed)
+    version = resolve_engine_version(spec.name, spec.modelled_versions, flag=flag, env=request.env,
+                                     installed=installed)
+    return version, said
 
 
 def _observed_capacity(

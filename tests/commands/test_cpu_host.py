@@ -96,6 +96,19 @@ def test_a_gpu_snapshot_or_profile_is_not_a_cpu_host(tmp_path: Path, capsys: pyt
         assert "dspark probe --platform cpu --json" in out["error"]["hint"]
 
 
+def test_a_cpu_host_is_not_gpus_for_a_cuda_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 26 item 20: a host saved by `probe --platform cpu` was planned on as one GPU of its memory."""
+    model = str(_model(tmp_path, "llama-3-8b-instruct"))
+    host = str(_host(tmp_path, "avx512f"))
+    for platform in ((), ("--platform", "cuda")):
+        code, out = _validate(capsys, "--model", model, *platform, "--hardware", host)
+        assert code == 2
+        assert f"--hardware {host}: a CPU host's snapshot" in out["error"]["message"]
+        assert "--platform cpu" in out["error"]["hint"] and "dspark probe --json" in out["error"]["hint"]
+    code, out = _validate(capsys, "--model", model, "--platform", "cpu", "--hardware", host)
+    assert code in (0, 1) and "error" not in out and out["hardware"]["platform"] == "cpu"  # planned on it
+
+
 def test_cpu_tensor_parallel_runs_its_ranks_in_one_host(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """TP=2 on the CPU build is two ranks in one host's memory (OMP thread groups), not two GPUs."""
     host = _host(tmp_path, "avx512f avx512_bf16")

@@ -304,8 +304,35 @@ def _engine_flag_cases() -> Iterator[Case]:
             command = RNG.choice(["validate", "start"])
             extra = ("--dry-run",) if command == "start" else ()
             yield Case("engine-flag-mix", (command, recipe, *extra, *_maybe_json(), "--", *argv), 2)
-    for flags in (("--max-num-seq", "12"), ("--bogus-flag", "3"), ("--trust-remote-code",)):
-        yield Case("engine-flag-unplaced", ("validate", "--json", "--", *flags), 0)
+    yield from _abbreviation_cases()
+
+
+# vLLM 0.33.0's serve parser, as dspark's table of it lists its option strings (the default recipe plans for it
+# when no engine is installed): abbreviations, ambiguous prefixes and flags it lacks, read as its argparse does.
+VLLM_FLAGS = tuple(json.loads((Path(__file__).resolve().parents[2] / "dspark" / "data" / "engine_flags"
+                               / "vllm-0.33.0.json").read_text())["options"])
+
+
+def _starting(prefix: str) -> list[str]:
+    return [o for o in VLLM_FLAGS if o.startswith(prefix)]
+
+
+def _abbreviation_cases() -> Iterator[Case]:
+    seats = "--max-num-seqs"
+    unique = [seats[:n] for n in range(4, len(seats)) if _starting(seats[:n]) == [seats]]
+    for prefix in RNG.sample(unique, min(4, len(unique))):
+        yield Case("engine-flag-abbreviated", ("validate", "--json", "--", prefix, str(RNG.randrange(1, 9))), 0)
+    longs = [o for o in VLLM_FLAGS if o.startswith("--")]
+    ambiguous = sorted({o[:n] for o in longs for n in range(5, len(o))
+                        if len(_starting(o[:n])) > 1 and o[:n] not in longs})
+    for prefix in RNG.sample(ambiguous, 8):
+        yield Case("engine-flag-ambiguous", ("validate", "--json", "--", prefix, "1"), 2, says="ambiguous option")
+    for _ in range(6):
+        name = "--" + "".join(RNG.choice("qxzjw-") for _ in range(RNG.randrange(4, 14))).strip("-") + "q"
+        if not _starting(name):
+            yield Case("engine-flag-unknown", ("validate", "--json", "--", name, "3"), 2, says="has no flag")
+    for flags in (("--trust-remote-code",), ("--api-key", "sk-generated-0"), ("--trust-rem",)):
+        yield Case("engine-flag-ordinary", ("validate", "--json", "--", *flags), 0)
 
 
 # --- saved probe files -----------------------------------------------------------------------------------
@@ -577,6 +604,14 @@ def test_generated_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.Mon
         assert case.says in err, shown
     if "HF_TOKEN" in case.env:
         assert case.env["HF_TOKEN"] not in out + err, shown
-    if case.kind == "engine-flag-unplaced":
-        codes = [f["code"] for f in json.loads(out)["findings"]]
-        assert "argv-not-checked" in codes, shown
+    if case.kind in ("engine-flag-abbreviated", "engine-flag-ordinary"):
+        _read_as_the_engine_reads(case, json.loads(out), argv, shown)
+
+
+def _read_as_the_engine_reads(case: Case, document: dict[str, Any], argv: list[str], shown: str) -> None:
+    """Flags the engine's parser takes raise no warning; an abbreviation is planned with its value."""
+    codes = [f["code"] for f in document["findings"]]
+    assert "argv-not-checked" not in codes, shown
+    if case.kind == "engine-flag-abbreviated":
+        assert "engine-flag-abbreviated" in codes, shown
+        assert document["settings"]["max_num_seqs"]["value"] == int(argv[-1]), shown

@@ -9,6 +9,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from dspark.cli import cli
@@ -69,8 +70,9 @@ def test_table_shows_each_gpu_and_the_source_line() -> None:
     text = out.getvalue()
     assert "GPUs on spark-1 (memory in GiB)" in text
     row = next(line for line in text.splitlines() if "NVIDIA GB10" in line)
-    for cell in ("119.00", "90.00", "29.00", "0.00", "12.1", "yes", "unified", "4242 python3 (? GiB)"):
+    for cell in ("119.00", "90.00", "29.00", "0.00", "12.1", "unified, integrated"):
         assert cell in row
+    assert "GPU 0 processes: 4242 python3 (? GiB)" in text
     assert "driver 580.95.05, CUDA 13.0" in text
     assert "host: MemTotal 119.00 GiB, MemAvailable 100.00 GiB, cgroup limit 96.00 GiB" in text
     assert "source: live NVML on spark-1, GPU memory from host MemAvailable capped by the cgroup's room" in text
@@ -129,3 +131,18 @@ def test_python_m_dspark_probe_json() -> None:
     assert data["nodes"] == 2
     assert data["gpus"][0]["compute_capability"] == [12, 1]
     assert data["gpus"][0]["total_bytes"] == get_profile("gb10x2").gpus[0].total_bytes
+
+
+@pytest.mark.parametrize("hardware", ["rtx5090:2", "gb10", "h200:8", "b200", "h100-80gb"])
+def test_eighty_columns_keep_every_gpu_s_name_and_cell(hardware: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 26 item 24: at 80 columns the name column was cut to "…" (so was the processes column)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.StringIO()
+    assert probe(hardware=hardware, out=out) == 0
+    text = out.getvalue()
+    assert "…" not in text
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    snapshot = resolve_hardware(hardware)
+    flat = " ".join(text.split())
+    for gpu in snapshot.gpus:
+        assert all(word in flat for word in gpu.name.split()), gpu.name

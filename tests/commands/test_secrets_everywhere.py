@@ -41,8 +41,9 @@ CONFIG_SECRETS = ("planted-config-f1", "planted-config-f2", "hf_planted_config_f
 ESCAPES = "\x1b]0;planted-title\x07\x1b[2J\x9b31m"
 PLANTED = (*ENV_SECRETS.values(), PROXY_USER, PROXY_PASSWORD, *ARG_KEYS, *FLAG_KEYS, FLAG_TOKEN, ABBREV_KEY,
            MISSPELT_KEY, PROCESS_TOKEN, *CONFIG_SECRETS)
-ENGINE_FLAGS = ["--", "--api-key", *FLAG_KEYS, f"--hf-token={FLAG_TOKEN}", "--api-ke", ABBREV_KEY,
-                "--apikye", MISSPELT_KEY]
+ENGINE_FLAGS = ["--", "--api-key", *FLAG_KEYS, f"--hf-token={FLAG_TOKEN}", "--api-ke", ABBREV_KEY]
+# A secret flag vLLM does not have: refused as vLLM's parser refuses it (issue 26 item 20), the value never shown.
+MISSPELT = ["--apikye", MISSPELT_KEY]
 
 
 def _yaml_escaped(text: str) -> str:
@@ -117,6 +118,8 @@ def _commands(inputs: dict[str, Path]) -> dict[str, list[str]]:
         "error: bad flag value": ["validate", recipe, *flags, "--max-model-len", f"x{FLAG_KEYS[0]}"],
         "error: config.json": ["validate", "--model", str(inputs["bad_model"]), "--hardware", "h200", *flags],
         "error: --json": ["validate", "--model", str(inputs["bad_model"]), "--json", *flags],
+        "error: misspelt secret flag": ["validate", recipe, *flags, *MISSPELT],
+        "error: misspelt secret flag --json": ["start", recipe, "--dry-run", "--json", *flags, *MISSPELT],
     }
 
 
@@ -132,7 +135,8 @@ def test_no_planted_secret_or_control_character_reaches_any_output(
         n: 0 for n in codes if not n.startswith("error")} | {"start --dry-run": 2, "start --dry-run --json": 2}
     assert {n: c for n, c in codes.items() if n.startswith("error")} == {
         "error: refused": 1, "error: render refused": 1, "error: bad flag value": 2, "error: config.json": 2,
-        "error: --json": 2}
+        "error: --json": 2, "error: misspelt secret flag": 2, "error: misspelt secret flag --json": 2}
+    assert "has no flag --apikye" in results["error: misspelt secret flag"][1]
     assert "--api-key '***' '***'" in results["start --dry-run"][1]
     assert "secretKeyRef" in results["render k8s"][1]
     assert "HTTPS_PROXY: \"http://***@proxy.example:3128\"" in results["recipes show"][1]
@@ -155,10 +159,11 @@ def test_the_engines_own_rejection_is_printed_without_the_keys_it_echoes(
     refuse" line and the real start's error say which flag, never the key (issue 26, item 3)."""
     engine = ["--master-addr", "10.0.0.1", "--engine-python", vllm_python, "--", "--apikey", *FLAG_KEYS,
               "--hf-tokn", FLAG_TOKEN]
+    # dspark's table of vLLM 0.32.0's flags refuses them first, as its parser would (issue 26 item 20).
     rc, dry = _run(["start", "flash-next-vllm", "--dry-run", *engine], capsys)
     assert rc == 2
-    assert "rejects this argv: vllm serve: error: unrecognized arguments: --apikey *** *** --hf-tokn ***" in dry
+    assert "vllm 0.32.0's parser has no flag --apikey, --hf-tokn: it would refuse the argv" in dry
     rc, real = _run(["start", "flash-next-vllm", "--hardware", "gb10x2", *engine], capsys)
     assert rc == 2
-    assert "error: the installed vllm 0.32.0 rejects this argv" in real and "--apikey *** ***" in real
+    assert "vllm 0.32.0's parser has no flag --apikey, --hf-tokn" in real
     assert {"dry run": _leaks(dry), "start": _leaks(real)} == {"dry run": [], "start": []}

@@ -83,3 +83,31 @@ def test_the_table_highlights_numbers_only_where_colour_is_written(monkeypatch: 
     assert isinstance(make_console(io.StringIO()).highlighter, NullHighlighter)
     monkeypatch.setenv("FORCE_COLOR", "1")
     assert isinstance(make_console(io.StringIO()).highlighter, ReprHighlighter)
+
+
+# --- issue 26 item 24: piped output respects COLUMNS ----------------------------------------------------------
+
+def test_piped_table_follows_columns_and_defaults_to_120(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from dspark.commands.validate import PIPE_WIDTH, output_width  # noqa: PLC0415
+
+    assert PIPE_WIDTH == 120
+    for columns, width in (("90", 90), ("abc", 120), ("0", 120), ("", 120), (" 100 ", 100)):
+        assert output_width(io.StringIO(), {"COLUMNS": columns}) == width
+    assert output_width(io.StringIO(), {}) == 120
+
+    class _Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert output_width(_Terminal(), {"COLUMNS": "90"}) is None  # a terminal: rich reads its size (and COLUMNS)
+    # The widest table (predicted · observed pools, ~100 columns) is laid out within COLUMNS=80 when piped.
+    monkeypatch.setenv("COLUMNS", "80")
+    main(["validate", "flash-next-sglang", "--hardware", "gb10x2"])
+    out = capsys.readouterr().out.splitlines()
+    table = [line for line in out if re.match(r"^\S.*\S\s{2,}\S", line) and not line.startswith(("info", "warn"))]
+    assert table and max(len(line.rstrip()) for line in table) <= 80
+    monkeypatch.delenv("COLUMNS")
+    main(["validate", "flash-next-sglang", "--hardware", "gb10x2"])
+    wide = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("Maximum concurrency") and "tokens per request" in line for line in wide)

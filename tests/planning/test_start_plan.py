@@ -201,12 +201,62 @@ def test_a_flag_no_release_knows_by_another_name_is_still_refused() -> None:
     def engine_parser(engine: Engine, plan: LaunchPlan, python: str,
                       witness_request: dict[str, Any] | None = None) -> ArgvCheck:
         return ArgvCheck(ok=False, engine_version="0.5.12", parsed={},
-                         error="sglang serve: error: unrecognized arguments: --no-such-flag")
+                         error="sglang serve: error: unrecognized arguments: --enable-metrics")
+
+    # A flag 0.5.23 has (dspark's table of its flags takes it) that the installed release's parser does not.
+    validate = ValidateRequest(flags={"model": str(QWEN3_32B), "engine": "sglang", "hardware": "h200"},
+                               engine_flags=("--enable-metrics",), env={"DSPARK_ENGINE_PYTHON": sys.executable})
+    with pytest.raises(EngineArgError, match="--enable-metrics"):
+        plan_start(StartRequest(validate=validate), checker=engine_parser)
+
+
+def test_a_capacity_value_the_engine_s_parser_read_otherwise_is_refused_naming_flag_and_values() -> None:
+    """issue 26 item 9: an abbreviation dspark's reader did not see (a recipe's engine_args) launches 0.5 of the
+    memory and 64-token pages where dspark planned otherwise: start refuses, naming each flag and both values."""
+    def engine_parser(engine: Engine, plan: LaunchPlan, python: str,
+                      witness_request: dict[str, Any] | None = None) -> ArgvCheck:
+        argv = engine.parser_argv(plan)
+        parsed = {dest: int(argv[argv.index(flag) + 1]) for flag, dest in _SGLANG_PINS.items() if flag in argv}
+        return ArgvCheck(ok=True, engine_version="0.5.23", parsed={**parsed, "mem_fraction_static": 0.5,
+                                                                   "page_size": 64, "trust_remote_code": True})
 
     validate = ValidateRequest(flags={"model": str(QWEN3_32B), "engine": "sglang", "hardware": "h200"},
-                               engine_flags=("--no-such-flag",), env={"DSPARK_ENGINE_PYTHON": sys.executable})
-    with pytest.raises(EngineArgError, match="--no-such-flag"):
+                               engine_flags=("--context-length", "32768", "--page-size", "16"),
+                               env={"DSPARK_ENGINE_PYTHON": sys.executable})
+    with pytest.raises(EngineArgError) as err:
         plan_start(StartRequest(validate=validate), checker=engine_parser)
+    message = err.value.message
+    assert "--page-size: dspark planned 16, the engine's parser read 64" in message
+    assert "--mem-fraction-static: dspark planned" in message and "read 0.5" in message
+    assert "trust_remote_code" not in message  # not capacity: not compared
+
+
+def test_a_dry_run_without_gpu_or_engine_says_a_real_start_here_would_refuse(tmp_path: Path) -> None:
+    """issue 26 item 21: the dry run exited 0 where a real start on this machine refuses for want of a GPU (and
+    of the engine): it says so, apart from the refusals its exit code counts."""
+    request = _request(tmp_path, dry_run=True, flags={"master_addr": "10.0.0.1"})
+    result = plan_start(request)
+    assert result.would_refuse == () and result.exit_code == 0  # the plan would start where the GPUs are
+    gpu, engine = result.refused_here
+    assert isinstance(gpu, RefusedError) and "no live GPU was read here" in gpu.message and int(gpu.exit_code) == 1
+    assert isinstance(engine, EngineNotInstalledError) and int(engine.exit_code) == 2
+    assert [r["exit_code"] for r in result.to_json()["would_refuse_here"]] == [1, 2]
+    named = plan_start(_request(tmp_path, dry_run=True, flags={"master_addr": "10.0.0.1", "hardware": "gb10x2"}))
+    assert [type(e) for e in named.refused_here] == [EngineNotInstalledError]  # hardware named on purpose
+    with pytest.raises(RefusedError, match="no live GPU was read here"):
+        plan_start(_request(tmp_path, dry_run=False, flags={"master_addr": "10.0.0.1"}))
+
+
+def test_the_dry_run_prints_what_a_real_start_here_would_refuse(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from dspark.commands.start import start_command  # noqa: PLC0415
+
+    code = start_command(_request(tmp_path, dry_run=True, flags={"master_addr": "10.0.0.1"}), as_json=True,
+                         explain=False, out=StringIO())
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "a real start on this machine would also refuse (exit 1; not counted in this dry run's exit code): " \
+           "no live GPU was read here" in err
 
 
 def test_a_start_whose_engine_planner_cannot_run_says_why() -> None:

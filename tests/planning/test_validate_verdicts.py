@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dspark.core.errors import RefusedError
+from dspark.core.errors import RefusedError, SettingsError
 from dspark.hardware.nvml import NvmlUnavailable
 from dspark.hardware.select import resolve_hardware
 from dspark.planning.validate import ValidateRequest, ValidationReport, validate
@@ -157,13 +158,36 @@ def test_data_parallel_takes_gpus_and_says_the_figures_are_per_replica() -> None
     assert "split between them" in next(f for f in sglang.findings if f.code == "data-parallel").message
 
 
-def test_engine_flags_dspark_cannot_place_are_named() -> None:
-    report = _validate(engine_flags=("--max-num-seq", "12", "--bogus-flag", "3"))
+def test_an_engine_flag_the_engine_does_not_have_is_refused_with_a_guess() -> None:
+    # issue 26 item 20: the engine's parser refuses it at start, so validate does too (it was a warning).
+    with pytest.raises(SettingsError, match=r"has no flag --bogus-flag, --max-num-seqz: it would refuse") as err:
+        _validate(engine_flags=("--max-num-seqs", "12", "--bogus-flag", "3", "--max-num-seqz", "4"))
+    assert "did you mean --max-num-seqs for --max-num-seqz?" in (err.value.hint or "")
+
+
+def test_an_abbreviated_engine_flag_is_read_as_the_engine_reads_it() -> None:
+    # issue 26 item 9: --max-num-seq is vLLM's --max-num-seqs (argparse's allow_abbrev): 12 seats are planned.
+    report = _validate(engine_flags=("--max-num-seq", "12"))
+    assert report.settings.max_num_seqs.value == 12
+    assert "engine-flag-abbreviated" in _codes(report)
+    assert report.serve.extra_args[-2:] == ("--max-num-seqs", "12")
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_an_engine_python_that_does_not_exist_is_said(how: str, tmp_path: Path) -> None:
+    """issue 26 item 20: validate ignored --engine-python /no/such/python (start warns, a real start refuses)."""
+    missing = str(tmp_path / "no" / "such" / "python")
+    kw: dict[str, Any] = {"engine_python": missing} if how == "flag" else {"env": {"DSPARK_ENGINE_PYTHON": missing}}
+    report = _validate(**kw)
+    finding = next(f for f in report.findings if f.code == "engine-python-not-found")
+    assert finding.level == "warn" and missing in finding.message and "`dspark start` would refuse" in finding.message
+    assert "engine-python-not-found" not in _codes(_validate())
+
+
+def test_without_a_table_of_the_release_s_flags_unknown_ones_are_said_not_refused() -> None:
+    report = _validate(engine_flags=("--bogus-flag", "3"), engine_version="0.25.0")
     finding = next(f for f in report.findings if f.code == "argv-not-checked")
-    assert finding.level == "warn"
-    assert "--max-num-seq (did you mean --max-num-seqs?)" in finding.message
-    assert "--bogus-flag" in finding.message
-    assert report.verdict != "ok"
+    assert finding.level == "warn" and "--bogus-flag" in finding.message and "0.32.0" in finding.message
 
 
 # --- issue 16 item 5: a pool below one full context -------------------------------------------------------
@@ -326,3 +350,53 @@ def test_an_observation_is_not_applied_under_another_prefill_budget_or_layout() 
     tp1 = _validate(flags={"tensor_parallel_size": 1, "nnodes": 1})  # the default recipe's 6.52 is at TP=2
     assert tp1.capacity.safe_max_num_seqs == math.floor(tp1.capacity.max_concurrency)
     assert tp1.capacity.observed is None
+
+
+def test_a_window_whose_kv_does_not_fit_beside_the_weights_is_the_engine_s_window_refusal(tmp_path: Path) -> None:
+    """issue 26 item 21: Llama-3-8B's 131k window on an RTX 5090 said weights-do-not-fit and --tp 2; the weights
+    load there (14.96 GiB of 29.3), and vLLM then refuses the window: "decrease max_model_len (estimated maximum
+    ...)". That is the cause and the fix said; --tp 2 stays as the way to keep the window."""
+    config = json.loads(LLAMA8B_CONFIG.read_text()) | {"max_position_embeddings": 131072}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    report = _validate(flags={"model": str(tmp_path), "engine": "vllm", "hardware": "rtx5090"},
+                       engine_flags=("--max-model-len", "131072"))
+    assert "weights-do-not-fit" not in _codes(report)
+    refusal = next(f for f in report.findings if f.code == "max_model_len_does_not_fit")
+    estimated = int(re.search(r"the estimated maximum model length is (\d+)", refusal.message).group(1))  # type: ignore[union-attr]
+    assert 100_000 < estimated < 131_072 and f"max_model_len ≤ {estimated:,} would fit" in refusal.message
+    assert "keeping the window, --tp 2 would put about" in refusal.message
+    assert report.verdict == "fail"
+
+
+def test_one_seat_is_one_seat_in_every_sentence() -> None:
+    """issue 26 item 24: "1 seats"."""
+    report = _validate(flags={"max_num_seqs": 1})
+    said = [f.message for f in report.findings]
+    assert any(m.startswith("1 seat ≤ ") for m in said), said
+    assert not any(re.search(r"\b1 seats\b", m) for m in said)
+
+
+def _recipe_with_engine_args(tmp_path: Path, engine_args: list[str]) -> str:
+    import yaml  # noqa: PLC0415
+
+    shipped = Path(__file__).resolve().parents[2] / "dspark" / "data" / "recipes" / "flash-next-vllm.yaml"
+    recipe = yaml.safe_load(shipped.read_text()) | {"engine_args": engine_args}
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return str(path)
+
+
+def test_a_recipe_s_engine_args_are_read_against_the_engine_s_flags(tmp_path: Path) -> None:
+    """issue 26 items 9 and 20 for a recipe: a flag vLLM lacks or an ambiguous prefix is refused naming the recipe;
+    an abbreviation is said (start refuses it where vLLM's reading changes a capacity value)."""
+    from dspark.core.errors import RecipeError  # noqa: PLC0415
+
+    for args, words in ((["--bogus", "1"], "--bogus: vllm 0.33.0's parser has no such flag"),
+                        (["--kv-cache-dt", "fp8"], "--kv-cache-dt could match --kv-cache-dtype")):
+        with pytest.raises(RecipeError, match="engine_args: ") as err:
+            _validate(_recipe_with_engine_args(tmp_path, args))
+        assert words in err.value.message
+    report = _validate(_recipe_with_engine_args(tmp_path, ["--gpu-memory-util", "0.5"]))
+    said = next(f for f in report.findings if f.code == "engine-args-abbreviated")
+    assert said.level == "warn" and "--gpu-memory-util is --gpu-memory-utilization" in said.message
+    assert "engine-args-abbreviated" not in _codes(_validate(_recipe_with_engine_args(tmp_path, ["--enforce-eager"])))

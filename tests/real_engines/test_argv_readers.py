@@ -3,10 +3,14 @@
 Each argv is parsed by the engine's parser (tests/real_engines/parse_many.py, one engine import for the whole
 table) and by dspark's reader; they must agree: both accept it with the same values for every setting dspark
 reads, or both refuse it. Where they knowingly differ the case says how, and that is checked too:
-- "set aside": the engine's parser refuses a flag (or reads an abbreviation) that dspark's reader does not
-  know; the reader keeps it in `unknown` (or `ambiguous`), and `dspark start` runs the engine's parser on it;
+- "set aside": the engine's parser refuses a bare argument that dspark's reader keeps in `unknown`, and
+  `dspark start` runs the engine's parser on it;
 - "stricter": the engine's parser takes a value that the engine's config class refuses after parsing
   (pydantic gt=0, SpeculativeAlgorithm.from_string); dspark's reader refuses it at once.
+dspark reads pasted flags as validate does (dspark.engines.pasted_flags.read_engine_flags): abbreviations spelled
+out against dspark's table of the release's flags, ambiguous prefixes and flags the parser lacks refused, so those
+cases agree with the engine (issue 26 item 9); every flag the readers declare is also tried abbreviated, at a
+random unique prefix and at an ambiguous one, and each must read as the engine's parser reads it.
 The human-readable integer grammars are compared the same way, with dspark's own size and count grammar
 where it overlaps vLLM's (single-letter suffixes, dspark.core.units).
 """
@@ -25,10 +29,15 @@ import pytest
 
 from dspark.core.errors import SettingsError
 from dspark.core.units import parse_count, parse_size, suffixed_int
+from dspark.engines import engine_spec
 from dspark.engines.inside import inside_env
-from dspark.engines.sglang.options import SglangOptions, parse_sglang_flags
+from dspark.engines.parser_flags import flag_table
+from dspark.engines.pasted_flags import read_engine_flags
+from dspark.engines.sglang.options import SglangOptions
 from dspark.engines.sglang.options import human_readable_int as sglang_int
-from dspark.engines.vllm.options import MTP_METHOD_ALIASES, VllmOptions, parse_vllm_serve_flags
+from dspark.engines.sglang.options import known_flags as sglang_known_flags
+from dspark.engines.vllm.options import MTP_METHOD_ALIASES, VllmOptions
+from dspark.engines.vllm.options import known_flags as vllm_known_flags
 
 pytestmark = pytest.mark.engine
 
@@ -105,8 +114,12 @@ VLLM_CASES = _cases(
     ("/m", "--host", "0.0.0.0", "--max-num-seqs", "4"), ("/m", "--trust-remote-code", "--max-num-seqs", "4"),
     ("/m", "-O3", "--max-num-seqs", "4"), ("/m", "--max-num-seqs", "4", "--served-model-name", "a.b"),
     ("/m", "--max-num-seqs=4", "--port=8001"),
-    aside("/m", "--no-such-flag", "4"), aside("/m", "--max-model", "100"),
-    aside("/m", "--kv-cache-memory", "1g"), aside("/m", "-tp2"),
+    ("/m", "--no-such-flag", "4"), ("/m", "--max-model", "100"), ("/m", "--kv-cache-memory", "1g"), ("/m", "-tp2"),
+    # issue 26 item 9: abbreviations, as vLLM's argparse (allow_abbrev) reads them, after its pre-pass.
+    ("/m", "--max-num-se", "64", "--gpu-memory-util", "0.5"), ("/m", "--kv-cache-dt", "fp8"),
+    ("/m", "--max_num_se=4"), ("/m", "--no-enable-prefix", "--max-num-b", "8k"), ("/m", "-t", "2"),
+    ("/m", "--compilation.cudagraph_mode", "FULL"), ("/m", "--speculative-conf", SC), ("/m", "--tensor-parallel", "2"),
+    ("/m", "--max-model-l=2k", "--block", "32"), ("/m", "--enable-pre"), ("/m", "-d", "2"),
     stricter("/m", "--block-size", "0"), stricter("/m", "--spec-tokens", "0"),
     stricter("/m", "-sc", '{"method": "mtp", "num_speculative_tokens": 0}'),
 )
@@ -137,12 +150,60 @@ SGLANG_CASES = _cases(
     ("--attention-backend", "flashinfer"), ("--mm-feature-transport", "cuda_ipc"), ("--language-only",),
     ("--language-model-only",),
     ("--host", "0.0.0.0", "--trust-remote-code", "--tp-size", "2"), ("--enable-dp-attention", "--dp-size", "2"),
-    aside("--tp_size", "2"), aside("--model-path", "/m", "extra"),
-    aside("--cuda-graph-max-bs", "8"), aside("--cuda-graph-bs", "1", "2"),
-    aside("--max-running", "8"),
+    ("--tp_size", "2"), aside("--model-path", "/m", "extra"),
+    ("--cuda-graph-max-bs", "8"), ("--cuda-graph-bs", "1", "2"), ("--max-running", "8"),
+    ("--mem-frac", "0.5", "--max-total", "100k"), ("--context", "4k"), ("--page", "32"), ("--disable-radix",),
+    ("--speculative-algo", "EAGLE"), ("--kv-cache", "fp8_e4m3"), ("--max-run=8",),
     stricter("--page-size", "0"), stricter("--dp-size", "0"),
     stricter("--speculative-algorithm", "nope"), stricter("--max-running-requests", "0"),
 )
+
+
+
+# A value each engine takes for a flag (else "2"), so that a generated case tests the flag's name, not its value.
+_VALUES = {
+    "--model": "/x", "--model-path": "/x", "--dtype": "half", "--kv-cache-dtype": "fp8",
+    "--mamba-cache-dtype": "float32", "--mamba-ssm-cache-dtype": "float32", "--mamba-cache-mode": "align",
+    "--distributed-executor-backend": "mp",
+    "--quantization": "fp8", "--performance-mode": "throughput", "--spec-method": "mtp", "--spec-model": "/d",
+    "--speculative-config": SC, "--compilation-config": '{"cudagraph_mode": "FULL"}',
+    "--limit-mm-per-prompt": '{"image": 0}', "--host": "h", "--served-model-name": "n",
+    "--gpu-memory-utilization": "0.5", "--device-memory-utilization": "0.5", "--mem-fraction-static": "0.5",
+    "--mamba-ssm-dtype": "bfloat16", "--mamba-radix-cache-strategy": "no_buffer", "--cuda-graph-backend-decode": "full",
+    "--cuda-graph-backend-prefill": "full", "--attention-backend": "flashinfer", "--schedule-policy": "lpm",
+    "--speculative-algorithm": "EAGLE", "--speculative-draft-model-path": "/d", "--speculative-draft-model": "/d",
+    "--mm-feature-transport": "cuda_ipc", "--mamba-full-memory-ratio": "0.5",
+}
+
+
+def _abbreviations(known: Sequence[str], options: Mapping[str, Any], seed: int, *, sglang: bool) -> list[Case]:
+    """Each flag the reader declares, cut at a random prefix that is unique among the parser's flags and at one that
+    is not (argparse: ambiguous), with a value: generated, so that no hand-picked list decides what agrees."""
+    import random  # noqa: PLC0415
+
+    rng = random.Random(seed)  # noqa: S311 - reproducible cases, no secret
+    longs = [o for o in options if o.startswith("--")]
+    out = []
+    for flag in known:
+        if flag not in options:  # read by dspark under an older release's name only (--cuda-graph-max-bs)
+            continue
+        value = () if options[flag] == 0 else (_VALUES.get(flag, "2"),)
+        if sglang and flag in ("--model", "--model-path"):
+            continue  # the table's model comes first; a second one is not what is tested here
+        cuts = [flag[:n] for n in range(4, len(flag))]
+        unique = [c for c in cuts if [o for o in longs if o.startswith(c)] == [flag]]
+        shared = [c for c in cuts if len([o for o in longs if o.startswith(c)]) > 1 and c not in longs]
+        for pick in (unique, shared):
+            if pick:
+                out.append(Case((rng.choice(pick), *value)))
+    return out
+
+
+_VLLM_TABLE = flag_table("vllm", "0.32.0")
+_SGLANG_TABLE = flag_table("sglang", "0.5.23")
+assert _VLLM_TABLE is not None and _SGLANG_TABLE is not None
+VLLM_CASES += [Case(("/m", *c.argv)) for c in _abbreviations(vllm_known_flags(), _VLLM_TABLE.options, 26, sglang=False)]
+SGLANG_CASES += _abbreviations(sglang_known_flags(), _SGLANG_TABLE.options, 26, sglang=True)
 
 # Human-readable integers: engine function against dspark's, string by string.
 INT_TEXTS = ("4096", "1k", "1K", "25.6k", "1.005k", "0.3g", "1.5K", "1.5G", "2M", "3t", "-1", "1_000", " 7 ", "+5",
@@ -169,7 +230,13 @@ SGLANG_MODEL = ("--model-path", "/base")
 
 
 def _sglang_read(argv: Sequence[str]) -> SglangOptions:
-    return parse_sglang_flags([*SGLANG_MODEL, *argv])
+    options: SglangOptions = read_engine_flags(engine_spec("sglang"), [*SGLANG_MODEL, *argv], "0.5.23").options
+    return options
+
+
+def _vllm_read(argv: Sequence[str]) -> VllmOptions:
+    options: VllmOptions = read_engine_flags(engine_spec("vllm"), argv, "0.32.0").options
+    return options
 
 
 @pytest.fixture(scope="module")
@@ -285,7 +352,7 @@ def _judge(case: Case, engine: Mapping[str, Any], read: Callable[[Sequence[str]]
 @pytest.mark.parametrize("index", range(len(VLLM_CASES)), ids=[c.id for c in VLLM_CASES])
 def test_vllm_reader_reads_as_vllm_parses(index: int, vllm_parsed: dict[str, Any]) -> None:
     defaults = vllm_parsed["defaults"]
-    _judge(VLLM_CASES[index], vllm_parsed["argvs"][index], parse_vllm_serve_flags,
+    _judge(VLLM_CASES[index], vllm_parsed["argvs"][index], _vllm_read,
            (_vllm_engine_view, lambda opts: _vllm_dspark_view(opts, defaults)))
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -245,3 +245,51 @@ def sglang_speculative_flags(method: str, proposed: int) -> dict[str, int]:
         return {"speculative_num_draft_tokens": proposed + 1}
     draft = proposed + 1
     return {"speculative_num_steps": proposed, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": draft}
+
+
+# (SglangOptions field = the dest SGLang's parser stores it under, its flag): the capacity-relevant values dspark's
+# reader and SGLang's parser both read, compared after the engine's parser has read the launch argv.
+_READ_BACK: tuple[tuple[str, str], ...] = (
+    ("max_running_requests", "--max-running-requests"),
+    ("context_length", "--context-length"),
+    ("mem_fraction_static", "--mem-fraction-static"),
+    ("max_total_tokens", "--max-total-tokens"),
+    ("chunked_prefill_size", "--chunked-prefill-size"),
+    ("max_prefill_tokens", "--max-prefill-tokens"),
+    ("kv_cache_dtype", "--kv-cache-dtype"),
+    ("page_size", "--page-size"),
+    ("tp_size", "--tp-size"),
+    ("pp_size", "--pp-size"),
+    ("dp_size", "--dp-size"),
+    ("disable_radix_cache", "--disable-radix-cache"),
+    ("speculative_algorithm", "--speculative-algorithm"),
+    ("speculative_num_steps", "--speculative-num-steps"),
+    ("speculative_eagle_topk", "--speculative-eagle-topk"),
+    ("speculative_num_draft_tokens", "--speculative-num-draft-tokens"),
+    ("speculative_draft_model_path", "--speculative-draft-model-path"),
+    ("mamba_ssm_dtype", "--mamba-ssm-dtype"),
+    ("max_mamba_cache_size", "--max-mamba-cache-size"),
+    ("mamba_full_memory_ratio", "--mamba-full-memory-ratio"),
+    ("mamba_radix_cache_strategy", "--mamba-radix-cache-strategy"),
+    ("disable_overlap_schedule", "--disable-overlap-schedule"),
+    ("enable_mixed_chunk", "--enable-mixed-chunk"),
+    ("schedule_policy", "--schedule-policy"),
+    ("attention_backend", "--attention-backend"),
+)
+
+
+def read_back(options: SglangOptions, parsed: Mapping[str, object]) -> list[tuple[str, object, object]]:
+    """(flag, dspark's reading, SGLang's) for each capacity-relevant value SGLang's parser read otherwise than
+    dspark's reader did; `parsed` holds the values its parser set away from their defaults (one absent there is
+    SGLang's default, which dspark cannot tell from an explicit one, and is not compared). Algorithm names are
+    compared as SGLang reads them, in any case."""
+    out: list[tuple[str, object, object]] = []
+    for dest, flag in _READ_BACK:
+        if dest not in parsed:
+            continue
+        theirs, ours = parsed[dest], getattr(options, dest)
+        if dest == "speculative_algorithm" and isinstance(theirs, str) and isinstance(ours, str):
+            theirs, ours = theirs.upper(), ours.upper()
+        if ours != theirs:
+            out.append((flag, getattr(options, dest), parsed[dest]))
+    return out

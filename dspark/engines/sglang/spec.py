@@ -5,7 +5,13 @@ from __future__ import annotations
 from dspark.engines.sglang import POOL_PIN, logs, plan, replay_input
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.sglang.knobs import KNOBS
-from dspark.engines.sglang.options import KV_CACHE_DTYPES, SglangOptions, known_flags, parse_sglang_flags
+from dspark.engines.sglang.options import (
+    KV_CACHE_DTYPES,
+    SglangOptions,
+    known_flags,
+    parse_sglang_flags,
+    read_back,
+)
 from dspark.engines.sglang.sizing_types import SglangCapacity
 from dspark.engines.sglang.versions import MODELLED_VERSIONS
 from dspark.engines.spec import EngineSpec
@@ -18,6 +24,7 @@ SPEC: EngineSpec[SglangOptions, SglangCapacity] = EngineSpec(
     adapter=SglangEngine,
     parse_flags=parse_sglang_flags,
     known_flags=known_flags,
+    read_back=read_back,
     flag_knobs={
         "max_running_requests": "max_num_seqs",
         "context_length": "max_model_len",

@@ -16,7 +16,7 @@ import argparse
 import functools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -217,6 +217,11 @@ _BOOL_FLAGS: dict[str, str] = {
     "--disable-hybrid-kv-cache-manager": "disable_hybrid_kv_cache_manager",
     "--language-model-only": "language_model_only",
 }
+_INVERSE_FLAGS: dict[str, tuple[str, bool]] = {
+    "--disable-prefix-caching": ("enable_prefix_caching", False),
+    "--disable-chunked-prefill": ("enable_chunked_prefill", False),
+    "--enable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", False),
+}
 _JSON_FIELDS = ("speculative_config", "compilation_config")
 
 
@@ -228,6 +233,10 @@ def _parser() -> ArgvParser:
         parser.add_argument(option, dest=field, action=argparse.BooleanOptionalAction)
     parser.add_argument("--cudagraph-capture-sizes", dest="cudagraph_capture_sizes", nargs="+",
                         type=typed(int_value, "--cudagraph-capture-sizes"))
+    # 0.33's EnableDisableAction pairs each --enable-x with --disable-x (and --disable-x with --enable-x); 0.32's
+    # parser has none of these, and its table refuses them before this reader sees them.
+    for option, (field, value) in _INVERSE_FLAGS.items():
+        parser.add_argument(option, dest=field, action="store_const", const=value)
     # nargs='+' in vLLM's parser; dspark launches with one name (read so that it is passed on, not dropped).
     parser.add_argument("--served-model-name", dest="served_model_name", nargs="+")
     return parser
@@ -311,9 +320,72 @@ def known_flags() -> tuple[str, ...]:
 
 # FlexibleArgumentParser's pre-pass: `--a_b` is `--a-b`; dotted pieces fold into their JSON flag, and a value
 # that is not JSON is read as human_readable_int where it is one.
-_GRAMMAR = Grammar(underscores=True, dotted=True, dotted_number=suffixed_int)
+GRAMMAR = Grammar(underscores=True, dotted=True, dotted_number=suffixed_int, optimization_level=True)
 
 
 def parse_vllm_serve_flags(argv: Sequence[str]) -> VllmOptions:
     """Read the capacity-relevant `vllm serve` flags of argv; unknown flags are kept in `unknown`."""
-    return _options(read_argv(_parser(), argv, _GRAMMAR))
+    return _options(read_argv(_parser(), argv, GRAMMAR))
+
+
+# (VllmOptions field, the dest vLLM's parser stores it under, its flag): the capacity-relevant values dspark's
+# reader and vLLM's parser both read, compared after the engine's parser has read the launch argv.
+_READ_BACK: tuple[tuple[str, str, str], ...] = (
+    ("max_num_seqs", "max_num_seqs", "--max-num-seqs"),
+    ("max_model_len", "max_model_len", "--max-model-len"),
+    ("gpu_memory_utilization", "gpu_memory_utilization", "--gpu-memory-utilization"),
+    ("kv_cache_memory_bytes", "kv_cache_memory_bytes", "--kv-cache-memory-bytes"),
+    ("num_gpu_blocks_override", "num_gpu_blocks_override", "--num-gpu-blocks-override"),
+    ("max_num_batched_tokens", "max_num_batched_tokens", "--max-num-batched-tokens"),
+    ("kv_cache_dtype", "kv_cache_dtype", "--kv-cache-dtype"),
+    ("block_size", "block_size", "--block-size"),
+    ("dtype", "dtype", "--dtype"),
+    ("quantization", "quantization", "--quantization"),
+    ("tensor_parallel_size", "tensor_parallel_size", "--tensor-parallel-size"),
+    ("pipeline_parallel_size", "pipeline_parallel_size", "--pipeline-parallel-size"),
+    ("data_parallel_size", "data_parallel_size", "--data-parallel-size"),
+    ("enable_prefix_caching", "enable_prefix_caching", "--enable-prefix-caching"),
+    ("enable_chunked_prefill", "enable_chunked_prefill", "--enable-chunked-prefill"),
+    ("disable_hybrid_kv_cache_manager", "disable_hybrid_kv_cache_manager", "--disable-hybrid-kv-cache-manager"),
+    ("mamba_cache_mode", "mamba_cache_mode", "--mamba-cache-mode"),
+    ("mamba_cache_dtype", "mamba_cache_dtype", "--mamba-cache-dtype"),
+    ("mamba_ssm_cache_dtype", "mamba_ssm_cache_dtype", "--mamba-ssm-cache-dtype"),
+    ("mamba_block_size", "mamba_block_size", "--mamba-block-size"),
+    ("enforce_eager", "enforce_eager", "--enforce-eager"),
+    ("language_model_only", "language_model_only", "--language-model-only"),
+    ("speculative_method", "spec_method", "--spec-method"),
+    ("num_speculative_tokens", "spec_tokens", "--spec-tokens"),
+    ("speculative_model", "spec_model", "--spec-model"),
+)
+# --speculative-config's keys that size the KV pool -> the VllmOptions field dspark reads them into.
+_SPEC_KEYS = {"method": "speculative_method", "num_speculative_tokens": "num_speculative_tokens",
+              "model": "speculative_model"}  # fmt: skip
+
+
+def _engine_reading(dest: str, value: object) -> object:
+    """vLLM's parsed value as dspark's reader holds it: -1 is "auto" for the window, MTP names read "mtp"."""
+    if dest == "max_model_len" and value == -1:
+        return "auto"
+    if dest in ("spec_method", "method") and isinstance(value, str) and value in MTP_METHOD_ALIASES:
+        return "mtp"
+    return value
+
+
+def read_back(options: VllmOptions, parsed: Mapping[str, object]) -> list[tuple[str, object, object]]:
+    """(flag, dspark's reading, vLLM's) for each capacity-relevant value vLLM's parser read otherwise than
+    dspark's reader did; `parsed` holds the values vLLM's parser set away from its defaults (a value absent
+    there is vLLM's default, which dspark cannot tell from an explicit one, and is not compared)."""
+    out: list[tuple[str, object, object]] = []
+    for field, dest, flag in _READ_BACK:
+        if dest in parsed:
+            theirs, ours = _engine_reading(dest, parsed[dest]), getattr(options, field)
+            if ours != theirs:
+                out.append((flag, ours, theirs))
+    spec = parsed.get("speculative_config")
+    if isinstance(spec, Mapping):
+        for key, field in _SPEC_KEYS.items():
+            if key in spec and spec[key] is not None:
+                theirs, ours = _engine_reading(key, spec[key]), getattr(options, field)
+                if ours != theirs:
+                    out.append((f"--speculative-config {key}", ours, theirs))
+    return out

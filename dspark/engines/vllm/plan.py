@@ -96,7 +96,8 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
 
     cap = at(opts, weights_per_gpu)
     findings = [*_weights_fit(cap, weights, at, opts),
-                *(Finding("fail", r.code, r.message + _suggestion(r)) for r in (*cap.refusals, *cap.checks))]
+                *(Finding("fail", r.code, r.message + _suggestion(r, cap, weights, at, opts))
+                  for r in (*cap.refusals, *cap.checks))]
     if cap.budget.source == "estimate":
         findings.append(Finding("info", "kv-budget-estimate",
                                 "KV budget is an estimate (no pin): " + "; ".join(cap.budget.assumptions)))
@@ -107,23 +108,34 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
 
 
 def _weights_fit(cap: VllmCapacity, weights: WeightBytes | None, at: Any, opts: VllmOptions) -> list[Finding]:
-    """CUDA, KV estimated: the weights per GPU must leave room for one max-length request's KV beside the
-    runtime; when they do not, say by how much and the smallest tensor-parallel size whose plan starts."""
+    """CUDA, KV estimated: the weights per GPU must fit beside the runtime, or vLLM has no memory left for a single
+    cache block; when they do not, say by how much and the smallest tensor-parallel size whose plan starts.
+
+    Weights that fit but leave too little for one max-length request are not this: vLLM loads them and then refuses
+    the window (_check_enough_kv_cache_memory: "decrease max_model_len (estimated maximum ...)"), which is the
+    engine's own refusal, said as vLLM says it (with the tensor-parallel size that would also start it).
+    """
     if cap.platform != "cuda" or weights is None or cap.budget.source != "estimate":
         return []
     terms = dict(cap.budget.terms)
     runtime = terms["activation_peak"] + terms["non_torch"] + terms["cudagraphs"]
-    one_request = cap.bytes_per_block * (cap.blocks_per_request + 1)  # + the null block
-    room = terms["requested"] - runtime - one_request
+    room = terms["requested"] - runtime
     if weights.per_gpu_bytes <= room:
         return []
     tp = cap.tensor_parallel_size
     message = (
         f"{gib(weights.per_gpu_bytes)} of weights per GPU (TP={tp}) do not fit: "
-        f"{gib(terms['requested'])} (gpu_memory_utilization x total) less {gib(runtime)} of runtime and "
-        f"{gib(one_request)} of KV for one {cap.max_model_len:,}-token request leaves {gib(max(0, room))} for "
-        f"weights, {gib(weights.per_gpu_bytes - room)} short"
+        f"{gib(terms['requested'])} (gpu_memory_utilization x total) less {gib(runtime)} of runtime leaves "
+        f"{gib(max(0, room))} for weights, {gib(weights.per_gpu_bytes - room)} short, and nothing for the KV cache"
     )
+    wider = _wider_tp(cap, weights, at, opts)
+    message += f"; {wider}" if wider else "; no tensor-parallel size up to 64 makes it start on this GPU"
+    return [Finding("fail", "weights-do-not-fit", message)]
+
+
+def _wider_tp(cap: VllmCapacity, weights: WeightBytes, at: Any, opts: VllmOptions) -> str | None:
+    """`--tp 2 would put ... and start with a pool of ...`: the smallest wider TP whose plan starts, or None."""
+    tp = cap.tensor_parallel_size
     for size in (2, 4, 8, 16, 32, 64):
         if size <= tp:
             continue
@@ -133,18 +145,20 @@ def _weights_fit(cap: VllmCapacity, weights: WeightBytes | None, at: Any, opts: 
         except InputError:
             continue  # heads or experts that this size does not divide
         if wider.fits:
-            message += (f"; --tp {size} would put about {gib(per_gpu)} of weights on each GPU "
-                        f"and start with a pool of {wider.kv_pool_tokens:,} tokens")
-            break
-    else:
-        message += "; no tensor-parallel size up to 64 makes it start on this GPU"
-    return [Finding("fail", "weights-do-not-fit", message)]
+            return (f"--tp {size} would put about {gib(per_gpu)} of weights on each GPU "
+                    f"and start with a pool of {wider.kv_pool_tokens:,} tokens")
+    return None
 
 
-def _suggestion(refusal: VllmRefusal) -> str:
+def _suggestion(refusal: VllmRefusal, cap: VllmCapacity, weights: WeightBytes | None, at: Any,
+                opts: VllmOptions) -> str:
     extra = []
     if refusal.suggested_max_model_len:
         extra.append(f"max_model_len ≤ {refusal.suggested_max_model_len:,} would fit")
+        if refusal.code == "max_model_len_does_not_fit" and cap.platform == "cuda" and weights is not None:
+            wider = _wider_tp(cap, weights, at, opts)
+            if wider:
+                extra.append(f"or, keeping the window, {wider}")
     if refusal.suggested_max_num_seqs:
         extra.append(f"max_num_seqs ≤ {refusal.suggested_max_num_seqs} would fit")
     return f" ({'; '.join(extra)})" if extra else ""

@@ -7,7 +7,14 @@ from dspark.engines.vllm import POOL_PIN, logs, plan, replay_input
 from dspark.engines.vllm.adapter import VllmEngine
 from dspark.engines.vllm.knobs import KNOBS
 from dspark.engines.vllm.kv_types import VllmCapacity
-from dspark.engines.vllm.options import VllmOptions, known_flags, loads_vision_tower, parse_vllm_serve_flags
+from dspark.engines.vllm.options import (
+    GRAMMAR,
+    VllmOptions,
+    known_flags,
+    loads_vision_tower,
+    parse_vllm_serve_flags,
+    read_back,
+)
 from dspark.engines.vllm.ray import RAY
 from dspark.engines.vllm.versions import MODELLED_VERSIONS
 
@@ -26,6 +33,8 @@ SPEC: EngineSpec[VllmOptions, VllmCapacity] = EngineSpec(
     adapter=VllmEngine,
     parse_flags=parse_vllm_serve_flags,
     known_flags=known_flags,
+    read_back=read_back,
+    flag_grammar=GRAMMAR,
     flag_knobs={
         "max_num_seqs": "max_num_seqs",
         "max_model_len": "max_model_len",
