@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import httpx
 
-from dspark.bench.http import HttpError, RawHttp
+from dspark.bench.http import HttpError, RawHttp, ServerProtocolError
 from dspark.bench.prompts import Prompt
 from dspark.bench.stats import RequestRecord
 from dspark.core.errors import InputError
@@ -33,6 +33,7 @@ class ClientConfig:
     concurrency: int = 8
     timeout_s: float = 600.0
     api_key: str | None = None
+    authorization: str | None = None  # an Authorization header of its own (Basic, from the URL's user:password)
     processes: int = 1  # client processes sharing the streams (one reads ~11,000 tokens/s, one per read)
     # Output tokens per prompt index, from a prompts file's max_tokens (empty: max_tokens for every request).
     max_tokens_each: tuple[int, ...] = ()
@@ -40,6 +41,33 @@ class ClientConfig:
     def max_tokens_for(self, index: int) -> int:
         """The max_tokens request `index` asks for."""
         return self.max_tokens_each[index] if self.max_tokens_each else self.max_tokens
+
+
+# One SSE event larger than this (no blank line in sight) is not a completion chunk: refused, never buffered on.
+MAX_EVENT_BYTES = 1 << 20
+# The largest prompt a usage block may count: a figure above it is not a token count.
+MAX_PROMPT_TOKENS = 1 << 31
+
+
+def auth_headers(cfg: ClientConfig) -> dict[str, str]:
+    """The Authorization header the requests carry: the URL's credentials, else OPENAI_API_KEY's bearer token."""
+    if cfg.authorization:
+        return {"Authorization": cfg.authorization}
+    return {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+
+
+def _shown(data: bytes) -> str:
+    text = data[:80].decode("utf-8", "replace")
+    return repr(text + ("..." if len(data) > 80 else ""))
+
+
+def _token_count(value: object, name: str, limit: int, data: bytes) -> int:
+    """A usage count as the server sent it: a whole number within 0..limit, else ServerProtocolError."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+        raise ServerProtocolError(
+            f"the server's usage {name} is {str(value)[:40]!r}, not a token count within 0..{limit:,} (event "
+            f"{_shown(data)})", hint="--url must name an OpenAI-compatible server (vLLM, SGLang)")
+    return value
 
 
 def request_body(cfg: ClientConfig, prompt: Prompt, index: int = 0) -> dict[str, Any]:
@@ -66,12 +94,31 @@ def request_body(cfg: ClientConfig, prompt: Prompt, index: int = 0) -> dict[str,
     return body
 
 
-def _carries_output(choice: dict[str, Any], chat: bool) -> bool:
+def _wrong_shape(what: str, data: bytes) -> ServerProtocolError:
+    return ServerProtocolError(f"the server streamed an event that is not an OpenAI completion chunk: {what} "
+                               f"(event {_shown(data)})",
+                               hint="--url must name an OpenAI-compatible server (vLLM, SGLang)")
+
+
+def _event_object(data: bytes) -> dict[str, Any]:
+    """One `data:` payload as a JSON object; ServerProtocolError for anything else."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):  # JSONDecodeError, bad UTF-8, 4,300+ digit numbers; deep nesting
+        raise _wrong_shape("not JSON", data) from None
+    if not isinstance(obj, dict):
+        raise _wrong_shape(f"a JSON {type(obj).__name__}, not an object", data)
+    return obj
+
+
+def _carries_output(choice: dict[str, Any], chat: bool, data: bytes = b"") -> bool:
     """Whether a streamed choice holds generated output (a token or more)."""
     if not chat:
         # With --skip-tokenizer-init every chunk has text "", yet each one is a token (as vLLM's bench counts).
         return True
     delta = choice.get("delta") or {}
+    if not isinstance(delta, dict):
+        raise _wrong_shape("'delta' is not an object", data)
     return bool(
         delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or choice.get("token_ids")
     )
@@ -80,10 +127,12 @@ def _carries_output(choice: dict[str, Any], chat: bool) -> bool:
 class _Stream:
     """Accumulates one response's SSE events: output chunk times, usage and any error."""
 
-    __slots__ = ("chat", "chunks", "completion_tokens", "error", "first", "gaps", "last", "prompt_tokens")
+    __slots__ = ("chat", "chunks", "completion_tokens", "error", "first", "gaps", "last", "max_tokens",
+                 "prompt_tokens")
 
-    def __init__(self, chat: bool) -> None:
+    def __init__(self, chat: bool, max_tokens: int = 1 << 31) -> None:
         self.chat = chat
+        self.max_tokens = max_tokens  # what the request asked for: a server never counts more
         self.first: float | None = None
         self.last: float | None = None
         self.chunks = 0
@@ -109,13 +158,15 @@ class _Stream:
             self.last = now
             self.chunks += 1
             return True
-        obj = json.loads(data)
+        obj = _event_object(data)
         if "error" in obj:
             err = obj["error"]
             self.error = str(err.get("message") or err) if isinstance(err, dict) else str(err)
             return False
         choices = obj.get("choices")
-        if choices and _carries_output(choices[0], self.chat):
+        if choices is not None and not (isinstance(choices, list) and all(isinstance(c, dict) for c in choices)):
+            raise _wrong_shape("'choices' is not a list of objects", data)
+        if choices and _carries_output(choices[0], self.chat, data):
             if (last := self.last) is None:
                 self.first = now
             else:
@@ -123,9 +174,14 @@ class _Stream:
             self.last = now
             self.chunks += 1
         usage = obj.get("usage")
+        if usage is not None and not isinstance(usage, dict):
+            raise _wrong_shape("'usage' is not an object", data)
         if usage:
-            self.completion_tokens = usage.get("completion_tokens")
-            self.prompt_tokens = usage.get("prompt_tokens")
+            if usage.get("completion_tokens") is not None:
+                self.completion_tokens = _token_count(usage["completion_tokens"], "completion_tokens",
+                                                      self.max_tokens, data)
+            if usage.get("prompt_tokens") is not None:
+                self.prompt_tokens = _token_count(usage["prompt_tokens"], "prompt_tokens", MAX_PROMPT_TOKENS, data)
         return True
 
 
@@ -150,6 +206,9 @@ class _SseSink:
         if len(self.head) < 300:
             self.head += piece[:300]
         buf = self.buf + piece if self.buf else piece
+        if len(buf) > MAX_EVENT_BYTES and b"\n\n" not in buf and b"\r\n\r\n" not in buf:
+            raise _wrong_shape(f"more than {MAX_EVENT_BYTES:,} bytes without the blank line that ends an event",
+                               buf[:80])
         if b"\r" in buf:  # SSE allows CRLF line ends; a CR may end one piece and its LF start the next
             buf = buf.replace(b"\r\n", b"\n")
         while True:
@@ -174,7 +233,7 @@ async def _consume(resp: httpx.Response, stream: _Stream) -> None:
 
 async def send_one_raw(conn: RawHttp, cfg: ClientConfig, index: int, prompt: Prompt) -> RequestRecord:
     """send_one over the Protocol-level client (plain http): the same record at a fraction of the CPU."""
-    stream = _Stream(chat=cfg.endpoint == "chat")
+    stream = _Stream(chat=cfg.endpoint == "chat", max_tokens=cfg.max_tokens_for(index))
     sink = _SseSink(stream)
     body = json.dumps(request_body(cfg, prompt, index)).encode()
     start = time.perf_counter()
@@ -189,17 +248,25 @@ async def send_one_raw(conn: RawHttp, cfg: ClientConfig, index: int, prompt: Pro
 
 async def send_one(client: httpx.AsyncClient, cfg: ClientConfig, index: int, prompt: Prompt) -> RequestRecord:
     """Send one streaming request and time it; failures become a record with an error, never an exception."""
-    stream = _Stream(chat=cfg.endpoint == "chat")
+    stream = _Stream(chat=cfg.endpoint == "chat", max_tokens=cfg.max_tokens_for(index))
     start = time.perf_counter()
     try:
         body = request_body(cfg, prompt, index)
-        async with client.stream("POST", cfg.base_url + _PATHS[cfg.endpoint], json=body) as resp:
+        # httpx's timeout bounds each read; this bounds the whole response (a trickling server).
+        async with asyncio.timeout(cfg.timeout_s), \
+                client.stream("POST", cfg.base_url + _PATHS[cfg.endpoint], json=body) as resp:
             if resp.status_code != 200:
-                text = (await resp.aread()).decode("utf-8", "replace")
-                stream.error = f"HTTP {resp.status_code}: {text[:200]}"
+                head = b""
+                async for piece in resp.aiter_raw():
+                    head += piece
+                    if len(head) >= 300:
+                        break
+                stream.error = f"HTTP {resp.status_code}: {head.decode('utf-8', 'replace')[:200]}"
             else:
                 await _consume(resp, stream)
-    except (httpx.HTTPError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except TimeoutError:
+        stream.error = f"no complete response within {cfg.timeout_s:g} s"
+    except (httpx.HTTPError, UnicodeDecodeError) as exc:
         stream.error = f"{type(exc).__name__}: {exc}"[:300]
     return _record(stream, index, start, time.perf_counter())
 
@@ -224,7 +291,7 @@ def _record(stream: _Stream, index: int, start: float, end: float) -> RequestRec
 def make_client(cfg: ClientConfig, *, connections: int | None = None,
                 ssl_context: ssl.SSLContext | None = None) -> httpx.AsyncClient:
     """An httpx client for `connections` long-lived streams (default: the configured concurrency)."""
-    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+    headers = auth_headers(cfg)
     n = cfg.concurrency if connections is None else connections
     limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
     return httpx.AsyncClient(
@@ -260,7 +327,7 @@ async def run_clients(
 
     if cfg.base_url.startswith("http://"):
         # Plain http: the Protocol-level client (dspark.bench.http), a fraction of httpx's CPU per token.
-        headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+        headers = auth_headers(cfg)
         conns = [RawHttp(cfg.base_url, headers, cfg.timeout_s) for _ in range(n)]
 
         async def raw_loop(conn: RawHttp) -> None:
@@ -290,10 +357,45 @@ async def run_clients(
 
 
 async def first_model(client: httpx.AsyncClient, base_url: str) -> str:
-    """The id of the first model the server lists at /v1/models."""
-    resp = await client.get(base_url + "/v1/models")
-    resp.raise_for_status()
-    data = resp.json().get("data") or []
+    """The id of the first model the server lists at /v1/models; InputError naming what is wrong with it."""
+    url = base_url + "/v1/models"
+    hint = "--url must name an OpenAI-compatible server; or name the model with --served-model"
+    status, body = await get_bounded(client, url)
+    if status != 200:
+        raise InputError(f"{url} answered HTTP {status}: {body[:200].decode('utf-8', 'replace')!r}", hint=hint)
+    try:
+        obj = json.loads(body)
+    except (ValueError, RecursionError):
+        raise InputError(f"{url} did not answer JSON: {_shown(body)}", hint=hint) from None
+    data = obj.get("data") if isinstance(obj, dict) else None
+    if not isinstance(data, list):
+        raise InputError(f"{url} answered no model list ('data'): {_shown(body)}", hint=hint)
     if not data:
-        raise InputError(f"{base_url}/v1/models lists no model; pass --model")
-    return str(data[0]["id"])
+        raise InputError(f"{url} lists no model", hint=hint)
+    first = data[0]
+    model = first.get("id") if isinstance(first, dict) else None
+    if not isinstance(model, str) or not model or len(model) > 1024 or not model.isprintable():
+        raise InputError(f"{url}: its first model has no usable 'id': {_shown(body)}", hint=hint)
+    return model
+
+
+# The most one reply of /v1/models, /version or /metrics may hold, and the longest it may take, whole.
+MAX_REPLY_BYTES = 16 << 20
+REPLY_DEADLINE_S = 10.0
+
+
+async def get_bounded(client: httpx.AsyncClient, url: str, *, limit: int = MAX_REPLY_BYTES,
+                      deadline_s: float = REPLY_DEADLINE_S) -> tuple[int, bytes]:
+    """GET url: its status and body, read within `deadline_s` in all and at most `limit` bytes (httpx's own
+    timeout bounds each read, so a server trickling a byte at a time would otherwise hold the bench forever).
+    httpx.HTTPError for a failed connection, an overlong body or the deadline."""
+    try:
+        async with asyncio.timeout(deadline_s), client.stream("GET", url) as resp:
+            body = bytearray()
+            async for piece in resp.aiter_bytes():
+                body += piece
+                if len(body) > limit:
+                    raise httpx.DecodingError(f"{url}: the reply exceeds {limit:,} bytes")
+            return resp.status_code, bytes(body)
+    except TimeoutError:
+        raise httpx.ReadTimeout(f"{url}: no complete reply within {deadline_s:g} s") from None

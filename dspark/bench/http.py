@@ -13,11 +13,19 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from dspark.core.errors import InputError
+
 _MAX_HEAD = 64 * 1024
+_MAX_CHUNK_LINE = 1024  # a chunk-size line (hex digits and extensions) longer than this is not HTTP
 
 
 class HttpError(Exception):
     """The connection failed or the response was not HTTP/1.1 as expected."""
+
+
+class ServerProtocolError(InputError):
+    """The server answered, but not as an OpenAI-compatible server does (an event of the wrong shape, a token
+    count that cannot be): the URL names something dspark cannot measure, an input error naming the cause."""
 
 
 class _Response:
@@ -63,13 +71,18 @@ class _Response:
         parts = lines[0].split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
             raise HttpError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+        if not parts[1].isdigit() or len(parts[1]) != 3:
+            raise HttpError(f"not an HTTP status: {lines[0][:80]!r}")
         self.status = int(parts[1])
         for line in lines[1:]:
             key, _, value = line.partition(":")
             self.headers[key.strip().lower()] = value.strip()
         self.chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
         if not self.chunked and "content-length" in self.headers:
-            self.length_left = int(self.headers["content-length"])
+            length = self.headers["content-length"]
+            if not length.isdigit() or len(length) > 18:
+                raise HttpError(f"not a Content-Length: {length[:40]!r}")
+            self.length_left = int(length)
             self.done = self.length_left == 0
 
     def _chunks(self, data: bytes, now: float) -> None:
@@ -88,7 +101,11 @@ class _Response:
             else:
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:
+                    if len(buf) - pos > _MAX_CHUNK_LINE:
+                        raise HttpError("a chunk-size line without its end")
                     break
+                if eol - pos > _MAX_CHUNK_LINE:
+                    raise HttpError("a chunk-size line too long")
                 size = int(buf[pos:eol].split(b";", 1)[0], 16)
                 if size == 0:  # the last chunk: no trailers are expected, its final CRLF ends the response
                     if len(buf) - eol < 4:
@@ -122,6 +139,9 @@ class _Protocol(asyncio.Protocol):
             return
         try:
             resp.feed(data, time.perf_counter())
+        except ServerProtocolError as exc:  # raised by the sink: the stream's events are not an OpenAI server's
+            waiter.set_exception(exc)
+            return
         except (HttpError, ValueError) as exc:
             waiter.set_exception(HttpError(str(exc)))
             return
@@ -148,7 +168,10 @@ class RawHttp:
         self.host = parts.hostname
         self.port = parts.port or 80
         self.prefix = parts.path.rstrip("/")
-        host_header = parts.netloc
+        # Never the URL's user:password (that goes in an Authorization header, from the caller).
+        host_header = f"[{self.host}]" if ":" in self.host else self.host
+        if parts.port is not None:
+            host_header += f":{parts.port}"
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._head_tail = f"Host: {host_header}\r\n{extra}Content-Type: application/json\r\n".encode("latin-1")
         self.timeout_s = timeout_s
@@ -180,7 +203,7 @@ class RawHttp:
         except asyncio.TimeoutError:
             self.close()
             raise HttpError(f"no complete response within {self.timeout_s:.0f} s") from None
-        except HttpError:
+        except (HttpError, ServerProtocolError):
             self.close()
             raise
         finally:

@@ -17,7 +17,9 @@ from dspark.bench.client import ClientConfig, Endpoint
 from dspark.bench.prompts import Prompt, read_jsonl, synthetic_text_prompts, synthetic_token_prompts, take
 from dspark.bench.results import BenchResult
 from dspark.bench.runner import BenchSpec, PassObserver, run_bench
+from dspark.bench.url import finite_positive, parse_server_url, redact_url_credentials
 from dspark.core.errors import InputError
+from dspark.core.redact import redact_argv
 
 # Token ids are drawn from [10, vocab_size): 500 fits every real vocabulary and the tests' tiny models (512).
 DEFAULT_VOCAB = 500
@@ -91,9 +93,12 @@ def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = (), seats
         raise InputError(f"--burstiness must be positive, got {load.burstiness}")
     for name, value in (("--requests", load.requests), ("--concurrency", load.concurrency),
                         ("--max-tokens", load.max_tokens), ("--reps", load.reps), ("--input-len", load.input_len),
-                        ("--sample-interval", load.sample_interval_s), ("--timeout", load.timeout_s),
                         ("--client-processes", load.client_processes + 1)):
         _positive(name, value)
+    finite_positive("--sample-interval", load.sample_interval_s)
+    finite_positive("--timeout", load.timeout_s)
+    server = parse_server_url(base_url, "--url")
+    metrics = parse_server_url(load.metrics_url, "--metrics-url") if load.metrics_url is not None else None
     kind = load.prompt_kind
     if kind == "auto":
         kind = "text" if load.endpoint == "chat" else "ids"
@@ -121,7 +126,8 @@ def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = (), seats
         return synthetic_text_prompts(load.requests, load.input_len, seed=seed)
 
     client = ClientConfig(
-        base_url=base_url.rstrip("/").removesuffix("/v1"),
+        base_url=server.url.rstrip("/").removesuffix("/v1"),
+        authorization=server.authorization,
         model=load.model or "",
         endpoint=load.endpoint,
         max_tokens=load.max_tokens,
@@ -139,12 +145,14 @@ def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = (), seats
         prompt_source=source,
         reps=load.reps,
         warm_rerun=load.warm_rerun,
-        metrics_url=load.metrics_url,
+        metrics_url=metrics.url if metrics is not None else None,
+        metrics_authorization=metrics.authorization if metrics is not None else None,
         sample_interval_s=load.sample_interval_s,
         read_metrics=load.read_metrics,
         schedule_for_rep=None if rate is None else (
             lambda rep: arrival_schedule(load.requests, rate, load.burstiness, load.seed + 7919 * rep)),
-        metadata={"argv": list(argv), "mode": "closed loop" if rate is None else "open loop",
+        metadata={"argv": [redact_url_credentials(a) for a in redact_argv(list(argv))],
+                  "synthetic": file_prompts is None, "seed": load.seed, "mode": "closed loop" if rate is None else "open loop",
                   "request_rate": rate, "burstiness": load.burstiness if rate is not None else None,
                   "max_concurrency": load.concurrency,
                   "max_tokens_per_line": {"min": min(max_tokens_each), "max": max(max_tokens_each),

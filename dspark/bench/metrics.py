@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from dspark.bench.client import MAX_REPLY_BYTES, REPLY_DEADLINE_S, get_bounded
 from dspark.engines import ENGINE_NAMES, engine_spec
 
 # The concepts dspark reads; each engine names its sample for each (EngineSpec.metric_names). Counters are
@@ -30,6 +31,33 @@ def _sample_names() -> dict[str, tuple[str, ...]]:
     specs = [engine_spec(name) for name in ENGINE_NAMES]
     return {concept: tuple(s.metric_names[concept] for s in specs if concept in s.metric_names)
             for concept in (*_COUNTERS, *_GAUGES, _QUEUE_TIME)}
+
+
+@functools.cache
+def _wanted() -> frozenset[str]:
+    """Every sample name parse_metrics reads: the lines worth handing to the Prometheus parser."""
+    names = _sample_names()
+    out = {n for concept in (*_COUNTERS, *_GAUGES) for n in names[concept]}
+    out |= {base + suffix for base in names[_QUEUE_TIME] for suffix in ("_count", "_sum")}
+    return frozenset(out)
+
+
+def _relevant_lines(text: str) -> str:
+    """The sample lines of the figures dspark reads, nothing else: an engine's /metrics holds hundreds of other
+    series (histogram buckets above all), and parsing only these keeps a scrape cheap whatever the server sends."""
+    wanted = _wanted()
+    keep = []
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        end = len(line)
+        for stop in ("{", " ", "\t"):
+            at = line.find(stop)
+            if 0 <= at < end:
+                end = at
+        if line[:end] in wanted:
+            keep.append(line)
+    return "\n".join(keep) + "\n" if keep else ""
 
 
 @dataclass(frozen=True)
@@ -92,7 +120,7 @@ def _sum_or_none(values: list[float]) -> float | None:
 def parse_metrics(text: str) -> EngineSnapshot:
     """Parse Prometheus text exposition (vLLM or SGLang /metrics) into an EngineSnapshot."""
     by_name: dict[str, list[float]] = {}
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(_relevant_lines(text)):
         for s in family.samples:
             by_name.setdefault(s.name, []).append(float(s.value))
 
@@ -150,15 +178,34 @@ def engine_delta(before: EngineSnapshot, after: EngineSnapshot, samples: Sequenc
     )
 
 
-async def scrape(client: httpx.AsyncClient, url: str) -> EngineSnapshot:
-    """GET the metrics URL and parse it; raises httpx errors to the caller."""
-    resp = await client.get(url)
-    resp.raise_for_status()
-    return parse_metrics(resp.text)
+async def scrape(client: httpx.AsyncClient, url: str, *, limit: int = MAX_REPLY_BYTES,
+                 deadline_s: float = REPLY_DEADLINE_S) -> EngineSnapshot:
+    """GET the metrics URL (within `deadline_s` in all, at most `limit` bytes) and parse it; raises httpx
+    errors (ValueError for text that does not parse) to the caller."""
+    status, body = await get_bounded(client, url, limit=limit, deadline_s=deadline_s)
+    if status != 200:
+        raise httpx.HTTPStatusError(f"{url} answered HTTP {status}", request=httpx.Request("GET", url),
+                                    response=httpx.Response(status))
+    return parse_metrics(body.decode("utf-8", "replace"))
+
+
+# Sampling adapts to the pass: every 0.2 s at first, then a tenth of the time elapsed so far, never sparser
+# than the interval asked for. A 5 s pass gets ~20 samples, a 10-minute one about one per `interval`.
+MIN_SAMPLE_INTERVAL_S = 0.2
+SAMPLES_PER_ELAPSED = 10
+# Fewer samples than this within a pass: its running and KV peaks are a guess, and the bench says so.
+FEW_SAMPLES = 5
+
+
+def next_interval(elapsed: float, longest: float) -> float:
+    """Seconds to the next sample, `elapsed` s into the pass: at least 0.2 s (or `longest` when that is
+    shorter), at most `longest`."""
+    return max(min(MIN_SAMPLE_INTERVAL_S, longest), min(longest, elapsed / SAMPLES_PER_ELAPSED))
 
 
 class MetricsSampler:
-    """Scrapes /metrics every `interval` seconds while a pass runs; failed scrapes are counted, not fatal."""
+    """Scrapes /metrics while a pass runs, fast at first and at most `interval` seconds apart (next_interval);
+    failed scrapes are counted, not fatal."""
 
     def __init__(self, client: httpx.AsyncClient, url: str, interval: float = 5.0) -> None:
         self._client = client
@@ -173,7 +220,7 @@ class MetricsSampler:
         while True:
             # Sleep first: the pass's "before" scrape is its t=0 point, and a scrape as the first requests
             # arrive would stall them (vLLM renders /metrics on the API server's event loop).
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(next_interval(time.perf_counter() - self._t0, self._interval))
             try:
                 snap = await scrape(self._client, self._url)
             except (httpx.HTTPError, ValueError):

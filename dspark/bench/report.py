@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
-import os
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -25,6 +21,7 @@ from dspark.bench.results import (
     jsonable,
     pass_values,
 )
+from dspark.bench.outputs import write_atomic as write_atomic  # re-exported: advise and the benchmarks write with it
 from dspark.bench.sweep import SweepResult
 
 MINUS = "−"  # typographic minus, as in docs/deployment.md's tables
@@ -214,8 +211,11 @@ def bench_text(result: BenchResult) -> str:
         f"{result.model} at {result.url} ({result.endpoint}; {engine}): {result.requests} requests × {tokens}, "
         f"{load}; prompts: {result.prompt_source}",
         f"dspark {meta.get('dspark_version', '–')}, started {meta.get('started_at', '–')}",
+        *([f"PARTIAL: {result.partial_reason}"] if result.partial else []),
         "",
         to_text(bench_table(result)).rstrip(),
+        "",
+        to_text(latency_table(result)).rstrip(),
     ]
     errors = int(result.summary.get("errors") or 0)
     if errors:
@@ -227,7 +227,25 @@ def bench_text(result: BenchResult) -> str:
     for p in result.passes:
         if p.metrics_error:
             lines.append(f"{p.label}: engine metrics unavailable ({p.metrics_error})")
+        if p.metrics_warning:
+            lines.append(f"warning: {p.label}: {p.metrics_warning}")
+    lines += [f"hint: {h}" for h in result.hints]
     return "\n".join(lines) + "\n"
+
+
+_LATENCIES = (("ttft_ms", "Time to first token"), ("tpot_ms", "Time per output token"),
+              ("itl_ms", "Inter-token latency"), ("e2e_ms", "End-to-end latency"))
+
+
+def latency_table(result: BenchResult) -> Table:
+    """Each latency as `vllm bench serve` reports it: mean, p50, p90, p99 in ms (means over the repetitions)."""
+    table = _table(["Latency, ms", "mean", "p50", "p90", "p99"])
+    info = MetricInfo("", "lower", "seconds")
+    for key, label in _LATENCIES:
+        dist = getattr(result, key)
+        cells = [fmt_value(info, getattr(dist, q)) if dist is not None else "–" for q in ("mean", "p50", "p90", "p99")]
+        table.add_row(label, *cells)
+    return table
 
 
 def to_json(result: Any) -> str:
@@ -235,35 +253,3 @@ def to_json(result: Any) -> str:
     data = jsonable(result)
     data["clean"] = bool(result.clean)
     return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)  # the only way to read it is to set it; put it straight back
-    os.umask(mask)
-    return mask
-
-
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write the file whole or not at all: a temporary file beside it, fsync, then rename over it.
-
-    The file gets the mode a plain open() would give it (0666 less the umask; a replaced file keeps its own),
-    not mkstemp's private 0600: results are meant to be read by others.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except OSError:
-        mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink()
-        raise

@@ -60,6 +60,8 @@ class PassResult:
     stats: PassStats
     engine: EngineDelta | None  # None when /metrics could not be read
     metrics_error: str | None = None
+    # Set when the pass's gauge peaks (running, KV) rest on too few /metrics samples to be trusted.
+    metrics_warning: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,10 @@ class BenchResult:
     request_throughput: float | None = None
     total_token_throughput: float | None = None
     output_throughput: float | None = None
+    # A signal ended the run early: the passes above are those that finished, and partial_reason says why.
+    partial: bool = False
+    partial_reason: str | None = None
+    hints: tuple[str, ...] = ()  # what the figures suggest doing differently (e.g. a prefix cache already warm)
 
     @property
     def passes(self) -> tuple[PassResult, ...]:
@@ -97,8 +103,8 @@ class BenchResult:
 
     @property
     def clean(self) -> bool:
-        """0 errors and 0 preemptions in every pass (an unknown preemption count is not clean)."""
-        return self.summary.get("errors") == 0 and self.summary.get("preemptions") == 0
+        """0 errors and 0 preemptions in every pass (an unknown preemption count is not clean), and not partial."""
+        return not self.partial and self.summary.get("errors") == 0 and self.summary.get("preemptions") == 0
 
 
 PASS_METRICS = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -13,8 +14,9 @@ from typing import Any, Protocol
 import httpx
 
 from dspark import __version__
-from dspark.bench.client import ClientConfig, first_model, make_client
-from dspark.bench.metrics import EngineSnapshot, MetricsSampler, Sample, engine_delta, scrape
+from dspark.bench.client import ClientConfig, auth_headers, first_model, get_bounded, make_client
+from dspark.bench.interrupt import SignalStop
+from dspark.bench.metrics import FEW_SAMPLES, EngineSnapshot, MetricsSampler, Sample, engine_delta, scrape
 from dspark.bench.prompts import Prompt
 from dspark.bench.results import BenchResult, PassResult, mean_distribution, summarize_reps
 from dspark.bench.shard import run_pass
@@ -48,7 +50,8 @@ class BenchSpec:
     reps: int = 1
     warm_rerun: bool = False
     metrics_url: str | None = None  # default: base_url + "/metrics"
-    sample_interval_s: float = 5.0  # each scrape costs the engine's API server time: keep it sparse
+    metrics_authorization: str | None = None  # --metrics-url's own credentials (default: the server's)
+    sample_interval_s: float = 5.0  # the longest gap between samples (they start at 0.2 s: MetricsSampler)
     read_metrics: bool = True
     schedule_for_rep: Callable[[int], Sequence[float]] | None = None  # open loop: arrival times per rep
     metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # argv, load mode: recorded as given
@@ -108,54 +111,86 @@ async def _one_pass(
             observer.end()
     stats = summarize(records, wall)
     engine = None
+    warning = None
     if before is not None:
         after = await _settled(mhttp, murl, before, stats.output_tokens)
         if after is None:
             err = "the engine's /metrics stopped answering during the pass"
         else:
             engine = engine_delta(before, after, samples)
-    return PassResult(label=label, stats=stats, engine=engine, metrics_error=None if engine else err)
+            during = len(samples) - 1  # the t=0 point is the scrape before the pass
+            if during < FEW_SAMPLES:
+                warning = (f"its running and KV peaks rest on {during} /metrics sample(s) over {wall:.1f} s "
+                           f"(fewer than {FEW_SAMPLES}): a longer pass (more --requests) samples them better")
+    return PassResult(label=label, stats=stats, engine=engine, metrics_error=None if engine else err,
+                      metrics_warning=warning)
 
 
 async def server_identity(client: httpx.AsyncClient, base_url: str) -> dict[str, str | None]:
     """The engine's name (/v1/models `owned_by`) and version (/version), None where the server does not say."""
     out: dict[str, str | None] = {"engine": None, "engine_version": None}
-    with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, AttributeError):
-        data = (await client.get(base_url + "/v1/models")).json().get("data") or []
+
+    def text(value: object) -> str | None:
+        return str(value)[:200] if isinstance(value, (str, int, float)) and str(value).isprintable() and value \
+            else None
+
+    with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, AttributeError,
+                             RecursionError):
+        status, body = await get_bounded(client, base_url + "/v1/models", limit=1 << 20)
+        data = json.loads(body).get("data") or [] if status == 200 else []
         owner = data[0].get("owned_by") if data else None
-        out["engine"] = str(owner) if owner else None
-    with contextlib.suppress(httpx.HTTPError, ValueError, TypeError, AttributeError):
-        resp = await client.get(base_url + "/version")
-        if resp.status_code == 200:
-            version = resp.json().get("version")
-            out["engine_version"] = str(version) if version else None
+        out["engine"] = text(owner)
+    with contextlib.suppress(httpx.HTTPError, ValueError, TypeError, AttributeError, RecursionError):
+        status, body = await get_bounded(client, base_url + "/version", limit=1 << 20)
+        if status == 200:
+            out["engine_version"] = text(json.loads(body).get("version"))
     return out
 
 
 async def run_bench(spec: BenchSpec, observer: PassObserver | None = None) -> BenchResult:
-    """Run spec.reps passes (and the warm re-run of the last rep's prompts); failures are recorded, not raised."""
+    """Run spec.reps passes (and the warm re-run of the last rep's prompts); failures are recorded, not raised.
+
+    SIGINT or SIGTERM (in the main thread) ends the run early: the passes that finished are returned, the
+    result marked partial with the signal and where it struck.
+    """
     cfg = spec.client
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    async with httpx.AsyncClient(timeout=10.0) as mhttp:
-        if not cfg.model:
-            async with make_client(cfg, connections=1) as http:
-                cfg = dataclasses.replace(cfg, model=await first_model(http, cfg.base_url))
-        identity = await server_identity(mhttp, cfg.base_url)
-        reps: list[PassResult] = []
-        last: Sequence[Prompt] = ()
-        last_schedule: Sequence[float] | None = None
-        for rep in range(spec.reps):
-            last = spec.prompts_for_rep(rep)
-            last_schedule = spec.schedule_for_rep(rep) if spec.schedule_for_rep is not None else None
-            label = f"rep {rep + 1}"
-            reps.append(await _one_pass(mhttp, spec, cfg, label=label, prompts=last, observer=observer,
-                                        schedule=last_schedule))
-        warm = (
-            await _one_pass(mhttp, spec, cfg, label="warm re-run", prompts=last, observer=observer,
-                            schedule=last_schedule)
-            if spec.warm_rerun
-            else None
-        )
+    reps: list[PassResult] = []
+    warm: PassResult | None = None
+    last: Sequence[Prompt] = ()
+    partial: str | None = None
+    identity: dict[str, str | None] = {"engine": None, "engine_version": None}
+    where = "before the first pass"
+    with SignalStop() as stop:
+        try:
+            mheaders = ({"Authorization": spec.metrics_authorization} if spec.metrics_authorization
+                        else auth_headers(cfg))
+            async with httpx.AsyncClient(timeout=10.0, headers=mheaders) as mhttp:
+                if not cfg.model:
+                    async with make_client(cfg, connections=1) as http:
+                        cfg = dataclasses.replace(cfg, model=await first_model(http, cfg.base_url))
+                identity = await server_identity(mhttp, cfg.base_url)
+                last_schedule: Sequence[float] | None = None
+                for rep in range(spec.reps):
+                    last = spec.prompts_for_rep(rep)
+                    last_schedule = spec.schedule_for_rep(rep) if spec.schedule_for_rep is not None else None
+                    label = f"rep {rep + 1}"
+                    where = f"during {label}"
+                    reps.append(await _one_pass(mhttp, spec, cfg, label=label, prompts=last, observer=observer,
+                                                schedule=last_schedule))
+                if spec.warm_rerun:
+                    where = "during the warm re-run"
+                    warm = await _one_pass(mhttp, spec, cfg, label="warm re-run", prompts=last,
+                                           observer=observer, schedule=last_schedule)
+        except asyncio.CancelledError:
+            if stop.signame is None:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            partial = (f"interrupted by {stop.signame} {where}: {len(reps)} of {spec.reps} rep(s) measured"
+                       + ("" if not spec.warm_rerun or warm is not None else ", no warm re-run")
+                       + "; an interrupted pass is not counted")
     stats = [p.stats for p in reps]
     metadata = {"dspark_version": __version__, **identity, "started_at": started, **spec.metadata}
     summary = summarize_reps(reps, warm)
@@ -165,7 +200,7 @@ async def run_bench(spec: BenchSpec, observer: PassObserver | None = None) -> Be
         seats=spec.seats,
         endpoint=cfg.endpoint,
         concurrency=cfg.concurrency,
-        requests=len(last),
+        requests=len(last) if last else len(spec.prompts_for_rep(0)),
         max_tokens=cfg.max_tokens,
         ignore_eos=cfg.ignore_eos,
         prompt_source=spec.prompt_source,
@@ -180,4 +215,24 @@ async def run_bench(spec: BenchSpec, observer: PassObserver | None = None) -> Be
         request_throughput=summary.get("request_throughput"),
         total_token_throughput=summary.get("total_token_throughput"),
         output_throughput=summary.get("aggregate_decode_tps"),
+        partial=partial is not None,
+        partial_reason=partial,
+        hints=tuple(_hints(spec, reps)),
     )
+
+
+# A first pass of fresh synthetic prompts that hits the prefix cache this much found it warm from an earlier run.
+WARM_CACHE_HIT_RATE = 0.1
+
+
+def _hints(spec: BenchSpec, reps: Sequence[PassResult]) -> list[str]:
+    """What the figures suggest: a first rep of synthetic prompts already in the server's prefix cache."""
+    first = reps[0].engine if reps else None
+    seed = spec.metadata.get("seed")
+    if first is None or first.prefix_hit_rate is None or not spec.metadata.get("synthetic"):
+        return []
+    if first.prefix_hit_rate < WARM_CACHE_HIT_RATE:
+        return []
+    return [f"rep 1 hit the prefix cache at {first.prefix_hit_rate:.0%}: the server has seen these synthetic "
+            f"prompts (seed {seed}) before, from an earlier bench; pass another --seed (e.g. --seed "
+            f"{int(seed or 0) + 1}) for prompts it has not cached, or restart the server"]

@@ -11,9 +11,14 @@ failed run (ClientFailure) naming the child's error, never a pass that "finished
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import dataclasses
 import multiprocessing as mp
+import os
 import queue
+import signal
+import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -23,9 +28,11 @@ from typing import Any
 from dspark.bench.client import ClientConfig, run_clients
 from dspark.bench.prompts import Prompt
 from dspark.bench.stats import RequestRecord
-from dspark.core.errors import DsparkError, ExitCode
+from dspark.core.errors import DsparkError, ExitCode, InputError
 
 _READY_TIMEOUT_S = 120.0
+_PR_SET_PDEATHSIG = 1
+_PARENT_POLL_S = 0.5
 
 
 class ClientFailure(DsparkError):
@@ -40,9 +47,36 @@ def split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
+def die_with_parent(parent: int) -> None:
+    """In a client process: end when the bench process that started it ends, however it ends (SIGKILL too).
+
+    On Linux the kernel sends SIGKILL when the parent dies (PR_SET_PDEATHSIG); everywhere a thread also watches
+    the parent's pid, and a parent already gone before this ran ends the child at once. Ctrl-C is the parent's
+    to handle: the children ignore SIGINT, so a terminal's Ctrl-C reaches only the process that reports it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
 def _child(cfg: ClientConfig, prompts: list[Prompt], schedule: list[float] | None, counter: Synchronized[int],
-           out: Any, ready: Any, start: Any) -> None:
-    """A child process: signal ready, wait for go, run its clients; its last word is ("done", cpu) or ("error", msg)."""
+           out: Any, ready: Any, start: Any, parent: int = 0) -> None:
+    """A child process: signal ready, wait for go, run its clients; its last word is ("done", cpu),
+    ("input-error", message, hint) or ("error", msg)."""
+    if parent:
+        die_with_parent(parent)
 
     def take() -> int | None:
         with counter.get_lock():
@@ -66,6 +100,9 @@ def _child(cfg: ClientConfig, prompts: list[Prompt], schedule: list[float] | Non
 
     try:
         asyncio.run(run_clients(cfg, prompts, take, out.put, started, schedule))
+    except InputError as exc:  # the server's answers are not an OpenAI server's: the user's input, no traceback
+        out.put(("input-error", exc.message, exc.hint))
+        return
     except BaseException as exc:
         out.put(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"))
         raise
@@ -89,7 +126,9 @@ async def _collect(out: Any, children: Sequence[Any], records: list[RequestRecor
                                     "finished its requests") from None
             continue
         if isinstance(item, tuple):
-            kind, value = item
+            kind, value = item[0], item[1]
+            if kind == "input-error":
+                raise InputError(str(value), hint=item[2])
             if kind == "error":
                 raise ClientFailure(f"a bench client process failed: {value}")
             finished += 1
@@ -147,8 +186,8 @@ async def _sharded(cfg: ClientConfig, prompts: Sequence[Prompt], schedule: Seque
     for share in split(cfg.concurrency, cfg.processes):
         ready = ctx.Event()
         child_cfg = dataclasses.replace(cfg, concurrency=share, processes=1)
-        proc = ctx.Process(target=_child, args=(child_cfg, list(prompts), plan, counter, out, ready, start_at),
-                           daemon=True)
+        proc = ctx.Process(target=_child, args=(child_cfg, list(prompts), plan, counter, out, ready, start_at,
+                                                os.getpid()), daemon=True)
         proc.start()
         children.append(proc)
         readies.append(ready)

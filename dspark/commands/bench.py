@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -11,7 +12,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from dspark.bench.load import LoadOptions, bench_once, bench_spec
-from dspark.bench.report import bench_text, to_json, write_atomic
+from dspark.bench.outputs import check_out_file, exclusive, lock_beside, write_atomic
+from dspark.bench.report import bench_text, to_json
 from dspark.bench.stats import RequestRecord
 from dspark.core.errors import ExitCode
 
@@ -64,18 +66,26 @@ def bench(load: LoadOptions, *, url: str, as_json: bool = False, out_file: Path 
           progress: bool = True, out: IO[str] | None = None, seats: int | None = None) -> int:
     """Run the bench at `url`; print the table (or JSON), write JSON to out_file; exit 1 when a request failed.
 
+    out_file is checked (and locked against another run writing it) before the first request. A SIGINT or
+    SIGTERM during the run keeps what was measured: written and printed marked partial, exit 130.
     seats: the server's seat count, recorded in the result for `dspark advise --calibrate`.
     """
     spec = bench_spec(load, url, argv=sys.argv, seats=seats)
-    observer = RichProgress() if progress else None
-    try:
-        result = bench_once(spec, observer)
-    finally:
-        if observer is not None:
-            observer.close()
-    stream = out or sys.stdout
-    text = to_json(result)
     if out_file is not None:
-        write_atomic(out_file, text)
+        check_out_file(out_file)
+    with exclusive(lock_beside(out_file), f"--out {out_file}") if out_file is not None else contextlib.nullcontext():
+        observer = RichProgress() if progress else None
+        try:
+            result = bench_once(spec, observer)
+        finally:
+            if observer is not None:
+                observer.close()
+        text = to_json(result)
+        if out_file is not None:
+            write_atomic(out_file, text)
+    stream = out or sys.stdout
     stream.write(text if as_json else bench_text(result))
+    if result.partial:
+        sys.stderr.write(f"dspark: {result.partial_reason}" + (f"; wrote {out_file}" if out_file else "") + "\n")
+        return int(ExitCode.INTERRUPTED)
     return int(ExitCode.REFUSED if result.summary.get("errors") else ExitCode.OK)
