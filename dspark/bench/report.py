@@ -118,8 +118,12 @@ def sweep_table(result: SweepResult) -> Table:
 
 def sweep_text(result: SweepResult) -> str:
     """The sweep table, then the rule, each verdict with its reasons, and every setting's problems."""
+    if not result.settings:
+        return (f"Seat sweep: no seat count ran\nPARTIAL: {result.partial_reason}\n"
+                f"Decision: {result.decision.summary}\n")
     base = result.settings[0].label
-    lines = [f"Seat sweep: {result.reps}-rep mean per setting; Δ against {base}", "",
+    lines = [f"Seat sweep: {result.reps}-rep mean per setting; Δ against {base}",
+             *([f"PARTIAL: {result.partial_reason}"] if result.partial else []), "",
              to_text(sweep_table(result)).rstrip(), ""]
     for extra in (spread_lines(result), prediction_lines(result)):
         lines += [*extra, ""] if extra else []

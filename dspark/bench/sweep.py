@@ -5,20 +5,25 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import httpx
+import psutil
 
 from dspark.bench.decision import Decision, DecisionRule, Setting, decide
+from dspark.bench.interrupt import Interrupted, raising_on_signals
 from dspark.bench.results import BenchResult
 from dspark.bench.runner import BenchSpec, PassObserver, run_bench
 from dspark.bench.shard import ClientFailure
 from dspark.bench.stats import RequestRecord
+from dspark.core.errors import InputError
 from dspark.core.redact import is_secret_flag, redact_text, secret_argv_values, secret_env_values
 from dspark.engines import engine_spec
 from dspark.engines.argv import option_values
@@ -192,11 +197,14 @@ class SweepResult:
     # What `dspark advise` predicted for these seats and this load before the runs (its --json object, or
     # {"error": ...}), kept beside what was measured.
     prediction: dict[str, Any] | None = None
+    # A signal ended the sweep early: `settings` are those that ran, and partial_reason says why.
+    partial: bool = False
+    partial_reason: str | None = None
 
     @property
     def clean(self) -> bool:
-        """Every setting clean."""
-        return all(s.clean for s in self.settings)
+        """Every setting clean, and every seat count run."""
+        return not self.partial and all(s.clean for s in self.settings)
 
 
 def bench_problems(bench: BenchResult) -> list[str]:
@@ -235,6 +243,83 @@ def _redacting(say: Callable[[str], None], known: set[str]) -> Callable[[str], N
     return lambda message: say(redact_text(message, known))
 
 
+def _host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def port_answers(url: str, timeout_s: float = 1.0) -> bool:
+    """Whether something accepts connections at the URL's host and port already."""
+    host, port = _host_port(url)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _listeners(port: int) -> set[int | None] | None:
+    """Pids listening on TCP `port` (None for a socket whose owner this user cannot see); None when the system
+    does not tell (psutil needs privileges for it on some systems)."""
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, psutil.Error, OSError):
+        return None
+    return {c.pid for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port}
+
+
+def _family(pid: int) -> set[int]:
+    """The engine's process and everything under it (its API server, workers)."""
+    try:
+        root = psutil.Process(pid)
+        return {pid, *(p.pid for p in root.children(recursive=True))}
+    except psutil.Error:
+        return {pid}
+
+
+def responder_problems(url: str, engine_pid: int, served_names: Sequence[str] = ()) -> list[str]:
+    """Why the server answering `url` may not be the engine this sweep started: its listening socket belongs to
+    another process, or its /v1/models does not list the served-model name the plan set. Empty: it is ours."""
+    host, port = _host_port(url)
+    listeners = _listeners(port)
+    if listeners is not None:
+        ours = _family(engine_pid)
+        if not listeners & ours:
+            who = ", ".join("another user's process" if p is None else f"pid {p}" for p in sorted(
+                listeners, key=lambda p: -1 if p is None else p)) or "no visible process"
+            return [f"the server answering {url} is not the engine this sweep started (pid {engine_pid}): port "
+                    f"{port} is held by {who}; stop it, or give the sweep another --port"]
+    if served_names:
+        try:
+            with httpx.Client(timeout=5.0) as client:
+                data = client.get(url + "/v1/models").json().get("data") or []
+            ids = {str(m.get("id")) for m in data if isinstance(m, dict)}
+        except (httpx.HTTPError, ValueError, AttributeError, TypeError, RecursionError):
+            ids = set()
+        if not ids & set(served_names):
+            return [f"the server answering {url} does not serve {' / '.join(served_names)} (its /v1/models lists "
+                    f"{', '.join(sorted(ids)) or 'nothing'}): not the engine this sweep started"]
+    return []
+
+
+def _served_names(argv: Sequence[str]) -> tuple[str, ...]:
+    """The served-model name(s) the plan sets, when it sets one."""
+    out: list[str] = []
+    take = False
+    for arg in argv:
+        if take and not arg.startswith("-"):
+            out.append(arg)
+            continue
+        take = False
+        name, eq, value = arg.partition("=")
+        if name == "--served-model-name":
+            if eq:
+                out.append(value)
+            else:
+                take = True
+    return tuple(out)
+
+
 def run_setting(
     seats: int,
     launch: PlannedLaunch,
@@ -257,10 +342,23 @@ def run_setting(
     engine = EngineProcess(plan, log_format=espec.log_format, log_path=log_path)
     problems: list[str] = []
     startup = check = result = stop = None
+    if port_answers(url):
+        problem = (f"something already answers at {url} before the engine started (another server, or another "
+                   "sweep's engine on this port): it would be benchmarked as this setting; stop it, or give the "
+                   "sweep another --port")
+        say(f"{label}: {problem}")
+        return SettingResult(seats=seats, label=label, argv=tuple(redact_argv(plan.argv)),
+                             env=redact_env(plan.env_overlay), log_path=str(log_path) if log_path else None,
+                             startup_s=None, launch=None, bench=None, stop=None, problems=(problem,))
     say(f"{label}: starting {plan.engine} ({url}); log: {log_path or '-'}")
     try:
         engine.start()
         startup = engine.wait_healthy(url + "/health", health_timeout_s)
+        if (rc := engine.poll()) is not None:
+            raise EngineFailure(f"the engine exited with code {rc} although {url} answers: another server holds "
+                                f"the port; {engine.log.failure_context()}")
+        if foreign := responder_problems(url, engine.pid, _served_names(plan.argv)):
+            raise EngineFailure(foreign[0])
         engine.log.kv_seen.wait(5.0)  # printed before the server answers; a short grace for the reader thread
         check = check_launch(plan.argv, seats, engine.log.engine_args, engine.log.kv_pool, launch.expected_pool_tokens,
                              seat_arg=espec.seat_arg)
@@ -274,10 +372,12 @@ def run_setting(
             spec = dataclasses.replace(bench, client=dataclasses.replace(bench.client, base_url=url))
             obs = _Prefixed(observer, label) if observer is not None else None
             result = asyncio.run(run_bench(spec, obs))
+            if result.partial_reason:
+                problems.append(result.partial_reason)
             problems += bench_problems(result)
             if (rc := engine.poll()) is not None:
                 problems.append(f"the engine exited with code {rc} during the bench: {engine.log.failure_context()}")
-    except (EngineFailure, ClientFailure) as exc:
+    except (EngineFailure, ClientFailure, InputError) as exc:
         problems.append(exc.message)
     except httpx.HTTPError as exc:
         tail = f"; {engine.log.failure_context()}" if engine.poll() is not None else ""
@@ -317,17 +417,32 @@ def run_sweep(
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     say(f"decision rule (fixed before the runs): {rule.describe()}")
     results: list[SettingResult] = []
-    for n in seats:
-        launch = build(n)
-        log_path = log_dir / f"engine-{n}-seats.log" if log_dir else None
-        t0 = time.monotonic()
-        results.append(
-            run_setting(
-                n, launch, bench, log_path=log_path, health_timeout_s=health_timeout_s,
-                stop_timeout_s=stop_timeout_s, observer=observer, say=say,
-            )
-        )
-        say(f"{n} seats: done in {time.monotonic() - t0:.0f} s" + ("" if results[-1].clean else " (not clean)"))
+    partial: str | None = None
+    current = seats[0] if seats else 0
+    try:
+        with raising_on_signals():
+            for n in seats:
+                current = n
+                launch = build(n)
+                log_path = log_dir / f"engine-{n}-seats.log" if log_dir else None
+                t0 = time.monotonic()
+                results.append(
+                    run_setting(
+                        n, launch, bench, log_path=log_path, health_timeout_s=health_timeout_s,
+                        stop_timeout_s=stop_timeout_s, observer=observer, say=say,
+                    )
+                )
+                say(f"{n} seats: done in {time.monotonic() - t0:.0f} s"
+                    + ("" if results[-1].clean else " (not clean)"))
+                if results[-1].bench is not None and results[-1].bench.partial:
+                    partial = (f"interrupted during {n} seats ({results[-1].bench.partial_reason}): "
+                               f"{len(results)} of {len(seats)} seat count(s) run")
+                    break
+    except Interrupted as exc:
+        partial = (f"interrupted by {exc.signame} at {current} seats (its engine stopped): {len(results)} of "
+                   f"{len(seats)} seat count(s) run")
+    if partial:
+        say(partial)
     settings = [
         Setting(label=r.label, summary=r.bench.summary if r.bench else {}, problems=r.problems) for r in results
     ]
@@ -339,8 +454,19 @@ def run_sweep(
         started_at=started,
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         settings=tuple(results),
-        decision=decide(rule, settings),
+        decision=_decision(rule, settings, partial),
+        partial=partial is not None,
+        partial_reason=partial,
     )
+
+
+def _decision(rule: DecisionRule, settings: Sequence[Setting], partial: str | None) -> Decision:
+    """The rule applied; an interrupted sweep decides nothing (its verdicts so far are kept)."""
+    if partial is None:
+        return decide(rule, settings)
+    verdicts = decide(rule, settings).verdicts if settings else ()
+    return Decision(rule=rule, rule_text=rule.describe(), baseline=settings[0].label if settings else "",
+                    verdicts=verdicts, chosen=None, summary=f"no decision: {partial}")
 
 
 def start_plan_builder(request: StartRequest) -> PlanBuilder:

@@ -14,7 +14,9 @@ from dspark.advise.build import sweep_prediction
 from dspark.bench.decision import DecisionRule, make_rule, parse_seats
 from dspark.bench.load import LoadOptions, bench_spec
 from dspark.bench.plot import sweep_png
-from dspark.bench.report import sweep_text, to_json, write_atomic
+from dspark.bench.outputs import check_out_dir, exclusive, write_set
+from dspark.bench.report import sweep_text, to_json
+from dspark.bench.url import finite_positive
 from dspark.bench.sweep import PlanBuilder, SweepResult, plan_launches, run_sweep, start_plan_builder
 from dspark.commands.bench import RichProgress
 from dspark.core.errors import ExitCode
@@ -22,12 +24,16 @@ from dspark.core.extras import require_extra
 from dspark.planning.start import StartRequest
 
 
+OUTPUTS = {"json": "sweep.json", "table": "sweep.md", "plot": "sweep.png"}
+LOCK = ".dspark-sweep.lock"  # held in --out-dir for the whole sweep: a second sweep there is refused
+
+
 def write_outputs(result: SweepResult, out_dir: Path) -> dict[str, Path]:
-    """sweep.json, sweep.md (the table and decision) and sweep.png in out_dir, each written atomically."""
-    paths = {"json": out_dir / "sweep.json", "table": out_dir / "sweep.md", "plot": out_dir / "sweep.png"}
-    write_atomic(paths["json"], to_json(result))
-    write_atomic(paths["table"], sweep_text(result))
-    write_atomic(paths["plot"], sweep_png(result))
+    """sweep.json, sweep.md (the table and decision) and sweep.png in out_dir, written as one set: all three
+    rendered and staged before any replaces the previous run's."""
+    paths = {key: out_dir / name for key, name in OUTPUTS.items()}
+    write_set({paths["json"]: to_json(result), paths["table"]: sweep_text(result),
+               paths["plot"]: sweep_png(result) if result.settings else b""})
     return paths
 
 
@@ -51,26 +57,33 @@ def sweep(
     the measurements in sweep.json and the table.
     """
     require_extra("plot", "dspark sweep (it draws sweep.png)")  # before any engine starts
+    finite_positive("--health-timeout", health_timeout_s)
+    finite_positive("--stop-timeout", stop_timeout_s)
+    check_out_dir(out_dir, (*OUTPUTS.values(), *(f"engine-{n}-seats.log" for n in seats)))
     plans = plan_launches(seats, build)
     spec = bench_spec(load, "http://127.0.0.1")  # each setting's own URL replaces this
     err = Console(file=sys.stderr, highlight=False)
-    observer = RichProgress(err) if progress else None
-    try:
-        result = run_sweep(
-            seats, plans.__getitem__, spec, rule, log_dir=out_dir, health_timeout_s=health_timeout_s,
-            stop_timeout_s=stop_timeout_s, observer=observer, say=lambda m: err.print(f"dspark: {m}", markup=False),
-        )
-    finally:
-        if observer is not None:
-            observer.close()
-    result = dataclasses.replace(result, prediction=prediction)
-    paths = write_outputs(result, out_dir)
+    with exclusive(out_dir / LOCK, f"--out-dir {out_dir}"):
+        observer = RichProgress(err) if progress else None
+        try:
+            result = run_sweep(
+                seats, plans.__getitem__, spec, rule, log_dir=out_dir, health_timeout_s=health_timeout_s,
+                stop_timeout_s=stop_timeout_s, observer=observer,
+                say=lambda m: err.print(f"dspark: {m}", markup=False),
+            )
+        finally:
+            if observer is not None:
+                observer.close()
+        result = dataclasses.replace(result, prediction=prediction)
+        paths = write_outputs(result, out_dir)
     stream = out or sys.stdout
     if as_json:
         stream.write(to_json(result))
     else:
         stream.write(sweep_text(result))
         stream.write(f"wrote {paths['json']}, {paths['table']}, {paths['plot']}\n")
+    if result.partial:
+        return int(ExitCode.INTERRUPTED)
     return int(ExitCode.OK if result.clean else ExitCode.REFUSED)
 
 
