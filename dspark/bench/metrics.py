@@ -122,7 +122,10 @@ def parse_metrics(text: str) -> EngineSnapshot:
     by_name: dict[str, list[float]] = {}
     for family in text_string_to_metric_families(_relevant_lines(text)):
         for s in family.samples:
-            by_name.setdefault(s.name, []).append(float(s.value))
+            value = float(s.value)
+            # Counts, gauges and fractions are never negative or infinite: such a sample says nothing.
+            if math.isfinite(value) and value >= 0:
+                by_name.setdefault(s.name, []).append(value)
 
     names_of = _sample_names()
     values: dict[str, float | None] = {}
@@ -132,7 +135,8 @@ def parse_metrics(text: str) -> EngineSnapshot:
         if found is None:
             values[concept] = None
         elif concept in _AVERAGED:
-            values[concept] = math.fsum(found) / len(found)
+            mean = math.fsum(found) / len(found)
+            values[concept] = mean if mean <= 1 else None  # a fraction of the pool
         else:
             values[concept] = _sum_or_none(found)
 

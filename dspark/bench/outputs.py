@@ -19,7 +19,7 @@ from pathlib import Path
 
 from dspark.core.errors import InputError
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
 
 
@@ -38,7 +38,7 @@ def _writable_ancestor(path: Path, option: str, shown: Path) -> None:
         try:
             st = here.stat()
             break
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             if here.parent == here:
                 return
             here = here.parent
@@ -55,7 +55,7 @@ def check_regular(path: Path, option: str, shown: Path | None = None) -> None:
     shown = shown if shown is not None else path
     try:
         st = path.stat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # absent (an ancestor that is a file: _writable_ancestor says)
         return
     except OSError as exc:
         raise InputError(f"{option} {shown}: cannot look at it: {exc.strerror}", hint=_fix(option)) from None
@@ -69,8 +69,8 @@ def check_out_file(path: Path, option: str = "--out") -> None:
     that is a file or not writable are InputErrors naming the path and the fix)."""
     if str(path) in ("", "."):
         raise InputError(f"{option} {str(path)!r}: an empty path names no file", hint=_fix(option))
-    check_regular(path, option)
     _writable_ancestor(path.parent, option, path)
+    check_regular(path, option)
 
 
 def check_out_dir(path: Path, files: tuple[str, ...], option: str = "--out-dir") -> None:

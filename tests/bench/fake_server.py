@@ -33,6 +33,7 @@ class FakeState:
     connections: int = 0
     requests: int = 0
     preemptions: int = 0
+    heads: list[dict[str, str]] = field(default_factory=list)  # every request's headers, lower-cased names
 
 
 @dataclass
@@ -161,6 +162,7 @@ class FakeServer:
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
                 headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+                self.state.heads.append({"_path": path, **headers})
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 await self._route(method, path, body, writer)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):

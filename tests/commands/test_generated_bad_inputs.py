@@ -615,3 +615,190 @@ def _read_as_the_engine_reads(case: Case, document: dict[str, Any], argv: list[s
     if case.kind == "engine-flag-abbreviated":
         assert "engine-flag-abbreviated" in codes, shown
         assert document["settings"]["max_num_seqs"]["value"] == int(argv[-1]), shown
+
+
+# --- hostile servers: what `dspark bench` reads (SSE streams, usage counts, /v1/models, /metrics) -----------
+# One HostileServer (tests/bench/hostile_server.py) answers every case at its own URL. A stream or model list of
+# the wrong shape is exit 2 naming the cause; a failed request (HTTP error, an `error` event, a broken
+# connection) is exit 1 with the results; a /metrics that is garbage, huge or trickling is never fatal (exit 0,
+# its figures shown as not read). Never a traceback, a hang or a negative rate.
+
+BENCH_ARGS = ("--requests", "2", "--concurrency", "1", "--max-tokens", "3", "--input-len", "4", "--no-progress",
+              "--timeout", "20")
+
+
+@dataclass(frozen=True)
+class ServerCase:
+    """One hostile server behaviour, the bench flags it is met with, and the exit code it must end with."""
+
+    kind: str
+    behaviour: Any  # tests.bench.hostile_server.Behaviour
+    expected: int
+    args: tuple[str, ...] = ()
+    says: str | None = None
+
+
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def _bad_payloads(chat: bool) -> Iterator[tuple[str, bytes]]:
+    """(what, `data:` payload) that is not an OpenAI chunk; each must be refused (exit 2)."""
+    shapes = ["[1,2]", "5", '"text"', "null", "true", "[]", '{"choices":5}', '{"choices":"abc"}', '{"choices":{}}',
+              '{"choices":[5]}', '{"choices":[null]}', '{"choices":[[1]]}', '{"choices":[{}],"usage":7}',
+              '{"choices":[],"usage":[1]}', '{"choices":[],"usage":"x"}', '{"choices":[{"text":"a"}],"usage":true}']
+    if chat:
+        shapes += ['{"choices":[{"delta":5}]}', '{"choices":[{"delta":"x"}]}', '{"choices":[{"delta":[1]}]}']
+    counts = ['"3"', "-184", "-1", "1" + "0" * 30, "1.5", "true", "[]", "{}", "4", "99", "NaN", "Infinity",
+              "1e400", "9" * 5000]
+    for c in counts:
+        shapes.append('{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":' + c + "}}")
+    for c in ('"4"', "-1", "1" + "0" * 40, "2.5", "false"):
+        shapes.append('{"choices":[],"usage":{"prompt_tokens":' + c + ',"completion_tokens":3}}')
+    # Not JSON at all; none of these match the completion fast path (a chunk holding `"choices":[{`).
+    shapes += ["{", "{'usage': 1}", '{"usage":{"completion_tokens":3}', "usage", "\x00\x01", _deep(100_000),
+               '{"usage":' + _deep(5000) + "}"]
+    for s in shapes:
+        yield s[:40], s.encode("utf-8", "surrogatepass")
+    yield "not UTF-8", b'{"usage":{"completion_tokens":3},"x":"\xff\xfe"}'
+
+
+def _stream_cases() -> Iterator[ServerCase]:
+    from tests.bench.hostile_server import Behaviour, chunk_event, good_stream  # noqa: PLC0415
+
+    for chat in (False, True):
+        endpoint = ("--endpoint", "chat") if chat else ()
+        usage_ok = good_stream(chat, 3).split(b"\n\n")[-3] + b"\n\n"
+        for what, payload in _bad_payloads(chat):
+            event = b"data: " + payload + b"\n\n"
+            for where in RNG.sample(("first", "after-chunks", "as-usage"), k=2):
+                if where == "first":
+                    body = event + chunk_event(chat) * 3 + usage_ok + b"data: [DONE]\n\n"
+                elif where == "after-chunks":
+                    body = chunk_event(chat) * RNG.randrange(1, 3) + event + usage_ok + b"data: [DONE]\n\n"
+                else:
+                    body = chunk_event(chat) * 3 + event + b"data: [DONE]\n\n"
+                procs = ("--client-processes", "2") if RNG.random() < 0.03 else ()
+                yield ServerCase(f"sse-shape-{where}", Behaviour(stream=body), 2,
+                                 (*endpoint, "--no-metrics", *procs, *_maybe_json()), says="error: ")
+        # An event that never ends: refused at its size limit, not buffered without bound.
+        yield ServerCase("sse-endless-event", Behaviour(stream=b"data: {" + b"x" * (3 << 20)), 2,
+                         (*endpoint, "--no-metrics"), says="without the blank line")
+        # Framing SSE allows: comments, CRLF, `event:` lines, no space after `data:`, no [DONE] before the close.
+        good = good_stream(chat, 3)
+        for what, body in (("crlf", good.replace(b"\n", b"\r\n")), ("comments", b": ping\n\n" + good),
+                           ("event-lines", good.replace(b"data: ", b"event: x\ndata: ")),
+                           ("no-space", good.replace(b"data: ", b"data:")),
+                           ("no-done", good.replace(b"data: [DONE]\n\n", b"")),
+                           ("extra-keys", good.replace(b'"choices"', b'"zz": [1, {"a": null}], "choices"'))):
+            yield ServerCase(f"sse-framing-{what}", Behaviour(stream=body), 0, (*endpoint, "--no-metrics",
+                                                                               *_maybe_json()))
+        # Failed requests: results kept, exit 1.
+        for what, behaviour in (
+                ("error-event", Behaviour(stream=b'data: {"error": {"message": "boom"}}\n\n')),
+                ("error-string", Behaviour(stream=b'data: {"error": "boom"}\n\n')),
+                ("error-number", Behaviour(stream=b'data: {"error": 5}\n\n')),
+                ("only-done", Behaviour(stream=b"data: [DONE]\n\n")),
+                ("empty", Behaviour(stream=b"")),
+                ("http-500", Behaviour(head=b"HTTP/1.1 500 Oops\r\nconnection: close\r\n\r\n", stream=b"{}")),
+                ("not-http", Behaviour(head=b"SSH-2.0-OpenSSH\r\n\r\n")),
+                ("bad-status", Behaviour(head=b"HTTP/1.1 abc OK\r\n\r\n")),
+                ("negative-length", Behaviour(head=b"HTTP/1.1 200 OK\r\ncontent-length: -5\r\n\r\n")),
+                ("bad-chunk", Behaviour(head=b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n")),
+                ("endless-chunk-line", Behaviour(head=b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+                                                 + b"f" * 5000)),
+                ("huge-head", Behaviour(head=b"HTTP/1.1 200 OK\r\nx: " + b"y" * 70_000))):
+            yield ServerCase(f"http-{what}", behaviour, 1, (*endpoint, "--no-metrics", *_maybe_json()))
+
+
+def _models_cases() -> Iterator[ServerCase]:
+    from tests.bench.hostile_server import Behaviour  # noqa: PLC0415
+
+    bodies = [b"not json", b"[]", b"5", b'{"data": 5}', b'{"data": "abc"}', b'{"data": []}', b'{"data": [5]}',
+              b'{"data": [null]}', b'{"data": [{}]}', b'{"data": [{"id": 5}]}', b'{"data": [{"id": ""}]}',
+              b'{"data": [{"id": null}]}', b'{"data": [{"id": "\\u001b[31mred"}]}', b'{"nodata": 1}',
+              ('{"data": ' + _deep(100_000) + "}").encode(), b'{"data": [{"id": ' + b"9" * 5000 + b"}]}",
+              b"\xff\xfe\x00"]
+    for body in bodies:
+        yield ServerCase("models-shape", Behaviour(models=body), 2, ("--no-metrics", *_maybe_json()),
+                         says="/v1/models")
+        # Named with --served-model the list is read only for the engine's name: never fatal.
+        yield ServerCase("models-shape-named", Behaviour(models=body), 0,
+                         ("--served-model", "m", "--no-metrics", *_maybe_json()))
+    for status in (404, 500, 302):
+        yield ServerCase("models-status", Behaviour(models=b"{}", models_status=status), 2, ("--no-metrics",),
+                         says="/v1/models")
+    yield ServerCase("models-huge", Behaviour(models=b'{"data": [{"id": "m"}], "x": "' + b"y" * (17 << 20) + b'"}'),
+                     2, ("--no-metrics",), says="exceeds")
+
+
+def _metrics_cases() -> Iterator[ServerCase]:
+    from tests.bench.hostile_server import GOOD_METRICS, Behaviour  # noqa: PLC0415
+
+    good = GOOD_METRICS.decode()
+    fixed = [b"", b"garbage", b"\xff\xfe\x00\x01" * 100, b"vllm:num_requests_running{engine=\"0\"} abc\n",
+             b"vllm:num_requests_running{engine=\"0} 1\n", b"vllm:num_requests_running NaN\n",
+             b"vllm:num_requests_running +Inf\nvllm:kv_cache_usage_perc -Inf\n",
+             b"vllm:num_requests_running -5\nvllm:num_preemptions_total -7\n",
+             b"vllm:num_requests_running 1e308\nvllm:prefix_cache_hits_total 1e308\n",
+             b"vllm:num_requests_running " + b"9" * 5000 + b"\n",
+             b"vllm:num_requests_running 1\n" * 20_000,
+             b"# TYPE vllm:num_requests_running histogram\nvllm:num_requests_running 1\n",
+             b'other_series{le="1"} 1\n' * 400_000,  # 9 MB of series dspark does not read
+             b"x" * (17 << 20),  # over the size limit
+             b"vllm:num_requests_running{" + b'a="b",' * 100_000 + b"} 1\n"]
+    for body in fixed:
+        yield ServerCase("metrics-fixed", Behaviour(metrics=body), 0, _maybe_json())
+    for _ in range(50):  # the real text, damaged at random
+        raw = bytearray(good.encode())
+        for _flip in range(RNG.randrange(1, 8)):
+            raw[RNG.randrange(len(raw))] = RNG.choice(b'{}"=\n #-.e9\x00\xff')
+        yield ServerCase("metrics-damaged", Behaviour(metrics=bytes(raw)), 0, _maybe_json())
+    for _ in range(2):
+        yield ServerCase("metrics-trickle", Behaviour(trickle_metrics=True), 0, _maybe_json())
+
+
+SERVER_CASES: list[ServerCase] = [*_stream_cases(), *_models_cases(), *_metrics_cases()]
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[Any]:
+    from tests.bench.helpers import in_thread  # noqa: PLC0415
+    from tests.bench.hostile_server import HostileServer  # noqa: PLC0415
+
+    with in_thread(HostileServer()) as server:
+        yield server
+
+
+def test_there_are_enough_server_cases() -> None:
+    assert len(SERVER_CASES) >= 300
+    assert {c.expected for c in SERVER_CASES} == {0, 1, 2}
+
+
+@pytest.mark.parametrize("case", SERVER_CASES, ids=[f"{i:03d}-{c.kind}" for i, c in enumerate(SERVER_CASES)])
+def test_generated_hostile_server(case: ServerCase, hostile: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    url = hostile.add(case.behaviour)
+    argv = ["bench", "--url", url, *BENCH_ARGS, *case.args]
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, SECONDS_PER_CASE)
+    try:
+        code = main(argv)
+    except _Hang:
+        pytest.fail(f"{case.kind}: no answer within {SECONDS_PER_CASE} s: dspark {argv}")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    out, err = capsys.readouterr()
+    shown = f"dspark {argv!r}\nstdout: {out[-2000:]}\nstderr: {err[-2000:]}"
+    assert code == case.expected, shown
+    assert "Traceback" not in err + out and "internal error" not in err, shown
+    if case.says is not None:
+        assert case.says in err, shown
+    if "--json" in argv:
+        document = json.loads(out)
+        assert isinstance(document, dict), shown
+        for key in ("aggregate_decode_tps", "per_stream_decode_tps", "request_throughput"):
+            value = (document.get("summary") or {}).get(key)
+            assert value is None or value >= 0, shown  # never a negative rate
+    else:
+        assert not re.search(r"\| +-\d", out), shown  # no negative figure in the table
