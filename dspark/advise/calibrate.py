@@ -364,10 +364,17 @@ def _seats_of(bench: Mapping[str, Any], source: str, given: int | None) -> int:
     running = (bench.get("summary") or {}).get("running_peak")
     if isinstance(running, (int, float)) and running >= 1:
         return int(running)
+    fix = "bench again with `dspark bench --seats N` (N: the server's max_num_seqs / --max-running-requests)"
+    metrics_read = isinstance(running, (int, float))  # a peak was recorded, if only 0
+    if metrics_read:
+        # /metrics was read, but no sample caught a request running: a pass too short for its sampling.
+        raise ValueError(
+            f"{source}: the bench records no server seats, and the engine's /metrics, read, never showed a "
+            f"request running (running peak {running}: too few samples in too short a pass), so its seat count "
+            f"is unknown; {fix}, or a longer pass (more --requests)")
     raise ValueError(
         f"{source}: the bench records neither the server's seats nor the engine's running-request peak (its "
-        "/metrics was not read, e.g. behind a proxy), so its seat count is unknown; bench again with `dspark "
-        "bench --seats N` (N: the server's max_num_seqs / --max-running-requests), or let bench read the "
+        f"/metrics was not read, e.g. behind a proxy), so its seat count is unknown; {fix}, or let bench read the "
         "server's /metrics (--metrics-url URL)")
 
 

@@ -173,7 +173,11 @@ class _Stream:
                 self.gaps.append(now - last)
             self.last = now
             self.chunks += 1
-        usage = obj.get("usage")
+        self._usage(obj.get("usage"), data)
+        return True
+
+    def _usage(self, usage: object, data: bytes) -> None:
+        """The usage block's counts, checked: whole numbers a server could have counted."""
         if usage is not None and not isinstance(usage, dict):
             raise _wrong_shape("'usage' is not an object", data)
         if usage:
@@ -182,7 +186,6 @@ class _Stream:
                                                       self.max_tokens, data)
             if usage.get("prompt_tokens") is not None:
                 self.prompt_tokens = _token_count(usage["prompt_tokens"], "prompt_tokens", MAX_PROMPT_TOKENS, data)
-        return True
 
 
 class _SseSink:
@@ -250,11 +253,10 @@ async def send_one(client: httpx.AsyncClient, cfg: ClientConfig, index: int, pro
     """Send one streaming request and time it; failures become a record with an error, never an exception."""
     stream = _Stream(chat=cfg.endpoint == "chat", max_tokens=cfg.max_tokens_for(index))
     start = time.perf_counter()
-    try:
-        body = request_body(cfg, prompt, index)
-        # httpx's timeout bounds each read; this bounds the whole response (a trickling server).
-        async with asyncio.timeout(cfg.timeout_s), \
-                client.stream("POST", cfg.base_url + _PATHS[cfg.endpoint], json=body) as resp:
+    body = request_body(cfg, prompt, index)
+
+    async def exchange() -> None:
+        async with client.stream("POST", cfg.base_url + _PATHS[cfg.endpoint], json=body) as resp:
             if resp.status_code != 200:
                 head = b""
                 async for piece in resp.aiter_raw():
@@ -264,7 +266,11 @@ async def send_one(client: httpx.AsyncClient, cfg: ClientConfig, index: int, pro
                 stream.error = f"HTTP {resp.status_code}: {head.decode('utf-8', 'replace')[:200]}"
             else:
                 await _consume(resp, stream)
-    except TimeoutError:
+
+    try:
+        # httpx's timeout bounds each read; this bounds the whole response (a trickling server).
+        await asyncio.wait_for(exchange(), cfg.timeout_s)
+    except asyncio.TimeoutError:
         stream.error = f"no complete response within {cfg.timeout_s:g} s"
     except (httpx.HTTPError, UnicodeDecodeError) as exc:
         stream.error = f"{type(exc).__name__}: {exc}"[:300]
@@ -389,13 +395,17 @@ async def get_bounded(client: httpx.AsyncClient, url: str, *, limit: int = MAX_R
     """GET url: its status and body, read within `deadline_s` in all and at most `limit` bytes (httpx's own
     timeout bounds each read, so a server trickling a byte at a time would otherwise hold the bench forever).
     httpx.HTTPError for a failed connection, an overlong body or the deadline."""
-    try:
-        async with asyncio.timeout(deadline_s), client.stream("GET", url) as resp:
+
+    async def read() -> tuple[int, bytes]:
+        async with client.stream("GET", url) as resp:
             body = bytearray()
             async for piece in resp.aiter_bytes():
                 body += piece
                 if len(body) > limit:
                     raise httpx.DecodingError(f"{url}: the reply exceeds {limit:,} bytes")
             return resp.status_code, bytes(body)
-    except TimeoutError:
+
+    try:
+        return await asyncio.wait_for(read(), deadline_s)
+    except asyncio.TimeoutError:
         raise httpx.ReadTimeout(f"{url}: no complete reply within {deadline_s:g} s") from None

@@ -152,7 +152,8 @@ def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = (), seats
         schedule_for_rep=None if rate is None else (
             lambda rep: arrival_schedule(load.requests, rate, load.burstiness, load.seed + 7919 * rep)),
         metadata={"argv": [redact_url_credentials(a) for a in redact_argv(list(argv))],
-                  "synthetic": file_prompts is None, "seed": load.seed, "mode": "closed loop" if rate is None else "open loop",
+                  "synthetic": file_prompts is None, "seed": load.seed,
+                  "mode": "closed loop" if rate is None else "open loop",
                   "request_rate": rate, "burstiness": load.burstiness if rate is not None else None,
                   "max_concurrency": load.concurrency,
                   "max_tokens_per_line": {"min": min(max_tokens_each), "max": max(max_tokens_each),

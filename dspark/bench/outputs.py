@@ -19,8 +19,8 @@ from pathlib import Path
 
 from dspark.core.errors import InputError
 
-_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
 
 
 def _kind(mode: int) -> str:
@@ -117,7 +117,7 @@ def exclusive(lock: Path, what: str) -> Iterator[None]:
             raise InputError(f"{what} is in use by another dspark run{_holder(lock)}: two runs would overwrite "
                              "each other's results", hint="wait for it to finish, or choose another path") from None
         try:  # the file may have been removed by its previous holder between open and lock: lock the new one
-            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+            same = os.fstat(fd).st_ino == lock.stat().st_ino
         except FileNotFoundError:
             same = False
         if same:

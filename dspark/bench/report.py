@@ -12,6 +12,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from dspark.bench.outputs import write_atomic
 from dspark.bench.results import (
     METRICS,
     SPREAD_SUFFIX,
@@ -21,8 +22,11 @@ from dspark.bench.results import (
     jsonable,
     pass_values,
 )
-from dspark.bench.outputs import write_atomic as write_atomic  # re-exported: advise and the benchmarks write with it
 from dspark.bench.sweep import SweepResult
+
+# write_atomic is re-exported: advise and the benchmarks write their files with it.
+__all__ = ["MINUS", "bench_table", "bench_text", "fmt_change", "fmt_value", "latency_table", "prediction_lines",
+           "spread_lines", "sweep_table", "sweep_text", "to_json", "to_text", "write_atomic"]
 
 MINUS = "−"  # typographic minus, as in docs/deployment.md's tables
 

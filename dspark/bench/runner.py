@@ -185,9 +185,9 @@ async def run_bench(spec: BenchSpec, observer: PassObserver | None = None) -> Be
         except asyncio.CancelledError:
             if stop.signame is None:
                 raise
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
+            uncancel = getattr(asyncio.current_task(), "uncancel", None)  # Python 3.11+: the cancel was handled
+            if uncancel is not None:
+                uncancel()
             partial = (f"interrupted by {stop.signame} {where}: {len(reps)} of {spec.reps} rep(s) measured"
                        + ("" if not spec.warm_rerun or warm is not None else ", no warm re-run")
                        + "; an interrupted pass is not counted")

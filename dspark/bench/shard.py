@@ -11,6 +11,7 @@ failed run (ClientFailure) naming the child's error, never a pass that "finished
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import dataclasses
 import multiprocessing as mp
@@ -56,10 +57,8 @@ def die_with_parent(parent: int) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-        except (OSError, AttributeError):
-            pass
     if os.getppid() != parent:
         os._exit(1)
 

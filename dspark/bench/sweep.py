@@ -280,7 +280,7 @@ def _family(pid: int) -> set[int]:
 def responder_problems(url: str, engine_pid: int, served_names: Sequence[str] = ()) -> list[str]:
     """Why the server answering `url` may not be the engine this sweep started: its listening socket belongs to
     another process, or its /v1/models does not list the served-model name the plan set. Empty: it is ours."""
-    host, port = _host_port(url)
+    port = _host_port(url)[1]
     listeners = _listeners(port)
     if listeners is not None:
         ours = _family(engine_pid)
@@ -320,6 +320,15 @@ def _served_names(argv: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _check_responder(engine: EngineProcess, url: str) -> None:
+    """EngineFailure unless the server that answered `url` is the engine started (alive, its socket, its name)."""
+    if (rc := engine.poll()) is not None:
+        raise EngineFailure(f"the engine exited with code {rc} although {url} answers: another server holds the "
+                            f"port; {engine.log.failure_context()}")
+    if foreign := responder_problems(url, engine.pid, _served_names(engine.plan.argv)):
+        raise EngineFailure(foreign[0])
+
+
 def run_setting(
     seats: int,
     launch: PlannedLaunch,
@@ -354,11 +363,7 @@ def run_setting(
     try:
         engine.start()
         startup = engine.wait_healthy(url + "/health", health_timeout_s)
-        if (rc := engine.poll()) is not None:
-            raise EngineFailure(f"the engine exited with code {rc} although {url} answers: another server holds "
-                                f"the port; {engine.log.failure_context()}")
-        if foreign := responder_problems(url, engine.pid, _served_names(plan.argv)):
-            raise EngineFailure(foreign[0])
+        _check_responder(engine, url)
         engine.log.kv_seen.wait(5.0)  # printed before the server answers; a short grace for the reader thread
         check = check_launch(plan.argv, seats, engine.log.engine_args, engine.log.kv_pool, launch.expected_pool_tokens,
                              seat_arg=espec.seat_arg)

@@ -13,16 +13,15 @@ from rich.console import Console
 from dspark.advise.build import sweep_prediction
 from dspark.bench.decision import DecisionRule, make_rule, parse_seats
 from dspark.bench.load import LoadOptions, bench_spec
-from dspark.bench.plot import sweep_png
 from dspark.bench.outputs import check_out_dir, exclusive, write_set
+from dspark.bench.plot import sweep_png
 from dspark.bench.report import sweep_text, to_json
-from dspark.bench.url import finite_positive
 from dspark.bench.sweep import PlanBuilder, SweepResult, plan_launches, run_sweep, start_plan_builder
+from dspark.bench.url import finite_positive
 from dspark.commands.bench import RichProgress
 from dspark.core.errors import ExitCode
 from dspark.core.extras import require_extra
 from dspark.planning.start import StartRequest
-
 
 OUTPUTS = {"json": "sweep.json", "table": "sweep.md", "plot": "sweep.png"}
 LOCK = ".dspark-sweep.lock"  # held in --out-dir for the whole sweep: a second sweep there is refused
@@ -60,10 +59,10 @@ def sweep(
     finite_positive("--health-timeout", health_timeout_s)
     finite_positive("--stop-timeout", stop_timeout_s)
     check_out_dir(out_dir, (*OUTPUTS.values(), *(f"engine-{n}-seats.log" for n in seats)))
-    plans = plan_launches(seats, build)
     spec = bench_spec(load, "http://127.0.0.1")  # each setting's own URL replaces this
     err = Console(file=sys.stderr, highlight=False)
     with exclusive(out_dir / LOCK, f"--out-dir {out_dir}"):
+        plans = plan_launches(seats, build)
         observer = RichProgress(err) if progress else None
         try:
             result = run_sweep(

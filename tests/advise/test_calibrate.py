@@ -193,3 +193,15 @@ def test_flash_next_16_seats_from_its_8_seat_point() -> None:
     assert abs(agg_err) < 0.15 and abs(per_err) < 0.15
     assert abs(ttft_err) < 0.25 and abs(wall_err) < 0.15
     assert not math.isclose(sim.aggregate_decode_tps, obs[("decode_tok_s", 8)], rel_tol=0.05)  # it did move
+
+
+def test_a_zero_running_peak_read_from_metrics_is_not_called_unread(
+    stepping_benches: dict[int, dict[str, Any]],
+) -> None:
+    """Issue 26 item 13: /metrics was read, its samples missed every running request (a pass shorter than the
+    sampling): refused, but never with "its /metrics was not read"."""
+    peak_zero = {**{k: v for k, v in stepping_benches[2].items() if k != "seats"},
+                 "summary": {**stepping_benches[2]["summary"], "running_peak": 0.0}}
+    with pytest.raises(ValueError, match=r"/metrics, read, never showed a request running") as info:
+        points_from_json(peak_zero, "short.json")
+    assert "was not read" not in str(info.value)

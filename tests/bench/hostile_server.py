@@ -13,13 +13,13 @@ import json
 from dataclasses import dataclass
 
 GOOD_METRICS = (
-    'vllm:num_requests_running{engine="0",model_name="m"} 0.0\n'
-    'vllm:num_requests_waiting{engine="0",model_name="m"} 0.0\n'
-    'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.01\n'
-    'vllm:prefix_cache_queries_total{engine="0",model_name="m"} 0.0\n'
-    'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 0.0\n'
-    'vllm:num_preemptions_total{engine="0",model_name="m"} 0.0\n'
-).encode()
+    b'vllm:num_requests_running{engine="0",model_name="m"} 0.0\n'
+    b'vllm:num_requests_waiting{engine="0",model_name="m"} 0.0\n'
+    b'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.01\n'
+    b'vllm:prefix_cache_queries_total{engine="0",model_name="m"} 0.0\n'
+    b'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 0.0\n'
+    b'vllm:num_preemptions_total{engine="0",model_name="m"} 0.0\n'
+)
 GOOD_MODELS = json.dumps({"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "hostile"}]}).encode()
 
 

@@ -18,7 +18,8 @@ from dspark.core.errors import InputError
 from dspark.engines import engine_spec
 from dspark.runtime.launch import LaunchPlan
 from dspark.runtime.supervise import EngineProcess
-from tests.bench.helpers import fake_engine_argv, free_port
+from tests.bench.fake_server import FakeServer
+from tests.bench.helpers import fake_engine_argv, free_port, in_thread
 
 
 def _serve(*extra: str) -> Iterator[str]:
@@ -202,3 +203,45 @@ def test_seats_given_to_bench_are_recorded_for_calibration(server: str, capsys: 
     assert data["seats"] == 2 and data["summary"]["running_peak"] is None
     assert main(["bench", "--url", server, *ARGS, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["seats"] is None  # not given: not guessed
+
+
+def test_the_table_shows_mean_p50_p90_p99_as_the_readme_says(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26 item 24: the README promises TTFT/TPOT/ITL/E2E as mean / p50 / p90 / p99; the table showed two."""
+    assert main(["bench", "--url", server, *ARGS]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(line for line in lines if line.startswith("| Latency, ms"))
+    assert [c.strip() for c in head.strip("|").split("|")] == ["Latency, ms", "mean", "p50", "p90", "p99"]
+    for label in ("Time to first token", "Time per output token", "Inter-token latency", "End-to-end latency"):
+        row = next(line for line in lines if line.startswith(f"| {label} "))
+        assert len(row.strip("|").split("|")) == 5 and "–" not in row
+
+
+def test_a_second_run_on_seed_0s_prompts_hints_at_the_warm_cache(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26 item 24: a second bench re-sent seed 0's prompts and read 50% "prefix hits" without a word."""
+    with in_thread(FakeServer()) as srv:
+        assert main(["bench", "--url", srv.url, *ARGS]) == 0
+        assert "hint:" not in capsys.readouterr().out  # a cold cache: nothing to say
+        assert main(["bench", "--url", srv.url, *ARGS]) == 0
+        again = capsys.readouterr().out
+        assert main(["bench", "--url", srv.url, *ARGS, "--seed", "7"]) == 0
+        fresh = capsys.readouterr().out
+    assert ("hint: rep 1 hit the prefix cache at 100%: the server has seen these synthetic prompts (seed 0) before, "
+            "from an earlier bench; pass another --seed (e.g. --seed 1)") in again
+    assert "hint:" not in fresh
+
+
+@pytest.mark.parametrize(("usage", "says"), [
+    ('"3"', "completion_tokens is '3', not a token count"), ("-184", "completion_tokens is '-184'"),
+    ("10" + "0" * 30, "completion_tokens is '1000"), ("7", "completion_tokens is '7', not a token count within 0..3")])
+def test_a_usage_count_that_cannot_be_is_exit_2(usage: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26 item 17: a negative count gave "-184 tok/s"; a string one a traceback."""
+    from tests.bench.hostile_server import Behaviour, HostileServer, chunk_event  # noqa: PLC0415
+
+    body = (chunk_event(False) * 3 + b'data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":'
+            + usage.encode() + b"}}\n\ndata: [DONE]\n\n")
+    with in_thread(HostileServer()) as srv:
+        rc = main(["bench", "--url", srv.add(Behaviour(stream=body)), *ARGS, "--no-metrics"])
+    out, err = capsys.readouterr()
+    assert rc == 2, err
+    assert err.startswith(f"error: the server's usage {says}") and "Traceback" not in err
+    assert "tok/s" not in out

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from dspark.bench.client import ClientConfig, _consume, _Stream, make_client, request_body, send_one
+from dspark.bench.http import ServerProtocolError
 from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.runner import BenchSpec, run_bench
 from dspark.bench.shard import run_pass
@@ -195,3 +196,16 @@ def test_raw_http_keeps_one_connection_per_client_and_reports_http_errors() -> N
             assert srv.state.connections == 1  # kept alive across 4 requests, the failed ones included
             assert [r.output_tokens for r in records if r.ok] == [5, 5]
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("payload", [b"[1,2]", b'{"choices":5}', b'{"choices":[5]}', b'{"usage":[1]}', b"{",
+                                     b'{"usage":{"completion_tokens":"3"}}', b'{"usage":{"completion_tokens":-1}}',
+                                     b'{"usage":{"completion_tokens":' + b"9" * 5000 + b"}}", b"[" * 100_000])
+def test_an_event_of_the_wrong_shape_is_a_protocol_error(payload: bytes) -> None:
+    """Issue 26 item 17: `data: [1,2]` was an AttributeError traceback inside asyncio; a string count was kept."""
+    for chat in (False, True):
+        with pytest.raises(ServerProtocolError):
+            _Stream(chat=chat, max_tokens=8).event(payload, 0.0)
+    with pytest.raises(ServerProtocolError, match="'delta' is not an object"):
+        _Stream(chat=True).event(b'{"choices":[{"delta":5}]}', 0.0)
+    assert issubclass(ServerProtocolError, InputError)  # exit 2 with its message

@@ -9,9 +9,17 @@ Fixtures (tests/bench/fixtures/vllm_metrics_*.txt), all from a 2-layer Qwen3 ser
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
+
+import httpx
 import pytest
 
-from dspark.bench.metrics import EngineSnapshot, Histogram, Sample, engine_delta, parse_metrics
+from dspark.bench.metrics import EngineSnapshot, Histogram, Sample, engine_delta, next_interval, parse_metrics, scrape
+from dspark.cli import main
+from tests.bench.fake_server import FakeConfig, FakeServer
+from tests.bench.helpers import in_thread
 
 
 def test_idle_engine_reads_zero_not_missing(metrics_text: dict[str, str]) -> None:
@@ -86,3 +94,71 @@ def test_sglang_names() -> None:
     snap = parse_metrics(text)
     assert (snap.running, snap.kv_usage, snap.prefix_hits, snap.prefix_queries, snap.preemptions) == (
         2.0, 0.5, 30.0, 120.0, 1.0)
+
+
+def test_sampling_adapts_to_the_pass() -> None:
+    """Issue 26 item 13: every 5 s missed passes of 5-8 s; now 0.2 s at first, a tenth of the time elapsed."""
+    assert next_interval(0.0, 5.0) == 0.2
+    assert next_interval(3.0, 5.0) == pytest.approx(0.3)
+    assert next_interval(600.0, 5.0) == 5.0
+    assert next_interval(0.0, 0.05) == 0.05  # an interval asked below 0.2 s is kept
+    t, n = 0.0, 0
+    while t < 5.0:  # a 5 s pass
+        t += next_interval(t, 5.0)
+        n += 1
+    assert n >= 10
+
+
+def test_only_the_lines_read_are_parsed_and_nonsense_is_dropped(metrics_text: dict[str, str]) -> None:
+    """Issue 26 item 15: 50 MB of /metrics cost 72 s of CPU; series dspark does not read are skipped unparsed."""
+    junk = 'vllm:request_prefill_time_seconds_bucket{engine="0",le="%d"} 1.0\n'
+    text = "".join(junk % i for i in range(300_000)) + metrics_text["running"]
+    t0 = time.process_time()
+    snap = parse_metrics(text)
+    assert time.process_time() - t0 < 5.0
+    assert (snap.running, snap.waiting, snap.kv_usage) == (3.0, 5.0, 0.8)
+    odd = parse_metrics("vllm:num_requests_running -3\nvllm:num_preemptions_total NaN\nvllm:kv_cache_usage_perc 7\n"
+                        "vllm:num_requests_waiting +Inf\n")
+    assert (odd.running, odd.preemptions, odd.kv_usage, odd.waiting) == (None, None, None, None)
+
+
+def test_a_trickling_or_huge_metrics_reply_is_cut_off() -> None:
+    """Issue 26 item 15: a server trickling /metrics blocked the bench forever."""
+    from tests.bench.hostile_server import Behaviour, HostileServer  # noqa: PLC0415
+
+    async def go() -> None:
+        srv = HostileServer()
+        await srv.start()
+        try:
+            slow = srv.add(Behaviour(trickle_metrics=True)) + "/metrics"
+            big = srv.add(Behaviour(metrics=b"x" * (3 << 20))) + "/metrics"
+            async with httpx.AsyncClient(timeout=10.0) as client:
+                t0 = time.monotonic()
+                with pytest.raises(httpx.ReadTimeout, match="no complete reply within 1 s"):
+                    await scrape(client, slow, deadline_s=1.0)
+                assert time.monotonic() - t0 < 3.0
+                with pytest.raises(httpx.DecodingError, match="exceeds 1,048,576 bytes"):
+                    await scrape(client, big, limit=1 << 20)
+        finally:
+            await srv.stop()
+
+    asyncio.run(go())
+
+
+def test_a_short_pass_at_the_default_interval_sees_its_running_requests(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26 item 13: at the default --sample-interval a ~2 s pass got no sample: running peak 0."""
+    with in_thread(FakeServer(FakeConfig(token_delay=0.02))) as srv:
+        assert main(["bench", "--url", srv.url, "--requests", "4", "--concurrency", "2", "--max-tokens", "40",
+                     "--input-len", "4", "--no-progress", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"]["running_peak"] == 2.0
+    assert len(data["reps"][0]["engine"]["samples"]) >= 6
+    assert data["reps"][0]["metrics_warning"] is None
+
+
+def test_a_peak_on_too_few_samples_is_warned_about(capsys: pytest.CaptureFixture[str]) -> None:
+    with in_thread(FakeServer()) as srv:
+        assert main(["bench", "--url", srv.url, "--requests", "2", "--concurrency", "1", "--max-tokens", "2",
+                     "--input-len", "4", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: rep 1: its running and KV peaks rest on 0 /metrics sample(s)" in out

@@ -82,7 +82,7 @@ def test_check_out_dir(tmp_path: Path) -> None:
         check_out_dir(tmp_path / "f", ("sweep.json",))
     (tmp_path / "d").mkdir()
     os.mkfifo(tmp_path / "d" / "sweep.json")
-    with pytest.raises(InputError, match="sweep.json: is a FIFO"):
+    with pytest.raises(InputError, match=r"sweep\.json: is a FIFO"):
         check_out_dir(tmp_path / "d", ("sweep.json",))
     check_out_dir(tmp_path / "new" / "deeper", ("sweep.json",))  # absent: created later
     check_out_file(tmp_path / "new" / "r.json")

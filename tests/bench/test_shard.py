@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -14,6 +18,7 @@ from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.shard import ClientFailure, run_pass, split
 from dspark.core.errors import ExitCode, InputError
 from tests.bench.fake_server import FakeConfig, FakeServer
+from tests.bench.helpers import in_thread
 
 
 def cfg(url: str, **kw: object) -> ClientConfig:
@@ -64,7 +69,7 @@ def test_a_child_that_raises_fails_the_pass_with_its_error() -> None:
             # Token ids cannot go to the chat endpoint: the child's request builder raises InputError, which
             # reaches the parent as that same input error (exit 2 with its message, as in one process).
             c = cfg(srv.url, endpoint="chat", concurrency=2, processes=2)
-            with pytest.raises(InputError, match="^token-id prompts need the completions endpoint"):
+            with pytest.raises(InputError, match=r"^token-id prompts need the completions endpoint"):
                 await run_pass(c, synthetic_token_prompts(4, 4, vocab_size=500, seed=0))
     asyncio.run(go())
 
@@ -85,3 +90,28 @@ def test_a_child_that_dies_fails_the_pass() -> None:
                                synthetic_token_prompts(8, 4, vocab_size=500, seed=0), on_start=kill_a_child)
     asyncio.run(go())
     assert ClientFailure("x").exit_code == ExitCode.REFUSED  # a failed run (1), not dspark's internal error (3)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_client_processes_die_with_their_parent(sig: signal.Signals) -> None:
+    """Issue 26 item 16: a SIGTERM of `bench --client-processes N` left its clients sending requests."""
+    root = Path(__file__).resolve().parents[2]
+    with in_thread(FakeServer(FakeConfig(token_delay=0.05))) as srv:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dspark", "bench", "--url", srv.url, "--requests", "400", "--concurrency", "4",
+             "--client-processes", "2", "--max-tokens", "200", "--input-len", "4", "--no-progress", "--no-metrics"],
+            cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        parent = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 90
+        while srv.state.requests < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        kids = [k for k in parent.children() if "spawn_main" in " ".join(k.cmdline())]
+        assert len(kids) == 2
+        proc.send_signal(sig)
+        proc.wait(30)
+        _gone, alive = psutil.wait_procs(kids, timeout=10)
+        assert alive == []
+        sent = srv.state.requests
+        time.sleep(0.5)
+        assert srv.state.requests == sent  # nothing sends any more

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import io
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -14,12 +20,23 @@ from dspark.bench.decision import DecisionRule, parse_seats
 from dspark.bench.load import LoadOptions
 from dspark.bench.prompts import synthetic_token_prompts
 from dspark.bench.runner import BenchSpec
-from dspark.bench.sweep import PlannedLaunch, base_url_of, check_launch, planned_flags, run_setting, run_sweep
+from dspark.bench.sweep import (
+    PlannedLaunch,
+    _served_names,
+    base_url_of,
+    check_launch,
+    planned_flags,
+    responder_problems,
+    run_setting,
+    run_sweep,
+)
 from dspark.commands.sweep import sweep
 from dspark.core.errors import InputError
+from dspark.engines import engine_spec
 from dspark.runtime.launch import LaunchPlan
-from dspark.runtime.supervise import KvPoolLine
-from tests.bench.helpers import FAKE_SERVER, fake_engine_argv, free_port
+from dspark.runtime.supervise import EngineProcess, KvPoolLine
+from tests.bench.fake_server import FakeConfig, FakeServer
+from tests.bench.helpers import FAKE_SERVER, fake_engine_argv, free_port, in_thread
 
 POOL = 4096
 
@@ -190,3 +207,109 @@ def test_no_fake_engine_survives_the_tests() -> None:
     # This checkout's fake engine only: another checkout's tests on the same machine are not ours to judge.
     left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(FAKE_SERVER) in (p.info["cmdline"] or [])]
     assert left == []
+
+
+def _on_port(port: int) -> FakeServer:
+    return FakeServer(FakeConfig(), port=port)
+
+
+def test_a_server_already_on_the_port_is_not_benchmarked_as_the_engine() -> None:
+    """Issue 26 item 8: a stale server on the port was benchmarked as "launch as planned", exit 0."""
+    launch = fake_plan(2)
+    port = int(launch.plan.argv[launch.plan.argv.index("--port") + 1])
+    with in_thread(_on_port(port)) as stale:
+        s = setting(launch, spec())
+        served = stale.state.requests
+    assert s.bench is None and s.stop is None and s.launch is None  # the engine was never started
+    assert len(s.problems) == 1 and s.problems[0].startswith(
+        f"something already answers at http://127.0.0.1:{port} before the engine started")
+    assert served == 0
+
+
+def test_a_foreign_server_answering_for_a_starting_engine_is_caught() -> None:
+    """The port was free when checked; another server took it while the engine started (it binds only after
+    20 s): its /health answer must not pass for the engine's."""
+    launch = fake_plan(2, "--startup-delay", "20")
+    port = int(launch.plan.argv[launch.plan.argv.index("--port") + 1])
+    with contextlib.ExitStack() as stack:
+
+        def say(message: str) -> None:
+            if "starting" in message:  # after the port check, just before the engine starts
+                stack.enter_context(in_thread(_on_port(port)))
+
+        s = run_setting(2, launch, spec(), log_path=None, health_timeout_s=60, stop_timeout_s=10, say=say)
+    assert s.bench is None
+    assert len(s.problems) == 1
+    assert s.problems[0].startswith(f"the server answering http://127.0.0.1:{port} is not the engine this sweep "
+                                    f"started (pid ")
+    assert f"port {port} is held by pid {os.getpid()}" in s.problems[0]
+    assert s.stop is not None  # the engine it started was stopped
+
+
+def test_two_sweeps_on_one_port_do_not_measure_each_others_engines() -> None:
+    first = fake_plan(2, "--token-delay", "0.01")
+    port = int(first.plan.argv[first.plan.argv.index("--port") + 1])
+    engine = EngineProcess(first.plan, log_format=engine_spec("vllm").log_format)
+    engine.start()
+    try:
+        engine.wait_healthy(f"http://127.0.0.1:{port}/health", 30)
+        second = PlannedLaunch(plan=LaunchPlan(engine="vllm", argv=first.plan.argv), expected_pool_tokens=POOL)
+        s = setting(second, spec())
+        assert s.bench is None and s.problems[0].startswith("something already answers")
+    finally:
+        engine.stop(10)
+
+
+def test_responder_names_the_served_model() -> None:
+    with in_thread(FakeServer(FakeConfig(model="other"))) as srv:
+        problems = responder_problems(srv.url, os.getpid(), ("mine",))
+    assert problems == [f"the server answering {srv.url} does not serve mine (its /v1/models lists other): not "
+                        "the engine this sweep started"]
+    assert _served_names(("x", "--served-model-name", "a", "b", "--port", "1")) == ("a", "b")
+    assert _served_names(("x", "--served-model-name=a")) == ("a",)
+
+
+def test_a_second_sweep_into_the_same_out_dir_is_refused(tmp_path: Path) -> None:
+    """Issue 26 item 12: two sweeps sharing --out-dir interleaved engine logs and overwrote each other's files."""
+    out_dir = tmp_path / "results"
+    script = ("import sys; from pathlib import Path; from dspark.bench.decision import DecisionRule; "
+              "from dspark.bench.load import LoadOptions; from dspark.commands.sweep import sweep; "
+              "from tests.bench.test_sweep_fake import fake_plan; "
+              "sys.exit(sweep((2,), LoadOptions(requests=4, concurrency=2, max_tokens=60, input_len=8, "
+              "sample_interval_s=0.1), DecisionRule(secondaries=()), lambda n: fake_plan(n, '--token-delay', "
+              "'0.05'), out_dir=Path(sys.argv[1]), progress=False))")
+    root = Path(__file__).resolve().parents[2]
+    first = subprocess.Popen([sys.executable, "-c", script, str(out_dir)], cwd=root,
+                             env={**os.environ, "PYTHONPATH": str(root)}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while not (out_dir / "engine-2-seats.log").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    load = LoadOptions(requests=4, concurrency=2, max_tokens=4, input_len=8, sample_interval_s=0.05)
+    started: list[int] = []
+    with pytest.raises(InputError, match=rf"--out-dir {out_dir} is in use by another dspark run \(pid {first.pid}\)"):
+        sweep((2,), load, DecisionRule(secondaries=()), lambda n: started.append(n) or fake_plan(n),  # type: ignore[func-returns-value]
+              out_dir=out_dir, progress=False, out=io.StringIO())
+    assert started == []  # refused before any plan or engine
+    assert first.wait(120) == 0, first.stderr.read() if first.stderr else ""
+    assert json.loads((out_dir / "sweep.json").read_text())["clean"] is True
+
+
+def test_the_outputs_are_written_as_a_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure drawing sweep.png left a new sweep.json and sweep.md beside the old plot: now none is replaced."""
+    import dspark.commands.sweep as command  # noqa: PLC0415
+
+    out_dir = tmp_path / "results"
+    load = LoadOptions(requests=4, concurrency=2, max_tokens=4, input_len=8, sample_interval_s=0.05)
+    assert sweep((2,), load, DecisionRule(secondaries=()), fake_plan, out_dir=out_dir, progress=False,
+                 out=io.StringIO()) == 0
+    before = {p.name: p.read_bytes() for p in out_dir.iterdir() if p.name.startswith("sweep.")}
+
+    def broken(_result: object) -> bytes:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(command, "sweep_png", broken)
+    with pytest.raises(OSError, match="No space left"):
+        sweep((2,), dataclasses.replace(load, seed=5), DecisionRule(secondaries=()), fake_plan, out_dir=out_dir,
+              progress=False, out=io.StringIO())
+    assert {p.name: p.read_bytes() for p in out_dir.iterdir() if p.name.startswith("sweep.")} == before

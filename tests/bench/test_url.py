@@ -32,7 +32,7 @@ def test_credentials_are_split_off_into_basic_auth() -> None:
                                  "http://h\r\nX-Evil: 1", "http://h\n", "http://h:1\t", "ftp://h:1", "http://",
                                  "127.0.0.1:8000", "http://h:1/?q=1", "http://h a:1", ""])
 def test_bad_urls_are_input_errors(url: str) -> None:
-    with pytest.raises(InputError, match="^--url "):
+    with pytest.raises(InputError, match=r"^--url "):
         parse_server_url(url)
 
 

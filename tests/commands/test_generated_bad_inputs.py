@@ -669,7 +669,7 @@ def _stream_cases() -> Iterator[ServerCase]:
     for chat in (False, True):
         endpoint = ("--endpoint", "chat") if chat else ()
         usage_ok = good_stream(chat, 3).split(b"\n\n")[-3] + b"\n\n"
-        for what, payload in _bad_payloads(chat):
+        for _what, payload in _bad_payloads(chat):
             event = b"data: " + payload + b"\n\n"
             for where in RNG.sample(("first", "after-chunks", "as-usage"), k=2):
                 if where == "first":
