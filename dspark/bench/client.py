@@ -277,9 +277,16 @@ async def send_one(client: httpx.AsyncClient, cfg: ClientConfig, index: int, pro
     return _record(stream, index, start, time.perf_counter())
 
 
+def printable(text: str) -> str:
+    """Text from the server as it may reach a terminal: control characters (escape sequences) as \\xNN."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _record(stream: _Stream, index: int, start: float, end: float) -> RequestRecord:
     if stream.error is None and stream.first is None:
         stream.error = "the stream ended without output"
+    if stream.error is not None:
+        stream.error = printable(stream.error)
     tokens = stream.completion_tokens if stream.completion_tokens is not None else stream.chunks
     return RequestRecord(
         index=index,

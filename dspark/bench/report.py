@@ -139,6 +139,9 @@ def sweep_text(result: SweepResult) -> str:
     for s in result.settings:
         for p in s.problems:
             lines.append(f"  problem, {s.label}: {p}")
+        for pass_ in s.bench.passes if s.bench else ():
+            if pass_.metrics_warning:
+                lines.append(f"  warning, {s.label}: {pass_.label}: {pass_.metrics_warning}")
     return "\n".join(lines) + "\n"
 
 

@@ -200,7 +200,8 @@ def test_raw_http_keeps_one_connection_per_client_and_reports_http_errors() -> N
 
 @pytest.mark.parametrize("payload", [b"[1,2]", b'{"choices":5}', b'{"choices":[5]}', b'{"usage":[1]}', b"{",
                                      b'{"usage":{"completion_tokens":"3"}}', b'{"usage":{"completion_tokens":-1}}',
-                                     b'{"usage":{"completion_tokens":' + b"9" * 5000 + b"}}", b"[" * 100_000])
+                                     b'{"usage":{"completion_tokens":' + b"9" * 5000 + b"}}", b"[" * 100_000],
+                         ids=lambda p: p[:24].decode())
 def test_an_event_of_the_wrong_shape_is_a_protocol_error(payload: bytes) -> None:
     """Issue 26 item 17: `data: [1,2]` was an AttributeError traceback inside asyncio; a string count was kept."""
     for chat in (False, True):

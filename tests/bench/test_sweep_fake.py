@@ -313,3 +313,11 @@ def test_the_outputs_are_written_as_a_set(tmp_path: Path, monkeypatch: pytest.Mo
         sweep((2,), dataclasses.replace(load, seed=5), DecisionRule(secondaries=()), fake_plan, out_dir=out_dir,
               progress=False, out=io.StringIO())
     assert {p.name: p.read_bytes() for p in out_dir.iterdir() if p.name.startswith("sweep.")} == before
+
+
+def test_a_peak_on_too_few_samples_is_warned_about_in_the_sweep_table(tmp_path: Path) -> None:
+    """Issue 26 item 13: the table said "running peak 1.5" with 4 seats busy, from one sample, and no word."""
+    load = LoadOptions(requests=2, concurrency=1, max_tokens=2, input_len=8)  # a pass of a few ms
+    buf = io.StringIO()
+    assert sweep((2,), load, DecisionRule(secondaries=()), fake_plan, out_dir=tmp_path, progress=False, out=buf) == 0
+    assert "  warning, 2 seats: rep 1: its running and KV peaks rest on 0 /metrics sample(s)" in buf.getvalue()

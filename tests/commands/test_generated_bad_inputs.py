@@ -701,6 +701,9 @@ def _stream_cases() -> Iterator[ServerCase]:
                 ("only-done", Behaviour(stream=b"data: [DONE]\n\n")),
                 ("empty", Behaviour(stream=b"")),
                 ("http-500", Behaviour(head=b"HTTP/1.1 500 Oops\r\nconnection: close\r\n\r\n", stream=b"{}")),
+                ("http-500-escapes", Behaviour(head=b"HTTP/1.1 500 Oops\r\nconnection: close\r\n\r\n",
+                                               stream=b"\x1b[2J\x1b]0;owned\x07 boom")),
+                ("error-escapes", Behaviour(stream=b'data: {"error": {"message": "\\u001b[2Jboom"}}\n\n')),
                 ("not-http", Behaviour(head=b"SSH-2.0-OpenSSH\r\n\r\n")),
                 ("bad-status", Behaviour(head=b"HTTP/1.1 abc OK\r\n\r\n")),
                 ("negative-length", Behaviour(head=b"HTTP/1.1 200 OK\r\ncontent-length: -5\r\n\r\n")),
@@ -792,6 +795,7 @@ def test_generated_hostile_server(case: ServerCase, hostile: Any, capsys: pytest
     shown = f"dspark {argv!r}\nstdout: {out[-2000:]}\nstderr: {err[-2000:]}"
     assert code == case.expected, shown
     assert "Traceback" not in err + out and "internal error" not in err, shown
+    assert "\x1b" not in out + err, shown  # nothing the server sent reaches the terminal as an escape sequence
     if case.says is not None:
         assert case.says in err, shown
     if "--json" in argv:
