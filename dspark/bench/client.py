@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import httpx
 
-from dspark.bench.http import HttpError, RawHttp, ServerProtocolError
+from dspark.bench.http import HttpError, RawHttp, ServerProtocolError, within
 from dspark.bench.prompts import Prompt
 from dspark.bench.stats import RequestRecord
 from dspark.core.errors import InputError
@@ -269,7 +269,7 @@ async def send_one(client: httpx.AsyncClient, cfg: ClientConfig, index: int, pro
 
     try:
         # httpx's timeout bounds each read; this bounds the whole response (a trickling server).
-        await asyncio.wait_for(exchange(), cfg.timeout_s)
+        await within(exchange(), cfg.timeout_s)
     except asyncio.TimeoutError:
         stream.error = f"no complete response within {cfg.timeout_s:g} s"
     except (httpx.HTTPError, UnicodeDecodeError) as exc:
@@ -413,6 +413,6 @@ async def get_bounded(client: httpx.AsyncClient, url: str, *, limit: int = MAX_R
             return resp.status_code, bytes(body)
 
     try:
-        return await asyncio.wait_for(read(), deadline_s)
+        return await within(read(), deadline_s)
     except asyncio.TimeoutError:
         raise httpx.ReadTimeout(f"{url}: no complete reply within {deadline_s:g} s") from None

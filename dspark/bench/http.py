@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from dspark.core.errors import InputError
 
+T = TypeVar("T")
 _MAX_HEAD = 64 * 1024
 _MAX_CHUNK_LINE = 1024  # a chunk-size line (hex digits and extensions) longer than this is not HTTP
 
@@ -26,6 +28,25 @@ class HttpError(Exception):
 class ServerProtocolError(InputError):
     """The server answered, but not as an OpenAI-compatible server does (an event of the wrong shape, a token
     count that cannot be): the URL names something dspark cannot measure, an input error naming the cause."""
+
+
+async def within(awaitable: Awaitable[T], seconds: float) -> T:
+    """Await `awaitable` for at most `seconds`; asyncio.TimeoutError after that (it is cancelled).
+
+    Not asyncio.wait_for: before Python 3.12 it can swallow a cancellation of the caller that arrives as the
+    awaited work completes, and a sampler or client told to stop would then run on (a bench that never ends).
+    """
+    task = asyncio.ensure_future(awaitable)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except BaseException:  # the caller was cancelled: so is the work it waited for
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        await asyncio.wait({task})
+        raise asyncio.TimeoutError
+    return task.result()
 
 
 class _Response:
@@ -181,8 +202,7 @@ class RawHttp:
         if self._proto is None or self._proto.closed:
             loop = asyncio.get_running_loop()
             try:
-                _t, proto = await asyncio.wait_for(
-                    loop.create_connection(_Protocol, self.host, self.port), timeout=30.0)
+                _t, proto = await within(loop.create_connection(_Protocol, self.host, self.port), 30.0)
             except (OSError, asyncio.TimeoutError) as exc:
                 raise HttpError(f"cannot connect to {self.host}:{self.port}: {exc or type(exc).__name__}") from exc
             self._proto = proto
@@ -199,7 +219,7 @@ class RawHttp:
         assert proto.transport is not None  # noqa: S101 - set by connection_made before create_connection returns
         proto.transport.write(head + body)
         try:
-            await asyncio.wait_for(proto.waiter, timeout=self.timeout_s)
+            await within(proto.waiter, self.timeout_s)
         except asyncio.TimeoutError:
             self.close()
             raise HttpError(f"no complete response within {self.timeout_s:.0f} s") from None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import math
 import time
@@ -217,11 +216,12 @@ class MetricsSampler:
         self._interval = interval
         self._t0 = 0.0
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self.samples: list[Sample] = []
         self.failures = 0
 
     async def _loop(self) -> None:
-        while True:
+        while not self._stopping:
             # Sleep first: the pass's "before" scrape is its t=0 point, and a scrape as the first requests
             # arrive would stall them (vLLM renders /metrics on the API server's event loop).
             await asyncio.sleep(next_interval(time.perf_counter() - self._t0, self._interval))
@@ -239,10 +239,13 @@ class MetricsSampler:
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> list[Sample]:
-        """Stop sampling and return the samples taken."""
+        """Stop sampling and return the samples taken. A cancellation of the caller while it waits is its own
+        and propagates (asyncio.wait, not `await task` under a suppress, which would swallow it)."""
+        self._stopping = True  # ends the loop even where a library swallowed the cancellation below
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+            await asyncio.wait({self._task})
+            task, self._task = self._task, None
+            if not task.cancelled() and (error := task.exception()) is not None:
+                raise error
         return self.samples

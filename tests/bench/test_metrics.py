@@ -11,12 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 
 import httpx
 import pytest
 
-from dspark.bench.metrics import EngineSnapshot, Histogram, Sample, engine_delta, next_interval, parse_metrics, scrape
+from dspark.bench.metrics import (
+    EngineSnapshot,
+    Histogram,
+    MetricsSampler,
+    Sample,
+    engine_delta,
+    next_interval,
+    parse_metrics,
+    scrape,
+)
 from dspark.cli import main
 from tests.bench.fake_server import FakeConfig, FakeServer
 from tests.bench.helpers import in_thread
@@ -162,3 +172,35 @@ def test_a_peak_on_too_few_samples_is_warned_about(capsys: pytest.CaptureFixture
                      "--input-len", "4", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "warning: rep 1: its running and KV peaks rest on 0 /metrics sample(s)" in out
+
+
+def test_stopping_the_sampler_always_ends_it_and_keeps_the_callers_cancellation() -> None:
+    """A sweep on the real engine hung after its passes: asyncio.wait_for (before 3.12) swallowed the sampler's
+    cancellation when it struck as a scrape completed, and stop() waited on it forever; stop() also swallowed
+    the caller's own cancellation (a SIGTERM then did not stop the bench)."""
+
+    async def go() -> None:
+        async with FakeServer() as srv, httpx.AsyncClient(timeout=10.0) as client:
+            rng = random.Random(5)  # noqa: S311 - test timing, no secret
+            for _ in range(400):
+                sampler = MetricsSampler(client, srv.url + "/metrics", interval=0.001)
+                sampler.start(time.perf_counter())
+                await asyncio.sleep(rng.random() * 0.01)
+                await asyncio.wait_for(asyncio.shield(sampler.stop()), 5)
+            sampler = MetricsSampler(client, srv.url + "/metrics", interval=0.001)
+            sampler.start(time.perf_counter())
+            await asyncio.sleep(0.01)
+            after: list[str] = []
+
+            async def stop_then_go_on() -> None:
+                await sampler.stop()
+                await asyncio.sleep(10)
+                after.append("went on")
+
+            waiter = asyncio.create_task(stop_then_go_on())
+            await asyncio.sleep(0)  # it is inside stop(), waiting for the sampler to end
+            waiter.cancel()
+            await asyncio.wait({waiter}, timeout=2)
+            assert waiter.cancelled() and after == []
+
+    asyncio.run(go())
