@@ -358,7 +358,8 @@ def run_setting(
         say(f"{label}: {problem}")
         return SettingResult(seats=seats, label=label, argv=tuple(redact_argv(plan.argv)),
                              env=redact_env(plan.env_overlay), log_path=str(log_path) if log_path else None,
-                             startup_s=None, launch=None, bench=None, stop=None, problems=(problem,))
+                             startup_s=None, launch=None, bench=None, stop=None,
+                             problems=(redact_text(problem, known),))
     say(f"{label}: starting {plan.engine} ({url}); log: {log_path or '-'}")
     try:
         engine.start()
