@@ -232,6 +232,7 @@ def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping
                 f"engine interpreter {candidate!r} does not exist",
                 hint="point --engine-python / DSPARK_ENGINE_PYTHON at the python of the engine's virtualenv",
             )
+        _check_interpreter(candidate, "--engine-python" if explicit is not None else "DSPARK_ENGINE_PYTHON")
         return candidate
     if find_spec(engine.module) is not None:
         return sys.executable
@@ -244,6 +245,19 @@ def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping
         f"{engine.name} is not installed in this interpreter and no `{engine.name}` command is on PATH",
         hint=f"install it (pip install 'dspark[{engine.name}]') or set DSPARK_ENGINE_PYTHON to its python",
     )
+
+
+def _check_interpreter(candidate: str, where: str) -> None:
+    """A named interpreter must be a file this user may run: a directory (the virtualenv itself) or a file without
+    the execute bit is a wrong setting, refused as one (exit 2), never an internal error when it is run."""
+    path = Path(candidate) if Path(candidate).exists() else Path(shutil.which(candidate) or candidate)
+    if path.is_dir():
+        hint = next((f"did you mean {where} {path / sub}?" for sub in ("bin/python", "bin/python3")
+                     if (path / sub).is_file()), f"give the python executable, e.g. {path / 'bin' / 'python'}")
+        raise SettingsError(f"{where} {candidate!r} is a directory, not a python interpreter", hint=hint)
+    if not os.access(path, os.X_OK):
+        raise SettingsError(f"{where} {candidate!r} is not executable (no execute permission for this user)",
+                            hint=f"give the python of the engine's virtualenv, or `chmod +x {path}` if it is one")
 
 
 _VERSION_PROBE = (

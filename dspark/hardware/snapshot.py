@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dspark.core.errors import InputError
+from dspark.core.files import SNAPSHOT
 from dspark.core.jsonfile import read_json_file
 from dspark.hardware import GpuInfo, GpuProcess, HardwareSnapshot
 
@@ -79,7 +80,7 @@ def save_snapshot(snapshot: HardwareSnapshot, path: Path) -> None:
 def load_snapshot(path: Path) -> HardwareSnapshot:
     """A saved probe as a snapshot of source "file"; InputError naming the file and the problem."""
     hint = "make it with `dspark probe --json > FILE` on the machine it describes"
-    data = read_json_file(path, what="hardware file", hint=hint)
+    data = read_json_file(path, SNAPSHOT, what="hardware file", hint=hint)
     try:
         saved = snapshot_from_dict(data)
     except (TypeError, ValueError) as exc:
