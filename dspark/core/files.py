@@ -37,7 +37,7 @@ class FileKind:
 
 
 # Limits far above the largest real file of each kind, far below what would take minutes or gigabytes to parse.
-RECIPE = FileKind("recipe file", 1 * MIB, "a recipe is a short YAML file (the shipped ones are under 8 KiB)")
+RECIPE = FileKind("recipe file", 1 * MIB)  # the shipped ones are under 8 KiB
 MODEL_CONFIG = FileKind("model config", 16 * MIB, "pass the model directory holding its config.json")
 WEIGHT_INDEX = FileKind("weight index", 64 * MIB, "the index of a real checkpoint is a few MiB of tensor names")
 SNAPSHOT = FileKind("hardware file", 4 * MIB, "make it with `dspark probe --json > FILE` on the machine it describes")
@@ -46,6 +46,7 @@ CALIBRATION = FileKind("calibration file", 256 * MIB, "a `dspark bench --json` o
 # The safetensors format caps its JSON header at 100 MB (safetensors' MAX_HEADER_SIZE); the tensor data after it
 # is never read, so the file itself has no limit.
 SAFETENSORS_HEADER = FileKind("safetensors file", 100_000_000, "the format caps its header at 100 MB")
+KINDS = (RECIPE, MODEL_CONFIG, WEIGHT_INDEX, SNAPSHOT, PROMPTS, CALIBRATION, SAFETENSORS_HEADER)
 
 _SPECIAL = (
     (stat.S_ISDIR, "a directory"),
