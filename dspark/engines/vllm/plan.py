@@ -74,6 +74,7 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
     cpu_flags / cpu_arch: the host CPU, for the CPU build (vLLM picks kernels and state dtypes by them).
     """
     from dspark.engines.vllm.capacity import compute_vllm_capacity  # noqa: PLC0415 - only the engine in use is imported
+    from dspark.engines.parallelism import parallel_finding  # noqa: PLC0415
     from dspark.engines.vllm.versions import MODELLED_VERSIONS  # noqa: PLC0415
 
     cpu = _cpu_features(cpu_flags, cpu_arch)
@@ -95,7 +96,10 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
         )
 
     cap = at(opts, weights_per_gpu)
-    findings = [*_weights_fit(cap, weights, at, opts),
+    from dspark.engines.vllm.parallel import tp_problems  # noqa: PLC0415
+
+    refused_tp = parallel_finding("vLLM", cap.tensor_parallel_size, lambda size: tp_problems(arch, size))
+    findings = [*([refused_tp] if refused_tp else []), *_weights_fit(cap, weights, at, opts, arch),
                 *(Finding("fail", r.code, r.message + _suggestion(r)) for r in (*cap.refusals, *cap.checks))]
     if cap.budget.source == "estimate":
         findings.append(Finding("info", "kv-budget-estimate",
@@ -106,7 +110,8 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
     return CapacityResult(cap.summary(), tuple(findings), footprint, cap)
 
 
-def _weights_fit(cap: VllmCapacity, weights: WeightBytes | None, at: Any, opts: VllmOptions) -> list[Finding]:
+def _weights_fit(cap: VllmCapacity, weights: WeightBytes | None, at: Any, opts: VllmOptions,
+                 arch: ModelArchitecture) -> list[Finding]:
     """CUDA, KV estimated: the weights per GPU must leave room for one max-length request's KV beside the
     runtime; when they do not, say by how much and the smallest tensor-parallel size whose plan starts."""
     if cap.platform != "cuda" or weights is None or cap.budget.source != "estimate":
@@ -125,8 +130,8 @@ def _weights_fit(cap: VllmCapacity, weights: WeightBytes | None, at: Any, opts: 
         f"weights, {gib(weights.per_gpu_bytes - room)} short"
     )
     for size in (2, 4, 8, 16, 32, 64):
-        if size <= tp:
-            continue
+        if size <= tp or _tp_problems(arch, size):
+            continue  # not wider, or a size vLLM refuses for this model's heads
         per_gpu = weights.per_gpu_bytes * tp // size  # TP shards the weights (a few replicated tensors aside)
         try:
             wider = at(replace(opts, tensor_parallel_size=size), per_gpu)
@@ -139,6 +144,12 @@ def _weights_fit(cap: VllmCapacity, weights: WeightBytes | None, at: Any, opts: 
     else:
         message += "; no tensor-parallel size up to 64 makes it start on this GPU"
     return [Finding("fail", "weights-do-not-fit", message)]
+
+
+def _tp_problems(arch: ModelArchitecture, size: int) -> list[str]:
+    from dspark.engines.vllm.parallel import tp_problems  # noqa: PLC0415
+
+    return tp_problems(arch, size)
 
 
 def _suggestion(refusal: VllmRefusal) -> str:
