@@ -18,6 +18,50 @@ from dspark.core.errors import DsparkError, ExitCode
 from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES
 
 
+# Numbers on the command line are bounded before any command sees them: 400 or 5,000 digits are exit 2 naming the
+# option and the bound, never Python's int-from-str limit, a float that overflowed to inf, or a run that never ends.
+NUMBER_DIGITS = 40  # no count, length, rate or duration has more
+NUMBER_BOUND = 10**12  # far above any real value of these options, far below what float arithmetic would lose
+
+
+class _Bounded(click.ParamType):
+    """click's int or float, with at most NUMBER_DIGITS digits and a magnitude of at most NUMBER_BOUND; "inf" and
+    "nan" stay what float() makes of them (the commands say where they are allowed)."""
+
+    def __init__(self, kind: type[int] | type[float]) -> None:
+        self.kind = kind
+        self.name = "integer" if kind is int else "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            number: int | float = value
+        else:
+            text = str(value).strip()
+            digits = sum(c.isdigit() for c in text)
+            if digits > NUMBER_DIGITS:
+                self.fail(f"a number of {digits:,} digits; at most {NUMBER_BOUND:,} in magnitude is accepted",
+                          param, ctx)
+            try:
+                number = self.kind(text)
+            except ValueError:
+                self.fail(f"{text[:40]!r} is not a valid {self.name}", param, ctx)
+        if isinstance(number, float) and (number != number or number in (float("inf"), float("-inf"))):
+            return number
+        if abs(number) > NUMBER_BOUND:
+            self.fail(f"{number:g} is beyond the bound: at most {NUMBER_BOUND:,} in magnitude", param, ctx)
+        return number
+
+
+WHOLE = _Bounded(int)
+REAL = _Bounded(float)
+
+
+def _cut_long_words(text: str) -> str:
+    """A click message with any over-long word (a value or path of thousands of characters) cut to its start."""
+    import re  # noqa: PLC0415 - only an error message needs it
+
+    return re.sub(r"\S{200,}", lambda m: f"{m.group()[:60]}… ({len(m.group()):,} characters)", text)
+
 def _emit_error(code: str, message: str, hint: str | None, exit_code: int, *, as_json: bool) -> None:
     """The error for people on stderr; with --json also exactly one JSON object on stdout."""
     click.echo(f"error: {message}" + (f"\n  hint: {hint}" if hint else ""), err=True)
@@ -300,27 +344,27 @@ def start(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: boo
              "--output-len 512 --calibrate sweep-results/sweep.json")
 @_plan_options
 @click.option("--seats", required=True, metavar="N,N,...", help="Seat counts to predict, baseline first.")
-@click.option("--clients", type=int, default=32, show_default=True, help="Closed-loop clients.")
-@click.option("--requests", type=int, help="Requests in the workload (default: 100, or the prompts file's).")
-@click.option("--input-len", type=int, default=2048, show_default=True, help="Prompt tokens per request.")
-@click.option("--output-len", type=int, default=512, show_default=True, help="Output tokens per request.")
-@click.option("--prefix-hit-rate", type=float, default=0.0, show_default=True,
+@click.option("--clients", type=WHOLE, default=32, show_default=True, help="Closed-loop clients.")
+@click.option("--requests", type=WHOLE, help="Requests in the workload (default: 100, or the prompts file's).")
+@click.option("--input-len", type=WHOLE, default=2048, show_default=True, help="Prompt tokens per request.")
+@click.option("--output-len", type=WHOLE, default=512, show_default=True, help="Output tokens per request.")
+@click.option("--prefix-hit-rate", type=REAL, default=0.0, show_default=True,
               help="Share of each prompt already in the prefix cache.")
 @click.option("--workload", "--prompts", "prompts_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="JSONL requests: {\"prompt\": token ids or text, \"max_tokens\": N} or {\"messages\": [...]}; "
                    "text through the model's own tokenizer. --prompts is the same option.")
-@click.option("--request-rate", type=float, metavar="R",
+@click.option("--request-rate", type=REAL, metavar="R",
               help="Open loop: R requests per second (inf: all at once, in file order); default: --clients.")
-@click.option("--burstiness", type=float, default=1.0, show_default=True,
+@click.option("--burstiness", type=REAL, default=1.0, show_default=True,
               help="Gamma shape of the arrival intervals with --request-rate (1: Poisson).")
 @click.option("--warm", is_flag=True, help="Re-send every request, in order, after the first pass (a warm re-run).")
-@click.option("--shared-prefix", type=int, default=0, show_default=True, metavar="TOKENS",
+@click.option("--shared-prefix", type=WHOLE, default=0, show_default=True, metavar="TOKENS",
               help="Synthetic prompts share this many leading tokens (a system prompt).")
 @click.option("--simulator", type=click.Choice(["auto", "engine", "dspark"]), default="auto", show_default=True,
               help="auto: the installed engine's own scheduler, else dspark's model; engine: require the former.")
 @click.option("--calibrate", multiple=True, metavar="FILE",
               help="A `dspark bench --json` result or a sweep.json of this deployment; repeatable.")
-@click.option("--accepted-tokens", type=float, metavar="N",
+@click.option("--accepted-tokens", type=REAL, metavar="N",
               help="Tokens a seat keeps per decode step, 1 + accepted speculative tokens (default: estimated).")
 @click.option("--primary", default="wall_time", show_default=True, help="The metric the decision rule judges.")
 @click.option("--adopt-at", default="10%", show_default=True, help="Adopt only at this improvement of --primary.")
@@ -357,10 +401,10 @@ def render() -> None:
 @_plan_options
 @click.option("--image", required=True, metavar="IMAGE", help="Container image holding dspark and the engine.")
 @click.option("--name", metavar="NAME", help="Name of the objects (default: from the served model or recipe).")
-@click.option("--replicas", type=int, default=1, show_default=True, help="Engine replicas (LWS groups or pods).")
+@click.option("--replicas", type=WHOLE, default=1, show_default=True, help="Engine replicas (LWS groups or pods).")
 @click.option("--hf-secret", default="hf-token", show_default=True, metavar="SECRET[:KEY]",
               help="Secret holding the Hugging Face token (key 'token' unless given); never inlined.")
-@click.option("--ready-delay", type=int, metavar="SECONDS",
+@click.option("--ready-delay", type=WHOLE, metavar="SECONDS",
               help="Seconds before the first readiness probe (default: estimated from the weights per node).")
 @click.option("--shm-size", metavar="SIZE",
               help="Size of the pod's shared-memory volume (default: the engine's figure per GPU).")
@@ -402,37 +446,37 @@ def _load_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="JSONL of real prompts: {\"prompt\": text or token ids} or {\"messages\": [...]}, each "
                      "with an optional \"max_tokens\" (else --max-tokens): the file `dspark advise --workload` "
                      "takes."),
-        click.option("--input-len", type=int, default=256, show_default=True,
+        click.option("--input-len", type=WHOLE, default=256, show_default=True,
                      help="Synthetic prompt length in tokens (without --prompts)."),
         click.option("--prompt-kind", type=click.Choice(["auto", "ids", "text"]), default="auto", show_default=True,
                      help="Synthetic prompts as token ids (servers without a tokenizer) or text; auto: ids for "
                      "completions, text for chat."),
-        click.option("--vocab-size", type=int, default=500, show_default=True,
+        click.option("--vocab-size", type=WHOLE, default=500, show_default=True,
                      help="Synthetic token ids are drawn from [10, N)."),
-        click.option("--requests", "-n", type=int, default=64, show_default=True, help="Requests per repetition."),
-        click.option("--concurrency", "-c", type=int, default=8, show_default=True,
+        click.option("--requests", "-n", type=WHOLE, default=64, show_default=True, help="Requests per repetition."),
+        click.option("--concurrency", "-c", type=WHOLE, default=8, show_default=True,
                      help="Concurrent clients, each streaming one request at a time (with --request-rate: the "
                      "most requests in flight)."),
-        click.option("--request-rate", type=float, metavar="R",
+        click.option("--request-rate", type=REAL, metavar="R",
                      help="Open loop: R requests per second, Poisson arrivals (see --burstiness); default: closed "
                      "loop."),
-        click.option("--burstiness", type=float, default=1.0, show_default=True,
+        click.option("--burstiness", type=REAL, default=1.0, show_default=True,
                      help="Gamma shape of the arrival intervals with --request-rate (1: Poisson; lower: burstier)."),
-        click.option("--max-tokens", type=int, default=128, show_default=True, help="Output tokens per request."),
+        click.option("--max-tokens", type=WHOLE, default=128, show_default=True, help="Output tokens per request."),
         click.option("--ignore-eos/--no-ignore-eos", default=True, show_default=True,
                      help="Decode exactly --max-tokens per request (vLLM/SGLang extension)."),
-        click.option("--reps", type=int, default=1, show_default=True, help="Repetitions."),
+        click.option("--reps", type=WHOLE, default=1, show_default=True, help="Repetitions."),
         click.option("--warm-rerun", is_flag=True, help="Send the last repetition's prompts again; report that "
                      "pass's prefix-cache hit rate and wall time."),
         click.option("--no-metrics", is_flag=True, help="Do not read the engine's /metrics."),
         click.option("--metrics-url", metavar="URL", help="Where /metrics is (default: the server's /metrics)."),
-        click.option("--sample-interval", "sample_interval_s", type=float, default=5.0, show_default=True,
+        click.option("--sample-interval", "sample_interval_s", type=REAL, default=5.0, show_default=True,
                      help="Seconds between /metrics samples during a pass (each scrape costs the engine's API "
                      "server CPU time: vLLM renders /metrics on its event loop)."),
-        click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
+        click.option("--timeout", "timeout_s", type=REAL, default=600.0, show_default=True,
                      help="Seconds one request may take."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic prompts."),
-        click.option("--client-processes", type=int, default=0, show_default=True,
+        click.option("--seed", type=WHOLE, default=0, show_default=True, help="Seed of the synthetic prompts."),
+        click.option("--client-processes", type=WHOLE, default=0, show_default=True,
                      help="Processes the clients run in; 0: one per 64 streams, at most one per CPU."),
         click.option("--no-progress", is_flag=True, help="No progress bar."),
     ]
@@ -462,7 +506,7 @@ def _load(params: dict[str, Any]) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the JSON here (atomically).")
-@click.option("--seats", type=int, metavar="N",
+@click.option("--seats", type=WHOLE, metavar="N",
               help="The server's seats (max_num_seqs / --max-running-requests), recorded in the JSON for `dspark "
               "advise --calibrate`; needed when its /metrics cannot be read (e.g. behind a proxy).")
 @click.pass_context
@@ -491,9 +535,9 @@ def bench(ctx: click.Context, /, url: str, as_json: bool, out_file: Path | None,
               help="Secondary metrics (default: aggregate, per-stream decode, TTFT, wall, warm wall; 'none').")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("sweep-results"),
               show_default=True, help="Where sweep.json, sweep.md, sweep.png and the engine logs go.")
-@click.option("--health-timeout", type=float, default=900.0, show_default=True,
+@click.option("--health-timeout", type=REAL, default=900.0, show_default=True,
               help="Seconds an engine may take to answer /health.")
-@click.option("--stop-timeout", type=float, default=30.0, show_default=True,
+@click.option("--stop-timeout", type=REAL, default=30.0, show_default=True,
               help="Seconds after SIGTERM before SIGKILL.")
 @click.pass_context
 def sweep(ctx: click.Context, /, recipe: str | None, as_json: bool, explain: bool, seats: str, primary: str,
@@ -539,6 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
+        exc.message = _cut_long_words(exc.message)
         if as_json:
             _emit_error("usage_error", exc.format_message(), None, int(ExitCode.USAGE), as_json=True)
         else:

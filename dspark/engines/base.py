@@ -227,12 +227,17 @@ def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping
                             hint=f"unset {where} to use this interpreter or the engine's command on PATH")
     candidate = named
     if candidate:
+        where = "--engine-python" if explicit is not None else "DSPARK_ENGINE_PYTHON"
+        if len(candidate) > 4000 or any(len(part.encode()) > 255 for part in Path(candidate).parts) or "\x00" in candidate:
+            raise SettingsError(f"{where}: {candidate[:60]!r}… ({len(candidate):,} characters) is not a path a file "
+                                "can have (too long, or a NUL byte)",
+                                hint="point it at the python of the engine's virtualenv")
         if not Path(candidate).exists() and shutil.which(candidate) is None:
             raise EngineNotInstalledError(
                 f"engine interpreter {candidate!r} does not exist",
                 hint="point --engine-python / DSPARK_ENGINE_PYTHON at the python of the engine's virtualenv",
             )
-        _check_interpreter(candidate, "--engine-python" if explicit is not None else "DSPARK_ENGINE_PYTHON")
+        _check_interpreter(candidate, where)
         return candidate
     if find_spec(engine.module) is not None:
         return sys.executable

@@ -17,7 +17,7 @@ from typing import Any
 
 from dspark.core.errors import InputError
 from dspark.core.extras import require_extra
-from dspark.core.files import MODEL_CONFIG, SAFETENSORS_HEADER, WEIGHT_INDEX, FileKind, open_regular
+from dspark.core.files import MODEL_CONFIG, SAFETENSORS_HEADER, WEIGHT_INDEX, FileKind, open_regular, shown_path
 from dspark.core.jsonfile import parse_json_text, read_json_file
 from dspark.model.architecture import ModelArchitecture, parse_config
 from dspark.model.weights import TensorInfo, WeightsInfo
@@ -52,9 +52,15 @@ def config_download_command(repo_id: str) -> str:
 def resolve_model(ref: str, *, cache_dir: Path | str | None = None) -> ModelLocation:
     """A directory, or a Hugging Face repo id already in the local hub cache (never the network)."""
     path = Path(ref).expanduser()
-    if path.is_dir():
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except (OSError, ValueError) as exc:  # a name too long for the OS, a NUL byte
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a name a file can have"
+        raise InputError(f"model directory {shown_path(ref)!r}: {reason.lower()}",
+                         hint="pass the directory holding config.json (a shorter path or a symbolic link to it)") from None
+    if is_dir:
         return ModelLocation(ref=ref, path=path.resolve())
-    if path.exists():
+    if exists:
         raise InputError(f"model '{ref}' is a file, not a model directory; pass the directory holding config.json")
     looks_like_repo = ref.count("/") == 1 and not ref.startswith((".", "/", "~"))
     if not looks_like_repo:
