@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -17,14 +18,13 @@ from dspark import __version__
 from dspark.core.errors import DsparkError, ExitCode
 from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES
 
-
 # Numbers on the command line are bounded before any command sees them: 400 or 5,000 digits are exit 2 naming the
 # option and the bound, never Python's int-from-str limit, a float that overflowed to inf, or a run that never ends.
 NUMBER_DIGITS = 40  # no count, length, rate or duration has more
 NUMBER_BOUND = 10**12  # far above any real value of these options, far below what float arithmetic would lose
 
 
-class _Bounded(click.ParamType):
+class _Bounded(click.ParamType):  # type: ignore[type-arg]  # generic in the installed click, not in every release the floor allows
     """click's int or float, with at most NUMBER_DIGITS digits and a magnitude of at most NUMBER_BOUND; "inf" and
     "nan" stay what float() makes of them (the commands say where they are allowed)."""
 
@@ -45,7 +45,7 @@ class _Bounded(click.ParamType):
                 number = self.kind(text)
             except ValueError:
                 self.fail(f"{text[:40]!r} is not a valid {self.name}", param, ctx)
-        if isinstance(number, float) and (number != number or number in (float("inf"), float("-inf"))):
+        if isinstance(number, float) and not math.isfinite(number):
             return number
         if abs(number) > NUMBER_BOUND:
             self.fail(f"{number:g} is beyond the bound: at most {NUMBER_BOUND:,} in magnitude", param, ctx)
@@ -583,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
-        exc.message = _cut_long_words(exc.message)
+        exc.message = _cut_long_words(exc.message)  # type: ignore[misc]  # click marks it Final; it is the text shown
         if as_json:
             _emit_error("usage_error", exc.format_message(), None, int(ExitCode.USAGE), as_json=True)
         else:

@@ -38,7 +38,8 @@ MAX_OUTPUT_TOKENS = 1 << 30
 
 def shown_value(value: object) -> str:
     """A value from the file for a message, cut to a line (a 4,000-digit number is not echoed whole)."""
-    text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else f"a {value.bit_length()}-bit number"
+    huge = isinstance(value, int) and value.bit_length() >= 200
+    text = f"a {value.bit_length()}-bit number" if huge and isinstance(value, int) else repr(value)
     return text if len(text) <= 80 else text[:60] + f"… ({len(text):,} characters)"
 
 

@@ -120,7 +120,7 @@ def find_recipe(name_or_path: str) -> Recipe:
     if looks_like_path:
         return load_recipe(Path(name_or_path).expanduser())
     shipped = shipped_recipes_dir() / f"{name_or_path}.yaml"
-    if os.path.isfile(shipped):  # False for a name too long to be a shipped one
+    if os.path.isfile(shipped):  # noqa: PTH113 - False (not OSError) for a name too long to be a shipped one
         return load_recipe(shipped)
     if exists_for_reading(name_or_path):
         return load_recipe(name_or_path)

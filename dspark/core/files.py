@@ -90,6 +90,16 @@ def _open_error(kind: FileKind, path: str | os.PathLike[str], exc: OSError, erro
     return _error(kind, path, f"cannot read the {kind.noun} ({exc.strerror or exc})", error)
 
 
+def _check_regular(kind: FileKind, path: str | os.PathLike[str], mode: int, error: type[InputError]) -> None:
+    """InputError unless `mode` (from fstat of the open file) is a regular file's."""
+    for test, what in _SPECIAL:
+        if test(mode):
+            if what == "a directory":
+                raise _error(kind, path, f"is a directory, not a {kind.noun}", error)
+            raise _error(kind, path, f"is {what}, not a regular file; a {kind.noun} must be a regular file",
+                         error, hint="give a regular file (save what the pipe or device gives to a file first)")
+
+
 @contextmanager
 def open_regular(path: str | os.PathLike[str], kind: FileKind, *,
                  error: type[InputError] = InputError) -> Iterator[tuple[BinaryIO, int]]:
@@ -107,12 +117,7 @@ def open_regular(path: str | os.PathLike[str], kind: FileKind, *,
         raise _error(kind, os_free, "the path holds a NUL byte, which no file name can", error) from None
     try:
         info = os.fstat(fd)
-        for test, what in _SPECIAL:
-            if test(info.st_mode):
-                if what == "a directory":
-                    raise _error(kind, path, f"is a directory, not a {kind.noun}", error)
-                raise _error(kind, path, f"is {what}, not a regular file; a {kind.noun} must be a regular file",
-                             error, hint="give a regular file (save what the pipe or device gives to a file first)")
+        _check_regular(kind, path, info.st_mode, error)
         # O_NONBLOCK has no effect on a regular file; cleared all the same, so that reads block as usual.
         os.set_blocking(fd, True)
         handle = os.fdopen(fd, "rb")
@@ -168,7 +173,7 @@ def exists_for_reading(path: str | os.PathLike[str]) -> bool:
     Path.exists() raises on a name too long for the OS and says False for a link loop; here both are True, so
     that the reader's refusal names the cause instead of a "not found" or an internal error."""
     try:
-        os.stat(path)
+        os.stat(path)  # noqa: PTH116 - path may be str or bytes-like, and stat's own errors are the answer
     except FileNotFoundError:
         return os.path.lexists(path)  # a dangling link: the reader says it leads nowhere
     except NotADirectoryError:

@@ -50,9 +50,9 @@ def parse_json_text(text: str | bytes, label: str, *, hint: str | None = None, o
             problem = (f"a number with more than {_INT_DIGITS:,} digits (Python's limit for reading an integer); "
                        "no real value has that many")
         raise InputError(f"{label}: {problem}", hint=hint) from None
-    problem = _shape_problem(value)
-    if problem:
-        raise InputError(f"{label}: {problem}", hint=hint)
+    shape = _shape_problem(value)
+    if shape:
+        raise InputError(f"{label}: {shape}", hint=hint)
     return value
 
 

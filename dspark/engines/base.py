@@ -228,7 +228,8 @@ def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping
     candidate = named
     if candidate:
         where = "--engine-python" if explicit is not None else "DSPARK_ENGINE_PYTHON"
-        if len(candidate) > 4000 or any(len(part.encode()) > 255 for part in Path(candidate).parts) or "\x00" in candidate:
+        parts = Path(candidate).parts
+        if len(candidate) > 4000 or any(len(part.encode()) > 255 for part in parts) or "\x00" in candidate:
             raise SettingsError(f"{where}: {candidate[:60]!r}… ({len(candidate):,} characters) is not a path a file "
                                 "can have (too long, or a NUL byte)",
                                 hint="point it at the python of the engine's virtualenv")

@@ -57,7 +57,7 @@ def resolve_model(ref: str, *, cache_dir: Path | str | None = None) -> ModelLoca
     except (OSError, ValueError) as exc:  # a name too long for the OS, a NUL byte
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a name a file can have"
         raise InputError(f"model directory {shown_path(ref)!r}: {reason.lower()}",
-                         hint="pass the directory holding config.json (a shorter path or a symbolic link to it)") from None
+                         hint="pass the directory holding config.json (a shorter path or a link to it)") from None
     if is_dir:
         return ModelLocation(ref=ref, path=path.resolve())
     if exists:

@@ -542,7 +542,8 @@ SPECIAL_SAYS: dict[str, tuple[str, ...]] = {
     "fifo": ("is a FIFO (named pipe), not a regular file",), "dev-zero": ("is a character device",),
     "dir": ("is a directory",), "loop": ("symbolic links loop", "does not exist"),
     "dangling": ("not found", "does not exist"), "over-limit": ("may be (",),
-    "too-long-name": ("file name too long", "does not exist"), "too-long-path": ("file name too long", "does not exist"),
+    "too-long-name": ("file name too long", "does not exist"),
+    "too-long-path": ("file name too long", "does not exist"),
 }
 
 
@@ -561,7 +562,7 @@ def _file_case(kind: str, given: FileInput, name: str, *, special: dict[str, str
 def _special_file_cases() -> Iterator[Case]:
     """Each file input x each kind of file that is not a regular one within its limit, and names too long."""
     for given in FILE_INPUTS:
-        label, argv, env, kind, _, name = given
+        kind, name = given[3], given[5]
         for special in SPECIALS:
             how = f"sparse:{kind.limit_bytes + 1}" if special == "over-limit" else special
             if special == "over-limit" and kind is SAFETENSORS_HEADER:
@@ -722,9 +723,13 @@ def _number_cases() -> Iterator[Case]:
 
 def _engine_python_cases() -> Iterator[Case]:
     """An interpreter that is a directory or cannot be run: a wrong setting (exit 2), wherever it is looked up."""
+    interpreters: tuple[tuple[str, Files, dict[str, str]], ...] = (
+        ("{tmp}/venv", {}, {"venv": "dir"}),  # the virtualenv, not its python
+        ("{tmp}/python", {"python": "x"}, {}),  # a file without the execute bit
+        ("{tmp}/" + "p" * 300, {}, {}),  # a name too long for the OS
+    )
     for argv in (("validate", "--engine-check"), ("start", "--dry-run", "--master-addr", "10.0.0.1"), ("validate",)):
-        for given, files, special in (("{tmp}/venv", {}, {"venv": "dir"}), ("{tmp}/python", {"python": "x"}, {}),
-                                      ("{tmp}/" + "p" * 300, {}, {})):
+        for given, files, special in interpreters:
             yield Case("engine-python", (*argv, "--engine-python", given), 2, files=files, special=special,
                        seconds=FILE_SECONDS, says="--engine-python")
             yield Case("engine-python-env", argv, 2, env={"DSPARK_ENGINE_PYTHON": given}, files=files,
@@ -759,6 +764,32 @@ class _Hang(BaseException):
 
 def _alarm(signum: int, frame: FrameType | None) -> None:
     raise _Hang
+
+
+def _write_files(case: Case, tmp_path: Path) -> None:
+    """The case's files and special paths, under its directory."""
+    for name, content in case.files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    for name, how in case.special.items():
+        _make_special(tmp_path / name, how)
+
+
+def _check_issue_26_classes(case: Case, argv: list[str], err: str, tmp_path: Path, shown: str) -> None:
+    """What the file, JSON and number classes must also say: the cause, the file named, nothing echoed whole."""
+    if case.says_any:
+        assert any(words in err for words in case.says_any), shown
+    if case.special or case.kind.startswith(("special-file", "long-name", "json-")):
+        named = [a for a in argv if str(tmp_path) in a] + [v for v in case.env.values() if "{tmp}" in v]
+        given = named[-1].replace("{tmp}", str(tmp_path)) if named else ""
+        # The message names the file: whole, or its start where it is too long to print (dspark's or click's cut).
+        assert shown_path(given) in err or given[:50] in err, shown
+    if case.kind.startswith(("special-file", "long-name", "json-", "huge-number", "engine-python")):
+        assert len(err) < 3000, shown  # the cause in words: no file, digits or path echoed whole
 
 
 def _make_special(path: Path, how: str) -> None:
@@ -805,15 +836,7 @@ def test_generated_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.Mon
     from dspark.commands import probe as probe_module  # noqa: PLC0415
     from dspark.planning import validate as validate_module  # noqa: PLC0415
 
-    for name, content in case.files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-    for name, how in case.special.items():
-        _make_special(tmp_path / name, how)
+    _write_files(case, tmp_path)
     for name in [k for k in os.environ
                  if k in ("MAX_NUM_SEQS", "CUDA_VISIBLE_DEVICES", "HF_TOKEN", "RAY_ADDRESS")
                  or k.startswith(("DSPARK_", "VLLM_", "LWS_"))]:
@@ -848,15 +871,7 @@ def test_generated_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.Mon
             assert set(document["error"]) == {"code", "message", "hint"}, shown
     if case.says is not None:
         assert case.says in err, shown
-    if case.says_any:
-        assert any(words in err for words in case.says_any), shown
-    if case.special or case.kind.startswith(("special-file", "long-name", "json-")):
-        named = [a for a in argv if str(tmp_path) in a] + [v for v in case.env.values() if "{tmp}" in v]
-        given = named[-1].replace("{tmp}", str(tmp_path)) if named else ""
-        # The message names the file: whole, or its start where it is too long to print (dspark's or click's cut).
-        assert shown_path(given) in err or given[:50] in err, shown
-    if case.kind.startswith(("special-file", "long-name", "json-", "huge-number", "engine-python")):
-        assert len(err) < 3000, shown  # the cause in words: no file, digits or path echoed whole
+    _check_issue_26_classes(case, argv, err, tmp_path, shown)
     if "HF_TOKEN" in case.env:
         assert case.env["HF_TOKEN"] not in out + err, shown
     if case.kind == "engine-flag-unplaced":

@@ -90,7 +90,7 @@ def _readers(tmp_path: Path) -> dict[str, Callable[[Path], Any]]:
     return {
         "recipe": load_recipe,
         "recipe-by-name": lambda p: find_recipe(str(p)),
-        "config.json": lambda p: read_json_file(p),
+        "config.json": read_json_file,
         "probe": load_snapshot,
         "--hardware": lambda p: resolve_hardware(str(p), default_profile="h200"),
         "prompts": read_jsonl,
@@ -172,7 +172,7 @@ def test_a_nul_byte_in_a_path_is_an_input_error() -> None:
 
 def test_a_model_directory_whose_config_is_a_fifo(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "config.json")
-    with pytest.raises(InputError, match="config.json: is a FIFO"):
+    with pytest.raises(InputError, match=r"config\.json: is a FIFO"):
         load_config(resolve_model(str(tmp_path)))
 
 

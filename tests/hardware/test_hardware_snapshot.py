@@ -136,7 +136,7 @@ def _with(**changes: object) -> str:
         (_with(gpu_free_bytes=200 * GIB), f"gpus.0.free_bytes {200 * GIB} exceeds total_bytes {119 * GIB}"),
         (_with(gpu_used_bytes=-1), "gpus.0.used_bytes is negative"),
         (_with(gpus=[]), "gpus is empty"),
-        (_with(nodes=0), "nodes is 0, must be at least 1"),
+        (_with(nodes=0), "nodes is 0, must be from 1 to 1024"),
     ],
 )
 def test_bad_files_name_the_file_and_problem(tmp_path: Path, text: str, problem: str) -> None:

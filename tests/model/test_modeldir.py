@@ -336,7 +336,8 @@ def test_real_fixture_config_in_a_directory(tmp_path: Path) -> None:
         ({"t": {"dtype": "Q4_K", "shape": [2], "data_offsets": [0, 8]}}, 8, "'Q4_K', which is not a safetensors dtype"),
         ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
           "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, 12, "'b' starts at byte 4, which overlaps"),
-        ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}, 16, "'a' starts at byte 8, which leaves a gap"),
+        ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}, 16,
+         "'a' starts at byte 8, which leaves a gap"),
         ({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, 7, "download is incomplete"),
         ({"t": {"dtype": "F32", "shape": [True, 2], "data_offsets": [0, 8]}}, 8, "entry 't' is malformed"),
     ],
@@ -428,5 +429,5 @@ def test_special_files_in_a_model_directory_are_refused_at_once(tmp_path: Path, 
         shard.mkdir()
     else:
         shard.symlink_to(shard)
-    with pytest.raises(InputError, match="safetensors file must be a regular file|is a directory|links loop"):
+    with pytest.raises(InputError, match=r"safetensors file must be a regular file|is a directory|links loop"):
         load_architecture(str(path))

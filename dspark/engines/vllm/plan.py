@@ -73,8 +73,8 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
 
     cpu_flags / cpu_arch: the host CPU, for the CPU build (vLLM picks kernels and state dtypes by them).
     """
-    from dspark.engines.vllm.capacity import compute_vllm_capacity  # noqa: PLC0415 - only the engine in use is imported
     from dspark.engines.parallelism import parallel_finding  # noqa: PLC0415
+    from dspark.engines.vllm.capacity import compute_vllm_capacity  # noqa: PLC0415 - only the engine in use is imported
     from dspark.engines.vllm.versions import MODELLED_VERSIONS  # noqa: PLC0415
 
     cpu = _cpu_features(cpu_flags, cpu_arch)
