@@ -12,9 +12,7 @@ total beyond import.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from dspark.advise.inputs import default_emitted, model_inputs  # noqa: E402
 from dspark.advise.replay import engine_part, replay_request, step_cost  # noqa: E402
 from dspark.advise.workload import accepted_pattern, arrivals_of, synthetic  # noqa: E402
+from dspark.engines.inside import InsideFailure, run_inside  # noqa: E402
 from dspark.planning.validate import ValidateRequest, validate  # noqa: E402
 
 SEATS = (8, 16, 32)
@@ -46,21 +45,19 @@ def main() -> int:
     gpu = min(report.hardware.gpus, key=lambda g: g.free_bytes) if report.hardware.gpus else None
     inputs = model_inputs(report.architecture, report.weights, cap, gpu, platform="cuda",
                           tp=int(report.settings.tensor_parallel_size.value), speculative_tokens=spec)
-    part, script, module = engine_part("vllm", report.witness_request, cap.details, cap.max_model_len,
+    part, tool, _module = engine_part("vllm", report.witness_request, cap.details, cap.max_model_len,
                                        len(report.architecture.mtp_layers))
     requests = synthetic(args.requests, args.input_len, args.output_len)
     request = replay_request(part, SEATS, requests, arrivals_of(len(requests), args.clients, None), warm=False,
                              pattern=accepted_pattern(default_emitted(spec), spec),
                              cost=step_cost(inputs.prior, inputs.shape))
     start = time.monotonic()
-    proc = subprocess.run([args.engine_python, script], input=json.dumps(request), capture_output=True, text=True,
-                          timeout=3600, check=False)
-    host = time.monotonic() - start
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(module.MARKER)), None)
-    if line is None:
-        print(proc.stderr[-3000:])
+    try:
+        answer = run_inside(args.engine_python, tool, request, 3600)
+    except InsideFailure as failure:
+        print(failure.last(40)[-3000:])
         return 1
-    answer = json.loads(line[len(module.MARKER):])
+    host = time.monotonic() - start
     if not answer.get("ok"):
         print(f"replay failed: {answer.get('error')}")
         return 1

@@ -60,9 +60,9 @@ def main() -> int:
             (args.record / f"stepping-{n}-seats.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     points = points_from_json(benches[1], "1 seat") + points_from_json(benches[4], "4 seats")
     shape = StepShape(0.0, 0.0, None, None, 0.0, 0.0, 0, 1.0)
-    cal = fit(StepCosts(0.002, 1e12, 1e-4, 1e-4), shape, points)
-    print(f"fitted on 1 and 4 seats: fixed {cal.costs.fixed_s * 1e3:.2f} ms, per token "
-          f"{cal.costs.per_token_s * 1e3:.2f} ms (the server: {STEP_FIXED_S * 1e3:g} ms + "
+    cal = fit(StepCosts(0.002, 1e12, 1e-6, 1e-4, cpu_per_row_s=1e-4), shape, points)
+    print(f"fitted on 1 and 4 seats: fixed {cal.costs.fixed_s * 1e3:.2f} ms, per running request "
+          f"{cal.costs.cpu_per_row_s * 1e3:.2f} ms (the server: {STEP_FIXED_S * 1e3:g} ms + "
           f"{STEP_PER_RUNNING_S * 1e3:g} ms per running request)")
     for n in SEATS:
         sim = simulate(cal.costs, shape, points[0].workload, n)  # type: ignore[arg-type]

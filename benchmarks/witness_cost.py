@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dspark.engines.base import ARGV_CHECK_SCRIPT  # noqa: E402
+from dspark.engines.inside import MARKER, inside_env, tool_argv  # noqa: E402
 from dspark.planning.validate import ValidateRequest, validate  # noqa: E402
 
 
@@ -48,13 +48,14 @@ def main() -> int:
     report = validate(request)
     argv = ["--model", args.model, "--max-model-len", "2048"]
     plain, with_witness = [], []
+    check = tool_argv(args.engine_python, "vllm.argv_check")
     for _ in range(args.reps):  # alternate, so that load on a shared machine hits both alike
-        seconds, _ = timed([args.engine_python, str(ARGV_CHECK_SCRIPT), "vllm"], json.dumps(argv))
+        seconds, _ = timed(check, json.dumps({"argv": argv}), env=inside_env())
         plain.append(seconds)
         payload = {"argv": argv, "witness": report.witness_request}
-        seconds, out = timed([args.engine_python, str(ARGV_CHECK_SCRIPT), "vllm"], json.dumps(payload))
+        seconds, out = timed(check, json.dumps(payload), env=inside_env())
         with_witness.append(seconds)
-        answer = json.loads(next(ln for ln in out.splitlines() if ln.startswith("DSPARK_WITNESS "))[15:])
+        answer = json.loads(next(ln for ln in out.splitlines() if ln.startswith(MARKER))[len(MARKER):])["witness"]
     print(f"engine check alone   : median {statistics.median(plain):6.2f} s  {[round(s, 2) for s in plain]}")
     print(f"engine check+witness : median {statistics.median(with_witness):6.2f} s  "
           f"{[round(s, 2) for s in with_witness]}")

@@ -9,7 +9,7 @@ def run() -> int:
     Loading click and dspark's command table allocates some ten thousand objects that live as long as the
     process, so each collection would walk them for nothing (docs/testing.md): they are frozen out of the
     collector's sight (gc.freeze) once loaded. The collector is back before any command runs; validate, and a
-    start that execs, pause it again while they plan (dspark.cli.short_lived).
+    start that execs, pause it again while they plan (dspark.cli.gc_paused).
     """
     gc.disable()
     try:

@@ -83,9 +83,10 @@ def test_env_vars_are_listed_beside_their_flags(capsys: pytest.CaptureFixture[st
     code, out, _ = _run(capsys, "validate", "--help")
     assert code == 0
     text = " ".join(out.split())  # click wraps the help text
-    for knob, _, _ in cli._KNOB_FLAGS:
-        env = next(k.env for k in KNOBS if k.name == knob)
-        assert f"[env: {env}]" in text, (knob, env)
+    flagged = [k for k in KNOBS if k.flag is not None]
+    assert len(flagged) >= 14
+    for knob in flagged:
+        assert f"{knob.flag} " in text and f"[env: {knob.env}]" in text, (knob.name, knob.env)
     assert "[env: DSPARK_RECIPE]" in text
     assert "[env: DSPARK_ENGINE]" in text
 
@@ -266,3 +267,45 @@ def test_the_dspark_command_loads_with_the_collector_paused_then_gives_it_back()
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[-3:] == ["0", "True", "True"]  # ran, collector on, what loading made frozen
+
+
+_LOADED = """
+import contextlib, io, json, sys
+from dspark.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(m for m in sys.modules if m.startswith("dspark.cli."))}))
+"""
+
+
+@pytest.mark.parametrize(("argv", "loaded"), [
+    (["bench", "--help"], ["dspark.cli.bench"]),
+    (["probe", "--help"], ["dspark.cli.probe"]),
+    (["recipes", "list", "--json"], ["dspark.cli.recipes"]),
+    (["render", "--help"], ["dspark.cli.plan", "dspark.cli.render"]),  # render builds validate's request
+    (["sweep", "--help"], ["dspark.cli.plan"]),
+    (["nosuch"], []),
+    (["--version"], []),
+])
+def test_a_command_module_loads_only_when_that_command_runs(argv: list[str], loaded: list[str]) -> None:
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", _LOADED, *argv], cwd=root, capture_output=True, text=True,
+                          check=False, timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert result == {"code": 2 if argv == ["nosuch"] else 0, "modules": loaded}, proc.stderr[-2000:]
+
+
+def test_the_group_lists_every_command_without_loading_it_and_refuses_what_is_not_one() -> None:
+    import click  # noqa: PLC0415
+
+    group = cli.cli
+    assert isinstance(group, cli.LazyGroup)
+    ctx = click.Context(group)
+    assert group.list_commands(ctx) == sorted(cli.COMMAND_MODULES)
+    assert group.get_command(ctx, "no-such-command") is None
+    for name in cli.COMMAND_MODULES:
+        command = group.get_command(ctx, name)
+        assert isinstance(command, click.Command) and command.name in (name, name.replace("_", "-")), name

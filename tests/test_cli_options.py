@@ -28,18 +28,23 @@ CORES: dict[tuple[str, ...], tuple[str, str]] = {
     ("recipes", "show"): ("dspark.commands.recipes", "recipes_show"),
     ("recipes", "schema"): ("dspark.commands.recipes", "recipes_schema"),
     ("validate",): ("dspark.commands.validate", "run_validate"),
-    ("start",): ("dspark.commands.validate", "start_command"),
+    ("start",): ("dspark.commands.start", "start_command"),
     ("render", "k8s"): ("dspark.commands.render", "run_render_k8s"),
     ("advise",): ("dspark.commands.advise", "run_advise"),
     ("bench",): ("dspark.commands.bench", "bench"),
     ("sweep",): ("dspark.commands.sweep", "sweep_command"),
+    ("top",): ("dspark.commands.top", "top"),
+    ("profile",): ("dspark.commands.profile", "profile"),
 }
 _serial = itertools.count(7001)
 
 
 def _commands(group: click.Group = cli.cli, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...],
                                                                                          click.Command]]:
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the lazy group loads each command's module here
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         if isinstance(command, click.Group):
             yield from _commands(command, (*path, name))
         else:

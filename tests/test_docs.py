@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from dspark import cli as cli_module
 from dspark.cli import main
 from dspark.config.knobs import ENV_NAMES, KNOBS
 from dspark.config.settings import OTHER_DSPARK_ENV
@@ -144,7 +143,9 @@ def test_environment_md_names_only_flags_dspark_has() -> None:
     """Each row's "dspark flag" is an option of `dspark validate` that sets that setting, or "—" when none does."""
     import click  # noqa: PLC0415
 
-    options = {p.name: p.opts[0] for p in cli_module.validate.params if isinstance(p, click.Option)}
+    from dspark.cli.plan import validate  # noqa: PLC0415
+
+    options = {p.name: p.opts[0] for p in validate.params if isinstance(p, click.Option)}
     rows = _environment_rows()
     assert set(rows) == {"recipe", *(k.name for k in KNOBS)}
     wrong = {}
@@ -160,7 +161,8 @@ def test_environment_md_names_only_flags_dspark_has() -> None:
 
 def test_environment_md_engine_flags_set_their_setting() -> None:
     """Each engine flag the table lists, given after --, sets that setting in the engine's flag reader."""
-    from dspark.engines.flags import flag_values_from_engine_flags, parse_engine_flags  # noqa: PLC0415
+    from dspark.engines import engine_spec  # noqa: PLC0415
+    from dspark.engines.pasted_flags import flag_values_from_engine_flags, parse_engine_flags  # noqa: PLC0415
 
     samples = {"served_model_name": "m", "tensor_parallel_size": "2", "pipeline_parallel_size": "2",
                "max_model_len": "4096", "kv_cache_dtype": "fp8_e4m3", "kv_cache_memory_bytes": "1000000",
@@ -175,7 +177,8 @@ def test_environment_md_engine_flags_set_their_setting() -> None:
             engine = {"vLLM": "vllm", "SGLang": "sglang"}[part.split()[0]]
             for flag in re.findall(r"`(--[a-z-]+)`", part):
                 argv = [flag] if name == "enable_prefix_caching" else [flag, samples[name]]
-                values = flag_values_from_engine_flags(engine, parse_engine_flags(engine, tuple(argv)))
+                spec = engine_spec(engine)
+                values = flag_values_from_engine_flags(spec, parse_engine_flags(spec, tuple(argv)))
                 assert name in values, (engine, flag, values)
                 checked += 1
     assert checked >= 20

@@ -74,7 +74,7 @@ install_sglang_base() {
 
 # Older releases import torchvision at module level: tv_shim.py stands in for it, as the matrix scripts do.
 sglang_imports() {
-  "$1/bin/python" -c "import sys; sys.path.insert(0, '$here'); import tv_shim; tv_shim.install(); import sglang.srt.server_args"
+  PYTHONPATH="$here:$here/../../dspark/_inside_root" "$1/bin/python" -c "import tv_shim; tv_shim.install(); import sglang.srt.server_args"
 }
 
 install_sglang() {

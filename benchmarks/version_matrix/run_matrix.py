@@ -14,7 +14,7 @@ Two parts, each writing JSON under benchmarks/version_matrix/results/:
   planner-dspark : recompute only dspark's column of results/planner.json.
   start   : `dspark start` itself per release (start_matrix.py): the real exec on the CPU builds, the exec
             seam for vLLM 0.33.0 and SGLang; the detected version, the witness's figure, the pin, the engine's line.
-  witness : dspark's witness (dspark/engines/_witness.py) in each release's interpreter on the engine part's
+  witness : dspark's witness (dspark_inside.vllm.witness) in each release's interpreter on the engine part's
             cases, dspark's own specs and pin (results/witness.json; render.py puts it beside the engine's line).
 SGLang's releases have their own script (sglang_matrix.py: each release's sizing in-process, results/sglang.json).
 Usage: python benchmarks/version_matrix/run_matrix.py {engine|planner|witness|start} [--matrix-dir DIR] [--releases ...]
@@ -36,6 +36,8 @@ ROOT = HERE.parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "engine"), str(ROOT)]
 
 from vllm_harness import OracleCase, run_batch  # noqa: E402
+
+from dspark.engines.inside import InsideFailure, run_inside  # noqa: E402
 
 # run_batch starts the suite's own tests/real_engines/oracle_runner.py, which reads any release from 0.28.0.
 
@@ -106,18 +108,17 @@ def witness_part(matrix: Path, releases: list[str]) -> dict[str, Any]:
     report: dict[str, Any] = {}
     for release in releases:
         python = str(matrix / f"vllm-{release}" / "bin" / "python")
-        proc = subprocess.run([python, str(HERE / "witness_batch.py")], input=json.dumps(requests), text=True,
-                              capture_output=True, timeout=1800, check=False,
-                              env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"})
         rows = report.setdefault(release, {})
-        for line in proc.stdout.splitlines():
-            if line.startswith("WITNESS-BATCH "):
-                rec = json.loads(line.split(" ", 1)[1])
-                rows.setdefault(rec["id"], {}).update(
-                    witness_tokens=rec.get("kv_pool_tokens"), witness_error=rec.get("error"),
-                    witness_concurrency=(f"{rec['max_concurrency']:.2f}" if rec.get("max_concurrency") else None))
-        if not proc.stdout.strip():
-            rows["_witness"] = proc.stderr[-2000:]
+        try:
+            answers = run_inside(python, "vllm.witness", [r["request"] for r in requests], 1800,
+                                 env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"})
+        except InsideFailure as failure:
+            rows["_witness"] = failure.last(40)[-2000:]
+            answers = []
+        for item, rec in zip(requests, answers, strict=False):
+            rows.setdefault(item["id"], {}).update(
+                witness_tokens=rec.get("kv_pool_tokens"), witness_error=rec.get("error"),
+                witness_concurrency=(f"{rec['max_concurrency']:.2f}" if rec.get("max_concurrency") else None))
         print(release, "witness", json.dumps(rows)[:1500], flush=True)
     return report
 

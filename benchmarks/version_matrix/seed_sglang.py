@@ -3,7 +3,7 @@
 Flash-Next on SGLang, TP=2 over two GB10 nodes (unified memory: nvidia-smi says [N/A], free memory is the
 host's MemAvailable), NEXTN with 4 steps / top-1 / 5 draft tokens, --context-length 262144, at 6, 16 and
 32 seats. The pool is linear in free memory, so for each release and seat count this runs the release's
-own ``_resolve_memory_pool_config`` (sglang_sizing.py) at two free-memory readings, solves for the reading
+own ``_resolve_memory_pool_config`` (dspark_inside.sglang.sizing) at two free-memory readings, solves for the reading
 that gives the observed pool, and checks it by running there. The footprint between the two readings
 (weights and what loads with them) is an input, held fixed (--footprint-gib).
 
@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from dspark.engines.inside import InsideFailure, run_inside
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -40,17 +41,11 @@ def seed_argv(model_dir: str, seats: int, steps: int, draft: int, fraction: floa
 
 
 def run_sizing(python: str, cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Run sglang_sizing.py in the release's interpreter; results by case id."""
-    proc = subprocess.run([python, str(HERE / "sglang_sizing.py")], input=json.dumps(cases), text=True,
-                          capture_output=True, timeout=1200, check=False)
-    out = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("SGLANG-ORACLE "):
-            rec = json.loads(line.split(" ", 1)[1])
-            out[rec["id"]] = rec
-    if not out:
-        out["_failed"] = {"error": proc.stderr[-1500:]}
-    return out
+    """SGLang's own sizing (dspark_inside.sglang.sizing) in the release's interpreter; results by case id."""
+    try:
+        return {rec["id"]: rec for rec in run_inside(python, "sglang.sizing", cases, 1200)}
+    except InsideFailure as failure:
+        return {"_failed": {"error": failure.last(30)[-1500:]}}
 
 
 def case(cid: str, model_dir: str, seats: int, free_before: int, footprint: int, steps: int,

@@ -1,7 +1,7 @@
 """The SGLang version matrix: each release's own pool sizing (the witness, in-process) against dspark's pure model.
 
-For each SGLang release in .engines-matrix/, the product's SGLang witness (sglang_sizing.py) runs the release's
-own ServerArgs resolution and pool sizing (KVCacheConfigurator from 0.5.16, the ModelRunner mixin before) on:
+For each SGLang release in .engines-matrix/, the product's SGLang sizing (dspark_inside.sglang.sizing) runs the
+release's own ServerArgs resolution and pool sizing (KVCacheConfigurator from 0.5.16, the ModelRunner mixin before) on:
   seed-6/16/32 : the flash-next-sglang recipe (Flash-Next, TP=2 over two GB10s, 262,144-token context, NEXTN
                  4 steps / top-1 / 5 draft tokens) at 118 GiB free at start-up and 26 GiB loaded, 6/16/32 seats
                  (the standard of docs/version-matrix.md's seed table);

@@ -1,6 +1,6 @@
 """Compare the functions SGLang sizes its pools with, release by release, against a reference release.
 
-For releases the in-process runner cannot drive (sglang_sizing.py needs runtime_context.override_platform),
+For releases the in-process runner cannot drive (dspark_inside.sglang.sizing needs runtime_context.override_platform),
 this says whether the sizing arithmetic itself differs: each function's source, normalised by ast (comments,
 docstrings and formatting dropped), is compared with the reference release's.
 Usage: python benchmarks/version_matrix/sglang_source_diff.py [--matrix-dir DIR] [--reference 0.5.23]

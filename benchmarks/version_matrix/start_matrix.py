@@ -23,6 +23,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,7 @@ sys.path[:0] = [str(ROOT / "tests" / "engine"), str(ROOT)]
 
 from vllm_harness import ENGINE_ENV, free_port, kill_group, parse_line  # noqa: E402
 
+from dspark.engines.inside import INSIDE_ROOT  # noqa: E402
 from dspark.runtime.launch import LaunchPlan  # noqa: E402
 
 # A machine-wide lock for real engine starts, so timing-sensitive work sharing a small host goes one at a time.
@@ -225,7 +227,7 @@ def _environ(extra: Mapping[str, str]) -> Iterator[None]:
 def seam_start(engine: str, python: str, models: Path, case: StartCase,
                engine_env: Mapping[str, str]) -> dict[str, Any]:
     """dspark's start in this process (its console entry point), with an exec that only records the plan."""
-    import dspark.commands.validate as commands  # noqa: PLC0415
+    import dspark.commands.start as commands  # noqa: PLC0415
     from dspark.cli import main  # noqa: PLC0415
 
     executed: list[LaunchPlan] = []
@@ -295,7 +297,6 @@ def _torchvision_shim() -> str:
     with it on PYTHONPATH: the matrix's SGLang environments lack torchvision (a declared SGLang dependency whose
     index build needs CUDA torch), and 0.5.19-0.5.22 import it at module level, so their parser would not load."""
     folder = Path(tempfile.mkdtemp(prefix="tv-shim-"))
-    here = repr(str(HERE))
-    (folder / "sitecustomize.py").write_text(
-        f"import sys\nsys.path.insert(0, {here})\nimport tv_shim\ntv_shim.install()\nsys.path.remove({here})\n")
-    return str(folder)
+    shutil.copy(HERE / "tv_shim.py", folder / "tv_shim.py")  # the folder holds only these two: nothing shadows
+    (folder / "sitecustomize.py").write_text("import tv_shim\ntv_shim.install()\n")
+    return os.pathsep.join([str(folder), str(INSIDE_ROOT)])

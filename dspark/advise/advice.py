@@ -156,6 +156,11 @@ class Advice:
                 "calibration_points": cal.points if cal else 0,
                 "calibration_seats": list(cal.seat_counts) if cal else [],
                 "residuals": [dict(dataclasses.asdict(r), error=r.error) for r in cal.residuals] if cal else [],
+                "prior_residuals": ([dict(dataclasses.asdict(r), error=r.error) for r in cal.prior_residuals]
+                                    if cal else []),
+                "fit_rms_log_error": cal.fit_error if cal else None,
+                "prior_rms_log_error": cal.prior_error if cal else None,
+                "calibration_refused": cal.refused if cal else None,
             },
             "assumptions": list(self.assumptions),
             "warnings": list(self.warnings),

@@ -106,9 +106,10 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
     from dspark.bench.prompts import take  # noqa: PLC0415
     from dspark.core.errors import EngineNotInstalledError  # noqa: PLC0415
     from dspark.engines import engine_spec  # noqa: PLC0415
-    from dspark.engines.base import find_engine_python  # noqa: PLC0415
+    from dspark.engines.interpreter import find_engine_python  # noqa: PLC0415
 
     if opts.simulator == "dspark":
+        _refuse_scheduler_options(opts, "--simulator dspark asks for dspark's own model")
         return None, ["dspark model: asked for (--simulator dspark)"]
     spec = engine_spec(first.serve.engine)
     try:
@@ -116,6 +117,7 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
     except EngineNotInstalledError as exc:
         if opts.simulator == "engine":
             raise
+        _refuse_scheduler_options(opts, f"{first.serve.engine} is not installed here ({exc})")
         return None, [f"dspark model: {first.serve.engine} is not installed here ({exc})"]
     model_dir = Path(first.serve.model)
     if opts.prompts_file is not None:
@@ -153,6 +155,17 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
         notes.append(f"warn: the plan is for {first.serve.engine} {planned}, the scheduler replayed is the installed "
                      f"{result.engine_version}'s")
     return result, notes
+
+
+def _refuse_scheduler_options(opts: AdviseOptions, why: str) -> None:
+    """--warm, --request-rate and --shared-prefix need the engine's scheduler: refused, never ignored, without it."""
+    asked = [name for name, on in (("--warm", opts.warm), ("--request-rate", opts.request_rate is not None),
+                                   ("--shared-prefix", opts.shared_prefix > 0)) if on]
+    if asked:
+        raise InputError(f"{', '.join(asked)} need(s) the engine's own scheduler (prefix cache, eviction, open-loop "
+                         f"arrivals), which cannot run: {why}; dspark's own model has none of them",
+                         hint="install the engine (or set DSPARK_ENGINE_PYTHON to its python) and drop "
+                              "--simulator dspark, or leave out " + ", ".join(asked))
 
 
 def first_plan(request: ValidateRequest, seats: str) -> tuple[int, ValidationReport]:
@@ -226,8 +239,13 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
     spec = int(s.num_speculative_tokens.value or (first.recipe.speculative.num_speculative_tokens
                                                  if first.recipe and first.recipe.speculative else 0))
     gpu = min(first.hardware.gpus, key=lambda g: g.free_bytes) if first.hardware.gpus else None
+    ran, capped = _seats_run(seat_list, reports, first.serve.engine)
+    # Each seat count captures its own graphs, all from one grid: the largest count's sizes cover every smaller
+    # count's decode steps (at most seats × query length tokens, within its own largest size) the same way.
+    widest = max((r.capacity for _, r in ran), key=lambda c: c.cudagraph_max_capture_size)
     inputs: ModelInputs = model_inputs(
         first.architecture, first.weights, cap, gpu, platform=str(s.platform.value or "cuda"),
+        graph_sizes=widest.cudagraph_capture_sizes,
         tp=int(s.tensor_parallel_size.value), speculative_tokens=spec, emitted_per_step=opts.accepted_tokens,
         observed_prefill_s=prefill)
     points = steps + _calibration_points(opts.calibrate, max_batched, _deployment(first))
@@ -240,7 +258,6 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
         costs = calibration.costs
         peak = (gpu.bandwidth_gbps or bandwidth_gbps_for(gpu.name)) if gpu is not None else None
         warnings = fit_warnings(calibration, peak * 1e9 if peak else None, gpu.name if gpu is not None else "device")
-    ran, capped = _seats_run(seat_list, reports, first.serve.engine)
     pools = [(n, r.capacity.kv_pool_tokens) for n, r in ran]
     countings = {n: counting_for(r.capacity) for n, r in ran}
     predictions = predict(costs, inputs.shape, load, pools, request.prefix_cache_reserve, countings,
@@ -256,14 +273,14 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
         why = replay_notes[0]
         predictions = [dataclasses.replace(p, simulator=why) for p in predictions]
         replay_notes.append("dspark model: its own continuous batching, with no prefix cache, no eviction and no "
-                            "preemption: prefix hits are the --prefix-hit-rate input, clients are closed-loop"
-                            + (" (--request-rate and --warm need the engine's scheduler)"
-                               if opts.request_rate is not None or opts.warm else ""))
+                            "preemption: prefix hits are the --prefix-hit-rate input, clients are closed-loop")
     fitted = calibration.fitted if calibration else ()
     lines = describe_costs(costs, fitted, inputs.sources, calibration.points if calibration else 0)
     assumptions = [
-        "decode step = fixed cost + (dense weights + routed experts × coverage + KV of the seats' contexts + "
-        "linear state) ÷ effective bandwidth + decode tokens × cost per token + prompt tokens × prefill cost",
+        "step time (dspark.perf.step) = max(weights read, GEMM FLOPs ÷ rate at the step's padded token count) + "
+        "max(KV and state read, attention FLOPs ÷ attention rate) + activations ÷ bandwidth + kernels × latency "
+        "+ sampler [+ all-reduces]; the engine's CPU per step (and, without a CUDA graph, each kernel's launch) "
+        "adds to it, or runs beside it with async scheduling: max(GPU, CPU + launches)",
         f"tokens a seat keeps per step: {inputs.shape.emitted_per_step:g} ({inputs.sources['emitted_per_step']}); "
         f"each verifies {inputs.shape.query_len}",
         f"chunked prefill within {max_batched:,} batched tokens per step; "

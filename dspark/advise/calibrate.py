@@ -1,9 +1,9 @@
-"""Fit the step-cost terms to measured points (bench / sweep results, step times); pure.
+"""Fit the step-time model's coefficients to measured points (profiles, bench / sweep results, step times); pure.
 
-Which terms are fitted follows from what the points can tell apart: one seat count fixes the fixed cost, two
-also the per-token cost (the slope), three or more also the effective bandwidth (the curvature that expert
-coverage and KV reads give); a measured time to first token with prompt tokens fixes the prefill cost. Terms
-not fitted keep their prior, and the result says which is which and from how many points.
+A fit can only make the model better on its own points or it is not used: every coefficient stays within
+physical bounds (no negative cost, no bandwidth or FLOP rate above the device's peak, efficiencies in (0, 1]),
+coefficients the points say nothing about stay at their prior (a weak pull toward it keeps them there), the
+residuals are recorded, and a fit that explains its points worse than the priors do is refused with the numbers.
 """
 
 from __future__ import annotations
@@ -17,9 +17,16 @@ from typing import Any
 from dspark.advise.model import StepCosts, StepShape, Workload, decode_step_s, simulate
 
 TERM_LABELS: dict[str, str] = {
-    "fixed_s": "fixed cost per step",
-    "per_token_s": "cost per decode token",
-    "bandwidth_bytes_per_s": "effective bandwidth",
+    "fixed_s": "engine CPU per step",
+    "cpu_per_row_s": "engine CPU per request in a step",
+    "bandwidth_bytes_per_s": "achieved memory bandwidth",
+    "kv_bandwidth_bytes_per_s": "achieved bandwidth of paged KV reads",
+    "flops_per_s": "GEMM rate of large GEMMs",
+    "gemm_half_tokens": "tokens at half the GEMM rate",
+    "attention_flops_per_s": "attention rate in prefill",
+    "kernel_floor_s": "latency per kernel",
+    "launch_s": "launch cost per kernel without CUDA graphs",
+    "per_token_s": "sampler cost per row",
     "prefill_per_token_s": "prefill cost per prompt token",
 }
 
@@ -36,6 +43,8 @@ class Measured:
     aggregate_decode_tps: float | None = None
     per_stream_decode_tps: float | None = None
     ttft_mean_s: float | None = None
+    prefill_tokens: int = 0  # prefill-time points: one prompt of this many tokens computed alone
+    prefill_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -63,18 +72,54 @@ class Calibration:
     points: int
     seat_counts: tuple[int, ...]
     residuals: tuple[Residual, ...]
+    prior_residuals: tuple[Residual, ...] = ()
+    refused: str | None = None  # why the fit is not used (then costs are the prior)
+
+    @property
+    def fit_error(self) -> float:
+        """Root-mean-square of the log residuals of the fit."""
+        return _rms(self.residuals)
+
+    @property
+    def prior_error(self) -> float:
+        """Root-mean-square of the log residuals of the priors on the same points."""
+        return _rms(self.prior_residuals)
 
 
-def terms_to_fit(points: Sequence[Measured], pinned: Sequence[str] = ()) -> tuple[str, ...]:
-    """The terms the points can determine (see the module docstring), less the pinned ones."""
+def _rms(residuals: Sequence[Residual]) -> float:
+    logs = [math.log(r.predicted / r.measured) for r in residuals if r.predicted > 0 and math.isfinite(r.predicted)]
+    if len(logs) < len(residuals):
+        return math.inf
+    return math.sqrt(math.fsum(x * x for x in logs) / len(logs)) if logs else 0.0
+
+
+def terms_to_fit(points: Sequence[Measured], pinned: Sequence[str] = (), shape: StepShape | None = None
+                 ) -> tuple[str, ...]:
+    """The coefficients the points can inform, less the pinned ones.
+
+    Any point informs the per-step terms (CPU per step, bandwidth, kernel latency); two or more batch sizes also
+    the per-request CPU cost, the GEMM rate and its rise with tokens; a time to first token or a prefill time the
+    compute rates (or a measured prompt cost, where one is given); an eager engine its launch cost.
+    """
     distinct = len({p.seats for p in points})
-    order = ("fixed_s", "per_token_s", "bandwidth_bytes_per_s")[: min(distinct, 3)]
-    terms = [t for t in order if t not in pinned]
-    if "prefill_per_token_s" not in pinned and any(
-        p.ttft_mean_s and p.workload is not None and p.workload.input_len > 0 for p in points
-    ):
-        terms.append("prefill_per_token_s")
-    return tuple(terms)
+    terms = ["fixed_s", "bandwidth_bytes_per_s", "kernel_floor_s"]
+    if distinct >= 2:
+        terms += ["cpu_per_row_s", "kv_bandwidth_bytes_per_s", "flops_per_s", "gemm_half_tokens"]
+    if any(p.prefill_s or (p.ttft_mean_s and p.workload is not None) for p in points):
+        terms += [t for t in ("flops_per_s", "attention_flops_per_s") if t not in terms]
+    if shape is not None and shape.eager:
+        terms.append("launch_s")
+    return tuple(t for t in terms if t not in pinned)
+
+
+def prefill_seconds(costs: StepCosts, shape: StepShape, tokens: int, budget: int = 8192) -> float:
+    """One prompt of `tokens` computed alone, in chunks of the step budget (vLLM's chunked prefill)."""
+    done, total = 0, 0.0
+    while done < tokens:
+        take = min(budget, tokens - done)
+        total += decode_step_s(costs, shape, 0, float(done), take, take * (done + take / 2))
+        done += take
+    return total
 
 
 def predictions(costs: StepCosts, shape: StepShape, point: Measured) -> dict[str, float]:
@@ -82,6 +127,8 @@ def predictions(costs: StepCosts, shape: StepShape, point: Measured) -> dict[str
     out: dict[str, float] = {}
     if point.step_s is not None:
         out["step_s"] = decode_step_s(costs, shape, point.seats, point.seats * point.context_tokens)
+    if point.prefill_s is not None and point.prefill_tokens > 0:
+        out["prefill_s"] = prefill_seconds(costs, shape, point.prefill_tokens)
     if point.workload is not None:
         sim = simulate(costs, shape, point.workload, point.seats)
         for name in ("aggregate_decode_tps", "per_stream_decode_tps", "ttft_mean_s"):
@@ -146,35 +193,95 @@ def nelder_mead(f: Callable[[list[float]], float], x0: Sequence[float], step: fl
     return simplex[min(range(n + 1), key=values.__getitem__)]
 
 
-# A term whose prior is zero starts the search here (seconds): log space cannot start at zero.
-_FLOOR = {"fixed_s": 1e-4, "per_token_s": 1e-6, "prefill_per_token_s": 1e-6, "bandwidth_bytes_per_s": 1e6}
+def bounds(prior: StepCosts, term: str) -> tuple[float, float]:
+    """The physical range of a coefficient: positive, and rates no higher than the device's peak.
+
+    The priors' rates are fractions of the datasheet peak (dspark.perf.gpus: bandwidth 0.8, GEMMs 0.72, attention
+    0.5), so 1.25 × the bandwidth prior, the GEMM prior ÷ 0.72 and 2 × the attention prior are the peak itself.
+    """
+    if term == "bandwidth_bytes_per_s":
+        return prior.bandwidth_bytes_per_s * 0.3, prior.bandwidth_bytes_per_s * 1.25
+    if term == "kv_bandwidth_bytes_per_s":  # a fraction of the same peak, never above it
+        return prior.bandwidth_bytes_per_s * 0.2, prior.bandwidth_bytes_per_s * 1.25
+    if term == "flops_per_s":  # the prior is 0.72 of the peak
+        return prior.flops_per_s * 0.2, prior.flops_per_s / 0.72
+    if term == "attention_flops_per_s":
+        return prior.attention_flops_per_s * 0.2, prior.attention_flops_per_s * 2.0
+    return _ABSOLUTE[term]
+
+
+# Seconds (or tokens) no engine step goes outside of; lower bounds are ~0, never below.
+_ABSOLUTE: dict[str, tuple[float, float]] = {
+    "fixed_s": (1e-6, 1.0), "cpu_per_row_s": (1e-8, 0.05), "per_token_s": (1e-9, 0.05),
+    "kernel_floor_s": (1e-9, 50e-6), "launch_s": (1e-7, 200e-6), "gemm_half_tokens": (1.0, 2048.0),
+    "prefill_per_token_s": (1e-8, 0.1),
+}
+# The pull toward the prior: small beside a residual, enough to keep a coefficient the points do not inform.
+_PRIOR_WEIGHT = 3e-5
+
+
+def _effective(costs: StepCosts, term: str) -> float:
+    """A coefficient's value as the step model reads it (a KV rate of 0 is the bandwidth's)."""
+    if term == "kv_bandwidth_bytes_per_s":
+        return costs.kv_bandwidth_bytes_per_s or costs.bandwidth_bytes_per_s
+    return float(getattr(costs, term))
 
 
 def _fit_terms(prior: StepCosts, shape: StepShape, points: Sequence[Measured], terms: Sequence[str]) -> StepCosts:
+    """Minimise the squared log residuals over the terms, each mapped into its bounds (a logistic in log space)."""
+    # A rate with no limit (no figure for the device) has nothing physical to be fitted within: it stays.
+    terms = [t for t in terms if 0 < bounds(prior, t)[0] < bounds(prior, t)[1] < math.inf]
     if not terms:
         return prior
+    box = [bounds(prior, t) for t in terms]
+    spans = [(math.log(lo), math.log(hi)) for lo, hi in box]
+
+    def value(x: float, span: tuple[float, float]) -> float:
+        lo, hi = span
+        return math.exp(lo + (hi - lo) / (1.0 + math.exp(-max(min(x, 50.0), -50.0))))
 
     def at(x: Sequence[float]) -> StepCosts:
-        return replace(prior, **{t: math.exp(v) for t, v in zip(terms, x, strict=True)})
+        return replace(prior, **{t: value(v, sp) for t, v, sp in zip(terms, x, spans, strict=True)})
 
-    start = [math.log(max(getattr(prior, t), _FLOOR[t])) for t in terms]
-    best = nelder_mead(lambda x: _loss(at(x), shape, points), start)
-    # Polish from the best point: a restart escapes a simplex that collapsed early.
-    return at(nelder_mead(lambda x: _loss(at(x), shape, points), best, step=0.3))
+    def inverse(v: float, span: tuple[float, float]) -> float:
+        lo, hi = span
+        u = (min(max(math.log(v), lo), hi) - lo) / (hi - lo) if v > 0 else 0.05
+        u = min(max(u, 0.02), 0.98)
+        return math.log(u / (1.0 - u))
+
+    start = [inverse(_effective(prior, t), sp) for t, sp in zip(terms, spans, strict=True)]
+
+    def loss(x: Sequence[float]) -> float:
+        pull = math.fsum((a - b) ** 2 for a, b in zip(x, start, strict=True))
+        return _loss(at(x), shape, points) + _PRIOR_WEIGHT * pull
+
+    best = nelder_mead(loss, start, iterations=300)
+    value_best = loss(best)
+    for step in (0.5, 0.2, 0.05):  # restarts from the best point: a simplex that collapsed early moves on
+        again = nelder_mead(loss, best, step=step, iterations=200)
+        if (value_again := loss(again)) < value_best:
+            best, value_best = again, value_again
+    return at(best)
 
 
 def fit(prior: StepCosts, shape: StepShape, points: Sequence[Measured], pinned: Sequence[str] = ()) -> Calibration:
-    """Fit the determinable terms (in log space, so they stay positive) to the points; the rest keep the prior."""
-    terms = terms_to_fit(points, pinned)
+    """Fit the coefficients the points inform, within bounds; refused (the prior kept) if it fits them worse."""
+    terms = terms_to_fit(points, pinned, shape)
+    if prior.prefill_per_token_s > 0 and "prefill_per_token_s" not in pinned and any(
+            p.prefill_s or p.ttft_mean_s for p in points):
+        terms = (*terms, "prefill_per_token_s")  # a measured prompt cost is what the prompt points refit
+    terms = tuple(t for t in terms if 0 < bounds(prior, t)[0] < bounds(prior, t)[1] < math.inf)
     costs = _fit_terms(prior, shape, points, terms)
-    if "fixed_s" in terms and "bandwidth_bytes_per_s" not in terms and costs.fixed_s < 2 * _FLOOR["fixed_s"]:
-        # The fit wanted a fixed cost below zero: the steps are faster than the prior bandwidth reads the
-        # weights, so the prior bandwidth is what the points contradict. Fit it in the fixed cost's place.
-        terms = tuple("bandwidth_bytes_per_s" if t == "fixed_s" else t for t in terms)
-        costs = _fit_terms(prior, shape, points, terms)
-    return Calibration(costs=costs, fitted=terms, points=len(points),
-                       seat_counts=tuple(sorted({p.seats for p in points})),
-                       residuals=tuple(_residuals(costs, shape, points)))
+    prior_res = tuple(_residuals(prior, shape, points))
+    residuals = tuple(_residuals(costs, shape, points))
+    seat_counts = tuple(sorted({p.seats for p in points}))
+    cal = Calibration(costs=costs, fitted=terms, points=len(points), seat_counts=seat_counts, residuals=residuals,
+                      prior_residuals=prior_res)
+    if not cal.fit_error <= cal.prior_error + 1e-4:  # 0.01%: the search's own noise, not a worse fit
+        why = (f"the fit explains its {len(residuals)} measured figures worse than the priors (rms log error "
+               f"{cal.fit_error:.3f} against {cal.prior_error:.3f}): it is not used")
+        return replace(cal, costs=prior, fitted=(), residuals=prior_res, refused=why)
+    return cal
 
 
 # A fitted model that misses a measured figure by more than this does not describe the measurements.
@@ -185,6 +292,8 @@ def fit_warnings(cal: Calibration, peak_bytes_per_s: float | None, device: str) 
     """What makes a fit untrustworthy: figures it misses beyond ±25%, a bandwidth above the device's peak, a
     cost the points drive to zero (they ask for a negative one)."""
     out: list[str] = []
+    if cal.refused:
+        out.append(f"calibration refused: {cal.refused}; the predictions use the priors")
     missed = [r for r in cal.residuals if abs(r.error) > RESIDUAL_LIMIT]
     if missed:
         shown = "; ".join(f"{r.metric} at {r.seats} seats {r.error:+.0%}" for r in missed)
@@ -196,9 +305,10 @@ def fit_warnings(cal: Calibration, peak_bytes_per_s: float | None, device: str) 
         out.append(f"fitted {TERM_LABELS['bandwidth_bytes_per_s']} {bandwidth / 1e9:,.4g} GB/s is "
                    f"{bandwidth / peak_bytes_per_s:,.3g}x above the {device}'s peak of {peak_bytes_per_s / 1e9:,.0f} "
                    "GB/s: no step reads memory that fast, so the measurements are not this model on this hardware")
-    for term in ("fixed_s", "per_token_s", "prefill_per_token_s"):
-        if term in cal.fitted and getattr(cal.costs, term) < 2 * _FLOOR[term]:
-            out.append(f"fitted {TERM_LABELS[term]} is ~0: the points ask for a negative cost, which no engine has")
+    for term in cal.fitted:
+        if term in _ABSOLUTE and getattr(cal.costs, term) < _ABSOLUTE[term][0] * 1.5:
+            out.append(f"fitted {TERM_LABELS[term]} is at its floor (~0): the points ask for less, which no engine "
+                       "has")
     return out
 
 
@@ -303,4 +413,32 @@ def points_from_json(data: Mapping[str, Any], source: str, *, seats: int | None 
     if isinstance(data.get("reps"), list):
         _check_origin(data, source, plan)
         return [_bench_point(data, source, seats, max_num_batched_tokens)]
-    raise ValueError(f"{source}: neither a `dspark bench --json` result nor a sweep.json")
+    if data.get("kind") == PROFILE_KIND:
+        _check_origin(data, source, plan)
+        return profile_points(data, source)
+    raise ValueError(f"{source}: neither a `dspark bench --json` result, a sweep.json nor a `dspark profile` JSON")
+
+
+PROFILE_KIND = "dspark-profile"  # dspark.bench.profile.PROFILE_KIND
+
+
+def profile_points(data: Mapping[str, Any], source: str) -> list[Measured]:
+    """A `dspark profile` JSON's measured points: the step time at each batch (the mean inter-token latency, the
+    engine's own where it exports it) at the point's mean context, and a one-stream prompt's prefill time."""
+    out: list[Measured] = []
+    for p in data.get("points") or []:
+        if not isinstance(p, dict):
+            continue
+        batch, prompt, output = int(p.get("batch") or 0), int(p.get("input_len") or 0), int(p.get("output_len") or 0)
+        if batch < 1:
+            continue
+        label = f"{source} (batch {batch}, {prompt}-token prompts, {p.get('source', '?')})"
+        itl = p.get("itl_mean_s")
+        if isinstance(itl, (int, float)) and itl > 0 and math.isfinite(itl):
+            out.append(Measured(seats=batch, source=label, step_s=float(itl), context_tokens=prompt + output / 2))
+        prefill = p.get("prefill_mean_s")
+        if batch == 1 and isinstance(prefill, (int, float)) and prefill > 0 and math.isfinite(prefill):
+            out.append(Measured(seats=1, source=label, prefill_tokens=prompt, prefill_s=float(prefill)))
+    if not out:
+        raise ValueError(f"{source}: a `dspark profile` JSON with no step figure to calibrate on")
+    return out

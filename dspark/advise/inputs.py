@@ -13,21 +13,44 @@ from dspark.advise.calibrate import TERM_LABELS
 from dspark.advise.model import StepCosts, StepShape
 from dspark.capacity import CapacitySummary
 from dspark.hardware import GpuInfo
-from dspark.hardware.profiles import bandwidth_gbps_for
-from dspark.model.architecture import LinearStateLayer, ModelArchitecture, dtype_bytes
+from dspark.model.architecture import (
+    AttentionLayer,
+    LinearStateLayer,
+    MLALayer,
+    ModelArchitecture,
+    dtype_bytes,
+)
 from dspark.model.weights import WeightBytes, format_bytes_per_parameter
+from dspark.perf.gpus import GpuPerf, gpu_perf, is_known
 
-# Decode on the seed deployment read 78–85% of GB10's bandwidth: the prior takes 80%.
-BANDWIDTH_EFFICIENCY = 0.80
-# Dense BF16 tensor throughput reached by decode and chunked prefill: a prior, replaced by any calibration.
-COMPUTE_EFFICIENCY = 0.40
-# Dense BF16 tensor TFLOPS per GPU (vendor figures; GB10: a quarter of its 1 PFLOP sparse FP4).
-_COMPUTE_TFLOPS = (
-    ("h100", 989.0), ("h200", 989.0), ("b200", 2250.0), ("rtx 5090", 209.5), ("gb10", 125.0))
-# Without a figure for the device (a CPU engine, an unknown GPU) the priors are these, labelled as such.
-_CPU_BANDWIDTH_GBPS = 20.0
-_CPU_TFLOPS = 0.5
-FIXED_PRIOR_S = {"cuda": 0.002, "cpu": 0.005}
+# Every prior below is a physical fact or an engine behaviour; dspark.perf.step says where each term comes from and
+# dspark.perf.gpus where each GPU figure does. Calibration (dspark.advise.calibrate) fits them within bounds.
+# A step launches about 12 kernels per decoder layer (fused add+norm twice, QKV GEMM, q/k norm + rotary, KV-cache
+# write, attention, O GEMM, gate-up GEMM, activation, down GEMM, and an all-reduce or two at TP > 1), plus the
+# embedding, the final norm, the logits and the sampler's (vLLM's Qwen3/Llama forward under torch.compile).
+KERNELS_PER_LAYER = 12
+KERNELS_PER_STEP = 10
+# A routed-MoE layer launches about 8 more (vLLM's FusedMoE: router GEMM, topk_softmax, moe_align_block_size, the
+# two fused_moe kernels, the activation, moe_sum, the shared expert's), as its 4.2 ms decode step at one stream
+# on the lent H200 (Qwen3-30B-A3B shape, 48 layers; 1.7 ms of it reading 3.3 B active parameters) shows.
+MOE_EXTRA_KERNELS_PER_LAYER = 8
+# Each kernel costs a few µs however little it does; aiconfigurator prices an elementwise op at 3 µs on Hopper.
+KERNEL_FLOOR_S = 2.5e-6
+# --enforce-eager: each kernel launched from Python through PyTorch's dispatcher and vLLM's custom ops. Measured
+# on the lent H200 (vLLM 0.25.0, Qwen3-8B shape): 21 ms a step eager at 1 and 8 streams against 5.2 ms with CUDA
+# graphs, ~0.54 ms of CPU per decoder layer: ~45 µs per kernel at 12 per layer.
+LAUNCH_S = 45e-6
+# The engine's CPU per step (schedule, prepare inputs, process outputs) and per scheduled request: priors for
+# vLLM V1 on a server CPU, fitted by `dspark profile`; with async scheduling they hide behind the GPU's step.
+CPU_STEP_S = {"cuda": 1.5e-3, "cpu": 5e-3}
+CPU_PER_ROW_S = 10e-6
+# GEMM tiles are 64-128 rows: half of the large-GEMM rate at ~48 tokens (tile occupancy), rising toward it.
+GEMM_HALF_TOKENS = 48.0
+# Activations the elementwise kernels read and write per token and layer, in hidden-size units (norm in/out twice,
+# rotary, residual adds, the activation function's gate and up halves at ~3 hidden each).
+ACTIVATION_TOUCHES = 20
+# The sampler reads and writes the logits (float32) about four times per sampled row (softmax, top-k/p, draw).
+SAMPLER_PASSES = 4
 # Tokens a seat keeps per step with k speculative tokens, unless given: half of them accepted, at most 4.
 ACCEPTED_SHARE = 0.5
 ACCEPTED_CAP = 4.0
@@ -90,6 +113,48 @@ def _active_params_per_gpu(arch: ModelArchitecture, weights: WeightBytes | None,
     return active / tp
 
 
+def _rate_sources(perf: GpuPerf, peak: float, kernels: int, per_layer: int, sources: dict[str, str]
+                  ) -> dict[str, str]:
+    """Where the attention rate, T½, the kernel floor, the launch and per-request CPU costs come from."""
+    return {
+        "attention_flops_per_s": f"{perf.attention_fraction:.0%} of {perf.label}'s {peak:g} dense TFLOP/s",
+        "gemm_half_tokens": sources["flops_per_s"],
+        "kernel_floor_s": f"{KERNEL_FLOOR_S * 1e6:g} µs per kernel, {kernels} kernels per step ({per_layer} per layer)",
+        "launch_s": (f"{LAUNCH_S * 1e6:g} µs per kernel launched without CUDA graphs (measured eager on the lent "
+                     "H200: ~0.54 ms of CPU per decoder layer)"),
+        "cpu_per_row_s": sources["fixed_s"],
+    }
+
+
+def _flops_per_token(arch: ModelArchitecture, weights: WeightBytes | None, tp: int) -> tuple[float, float]:
+    """(dense, routed-expert) GEMM FLOPs per token per GPU: 2 per parameter a token passes through, less the
+    lm_head (run only for sampled positions: _logits_flops)."""
+    active = max(_active_params_per_gpu(arch, weights, tp) - _logits_flops(arch, tp) / 2, 0.0)
+    params = arch.parameters
+    if arch.moe is not None and params is not None and params.routed_experts:
+        expert = params.routed_experts * arch.moe.top_k / arch.moe.num_experts / tp
+        return 2.0 * max(active - expert, 0.0), 2.0 * expert
+    return 2.0 * active, 0.0
+
+
+def _logits_flops(arch: ModelArchitecture, tp: int) -> float:
+    """The lm_head's FLOPs per sampled position per GPU (vocab split across the group): 2 × vocab × hidden."""
+    return 2.0 * arch.vocab_size * arch.hidden_size / tp
+
+
+def _attention_flops_per_pair(arch: ModelArchitecture, tp: int) -> float:
+    """FLOPs per (query, key) pair per GPU: QK^T and PV, 2 each per multiply-add, over the attention layers."""
+    heads = max(arch.num_attention_heads // tp, 1) if arch.num_attention_heads else 0
+    total = 0.0
+    for layer in arch.layers:
+        if isinstance(layer, AttentionLayer):
+            h = heads or max(layer.num_kv_heads // tp, 1)
+            total += 2.0 * h * (layer.head_dim + (layer.head_dim_v or layer.head_dim))
+        elif isinstance(layer, MLALayer):  # absorbed MLA: keys are kv_lora_rank + rope wide, values kv_lora_rank
+            total += 2.0 * max(heads, 1) * (2 * layer.kv_lora_rank + layer.qk_rope_head_dim)
+    return total
+
+
 def model_inputs(
     arch: ModelArchitecture,
     weights: WeightBytes | None,
@@ -101,36 +166,44 @@ def model_inputs(
     speculative_tokens: int,
     emitted_per_step: float | None = None,
     observed_prefill_s: tuple[float, str] | None = None,
+    graph_sizes: Sequence[int] | None = None,
 ) -> ModelInputs:
-    """Shape and priors for one configuration; `observed_prefill_s` pins the prefill cost (value, source)."""
+    """Shape and priors for one configuration; `observed_prefill_s` pins the prefill cost (value, source);
+    `graph_sizes`: the captured CUDA-graph sizes to run steps in (default: the capacity's)."""
     sources: dict[str, str] = {}
     notes: list[str] = []
     dense, expert, weight_note = _split_weights(arch, weights, tp)
     notes.append(weight_note)
     name = gpu.name if gpu is not None else ""
-    gbps = (gpu.bandwidth_gbps if gpu is not None else None) or bandwidth_gbps_for(name)
-    if platform == "cpu" or gbps is None:
-        gbps = _CPU_BANDWIDTH_GBPS if platform == "cpu" else 1000.0
+    perf = gpu_perf(name, platform)
+    gbps = perf.bandwidth_gbps if is_known(perf) else ((gpu.bandwidth_gbps if gpu else None) or perf.bandwidth_gbps)
+    fraction = perf.bandwidth_fraction
+    if is_known(perf):
+        sources["bandwidth_bytes_per_s"] = f"{fraction:.0%} of {perf.label}'s {gbps:,.0f} GB/s ({perf.source})"
+    else:
         sources["bandwidth_bytes_per_s"] = f"{gbps:g} GB/s: no figure for {name or 'this device'}, a placeholder"
-    else:
-        sources["bandwidth_bytes_per_s"] = f"{BANDWIDTH_EFFICIENCY:.0%} of {name}'s {gbps:,.0f} GB/s"
-        gbps *= BANDWIDTH_EFFICIENCY
-    tflops = next((t for key, t in _COMPUTE_TFLOPS if key in name.lower()), None)
-    if platform == "cpu" or tflops is None:
-        tflops = _CPU_TFLOPS
-        compute_source = f"{tflops:g} TFLOPS: no figure for {name or 'this device'}, a placeholder"
-    else:
-        compute_source = f"{COMPUTE_EFFICIENCY:.0%} of {name}'s {tflops:g} dense BF16 TFLOPS"
-        tflops *= COMPUTE_EFFICIENCY
-    active = _active_params_per_gpu(arch, weights, tp)
-    per_token = 2 * active / (tflops * 1e12)
-    sources["per_token_s"] = f"2 × {active / 1e9:.2f} B active parameters per GPU at {compute_source}"
-    prefill = per_token
-    sources["prefill_per_token_s"] = "as a decode token: " + sources["per_token_s"]
+    fp8 = (arch.weight_format or "") in {"fp8", "nvfp4", "mxfp4", "modelopt_fp4"}
+    peak = perf.fp8_tflops if fp8 else perf.bf16_tflops
+    flops = peak * 1e12 * perf.gemm_fraction
+    sources["flops_per_s"] = (f"{perf.gemm_fraction:.0%} of {perf.label}'s {peak:g} dense "
+                              f"{'FP8' if fp8 else 'BF16'} TFLOP/s, reached by large GEMMs; half of that at "
+                              f"{GEMM_HALF_TOKENS:g} tokens (tile occupancy)")
+    dense_flops, expert_flops = _flops_per_token(arch, weights, tp)
+    sources["per_token_s"] = (f"the sampler: {SAMPLER_PASSES} float32 passes over {arch.vocab_size:,} logits per "
+                              "sampled row")
+    per_token = SAMPLER_PASSES * 4.0 * arch.vocab_size / (gbps * 1e9 * fraction)
+    prefill = 0.0
+    sources["prefill_per_token_s"] = "the prompt's GEMM and attention compute (the roofline above)"  # noqa: S105
     if observed_prefill_s is not None:
         prefill, sources["prefill_per_token_s"] = observed_prefill_s
-    fixed = FIXED_PRIOR_S["cpu" if platform == "cpu" else "cuda"]
-    sources["fixed_s"] = f"{fixed * 1e3:g} ms: a default for {platform} (launches, scheduling, sampling)"
+    cpu = platform == "cpu"
+    fixed = CPU_STEP_S["cpu" if cpu else "cuda"]
+    sources["fixed_s"] = (f"{fixed * 1e3:g} ms of the engine's CPU per step + {CPU_PER_ROW_S * 1e6:g} µs per "
+                          "request (scheduling, input preparation, output processing): a prior")
+    sizes = tuple(sorted(capacity.cudagraph_capture_sizes if graph_sizes is None else graph_sizes))
+    eager = not cpu and not sizes
+    async_sched = bool(capacity.details.get("async_scheduling"))
+    attn_layers = sum(1 for layer in arch.layers if not isinstance(layer, LinearStateLayer))
     if emitted_per_step is None:
         emitted_per_step = default_emitted(speculative_tokens)
         sources["emitted_per_step"] = (f"default: 1 + half of {speculative_tokens} speculative tokens accepted, "
@@ -138,18 +211,45 @@ def model_inputs(
     else:
         sources["emitted_per_step"] = "given (--accepted-tokens)"
     moe = arch.moe
+    act = dtype_bytes(arch.dtype)
+    layers = len(arch.layers)
+    per_layer = KERNELS_PER_LAYER + (MOE_EXTRA_KERNELS_PER_LAYER if moe is not None else 0)
+    kernels = layers * per_layer + KERNELS_PER_STEP
     shape = StepShape(
         dense_weight_bytes=dense, expert_weight_bytes=expert,
         num_experts=moe.num_experts if moe else None, top_k=moe.top_k if moe else None,
         kv_bytes_per_token=float(capacity.kv_bytes_per_token),
         state_bytes_per_seat=_state_bytes_per_seat(arch, tp),
         speculative_tokens=speculative_tokens, emitted_per_step=emitted_per_step,
+        dense_flops_per_token=dense_flops, expert_flops_per_token=expert_flops,
+        logits_flops_per_row=_logits_flops(arch, tp),
+        attention_flops_per_pair=_attention_flops_per_pair(arch, tp),
+        activation_bytes_per_token=ACTIVATION_TOUCHES * arch.hidden_size * act * layers / tp,
+        kernels_per_step=kernels,
+        graph_sizes=sizes, eager=eager, async_scheduling=async_sched,
+        allreduces_per_step=2 * layers if tp > 1 else 0, allreduce_bytes_per_token=float(arch.hidden_size * act),
+        link_bytes_per_s=perf.link_gbps * 1e9, collective_latency_s=perf.collective_latency_s, tp=tp,
     )
+    notes.append(("CUDA graphs captured up to " + f"{sizes[-1]} tokens (at the widest seat count): a smaller batch "
+                  "runs padded to the next size, a larger one without a graph"
+                  if sizes else "no CUDA graphs (--enforce-eager): each kernel waits for its launch from the CPU"
+                  if eager else "no CUDA graphs")
+                 + ("; async scheduling: the engine's CPU time per step hides behind the GPU's" if async_sched
+                    else "; the engine's CPU time per step adds to the GPU's (no async scheduling)")
+                 + f"; {attn_layers} attention layer(s)")
     notes.append(f"KV read per step: {capacity.kv_bytes_per_token:,} B per token of context per GPU"
                  + (f"; linear state {shape.state_bytes_per_seat / 1e6:.1f} MB per seat read and written"
                     if shape.state_bytes_per_seat else ""))
-    prior = StepCosts(fixed_s=fixed, bandwidth_bytes_per_s=gbps * 1e9, per_token_s=per_token,
-                      prefill_per_token_s=prefill)
+    prior = StepCosts(
+        fixed_s=fixed, bandwidth_bytes_per_s=gbps * 1e9 * fraction, per_token_s=per_token,
+        prefill_per_token_s=prefill, flops_per_s=flops, gemm_half_tokens=GEMM_HALF_TOKENS,
+        attention_flops_per_s=peak * 1e12 * perf.attention_fraction, kernel_floor_s=0.0 if cpu else KERNEL_FLOOR_S,
+        launch_s=0.0 if cpu else LAUNCH_S, cpu_per_row_s=CPU_PER_ROW_S,
+        kv_bandwidth_bytes_per_s=gbps * 1e9 * perf.kv_fraction)
+    sources["kv_bandwidth_bytes_per_s"] = (f"{perf.kv_fraction:.0%} of {perf.label}'s {gbps:,.0f} GB/s: paged KV "
+                                           "reads of decode attention" if is_known(perf) else
+                                           sources["bandwidth_bytes_per_s"])
+    sources.update(_rate_sources(perf, peak, shape.kernels_per_step, per_layer, sources))
     return ModelInputs(shape=shape, prior=prior, sources=sources, assumptions=tuple(notes))
 
 
@@ -157,9 +257,17 @@ def describe_costs(costs: StepCosts, fitted: Sequence[str], sources: dict[str, s
     """One line per cost term: its value, and whether it was fitted (from how many points) or where it comes from."""
     values = {
         "fixed_s": f"{costs.fixed_s * 1e3:.2f} ms",
+        "cpu_per_row_s": f"{costs.cpu_per_row_s * 1e6:.1f} µs",
         "bandwidth_bytes_per_s": f"{costs.bandwidth_bytes_per_s / 1e9:.1f} GB/s",
-        "per_token_s": f"{costs.per_token_s * 1e3:.4f} ms",
-        "prefill_per_token_s": f"{costs.prefill_per_token_s * 1e3:.4f} ms",
+        "kv_bandwidth_bytes_per_s": f"{(costs.kv_bandwidth_bytes_per_s or costs.bandwidth_bytes_per_s) / 1e9:.1f} GB/s",
+        "flops_per_s": f"{costs.flops_per_s / 1e12:.1f} TFLOP/s",
+        "gemm_half_tokens": f"{costs.gemm_half_tokens:.0f} tokens",
+        "attention_flops_per_s": f"{costs.attention_flops_per_s / 1e12:.1f} TFLOP/s",
+        "kernel_floor_s": f"{costs.kernel_floor_s * 1e6:.2f} µs",
+        "launch_s": f"{costs.launch_s * 1e6:.1f} µs",
+        "per_token_s": f"{costs.per_token_s * 1e6:.2f} µs",
+        "prefill_per_token_s": (f"{costs.prefill_per_token_s * 1e3:.4f} ms" if costs.prefill_per_token_s
+                                else "computed"),
     }
     return [f"{TERM_LABELS[t]}: {values[t]} ("
             + (f"fitted to {points} measured point(s))" if t in fitted else f"prior: {sources.get(t, '?')})")

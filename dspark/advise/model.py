@@ -1,15 +1,11 @@
-"""The seat model: what one decode step costs, and a step-level simulation of a closed-loop bench; pure.
+"""The seat model: a step-level simulation of a closed-loop bench, each step costed by dspark.perf; pure.
 
-A decode step of `rows` seats, each verifying q = 1 + speculative tokens, costs
-
-    t = fixed + (dense weights + routed experts × coverage(tokens) + KV of the seats' contexts + state) / bandwidth
-        + decode tokens × per-token cost + prompt tokens in the step × prefill cost per token
-
-Decode is bandwidth-bound (docs: the seed deployment read 78–85% of GB10's 273 GB/s at 1–7% of compute), so
-more rows are nearly free until KV reads, expert coverage or per-token work catch up. The simulation runs the
-engine's continuous batching step by step: up to `seats` requests hold a seat, decode rows are scheduled first
-and prompts fill the rest of the `max_num_batched_tokens` budget in chunks (vLLM's chunked prefill), and C
-closed-loop clients send their next request as soon as one finishes.
+What one step costs is dspark.perf.step's model (a roofline per op class: weights, KV and activations read against
+GEMM and attention FLOPs, plus per-kernel latency, CUDA-graph padding, the eager launch gap and the CPU's
+per-step time, hidden behind the GPU with async scheduling). The simulation runs the engine's continuous batching
+step by step: up to `seats` requests hold a seat, decode rows are scheduled first and prompts fill the rest of the
+`max_num_batched_tokens` budget in chunks (vLLM's chunked prefill), and C closed-loop clients send their next
+request as soon as one finishes.
 """
 
 from __future__ import annotations
@@ -17,38 +13,19 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
 from dspark.advise.kv_usage import KVCounting
-from dspark.capacity.seats import expert_coverage
+from dspark.perf.step import StepCosts, StepShape, cost_table, step_seconds
+
+__all__ = ["Simulated", "StepCosts", "StepShape", "Workload", "decode_step_s", "simulate", "table"]
 
 
-@dataclass(frozen=True)
-class StepCosts:
-    """The cost terms of a step; each is a prior or fitted from measurements (see dspark.advise.calibrate)."""
-
-    fixed_s: float  # per step, whatever it holds: launches, scheduling, sampling, collectives
-    bandwidth_bytes_per_s: float  # effective rate at which a step reads weights, KV and state
-    per_token_s: float  # work per decode token in a step beyond the bytes read (compute, per-row overhead)
-    prefill_per_token_s: float  # cost of one prompt token computed in a step
-
-
-@dataclass(frozen=True)
-class StepShape:
-    """What a step reads, per GPU, and how many tokens a seat verifies and keeps per step."""
-
-    dense_weight_bytes: float  # read whole every step
-    expert_weight_bytes: float  # routed experts: the share read follows expert coverage
-    num_experts: int | None
-    top_k: int | None
-    kv_bytes_per_token: float  # KV read per token of context held
-    state_bytes_per_seat: float  # linear-attention state read and written per seat
-    speculative_tokens: int  # proposed per step: each seat verifies 1 + this many tokens
-    emitted_per_step: float  # tokens a seat keeps per step: 1 + accepted speculative tokens
-
-    @property
-    def query_len(self) -> int:
-        """Tokens one seat puts through the model per decode step."""
-        return 1 + self.speculative_tokens
+@lru_cache(maxsize=64)
+def table(costs: StepCosts, shape: StepShape) -> dict[str, Any]:
+    """The flat cost table of (costs, shape), built once per pair (do not mutate it)."""
+    return cost_table(costs, shape)
 
 
 @dataclass(frozen=True)
@@ -64,17 +41,12 @@ class Workload:
 
 
 def decode_step_s(costs: StepCosts, shape: StepShape, rows: int, context_tokens: float,
-                  prefill_tokens: int = 0) -> float:
-    """Seconds of one step with `rows` decoding seats holding `context_tokens` in all and prompt tokens."""
-    tokens = rows * shape.query_len + prefill_tokens
-    if shape.num_experts and shape.top_k and tokens > 0:
-        coverage = expert_coverage(shape.num_experts, shape.top_k, tokens)
-    else:
-        coverage = 1.0 if tokens > 0 else 0.0
-    read = (shape.dense_weight_bytes + shape.expert_weight_bytes * coverage
-            + shape.kv_bytes_per_token * context_tokens + shape.state_bytes_per_seat * rows)
-    return (costs.fixed_s + read / costs.bandwidth_bytes_per_s + rows * shape.query_len * costs.per_token_s
-            + prefill_tokens * costs.prefill_per_token_s)
+                  prefill_tokens: int = 0, pairs: float | None = None) -> float:
+    """Seconds of one step with `rows` decoding seats holding `context_tokens` in all and prompt tokens.
+
+    pairs: the prompt chunks' (query, key) pairs, Σ n·(prefix + n/2); None: estimated (dspark.perf.step).
+    """
+    return step_seconds(table(costs, shape), rows, context_tokens, prefill_tokens, pairs)
 
 
 @dataclass(frozen=True)
@@ -144,6 +116,20 @@ class _UsagePeak:
             self.peak = value if self.peak is None else max(self.peak, value)
 
 
+def _mixed_step(costs: StepCosts, shape: StepShape, decoding: list[_Req], chunks: list[tuple[_Req, int]],
+                ctx: float) -> tuple[float, float]:
+    """(seconds, the prompt chunks' share of them) of a step of decode rows and prompt chunks; each chunk attends
+    to its prefix (the request's context so far) and to itself (causal)."""
+    prompt = sum(t for _, t in chunks)
+    pairs = math.fsum(t * (r.ctx + t / 2) for r, t in chunks)
+    dt = decode_step_s(costs, shape, len(decoding), ctx, prompt, pairs)
+    if not prompt:
+        return dt, 0.0
+    # The prompt's share: what the step costs beyond its decode rows alone.
+    alone = decode_step_s(costs, shape, len(decoding), math.fsum(r.ctx for r in decoding))
+    return dt, max(0.0, dt - alone)
+
+
 def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
              counting: KVCounting | None = None) -> Simulated:
     """Run the workload through `seats` seats step by step; steady stretches are advanced in one jump.
@@ -182,9 +168,9 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
                            for r in running])
             _decode(decoding, steps * emit)
         else:
-            prompt = sum(t for _, t in chunks)
-            prefill_time += prompt * costs.prefill_per_token_s
-            now += decode_step_s(costs, shape, len(decoding), ctx, prompt)
+            dt, prompt_dt = _mixed_step(costs, shape, decoding, chunks, ctx)
+            prefill_time += prompt_dt
+            now += dt
             _decode(decoding, emit)
             _prefill(chunks, now)
         kv_peak = max(kv_peak, math.fsum(r.ctx for r in running))

@@ -1,6 +1,6 @@
 """The workload replayed through the installed engine's own scheduler, and what each pass would measure.
 
-The engine side (dspark/engines/<engine>/inside/replay_scheduler.py) runs in the engine's interpreter; this
+The engine side (dspark_inside.<engine>.replay_scheduler) runs in the engine's interpreter; this
 module builds its request from the plan, the workload and the advisor's step cost, runs it, and turns each
 pass's per-request times into the figures a bench reports (TTFT percentiles, TPOT, decode rates, wall time).
 """
@@ -8,21 +8,23 @@ pass's per-request times into the figures a bench reports (TTFT percentiles, TPO
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import statistics
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dspark.advise.advice import Prediction
-from dspark.advise.model import StepCosts, StepShape
+from dspark.advise.model import StepCosts, StepShape, table
 from dspark.advise.workload import Arrivals, WorkloadRequest
 from dspark.bench.stats import percentile
 from dspark.core.errors import InputError
+from dspark.engines.inside import InsideFailure, run_inside
 from dspark.engines.replay import scheduler_replay
+from dspark.perf.step import step_seconds
+
+if TYPE_CHECKING:
+    from dspark.engines.spec import SchedulerReplay
 
 
 class ReplayError(Exception):
@@ -82,8 +84,8 @@ class ReplayResult:
 
 def engine_part(engine: str, witness_request: Mapping[str, Any] | None, details: Mapping[str, Any],
                 max_model_len: int, mtp_layers: int, seat_details: Mapping[int, Mapping[str, Any]] | None = None
-                ) -> tuple[dict[str, Any], str, ModuleType]:
-    """The replay's plan and engine settings for `engine`, with the script that runs them; ReplayError: why not.
+                ) -> tuple[dict[str, Any], str, SchedulerReplay]:
+    """The replay's plan and engine settings for `engine`, with the tool that runs them; ReplayError: why not.
 
     seat_details: validate's capacity details at each seat count, for an engine whose replay module sizes each
     seat count's pool from them (its replay_seat_part); the others plan each seat count themselves.
@@ -93,28 +95,29 @@ def engine_part(engine: str, witness_request: Mapping[str, Any] | None, details:
         raise ReplayError(f"dspark cannot run {engine}'s scheduler without a model yet")
     try:
         part: dict[str, Any] = module.replay_engine_part(witness_request, details, max_model_len, mtp_layers)
-        seat_part = getattr(module, "replay_seat_part", None)
+        seat_part = module.replay_seat_part
         if seat_part is not None and seat_details:
             part["plans"] = {str(n): seat_part(d) for n, d in seat_details.items()}
     except ValueError as exc:
         raise ReplayError(str(exc)) from None
-    return part, str(module.REPLAY_SCRIPT), module
+    return part, module.REPLAY_TOOL, module
 
 
-def step_cost(costs: StepCosts, shape: StepShape) -> dict[str, float]:
-    """The advisor's step-cost terms (dspark.advise.model.decode_step_s), for the replay to compute each step."""
-    return {
-        "fixed_s": costs.fixed_s, "bandwidth_bytes_per_s": costs.bandwidth_bytes_per_s,
-        "per_token_s": costs.per_token_s, "prefill_per_token_s": costs.prefill_per_token_s,
-        "dense_weight_bytes": shape.dense_weight_bytes, "expert_weight_bytes": shape.expert_weight_bytes,
-        "num_experts": float(shape.num_experts or 0), "top_k": float(shape.top_k or 0),
-        "kv_bytes_per_token": shape.kv_bytes_per_token, "state_bytes_per_seat": shape.state_bytes_per_seat,
-        "query_len": float(shape.query_len),
-    }
+def step_cost(costs: StepCosts, shape: StepShape, typical_prompt: int = 2048, budget: int = 8192) -> dict[str, Any]:
+    """The step-time model's table (dspark.perf.step.cost_table), for the replay to cost each step with.
+
+    The engine side counts a step's prompt share as prompt tokens × prefill_per_token_s: where no measured prompt
+    cost is given, that is the model's marginal cost per token of a chunk of the typical prompt (its compute).
+    """
+    cost = dict(table(costs, shape))
+    if not cost["prefill_observed"]:
+        chunk = max(1, min(typical_prompt, budget))
+        cost["prefill_per_token_s"] = step_seconds(cost, 0, 0.0, chunk, chunk * chunk / 2) / chunk
+    return cost
 
 
 def replay_request(part: Mapping[str, Any], seats: Sequence[int], requests: Sequence[WorkloadRequest],
-                   arrivals: Arrivals, *, warm: bool, pattern: Sequence[int], cost: Mapping[str, float]
+                   arrivals: Arrivals, *, warm: bool, pattern: Sequence[int], cost: Mapping[str, Any]
                    ) -> dict[str, Any]:
     """The JSON the engine-side replay reads."""
     return {
@@ -124,26 +127,21 @@ def replay_request(part: Mapping[str, Any], seats: Sequence[int], requests: Sequ
     }
 
 
-def run_replay(python: str, script: str, request: Mapping[str, Any], marker: str, timeout: float = 600.0
-               ) -> dict[str, Any]:
+def run_replay(python: str, tool: str, request: Mapping[str, Any], timeout: float = 600.0) -> dict[str, Any]:
     """Run the replay in the engine's interpreter and return its answer; ReplayError when there is none."""
-    return run_replays(python, script, [request], marker, timeout)[0]
+    return run_replays(python, tool, [request], timeout)[0]
 
 
-def run_replays(python: str, script: str, requests: Sequence[Mapping[str, Any]], marker: str,
-                timeout: float = 600.0) -> list[dict[str, Any]]:
+def run_replays(python: str, tool: str, requests: Sequence[Mapping[str, Any]], timeout: float = 600.0
+                ) -> list[dict[str, Any]]:
     """Several replays from one engine import, answered in order; ReplayError when one has no answer."""
     try:
-        proc = subprocess.run([python, script], input=json.dumps(list(requests)), capture_output=True, text=True,
-                              timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ReplayError(f"cannot run the engine's scheduler in {python}: {exc}") from None
-    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(marker)), None)
-    if line is None:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise ReplayError(f"no answer from the engine's scheduler in {python} (exit {proc.returncode}): "
-                          f"{' | '.join(tail)}")
-    answers: list[dict[str, Any]] = json.loads(line[len(marker):])
+        answers: list[dict[str, Any]] = run_inside(python, tool, list(requests), timeout)
+    except InsideFailure as failure:
+        if failure.why == "no_answer":
+            raise ReplayError(f"no answer from the engine's scheduler in {python} (exit {failure.returncode}): "
+                              f"{failure.last(3)}") from None
+        raise ReplayError(f"cannot run the engine's scheduler in {python}: {failure.detail}") from None
     for answer in answers:
         if not answer.get("ok"):
             raise ReplayError(f"the engine's scheduler could not replay the workload: {answer.get('error')}")
@@ -172,15 +170,14 @@ def pass_prediction(p: Mapping[str, Any]) -> PassPrediction:
     )
 
 
-def replay_result(answer: Mapping[str, Any], simulator: str, module: ModuleType | None = None) -> ReplayResult:
+def replay_result(answer: Mapping[str, Any], simulator: str, module: SchedulerReplay | None = None) -> ReplayResult:
     """The parsed answer of the engine-side replay (module: the engine's replay module, for its own wording)."""
     seats = tuple(SeatReplay(seats=int(r["seats"]), cold=pass_prediction(r["cold"]),
                              warm=pass_prediction(r["warm"]) if r.get("warm") else None)
                   for r in answer["results"])
     extra: dict[str, Any] = {}
-    if module is not None and hasattr(module, "KV_USAGE_METRIC"):
+    if module is not None:
         extra["kv_usage_metric"] = str(module.KV_USAGE_METRIC)
-    if module is not None and hasattr(module, "replay_notes"):
         extra["notes"] = tuple(module.replay_notes(answer))
     return ReplayResult(simulator=simulator, engine_version=answer.get("engine_version"), seats=seats,
                         seconds=float(answer.get("seconds", 0.0)),
@@ -190,14 +187,14 @@ def replay_result(answer: Mapping[str, Any], simulator: str, module: ModuleType 
 def simulate_with_engine(python: str, engine: str, witness_request: Mapping[str, Any] | None,
                          details: Mapping[str, Any], max_model_len: int, mtp_layers: int, seats: Sequence[int],
                          requests: Sequence[WorkloadRequest], arrivals: Arrivals, *, warm: bool,
-                         pattern: Sequence[int], cost: Mapping[str, float], timeout: float = 600.0,
+                         pattern: Sequence[int], cost: Mapping[str, Any], timeout: float = 600.0,
                          seat_details: Mapping[int, Mapping[str, Any]] | None = None) -> ReplayResult:
     """Replay the workload at every seat count through the engine's scheduler in its interpreter."""
     if not requests:
         raise InputError("the workload has no requests")
-    part, script, module = engine_part(engine, witness_request, details, max_model_len, mtp_layers, seat_details)
+    part, tool, module = engine_part(engine, witness_request, details, max_model_len, mtp_layers, seat_details)
     request = replay_request(part, seats, requests, arrivals, warm=warm, pattern=pattern, cost=cost)
-    answer = run_replay(python, script, request, module.MARKER, timeout)
+    answer = run_replay(python, tool, request, timeout)
     return replay_result(answer, module.simulator_name(answer.get("engine_version")), module)
 
 

@@ -19,6 +19,7 @@ from dspark.bench.results import BenchResult
 from dspark.bench.runner import BenchSpec, PassObserver, run_bench
 from dspark.bench.shard import ClientFailure
 from dspark.bench.stats import RequestRecord
+from dspark.core.redact import is_secret_flag, redact_text, secret_argv_values, secret_env_values
 from dspark.engines import engine_spec
 from dspark.engines.argv import option_values
 from dspark.runtime.launch import LaunchPlan, redact_argv, redact_env
@@ -62,6 +63,21 @@ def _same(planned: str | bool, seen: object) -> bool:
     return planned == str(seen)
 
 
+def _values(argv: Sequence[str], key: str) -> list[str]:
+    """Every value after the last `--flag` of dest `key` (or its `--flag=value`), up to the next option."""
+    flags = {"--" + key.replace("_", "-"), "--" + key}
+    start = next((i for i in range(len(argv) - 1, -1, -1) if argv[i].partition("=")[0] in flags), None)
+    if start is None:
+        return []
+    _, eq, value = argv[start].partition("=")
+    out = [value] if eq else []
+    for arg in argv[start + 1:]:
+        if arg.startswith("--"):
+            break
+        out.append(arg)
+    return out
+
+
 @dataclass(frozen=True)
 class LaunchCheck:
     """The engine's own log against the plan: argv values and the KV pool."""
@@ -98,12 +114,15 @@ def check_launch(
         problems.append("the engine printed no argument line (vLLM `non-default args:`), so its argv is unconfirmed")
     else:
         for key, value in planned.items():
+            seen = engine_args.get(key)
             if key not in engine_args:
                 unconfirmed.append(key)
-            elif _same(value, engine_args[key]):
-                confirmed.append(key)
+            elif _same(value, seen) or (isinstance(seen, list) and [str(v) for v in seen] == _values(argv, key)):
+                confirmed.append(key)  # a flag of several values (vLLM's --api-key K1 K2) is read as a list
+            elif is_secret_flag("--" + key):
+                mismatched.append(f"{key}: planned and engine values differ (secret: not shown)")
             else:
-                mismatched.append(f"{key}: planned {value!r}, engine {engine_args[key]!r}")
+                mismatched.append(f"{key}: planned {value!r}, engine {seen!r}")
     seats_ok = engine_args is not None and seat_arg in engine_args and _same(str(seats), engine_args[seat_arg])
     if engine_args is not None and not seats_ok:
         problems.append(f"the engine's log does not confirm {seats} seats")
@@ -210,6 +229,10 @@ class _Prefixed:
         self._inner.end()
 
 
+def _redacting(say: Callable[[str], None], known: set[str]) -> Callable[[str], None]:
+    return lambda message: say(redact_text(message, known))
+
+
 def run_setting(
     seats: int,
     launch: PlannedLaunch,
@@ -224,6 +247,9 @@ def run_setting(
     """Start, verify, bench and stop one setting; the engine is always stopped, and failures become problems."""
     label = f"{seats} seats"
     plan = launch.plan
+    known = secret_argv_values(plan.argv) | secret_env_values(plan.env_overlay)
+    say = _redacting(say, known)  # the plan's secrets never reach stderr, sweep.md or sweep.json
+
     url = launch.base_url or base_url_of(plan)
     espec = engine_spec(plan.engine)
     engine = EngineProcess(plan, log_format=espec.log_format, log_path=log_path)
@@ -267,7 +293,7 @@ def run_setting(
         launch=check,
         bench=result,
         stop=stop,
-        problems=tuple(problems),
+        problems=tuple(redact_text(p, known) for p in problems),
     )
 
 

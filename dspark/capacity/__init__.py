@@ -1,4 +1,9 @@
-"""Capacity as each engine computes it: pure functions, same inputs give the same numbers, no I/O."""
+"""Capacity as each engine computes it: pure functions, same inputs give the same numbers, no I/O.
+
+Capacity has three rooms: dspark.capacity (the engine-neutral results and seat arithmetic every engine
+shares), dspark/engines/<engine>/capacity.py (each engine's own accounting) and dspark.planning.capacity
+(resolved settings -> CapacityInputs -> the model the engine's EngineSpec names).
+"""
 
 from __future__ import annotations
 

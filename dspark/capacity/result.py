@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeAlias
 
 from dspark.capacity import CapacitySummary
 from dspark.core.errors import InputError
@@ -31,6 +31,11 @@ class SpeculativeInputs:
     draft_model: str | None = None
 
 
+# The values of the knobs only one engine reads (vLLM's utilisation and byte pin, SGLang's memory fraction and
+# token pin), by knob name: each engine's EngineSpec.engine_knobs lists its own, and only its package reads them.
+EngineValues: TypeAlias = Mapping[str, int | float | None]
+
+
 @dataclass(frozen=True)
 class CapacityInputs:
     """The resolved settings' values an engine's capacity model reads (where each came from stays in settings)."""
@@ -40,10 +45,7 @@ class CapacityInputs:
     max_num_seqs: int
     max_model_len: int | None
     kv_cache_dtype: str  # "auto": the engine's default
-    kv_cache_memory_bytes: int | None
-    max_total_tokens: int | None
-    gpu_memory_utilization: float | None
-    mem_fraction_static: float | None
+    kv_cache_memory_bytes: int | None  # dspark's byte pin: vLLM launches with it, SGLang buys tokens with it
     max_num_batched_tokens: int | None
     enable_prefix_caching: bool | None
     tensor_parallel_size: int
@@ -51,6 +53,7 @@ class CapacityInputs:
     num_speculative_tokens: int | None
     speculative: SpeculativeInputs | None = None  # the recipe's, when it sets one
     recipe_env: Mapping[str, str] = field(default_factory=dict)  # the recipe's environment for the engine
+    engine_values: EngineValues = field(default_factory=dict)  # the engine's own knobs (EngineSpec.engine_knobs)
 
 
 class CapacityDetail(Protocol):

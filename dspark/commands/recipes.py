@@ -1,4 +1,8 @@
-"""`dspark recipes list | show NAME | schema`: the shipped recipes, one recipe, and the recipe JSON Schema."""
+"""`dspark recipes list | show NAME | schema`: the shipped recipes, one recipe, and the recipe JSON Schema.
+
+A recipe is shown with its secrets hidden (values of secret `env` variables and of secret `engine_args` flags,
+credentials in URLs) and its control characters as escapes: a recipe from someone else prints as text.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import TextIO
 from dspark.config.recipe_schema import recipe_data
 from dspark.config.recipes import Recipe, find_recipe, list_recipes, render_json_schema
 from dspark.core.constants import DEFAULT_RECIPE
+from dspark.core.redact import printable, redact_argv, redact_env, redact_text, secret_argv_values, secret_env_values
 
 
 def recipes_list(*, as_json: bool = False, out: TextIO | None = None) -> int:
@@ -33,7 +38,8 @@ def recipes_list(*, as_json: bool = False, out: TextIO | None = None) -> int:
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
-        stream.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + f"  {row[-1]}\n")
+        line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + f"  {row[-1]}"
+        stream.write(printable(redact_text(line)) + "\n")
     stream.write("\n* the default recipe (a bare `dspark validate`); `dspark recipes show NAME` prints one\n")
     return 0
 
@@ -43,12 +49,20 @@ def recipes_show(name_or_path: str, *, as_json: bool = False, out: TextIO | None
     stream = out if out is not None else sys.stdout
     recipe = find_recipe(name_or_path)
     if as_json:
-        payload = {"source": recipe.source, "recipe": recipe_data(recipe)}
-        stream.write(json.dumps(payload, indent=2) + "\n")
+        data = recipe_data(recipe)
+        data["env"] = redact_env(data.get("env") or {})
+        data["engine_args"] = redact_argv(data.get("engine_args") or [])
+        payload = {"source": recipe.source, "recipe": data}
+        stream.write(redact_text(json.dumps(payload, indent=2), _secrets(recipe), patterns=False) + "\n")
         return 0
-    stream.write(f"# {recipe.source}\n")
-    stream.write(Path(recipe.source).read_text(encoding="utf-8"))
+    text = f"# {recipe.source}\n" + Path(recipe.source).read_text(encoding="utf-8")
+    stream.write(printable(redact_text(text, _secrets(recipe))))
     return 0
+
+
+def _secrets(recipe: Recipe) -> set[str]:
+    """The values a recipe holds that are never shown: secret env values, secret flags' values, URL credentials."""
+    return secret_env_values(recipe.env) | secret_argv_values(recipe.engine_args)
 
 
 def recipes_schema(*, out: TextIO | None = None) -> int:

@@ -1,22 +1,23 @@
-"""The validate and start commands: run the core, then print a table (rich) or one JSON object."""
+"""The validate command: run the core, then print the report as a table (rich) or one JSON object.
+
+render_report, make_console and the notice printers are shared with `start` (dspark.commands.start), which shows
+the same report before its plan.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from dspark.core.errors import ExitCode
 from dspark.core.findings import Finding, verdict_of
 from dspark.planning.validate import ValidateRequest, ValidationReport, validate
-from dspark.runtime.launch import LaunchPlan, exec_plan
 
 if TYPE_CHECKING:  # rich loads only for the table, not for --json
     from rich.console import Console
 
     from dspark.capacity import CapacitySummary
-    from dspark.planning.start import StartRequest, StartResult
 
 _STYLE = {"info": "dim", "warn": "yellow", "fail": "bold red", "ok": "green"}
 
@@ -25,45 +26,13 @@ def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out:
     """Print the report; exit 0 when it fits (ok or warn), 1 when it does not."""
     report = validate(request)
     stream = out or sys.stdout
-    _print_notices(report)
+    print_notices(report)
     if as_json:
         stream.write(json.dumps(report.to_json(), default=str) + "\n")
-        _explain_on_stderr(report, explain)
+        explain_on_stderr(report, explain)
     else:
         render_report(report, make_console(stream), explain=explain)
     return int(ExitCode.REFUSED if report.verdict == "fail" else ExitCode.OK)
-
-
-def start_command(
-    request: StartRequest,
-    *,
-    as_json: bool,
-    explain: bool,
-    watch: bool = False,
-    execute: Callable[[LaunchPlan], object] = exec_plan,
-    out: IO[str] | None = None,
-) -> int:
-    """dspark.planning.start.run_start, showing the plan (table or one JSON object) before the engine starts."""
-    from dspark.planning.start import run_start  # noqa: PLC0415 - validate alone does not need the launch path
-
-    stream = out or sys.stdout
-
-    def show(result: StartResult) -> None:
-        _print_notices(result.report)
-        if as_json:
-            stream.write(json.dumps(result.to_json(), default=str) + "\n")
-            _explain_on_stderr(result.report, explain)
-        else:
-            console = make_console(stream)
-            render_report(result.report, console, explain=explain, extra=result.findings)
-            render_plan(result, console)
-        stream.flush()
-        for refusal in result.would_refuse:  # a dry run: the plan above is printed all the same
-            reason = refusal.message.removeprefix("refusing to start: ")
-            print(f"a real start would refuse: {reason}" + (f"\n  hint: {refusal.hint}" if refusal.hint else ""),
-                  file=sys.stderr)
-
-    return run_start(request, show, watch=watch, execute=execute)
 
 
 def make_console(stream: IO[str]) -> Console:
@@ -72,19 +41,21 @@ def make_console(stream: IO[str]) -> Console:
     from rich.highlighter import NullHighlighter  # noqa: PLC0415
 
     width = None if stream.isatty() else 200
-    console = Console(file=stream, soft_wrap=True, width=width)
+    console = Console(file=stream, soft_wrap=True, width=width, emoji=False)
     if console.color_system is None:  # no colour is written: the number highlighter's regexes would style nothing
         console.highlighter = NullHighlighter()
     return console
 
 
-def _explain_on_stderr(report: ValidationReport, explain: bool) -> None:
+def explain_on_stderr(report: ValidationReport, explain: bool) -> None:
+    """Under --explain, where each value came from, on stderr (beside --json's one object)."""
     # Under --json stdout holds exactly one object (whose `settings` carry the sources); the table goes beside it.
     if explain:
         print(report.settings.explain(), file=sys.stderr)
 
 
-def _print_notices(report: ValidationReport) -> None:
+def print_notices(report: ValidationReport) -> None:
+    """The settings' notices on stderr."""
     # On stderr, like the deployment's scripts ("MAX_NUM_SEQS not set, using default: 6"), with --json too: the
     # object on stdout also lists them under "notices".
     for line in report.settings.notices():
@@ -173,31 +144,3 @@ def render_report(
     console.print(f"verdict: [{_STYLE[verdict]}]{verdict}[/]")
     if explain:
         console.print(report.settings.explain(), markup=False)
-
-
-def render_plan(result: StartResult, console: Console) -> None:
-    """The command about to run, secrets redacted, and what the engine's parser made of it."""
-    check = result.check
-    if check.engine_version is None:
-        console.print(f"engine parser: not run ({result.plan.engine} is not installed here)")
-    else:
-        console.print(
-            f"engine parser ({check.engine_version}) accepted the argv: "
-            f"{', '.join(f'{k}={v}' for k, v in _shown(check.parsed).items())}"
-        )
-    console.print(f"exec: {result.plan.shell_line()}", markup=False, highlight=False)
-
-
-def _shown(parsed: Any) -> dict[str, Any]:
-    keys = (
-        "max_num_seqs",
-        "max_running_requests",
-        "kv_cache_memory_bytes",
-        "max_total_tokens",
-        "max_model_len",
-        "context_length",
-        "tensor_parallel_size",
-        "tp_size",
-        "node_rank",
-    )
-    return {k: parsed[k] for k in keys if k in parsed}

@@ -8,7 +8,8 @@ pydantic-core release that generated it; under any other, pydantic builds the sc
 tests/config/test_recipe_schema.py fails while the checked-in copy differs from what pydantic generates today:
 `python -m dspark.config.recipe_schema --write` regenerates it (and the JSON Schema editors read).
 
-Entry points: recipe_validator() (what the loader uses), recipe_schema() (the schema it uses), recipe_data() (a
+Entry points: recipe_validator() (what the loader uses), recipe_schema() (the schema it uses), schema_path_note()
+(which of the two paths that is, for `--debug`), recipe_data() (a
 recipe as JSON-ready data), recipe_core_schema_fresh() (pydantic's, afresh), recipe_json_schema(),
 render_core_schema_module() and render_json_schema() (the checked-in files' text).
 """
@@ -36,14 +37,36 @@ JSON_SCHEMA_FILE = Path(__file__).parents[1] / "data" / "recipe.schema.json"
 _DROPPED_KEYS = frozenset({"metadata", "ref"})
 
 
+def checked_in_schema_applies() -> bool:
+    """Whether the checked-in core schema is the one to use: it was generated under this pydantic-core release.
+
+    An exact match, not a range: the core schema is the format pydantic and pydantic-core agree on release by
+    release (each pydantic pins one pydantic-core), so only the release that generated the copy says it is current.
+    """
+    from dspark.config import recipe_core_schema  # noqa: PLC0415 - data for one pydantic-core release
+
+    return pydantic_core.__version__ == recipe_core_schema.PYDANTIC_CORE_VERSION
+
+
 @functools.cache
 def recipe_schema() -> dict[str, Any]:
     """The recipe's core schema: the checked-in copy under the pydantic-core release that made it, else afresh."""
     from dspark.config import recipe_core_schema  # noqa: PLC0415 - data for one pydantic-core release
 
-    if pydantic_core.__version__ == recipe_core_schema.PYDANTIC_CORE_VERSION:
+    if checked_in_schema_applies():
         return recipe_core_schema.SCHEMA
     return recipe_core_schema_fresh()
+
+
+def schema_path_note() -> str:
+    """Which path recipe_schema() takes here, in one line (`--debug` prints it once a recipe was loaded)."""
+    from dspark.config import recipe_core_schema  # noqa: PLC0415 - data for one pydantic-core release
+
+    made_by = recipe_core_schema.PYDANTIC_CORE_VERSION
+    if checked_in_schema_applies():
+        return f"recipe schema: the checked-in copy (pydantic-core {made_by})"
+    return (f"recipe schema: built afresh by pydantic (pydantic-core {pydantic_core.__version__}; the checked-in "
+            f"copy is pydantic-core {made_by}'s: python -m dspark.config.recipe_schema --write regenerates it)")
 
 
 @functools.cache

@@ -59,37 +59,34 @@ _LIBYAML_MAX_STRUCTURE = 2_000
 # Where libyaml reads text otherwise than the pure parser: tabs as separation and `?` keys it passes, a byte
 # order mark past the start it skips, and the Unicode line breaks (unprintable characters are checked apart).
 _LIBYAML_DIFFERS = re.compile("[\t?\ufeff\x85\u2028\u2029]")
-_LIBYAML_LOADER: type[yaml.CSafeLoader] | None = None
-if getattr(yaml, "__with_libyaml__", False):
-
-    class _LibyamlLoader(yaml.CSafeLoader):
-        """_Loader on libyaml: the same constructors (timestamps as text) and resolver, the C scanner."""
-
-    _LibyamlLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
-    _LIBYAML_LOADER = _LibyamlLoader
+# libyaml's scanner and composer where PyYAML was built with it; the same parser as the pure path otherwise.
+_FAST_COMPOSER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _parse_with_libyaml(text: str, source: str) -> tuple[Node | None, object] | None:
-    """libyaml's tree and data for a recipe it parses cleanly and that passes the shape checks, ten times faster
-    than the pure-Python parser; None for anything else, which the pure parser then refuses in its own words.
+    """libyaml's tree, and the data _Loader builds from it, for a recipe it parses cleanly and that passes the
+    shape checks, ten times faster than the pure-Python parser; None for anything else, which the pure parser
+    then refuses in its own words.
 
-    It yields the same nodes (kinds, values, tags, lines) and the same data: the resolver and the constructors
-    are the Python ones; only the scanner and the composer are C.
+    The nodes are the same (kinds, values, tags, lines: the resolver is the Python one) and so is the data (built
+    by _Loader's constructors): only the scanner and the composer are C.
     """
-    if _LIBYAML_LOADER is None or yaml.reader.Reader.NON_PRINTABLE.search(text) or _LIBYAML_DIFFERS.search(text):
+    if yaml.reader.Reader.NON_PRINTABLE.search(text) or _LIBYAML_DIFFERS.search(text):
         return None
     if sum(text.count(c) for c in "[{:-?") > _LIBYAML_MAX_STRUCTURE:
         return None
-    loader = _LIBYAML_LOADER(text)
+    composer = _FAST_COMPOSER(text)
+    constructor = _Loader("")
     try:
-        root = loader.get_single_node()
+        root = composer.get_single_node()
         if root is not None:
             _check_shape(root, source)
-        data = loader.construct_document(root) if root is not None else None
+        data = constructor.construct_document(root) if root is not None else None
     except Exception:  # noqa: BLE001 - any failure is the pure parser's to word
         return None
     finally:
-        loader.dispose()
+        composer.dispose()
+        constructor.dispose()
     return root, data
 
 

@@ -2,36 +2,10 @@
 
 Pure: the environment comes in as a Mapping argument; nothing here reads os.environ.
 
-Environment variables, the full list (one setting each; a set-but-empty value is an error, as issue #3 asks:
-"unset" and "empty" are different, and an empty MAX_NUM_SEQS usually means a broken compose file or script):
-  DSPARK_RECIPE                    recipe                   shipped recipe name or recipe file path
-  DSPARK_ENGINE                    engine                   vllm | sglang
-  DSPARK_MODEL                     model                    model directory or Hugging Face repo id
-  DSPARK_SERVED_MODEL_NAME         served_model_name        name clients use
-  DSPARK_PLATFORM                  platform                 cuda | cpu (default: detected)
-  DSPARK_HARDWARE                  hardware                 profile name or saved probe file (default: detected)
-  DSPARK_TP                        tensor_parallel_size     1..1024
-  DSPARK_PP                        pipeline_parallel_size   1..1024
-  DSPARK_NNODES                    nnodes                   1..1024
-  DSPARK_NODE_RANK                 node_rank                0..nnodes-1
-  DSPARK_MASTER_ADDR               master_addr              address of node 0
-  DSPARK_MASTER_PORT               master_port              1..65535
-  DSPARK_DISTRIBUTED_RUNTIME       distributed_runtime      native | ray
-  DSPARK_MAX_MODEL_LEN             max_model_len            tokens (256K = 262,144; default: the model's)
-  DSPARK_KV_CACHE_DTYPE            kv_cache_dtype           auto, fp8, bfloat16, ...
-  DSPARK_KV_CACHE_MEMORY           kv_cache_memory_bytes    KV pin per GPU: 28GB, 28GiB, 28G, bytes
-  DSPARK_KV_CACHE_TOKENS           max_total_tokens         KV pool pin in tokens (SGLang)
-  DSPARK_GPU_MEMORY_UTILIZATION    gpu_memory_utilization   (0, 1] (vLLM)
-  DSPARK_MEM_FRACTION_STATIC       mem_fraction_static      (0, 1) (SGLang)
-  MAX_NUM_SEQS                     max_num_seqs             seats, 1..65536 (default: the computed safe count)
-  DSPARK_MAX_NUM_BATCHED_TOKENS    max_num_batched_tokens   prefill budget in tokens
-  DSPARK_NUM_SPECULATIVE_TOKENS    num_speculative_tokens   1..64, with the recipe's speculative method
-  DSPARK_PREFIX_CACHING            enable_prefix_caching    1/0, true/false, yes/no, on/off
-  DSPARK_HOST                      host                     address the server listens on
-  DSPARK_PORT                      port                     1..65535
-MAX_NUM_SEQS keeps the name the deployment's container scripts used; everything else is DSPARK_*.
-In a Kubernetes LeaderWorkerSet pod, LWS_GROUP_SIZE, LWS_WORKER_INDEX and LWS_LEADER_ADDRESS set nnodes,
-node_rank and master_addr when DSPARK_NNODES, DSPARK_NODE_RANK and DSPARK_MASTER_ADDR (or the flags) do not.
+Every knob (its variable, flag, recipe key and accepted values) is declared once, in the settings table
+(dspark.config.knobs); docs/environment.md is generated from it (python -m dspark.config.environment_doc).
+A set-but-empty variable is an error, as issue #3 asks: "unset" and "empty" are different, and an empty
+MAX_NUM_SEQS usually means a broken compose file or script.
 
 Sources, as --explain and --json print them:
   flag                       a command-line flag
@@ -49,8 +23,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dspark.core.constants import DEFAULT_RECIPE
 from dspark.core.errors import SettingsError
+from dspark.core.redact import printable
 from dspark.core.suggest import closest
-from dspark.engines import ENGINE_NAMES, engine_spec
+from dspark.engines import ENGINE_NAMES, engine_spec, pool_pins
 
 if TYPE_CHECKING:  # pydantic models cost start-up time; settings only reads recipe attributes
     from dspark.config.recipes import Recipe
@@ -92,7 +67,12 @@ class Setting(Generic[T]):
 
 @dataclass(frozen=True)
 class ResolvedSettings:
-    """Every knob as a Setting; printable as JSON (to_json) and as a table (explain)."""
+    """Every knob as a Setting; printable as JSON (to_json) and as a table (explain).
+
+    The fields are the recipe, then the knob table's names in its order, each typed as its converter returns
+    (None where the knob has no default): typed here for mypy, held equal to the table by
+    tests/config/test_knobs.py.
+    """
 
     recipe: Setting[str | None]
     engine: Setting[str]
@@ -145,7 +125,8 @@ class ResolvedSettings:
         width = max(len(r[0]) for r in rows)
         vwidth = max(len(r[1]) for r in rows)
         # The notices are not repeated here: they are printed once, on stderr, beside this table.
-        return "\n".join(f"{name:<{width}}  {value:<{vwidth}}  {source}" for name, value, source in rows)
+        # Values come from recipes and the environment: their control characters are shown, not obeyed.
+        return printable("\n".join(f"{name:<{width}}  {value:<{vwidth}}  {source}" for name, value, source in rows))
 
     def with_computed(self, **values: object) -> ResolvedSettings:
         """Fill in values another layer derived; only knobs that nothing else set (source default or computed)."""
@@ -342,21 +323,24 @@ def _recipe_value(recipe: Recipe, path: str) -> object:
 
 
 def _one_pool_pin(values: dict[str, Setting[Any]], notes: list[str]) -> None:
-    """kv_cache_memory_bytes and max_total_tokens are two spellings of one pin: the higher layer wins whole."""
-    mem, tok = values["kv_cache_memory_bytes"], values["max_total_tokens"]
-    if mem.value is None or tok.value is None:
+    """The engines' KV-pool pins (each engine package's POOL_PIN) are spellings of one pin: the higher layer wins
+    whole."""
+    set_pins = [(knob, unit) for knob, unit in dict(pool_pins()).items() if values[knob].value is not None]
+    if len(set_pins) < 2:
         return
-    if _SOURCE_RANK[mem.layer] == _SOURCE_RANK[tok.layer]:
+    (first, first_unit), (second, second_unit) = set_pins[:2]
+    a, b = values[first], values[second]
+    if _SOURCE_RANK[a.layer] == _SOURCE_RANK[b.layer]:
         raise SettingsError(
-            f"both a KV pin in bytes ({mem.source}) and one in tokens ({tok.source}) are set",
+            f"both a KV pin in {first_unit} ({a.source}) and one in {second_unit} ({b.source}) are set",
             hint="keep one: each fixes the size of the KV pool",
         )
-    if _SOURCE_RANK[mem.layer] < _SOURCE_RANK[tok.layer]:
-        notes.append(f"max_total_tokens from {tok.source} is ignored: {mem.source} pins the KV pool in bytes")
-        values["max_total_tokens"] = Setting(None, "default")
+    if _SOURCE_RANK[a.layer] < _SOURCE_RANK[b.layer]:
+        notes.append(f"{second} from {b.source} is ignored: {a.source} pins the KV pool in {first_unit}")
+        values[second] = Setting(None, "default")
     else:
-        notes.append(f"kv_cache_memory_bytes from {mem.source} is ignored: {tok.source} pins the KV pool in tokens")
-        values["kv_cache_memory_bytes"] = Setting(None, "default")
+        notes.append(f"{first} from {a.source} is ignored: {b.source} pins the KV pool in {second_unit}")
+        values[first] = Setting(None, "default")
 
 
 def _one_runtime(values: dict[str, Setting[Any]], env: Mapping[str, str], recipe: Recipe | None) -> None:

@@ -9,23 +9,48 @@ layer can read the names cheaply.
 from __future__ import annotations
 
 from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from dspark.core.errors import InputError
 
 if TYPE_CHECKING:
-    from dspark.engines.base import Engine, EngineSpec
+    from dspark.core.knob import Knob
+    from dspark.engines.spec import AnyEngineSpec, Engine
 
 ENGINE_NAMES = ("vllm", "sglang")
 DEFAULT_ENGINE = ENGINE_NAMES[0]  # when neither a flag, the environment nor a recipe names one
 
 
-def engine_spec(name: str) -> EngineSpec:
+def engine_spec(name: str) -> AnyEngineSpec:
     """The EngineSpec of `name`; unknown names are an input error listing the known ones."""
     if name not in ENGINE_NAMES:
         raise InputError(f"unknown engine {name!r}", hint=f"use one of: {', '.join(sorted(ENGINE_NAMES))}")
-    spec: EngineSpec = import_module(f"dspark.engines.{name}.spec").SPEC
+    spec: AnyEngineSpec = import_module(f"dspark.engines.{name}.spec").SPEC
     return spec
+
+
+def pool_pins() -> tuple[tuple[str, str], ...]:
+    """(knob, unit) of each engine's KV-pool pin, in ENGINE_NAMES order: its package's POOL_PIN (no spec loads)."""
+    return tuple(import_module(f"dspark.engines.{name}").POOL_PIN for name in ENGINE_NAMES)
+
+
+def engine_knobs_module(name: str) -> ModuleType:
+    """dspark.engines.<name>.knobs: the engine's own knobs (KNOBS), its TITLE and DERIVED_FLAGS; loads no planner."""
+    if name not in ENGINE_NAMES:
+        raise InputError(f"unknown engine {name!r}", hint=f"use one of: {', '.join(sorted(ENGINE_NAMES))}")
+    return import_module(f"dspark.engines.{name}.knobs")
+
+
+def engine_knob_declarations() -> tuple[Knob, ...]:
+    """Every engine's own knobs as declared, in ENGINE_NAMES order (dspark.engines.<name>.knobs; EngineSpec.knobs).
+
+    Read from each engine's light knobs module, not its spec, so that the settings table loads no planner.
+    """
+    knobs: list[Knob] = []
+    for name in ENGINE_NAMES:
+        knobs += engine_knobs_module(name).KNOBS
+    return tuple(knobs)
 
 
 def get_engine(name: str) -> Engine:
@@ -33,4 +58,7 @@ def get_engine(name: str) -> Engine:
     return engine_spec(name).adapter()
 
 
-__all__ = ["DEFAULT_ENGINE", "ENGINE_NAMES", "engine_spec", "get_engine"]
+__all__ = [
+    "DEFAULT_ENGINE", "ENGINE_NAMES", "engine_knob_declarations", "engine_knobs_module", "engine_spec", "get_engine",
+    "pool_pins",
+]

@@ -10,13 +10,16 @@ here, before it, as the engines do it:
   one JSON value appended after the rest, so it replaces an earlier `--json-flag '{...}'` (argparse: the
   last occurrence wins). SGLang's parser is a plain argparse.ArgumentParser and does neither.
 - Flags the reader does not declare are set aside with the value that follows them, in `unknown`: the
-  engine's own parser judges them at `dspark start` (dspark/engines/_argv_check.py). Both engines' parsers
+  engine's own parser judges them at `dspark start` (dspark_inside.<engine>.argv_check). Both engines' parsers
   also take unambiguous abbreviations of their ~300-500 flags; a reader that knows a few dozen of them cannot
   tell an abbreviation from an ambiguous prefix, so it never abbreviates (allow_abbrev=False) and an
   abbreviated flag is unknown here.
 
 Also here: removing flags from an argv (`strip_options`) and reading a planned argv's options by dest name
-(`option_values`), with the same notion of an option and its name.
+(`option_values`), with the same notion of an option and its name, and building one (`flag`, `strip_flags`).
+Flag reading has four rooms: dspark.engines.argv (the argparse machinery every reader runs on),
+dspark/engines/<engine>/options.py (each engine's reader), dspark.engines.flag_values (the value converters
+they share) and dspark.engines.pasted_flags (what the pasted flags set: knob values, unplaced flags, DP).
 """
 
 from __future__ import annotations
@@ -249,3 +252,14 @@ def option_values(argv: Sequence[str]) -> dict[str, str | bool]:
         else:
             out[key] = True
     return out
+
+
+# Flags the adapters set themselves, with how many values each takes; the user's copies are removed.
+def strip_flags(argv: Sequence[str], managed: Mapping[str, int]) -> tuple[str, ...]:
+    """The argv without the managed flags (`--f v`, `--f=v`, bare booleans and their `--no-` forms)."""
+    return strip_options(argv, managed)
+
+
+def flag(name: str, value: object) -> list[str]:
+    """`[name, str(value)]`, or nothing when value is None."""
+    return [] if value is None else [name, str(value)]

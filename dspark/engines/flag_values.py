@@ -2,6 +2,9 @@
 
 Where the engine itself rejects the value, the message repeats the engine's own words (argparse's
 "invalid choice" and "ignored explicit argument", pydantic's "Input should be greater than 0").
+Flag reading has four rooms: dspark.engines.argv (the argparse machinery every reader runs on),
+dspark/engines/<engine>/options.py (each engine's reader), dspark.engines.flag_values (the value converters
+they share) and dspark.engines.pasted_flags (what the pasted flags set: knob values, unplaced flags, DP).
 """
 
 from __future__ import annotations

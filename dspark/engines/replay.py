@@ -1,22 +1,19 @@
-"""Which engines dspark can replay a workload through, without a model: their scheduler's request builder.
+"""Which engines dspark can replay a workload through, without a model: their declared EngineSpec.replay.
 
-Each engine that can is a module dspark.engines.<engine>.replay_input with REPLAY_SCRIPT (run by path in the
-engine's interpreter), MARKER (its answer line's prefix), replay_engine_part(...) and simulator_name(version).
+Each engine that can declares its replay module (dspark.engines.<engine>.replay_input, a SchedulerReplay:
+REPLAY_TOOL, the dspark_inside tool run in the engine's interpreter, replay_engine_part(...), simulator_name(version)).
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-from types import ModuleType
+from typing import TYPE_CHECKING
 
-from dspark.engines import ENGINE_NAMES
+from dspark.engines import ENGINE_NAMES, engine_spec
+
+if TYPE_CHECKING:
+    from dspark.engines.spec import SchedulerReplay
 
 
-def scheduler_replay(engine: str) -> ModuleType | None:
+def scheduler_replay(engine: str) -> SchedulerReplay | None:
     """The engine's replay module, or None where dspark cannot drive its scheduler without a model."""
-    if engine not in ENGINE_NAMES:
-        return None
-    try:
-        return import_module(f"dspark.engines.{engine}.replay_input")
-    except ModuleNotFoundError:
-        return None
+    return engine_spec(engine).replay if engine in ENGINE_NAMES else None

@@ -1,6 +1,6 @@
 """Which engine version the figures model: --engine-version > DSPARK_ENGINE_VERSION > installed > newest modelled.
 
-Pure: the installed version comes in as a value (detected at the edge, dspark.engines.base.installed_version).
+Pure: the installed version comes in as a value (detected at the edge, dspark.engines.interpreter.installed_version).
 An unmodelled version is computed with the nearest modelled one and said so, never silently substituted.
 """
 

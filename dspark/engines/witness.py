@@ -1,16 +1,13 @@
 """The witness: the installed engine's own KV planner, run in its interpreter on dspark's inputs, beside the model.
 
-dspark/engines/_witness.py runs in the engine's interpreter (with the argv check at `start`, alone for
+dspark_inside.<engine>.witness runs in the engine's interpreter (in the argv check's process at `start`, alone for
 `validate --engine-check`); this module builds its request, runs it when asked, and judges the answer.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from dspark.capacity import CapacitySummary
@@ -19,10 +16,8 @@ from dspark.capacity.seats import safe_seats_full_window
 from dspark.core.errors import EngineNotInstalledError
 from dspark.core.findings import Finding
 from dspark.engines import ENGINE_NAMES, engine_spec
-from dspark.engines.base import PlannerInput
-
-WITNESS_SCRIPT = Path(__file__).with_name("_witness.py")
-MARKER = "DSPARK_WITNESS "
+from dspark.engines.inside import InsideFailure, run_inside
+from dspark.engines.spec import PlannerInput
 
 
 @dataclass(frozen=True)
@@ -76,18 +71,17 @@ def judge(answer: Mapping[str, Any], summary: CapacitySummary) -> Witness:
 def run_witness(python: str, request: Mapping[str, Any] | list[Mapping[str, Any]], timeout: float = 180.0) -> Any:
     """Run the witness alone in the engine's interpreter (validate --engine-check) and return its answer.
 
-    A list of requests is answered with a list, from one engine import.
+    A list of requests (of one engine) is answered with a list, from one engine import.
     """
+    first = request[0] if isinstance(request, list) and request else request
+    if not isinstance(first, Mapping):
+        return []  # an empty list of requests
     try:
-        proc = subprocess.run([python, str(WITNESS_SCRIPT)], input=json.dumps(request), capture_output=True,
-                              text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineNotInstalledError(f"cannot run the engine's planner in {python}: {exc}") from exc
-    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(MARKER)), None)
-    if line is None:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {"ok": False, "error": f"no answer from {python} (exit {proc.returncode}): {' | '.join(tail)}"}
-    return json.loads(line[len(MARKER):])
+        return run_inside(python, f"{first.get('engine')}.witness", request, timeout)
+    except InsideFailure as failure:
+        if failure.why == "no_answer":
+            return {"ok": False, "error": f"no answer from {python} (exit {failure.returncode}): {failure.last(3)}"}
+        raise EngineNotInstalledError(f"cannot run the engine's planner in {python}: {failure.detail}") from None
 
 
 def witness_finding(witness: Witness, summary: CapacitySummary) -> Finding:

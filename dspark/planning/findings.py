@@ -146,7 +146,7 @@ _MOOT_WHEN_WEIGHTS_OVERFLOW = frozenset({"no_kv_memory", "max_model_len_does_not
 _ENGINE_SAYS_BELOW_ONE_CONTEXT = frozenset({"max_model_len_does_not_fit", "no_kv_memory", "auto_fit_failed"})
 
 
-def reconcile(findings: Iterable[Finding]) -> list[Finding]:
+def drop_contradictions(findings: Iterable[Finding]) -> list[Finding]:
     """Findings that do not contradict each other: no "fits" beside a failure, no advice that cannot help."""
     out = list(findings)
     codes = {f.code for f in out}

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from dspark.config.settings import ResolvedSettings
 from dspark.core.errors import InputError
-from dspark.engines import engine_spec
 from dspark.model.architecture import Drafter, ModelArchitecture, parse_config, parse_drafter
 from dspark.model.weights import WeightBytes, drafter_weight_bytes, weight_bytes, weights_from_checkpoint_total
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.config.recipes import Recipe
+    from dspark.engines.spec import AnyEngineSpec
 
 
 def model_architecture(settings: ResolvedSettings, recipe: Recipe | None) -> tuple[ModelArchitecture, Any]:
@@ -48,10 +48,10 @@ def model_architecture(settings: ResolvedSettings, recipe: Recipe | None) -> tup
 
 
 def drafter_of(
-    engine: str, settings: ResolvedSettings, recipe: Recipe | None, options: Any, arch: ModelArchitecture
+    engine: AnyEngineSpec, settings: ResolvedSettings, recipe: Recipe | None, options: Any, arch: ModelArchitecture
 ) -> Drafter | None:
     """The speculative drafter: from the recipe, or the pasted engine flags (method + model)."""
-    method, draft_ref = engine_spec(engine).drafter_flags(options)
+    method, draft_ref = engine.drafter_flags(options)
     draft_config = None
     if recipe is not None and recipe.speculative is not None:
         method = method or recipe.speculative.method
@@ -102,9 +102,9 @@ def weights_of(arch: ModelArchitecture, headers: Any, drafter: Drafter | None, s
                    notes=(*weights.notes, f"plus the {drafter.method} drafter: {extra.per_gpu_bytes:,} B per GPU"))
 
 
-def draft_ref(engine: str, options: Any, recipe: Recipe | None) -> str | None:
+def draft_ref(engine: AnyEngineSpec, options: Any, recipe: Recipe | None) -> str | None:
     """The drafter's model reference: the pasted engine flags' first, else the recipe's."""
-    ref = engine_spec(engine).drafter_flags(options)[1]
+    ref = engine.drafter_flags(options)[1]
     if ref is None and recipe is not None and recipe.speculative is not None:
         ref = recipe.speculative.draft_model
     return ref if isinstance(ref, str) else None

@@ -62,7 +62,7 @@ def _shown(name: str, value: object) -> str:
     return format_size(value) if name == "kv_cache_memory_bytes" and isinstance(value, int) else str(value)
 
 
-def taken_under(recipe: Recipe, obs: Any, own: ResolvedSettings | None = None) -> dict[str, object]:
+def measured_with(recipe: Recipe, obs: Any, own: ResolvedSettings | None = None) -> dict[str, object]:
     """The engine version, pool settings and GPU an observation was measured with (the recipe's where it is silent).
 
     own: the recipe's settings as resolved without flags or environment (defaults included); without them, the
@@ -83,7 +83,7 @@ def taken_under(recipe: Recipe, obs: Any, own: ResolvedSettings | None = None) -
 
 def mismatches(recipe: Recipe, obs: Any, settings: ResolvedSettings, plan: PlanIdentity) -> list[str]:
     """Why an observation does not describe this plan, one phrase per difference; empty when it does."""
-    taken = taken_under(recipe, obs, plan.recipe_settings)
+    taken = measured_with(recipe, obs, plan.recipe_settings)
     out: list[str] = []
     version = taken["engine_version"]
     if version is not None and version != plan.engine_version:
@@ -102,7 +102,7 @@ def mismatches(recipe: Recipe, obs: Any, settings: ResolvedSettings, plan: PlanI
     return out
 
 
-def applicable(recipe: Recipe | None, settings: ResolvedSettings, metric: str, seats: int | None,
+def matching_observations(recipe: Recipe | None, settings: ResolvedSettings, metric: str, seats: int | None,
                plan: PlanIdentity) -> list[Any]:
     """The observations of `metric` that describe this very plan (window, seats, version, pin and GPU)."""
     if recipe is None:
@@ -110,11 +110,11 @@ def applicable(recipe: Recipe | None, settings: ResolvedSettings, metric: str, s
     return [o for o in observations(recipe, settings, metric, seats) if not mismatches(recipe, o, settings, plan)]
 
 
-def with_observed(cap: CapacitySummary, recipe: Recipe | None, settings: ResolvedSettings,
+def with_observed_pool(cap: CapacitySummary, recipe: Recipe | None, settings: ResolvedSettings,
                   plan: PlanIdentity) -> CapacitySummary:
     """The engine's own logged pool beside the prediction, where one applies; the safe default follows the lower."""
-    pools = applicable(recipe, settings, "kv_pool_tokens", cap.max_num_seqs, plan)
-    contexts = applicable(recipe, settings, "full_contexts", cap.max_num_seqs, plan)
+    pools = matching_observations(recipe, settings, "kv_pool_tokens", cap.max_num_seqs, plan)
+    contexts = matching_observations(recipe, settings, "full_contexts", cap.max_num_seqs, plan)
     if not pools and not contexts:
         return cap
     window = max(1, cap.max_model_len)

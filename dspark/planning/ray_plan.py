@@ -14,7 +14,7 @@ from dspark.core.errors import RefusedError, SettingsError
 from dspark.core.findings import Finding
 from dspark.hardware import HardwareSnapshot
 from dspark.hardware.ray_nodes import RAY_ADDRESS_ENV, ClusterView, RayNode, RayUnavailable, inspect_cluster
-from dspark.planning.findings import idle_free_findings, reconcile
+from dspark.planning.findings import drop_contradictions, idle_free_findings
 
 if TYPE_CHECKING:
     from dspark.config.settings import ResolvedSettings
@@ -128,7 +128,7 @@ def on_ray_cluster(request: ValidateRequest, settings: ResolvedSettings, *, dry_
     A dry run with no cluster in reach is validated as usual, with a warning that the cluster was not checked.
     """
     from dspark.engines import engine_spec  # noqa: PLC0415
-    from dspark.engines.flags import data_parallel_of, parse_engine_flags  # noqa: PLC0415
+    from dspark.engines.pasted_flags import data_parallel_of, parse_engine_flags  # noqa: PLC0415
     from dspark.planning.validate import validate as validate_request  # noqa: PLC0415
 
     validate: Validator = validator or validate_request
@@ -150,7 +150,7 @@ def on_ray_cluster(request: ValidateRequest, settings: ResolvedSettings, *, dry_
             "on a node of the cluster, and Ray places every rank",
             hint="run it once (node_rank 0); the other nodes only need `ray start --address HEAD:PORT`",
         )
-    data_parallel, _ = data_parallel_of(engine, parse_engine_flags(engine, request.engine_flags))
+    data_parallel, _ = data_parallel_of(spec, parse_engine_flags(spec, request.engine_flags))
     tp, pp = settings.tensor_parallel_size.value, settings.pipeline_parallel_size.value
     world = tp * pp * data_parallel
     parts = f"TP {tp} × PP {pp}" + (f" × DP {data_parallel}" if data_parallel > 1 else "")
@@ -176,4 +176,4 @@ def on_ray_cluster(request: ValidateRequest, settings: ResolvedSettings, *, dry_
     pinned = settings.kv_cache_memory_bytes.value is not None or settings.max_total_tokens.value is not None
     findings += node_findings(view, model, footprint=planned.footprint_bytes, world=world, pinned=pinned,
                               driver_needs_gpu=spec.ray.driver_needs_gpu({**request.env, **planned.serve.env}))
-    return replace(planned, findings=tuple(reconcile(findings)))
+    return replace(planned, findings=tuple(drop_contradictions(findings)))

@@ -6,15 +6,15 @@ from typing import TYPE_CHECKING, Any
 
 from dspark.capacity import CapacitySummary
 from dspark.config.settings import ResolvedSettings
-from dspark.engines import engine_spec
-from dspark.engines.base import ServeConfig
+from dspark.engines.serve_config import ServeConfig
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.config.recipes import Recipe
+    from dspark.engines.spec import AnyEngineSpec
 
 
 def serve_config(
-    engine: str,
+    engine: AnyEngineSpec,
     settings: ResolvedSettings,
     recipe: Recipe | None,
     engine_flags: tuple[str, ...],
@@ -32,25 +32,20 @@ def serve_config(
         }
         if drafter_model:
             speculative["model"] = drafter_model
-    pool_pin = engine_spec(engine).pool_pin
-    pin_tokens = s.max_total_tokens.value
-    if pool_pin == "tokens" and pin_tokens is None and cap.kv_pool_tokens > 0:
+    engine_values = {knob: getattr(s, knob).value for knob in engine.engine_knobs}
+    if engine.pool_pin == "tokens" and engine_values[engine.pool_pin_knob] is None and cap.kv_pool_tokens > 0:
         # SGLang takes min(profiled, --max-total-tokens): pinning the validated pool never grows it, and a
         # start on busier memory cannot silently shrink it below what was validated without saying so.
-        pin_tokens = cap.kv_pool_tokens
+        engine_values[engine.pool_pin_knob] = cap.kv_pool_tokens
     env = dict(recipe.env) if recipe else {}
     return ServeConfig(
-        engine=engine,
+        engine=engine.name,
         model=s.model.value or "",
         max_num_seqs=s.max_num_seqs.value,
         platform="cpu" if s.platform.value == "cpu" else "cuda",
         served_model_name=s.served_model_name.value,
         max_model_len=s.max_model_len.value,
         kv_cache_dtype=None if s.kv_cache_dtype.value == "auto" else s.kv_cache_dtype.value,
-        kv_cache_memory_bytes=s.kv_cache_memory_bytes.value if pool_pin == "bytes" else None,
-        max_total_tokens=pin_tokens if pool_pin == "tokens" else None,
-        gpu_memory_utilization=s.gpu_memory_utilization.value,
-        mem_fraction_static=s.mem_fraction_static.value,
         max_num_batched_tokens=s.max_num_batched_tokens.value,
         cudagraph_max_capture_size=cap.cudagraph_max_capture_size if cap.cudagraph_max_capture_size > 0 else None,
         speculative=speculative,
@@ -66,4 +61,5 @@ def serve_config(
         extra_args=tuple(recipe.engine_args if recipe else ()) + engine_flags,
         env=env,
         distributed_runtime=s.distributed_runtime.value,
+        engine_values=engine_values,
     )

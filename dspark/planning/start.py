@@ -15,8 +15,8 @@ from dspark.core.errors import (
     SettingsError,
 )
 from dspark.core.findings import Finding, verdict_of
-from dspark.engines import engine_spec, get_engine
-from dspark.engines.base import ArgvCheck, check_argv, find_engine_python, require_ok
+from dspark.engines.base import ArgvCheck, check_argv, require_ok
+from dspark.engines.interpreter import find_engine_python
 from dspark.engines.witness import judge, with_engine_figures, witness_finding
 from dspark.planning.validate import ValidateRequest, ValidationReport, request_settings, validate
 from dspark.runtime.launch import LaunchPlan, exec_plan
@@ -94,7 +94,7 @@ def plan_start(
     findings: list[Finding] = []
     if request.dry_run:
         findings += _dry_run_hardware(report)
-    engine = get_engine(report.serve.engine)
+    engine = report.spec.adapter()
     env_map = request.validate.env if env is None else env
     try:
         python = find_engine_python(engine, request.engine_python, env_map)
@@ -139,7 +139,7 @@ def _checked_plan(engine: Any, report: ValidationReport, python: str, request: S
     plan = engine.build_plan(report.serve, python)
     # The engine's own planner runs in the same process as its parser: the engine is imported once.
     check = checker(engine, plan, python, witness_request=report.witness_request)
-    former = _former_names(plan.argv, check, engine_spec(engine.name).former_flags)
+    former = _former_names(plan.argv, check, report.spec.former_flags)
     if former:  # an older release knows a flag dspark sets by its former name: its parser is asked again
         plan = replace(plan, argv=_renamed(plan.argv, former))
         witness_request = report.witness_request
@@ -180,7 +180,7 @@ def run_start(
         from dspark.runtime.supervise import watch_plan  # noqa: PLC0415 - the supervisor loads only for --watch
 
         return watch_plan(result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens,
-                          log_format=engine_spec(result.plan.engine).log_format)
+                          log_format=result.report.spec.log_format)
     execute(result.plan)
     return int(ExitCode.OK)  # only reached when a test injects an execute that returns
 
@@ -224,9 +224,10 @@ def _dry_run_hardware(report: ValidationReport) -> list[Finding]:
 
 def engine_serve(report: ValidationReport) -> Any:
     """The launch values for the report's capacity: a token pin (SGLang) follows the figure launched on."""
-    if engine_spec(report.serve.engine).pool_pin != "tokens" or report.settings.max_total_tokens.value is not None:
+    pin = report.spec.pool_pin_knob
+    if report.spec.pool_pin != "tokens" or getattr(report.settings, pin).value is not None:
         return report.serve
-    return replace(report.serve, max_total_tokens=report.capacity.kv_pool_tokens)
+    return replace(report.serve, engine_values={**report.serve.engine_values, pin: report.capacity.kv_pool_tokens})
 
 
 def _with_witness(report: ValidationReport, check: ArgvCheck, *, force: bool) -> ValidationReport:
@@ -243,11 +244,16 @@ def _with_witness(report: ValidationReport, check: ArgvCheck, *, force: bool) ->
         raise RefusedError(
             f"refusing to start: {report.serve.engine} {version.requested} is not modelled (figures are "
             f"{version.modelled}'s) and the engine's own planner could not vouch for the pool: {why}",
-            hint=f"install a modelled version ({', '.join(engine_spec(report.serve.engine).modelled_versions)}), "
+            hint=f"install a modelled version ({', '.join(report.spec.modelled_versions)}), "
             "or pass --force to start on the nearest modelled version's figures",
         )
     if witness is None:
-        return report
+        if not report.witness_unavailable:
+            return report
+        # Said, not skipped silently: the launch rests on dspark's figures alone (issue 26, item 22).
+        skipped = Finding("info", "witness-skipped", f"{report.serve.engine}'s own planner did not check the pool "
+                          f"at start: {report.witness_unavailable}; the launch rests on dspark's figures")
+        return replace(report, findings=(*report.findings, skipped))
     findings = [*report.findings, witness_finding(witness, report.capacity)]
     capacity = report.capacity
     if not witness.agrees and witness.error is None:
@@ -262,15 +268,10 @@ def _with_witness(report: ValidationReport, check: ArgvCheck, *, force: bool) ->
 def _confirm_pinned(report: ValidationReport, check: ArgvCheck) -> None:
     """The engine's parse must hold the validated seats, pool pin and window."""
     serve = report.serve
-    planned = {
-        "max_num_seqs": serve.max_num_seqs,
-        "kv_cache_memory_bytes": serve.kv_cache_memory_bytes,
-        "max_total_tokens": serve.max_total_tokens,
-        "max_model_len": serve.max_model_len,
-    }
+    planned = {"max_num_seqs": serve.max_num_seqs, "max_model_len": serve.max_model_len, **serve.engine_values}
     # Checked after parsing so a silently ignored or renamed flag cannot launch something other than validated.
-    for ours, theirs in engine_spec(serve.engine).pinned.items():
-        want = planned[ours]
+    for ours, theirs in report.spec.pinned.items():
+        want = planned.get(ours)
         if want is not None and check.parsed.get(theirs) != want:
             raise EngineArgError(
                 f"the engine's parser read {theirs}={check.parsed.get(theirs)!r} but dspark validated {want!r}",

@@ -23,9 +23,9 @@ from dspark.config.settings import ResolvedSettings, Setting, resolve_settings, 
 from dspark.core.errors import EngineNotInstalledError, InputError, RefusedError, SettingsError
 from dspark.core.findings import Finding, verdict_of
 from dspark.core.suggest import closest
-from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES, engine_spec, get_engine
-from dspark.engines.base import EngineSpec, PlannerInput, ServeConfig, find_engine_python
-from dspark.engines.flags import (
+from dspark.engines import DEFAULT_ENGINE, ENGINE_NAMES, engine_spec
+from dspark.engines.interpreter import find_engine_python
+from dspark.engines.pasted_flags import (
     data_parallel_of,
     flag_values_from_engine_flags,
     merge_flags,
@@ -33,6 +33,8 @@ from dspark.engines.flags import (
     unplaced_flag_findings,
 )
 from dspark.engines.release_matrix import matrix_note
+from dspark.engines.serve_config import ServeConfig
+from dspark.engines.spec import AnyEngineSpec, PlannerInput
 from dspark.engines.version import ENV_VAR as ENGINE_VERSION_ENV
 from dspark.engines.version import EngineVersion, normalize, resolve_engine_version
 from dspark.engines.witness import Witness, judge, run_witness, witness_finding, witness_request
@@ -45,14 +47,14 @@ from dspark.model.weights import WeightBytes
 from dspark.planning.capacity import capacity_inputs, compute_capacity
 from dspark.planning.findings import (
     data_parallel_findings,
+    drop_contradictions,
     gpus_per_node,
     memory_findings,
-    reconcile,
     seat_findings,
     weights_findings,
 )
 from dspark.planning.model_inputs import draft_ref, drafter_of, model_architecture, weights_of
-from dspark.planning.observations import PlanIdentity, applicable, observation_findings, with_observed
+from dspark.planning.observations import PlanIdentity, matching_observations, observation_findings, with_observed_pool
 from dspark.planning.serve_config import serve_config
 from dspark.runtime.launch import LaunchPlan
 
@@ -97,6 +99,7 @@ class ValidationReport:
     serve: ServeConfig
     plan: LaunchPlan
     engine_version: EngineVersion
+    spec: AnyEngineSpec  # the engine planned for, resolved once from the request (not in the JSON: `engine` names it)
     witness: Witness | None = None  # the installed engine's own planner on the same inputs, when asked
     witness_request: Mapping[str, Any] | None = None  # what that planner is given (None: nothing it can take)
     witness_unavailable: str = ""  # why there is no request, when there is none
@@ -186,15 +189,16 @@ WEIGHTS_UNKNOWN = Finding(
 )
 
 
-def _version_findings(engine_name: str, version: EngineVersion) -> list[Finding]:
+def _version_findings(spec: AnyEngineSpec, version: EngineVersion) -> list[Finding]:
     """An unmodelled engine version is said, with the version whose figures stand in for it."""
     if version.exact:
         return []
+    engine_name = spec.name
     return [Finding(
         "warn", "engine-version-not-modelled",
         f"{engine_name} {version.requested} ({version.source}) is not modelled: the figures are "
         f"{engine_name} {version.modelled}'s, the nearest modelled version "
-        f"(modelled: {', '.join(engine_spec(engine_name).modelled_versions)}); "
+        f"(modelled: {', '.join(spec.modelled_versions)}); "
         f"{matrix_note(engine_name, str(version.requested))}",
     )]
 
@@ -208,17 +212,20 @@ def _generic_weights_findings(found: list[Finding], weights: WeightBytes | None,
                             hardware, settings, arch.num_attention_heads)
 
 
-def _resolve(request: ValidateRequest) -> tuple[Recipe | None, str, Any, ResolvedSettings]:
-    """The recipe, engine, pasted engine flags (as its reader sees them) and settings of a request."""
+def _resolve(request: ValidateRequest) -> tuple[Recipe | None, AnyEngineSpec, Any, ResolvedSettings]:
+    """The recipe, engine, pasted engine flags (as its reader sees them) and settings of a request.
+
+    The engine is resolved here once, at the edge (unknown names fail here, naming the known ones), and its
+    EngineSpec handed down from here on.
+    """
     recipe, _ = _load_recipe(request)
-    engine_name = _engine_name(request, recipe)
-    engine_spec(engine_name)  # unknown engine names fail here, naming the known ones
-    options = parse_engine_flags(engine_name, request.engine_flags)
-    flags = merge_flags(request.flags, flag_values_from_engine_flags(engine_name, options), same=reads_as)
+    spec = engine_spec(_engine_name(request, recipe))
+    options = parse_engine_flags(spec, request.engine_flags)
+    flags = merge_flags(request.flags, flag_values_from_engine_flags(spec, options), same=reads_as)
     settings = resolve_settings(
         {k: v for k, v in flags.items() if k != "recipe"} | {"recipe": request.recipe}, request.env, recipe
     )
-    return recipe, engine_name, options, settings
+    return recipe, spec, options, settings
 
 
 def _peer_snapshot(path: str) -> HardwareSnapshot:
@@ -236,32 +243,29 @@ def request_settings(request: ValidateRequest) -> ResolvedSettings:
 
 def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | None = None) -> ValidationReport:
     """Plan a launch and judge it; raises InputError / SettingsError for bad input, never launches anything."""
-    recipe, engine_name, options, settings = _resolve(request)
+    recipe, spec, options, settings = _resolve(request)
     arch, headers = model_architecture(settings, recipe)
-    drafter = drafter_of(engine_name, settings, recipe, options, arch)
-    weights = weights_of(arch, headers, drafter, settings, recipe,
-                         vision=engine_spec(engine_name).loads_vision_tower(options))
+    drafter = drafter_of(spec, settings, recipe, options, arch)
+    weights = weights_of(arch, headers, drafter, settings, recipe, vision=spec.loads_vision_tower(options))
     hardware = _hardware(settings, recipe, hardware_resolver or _resolve_hw)
-    data_parallel, dp_attention = data_parallel_of(engine_name, options)
+    data_parallel, dp_attention = data_parallel_of(spec, options)
     replicas = 1 if dp_attention else data_parallel  # DP attention runs inside the TP group's GPUs
     gpu = _first_gpu(hardware, settings, replicas)
-    version = _engine_version(engine_name, request)
+    version = _engine_version(spec, request)
     identity = PlanIdentity(engine_version=version.requested, gpu_name=gpu.name if gpu is not None else None,
                             recipe_settings=resolve_settings({}, {}, recipe) if recipe is not None else None)
-
-    spec = engine_spec(engine_name)
 
     def capacity_at(resolved: ResolvedSettings) -> tuple[CapacityResult, CapacitySummary]:
         try:
             found = compute_capacity(
-                engine_name, arch, options, resolved, recipe, gpu=gpu, weights=weights, drafter=drafter,
+                spec, arch, options, resolved, recipe, gpu=gpu, weights=weights, drafter=drafter,
                 env=request.env, cpu_flags=hardware.cpu_flags if resolved.platform.value == "cpu" else None,
                 cpu_arch=hardware.cpu_arch, engine_version=version.modelled,
             )
         except NotModelledError as exc:
             found = _observed_capacity(spec, exc, recipe, resolved, arch, gpu, version.modelled, identity)
         # The engine's own log for this very plan stands beside the prediction; the safe default follows the lower.
-        return found, with_observed(found.summary, recipe, resolved, identity)
+        return found, with_observed_pool(found.summary, recipe, resolved, identity)
 
     result, summary = capacity_at(settings)
     if settings.max_num_seqs.layer == "default":
@@ -284,8 +288,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         # No request is longer than the window: past it the bound only says every seat holds a full window.
         summary = replace(summary, avg_context_at_max_num_seqs=summary.max_model_len)
     findings = list(result.findings)
-    findings += unplaced_flag_findings(engine_name, options)
-    findings += _version_findings(engine_name, version)
+    findings += unplaced_flag_findings(spec, options)
+    findings += _version_findings(spec, version)
     peers = tuple(_peer_snapshot(p) for p in request.peer_hardware)
     findings += memory_findings(result.footprint_bytes, hardware, settings, peers, data_parallel=replicas)
     findings += data_parallel_findings(data_parallel, dp_attention, summary.max_num_seqs)
@@ -294,12 +298,12 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     findings += _generic_weights_findings(findings, weights, hardware, settings, arch)
     if weights is None:
         findings.append(WEIGHTS_UNKNOWN)
-    serve = serve_config(engine_name, settings, recipe, request.engine_flags, summary,
-                         drafter_model=draft_ref(engine_name, options, recipe))
-    plan, planner = _plan_and_witness_request(engine_name, serve, result.detail, settings)
+    serve = serve_config(spec, settings, recipe, request.engine_flags, summary,
+                         drafter_model=draft_ref(spec, options, recipe))
+    plan, planner = _plan_and_witness_request(spec, serve, result.detail, settings)
     witness = None
     if request.engine_check:
-        witness = _check_with_engine(engine_name, request, planner, summary)
+        witness = _check_with_engine(spec, request, planner, summary)
         findings.append(witness_finding(witness, summary))
     return ValidationReport(
         recipe=recipe,
@@ -309,10 +313,11 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
         drafter=drafter,
         hardware=hardware,
         capacity=summary,
-        findings=tuple(reconcile(findings)),
+        findings=tuple(drop_contradictions(findings)),
         serve=serve,
         plan=plan,
         engine_version=version,
+        spec=spec,
         witness=witness,
         witness_request=planner.request,
         witness_unavailable=planner.unavailable,
@@ -321,43 +326,41 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
 
 
 def _plan_and_witness_request(
-    engine_name: str, serve: ServeConfig, detail: CapacityDetail | None, settings: ResolvedSettings
+    spec: AnyEngineSpec, serve: ServeConfig, detail: CapacityDetail | None, settings: ResolvedSettings
 ) -> tuple[LaunchPlan, PlannerInput]:
     """The launch plan (display form), and what the engine's own planner would be handed for the witness."""
-    adapter = get_engine(engine_name)
+    adapter = spec.adapter()
     plan = adapter.build_plan(serve, None)
-    planner = witness_request(engine_name, detail, adapter.parser_argv(plan),
+    planner = witness_request(spec.name, detail, adapter.parser_argv(plan),
                               user_pinned=any(pin.value is not None and pin.layer in ("flag", "env", "recipe")
                                               for pin in (settings.max_total_tokens, settings.kv_cache_memory_bytes)))
     return plan, planner
 
 
 def _check_with_engine(
-    engine_name: str, request: ValidateRequest, planner: PlannerInput, summary: CapacitySummary
+    spec: AnyEngineSpec, request: ValidateRequest, planner: PlannerInput, summary: CapacitySummary
 ) -> Witness:
     """validate --engine-check: the installed engine's planner on dspark's budget (needs the engine)."""
     if planner.request is None:
         return Witness(None, None, None, agrees=False, budget_source=summary.kv_budget_source,
                        error=planner.unavailable)
-    from dspark.engines.base import installed_version  # noqa: PLC0415
+    from dspark.engines.interpreter import installed_version  # noqa: PLC0415
 
-    spec = engine_spec(engine_name)
     python = find_engine_python(spec.adapter(), request.engine_python, request.env)
     if installed_version(spec, python) is None:
         # One rule for "no engine there", whether dspark looked for it or was pointed at an interpreter: exit 2.
         raise EngineNotInstalledError(
-            f"--engine-check: {engine_name} is not installed in {python}",
+            f"--engine-check: {spec.name} is not installed in {python}",
             hint="point --engine-python / DSPARK_ENGINE_PYTHON at the python of the engine's virtualenv, "
             "or leave out --engine-check",
         )
     return judge(run_witness(python, planner.request), summary)
 
 
-def _engine_version(engine_name: str, request: ValidateRequest) -> EngineVersion:
+def _engine_version(spec: AnyEngineSpec, request: ValidateRequest) -> EngineVersion:
     """The version to plan for; the installed one is read from the engine's interpreter's metadata (cheap)."""
-    from dspark.engines.base import installed_version  # noqa: PLC0415
+    from dspark.engines.interpreter import installed_version  # noqa: PLC0415
 
-    spec = engine_spec(engine_name)
     flag, env_value = request.engine_version, request.env.get(ENGINE_VERSION_ENV, "").strip()
     installed = None
     if not (flag or env_value):  # an explicit version needs no look at the installed engine
@@ -367,24 +370,24 @@ def _engine_version(engine_name: str, request: ValidateRequest) -> EngineVersion
             python = None
         raw = installed_version(spec, python) if python else None
         installed = normalize(raw) if raw else None
-    return resolve_engine_version(engine_name, spec.modelled_versions, flag=flag, env=request.env,
+    return resolve_engine_version(spec.name, spec.modelled_versions, flag=flag, env=request.env,
                                   installed=installed)
 
 
 def _observed_capacity(
-    spec: EngineSpec, exc: NotModelledError, recipe: Recipe | None, settings: ResolvedSettings,
+    spec: AnyEngineSpec, exc: NotModelledError, recipe: Recipe | None, settings: ResolvedSettings,
     arch: ModelArchitecture, gpu: GpuInfo | None, engine_version: str, identity: PlanIdentity,
 ) -> CapacityResult:
     """When dspark cannot reproduce the engine's KV accounting, a recipe's observed pool stands in, labelled so."""
     window = settings.max_model_len.value
     seats = settings.max_num_seqs.value
-    observed = applicable(recipe, settings, "kv_pool_tokens", seats, identity) if window else []
+    observed = matching_observations(recipe, settings, "kv_pool_tokens", seats, identity) if window else []
     if not observed or window is None or spec.observed_capacity is None:
         raise exc
     obs = observed[0]
     reason = exc.message
-    summary = spec.observed_capacity(capacity_inputs(settings, recipe), arch, gpu, pool=int(obs.value), window=window,
-                                     source=obs.source, reason=reason, engine_version=engine_version)
+    summary = spec.observed_capacity(capacity_inputs(spec, settings, recipe), arch, gpu, pool=int(obs.value),
+                                     window=window, source=obs.source, reason=reason, engine_version=engine_version)
     finding = Finding("warn", "engine-not-modelled",
                       f"{reason}; the pool and contexts below are the recipe's observation ({obs.source}), "
                       "not a prediction, and the memory check is skipped")

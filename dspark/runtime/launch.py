@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from dspark.core.redact import REDACTED, is_secret_name, redact_argv, redact_env
+from dspark.core.redact import REDACTED, is_secret_name, printable, redact_argv, redact_env
 
 # Redaction lives in dspark.core.redact (pure); re-exported for callers that only need a plan.
 __all__ = ["REDACTED", "ExecFn", "LaunchPlan", "exec_plan", "is_secret_name", "redact_argv", "redact_env"]
@@ -32,10 +32,10 @@ class LaunchPlan:
         return env
 
     def shell_line(self) -> str:
-        """A copy-pasteable command line with secrets redacted."""
+        """A copy-pasteable command line with secrets redacted and control characters shown as escapes."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in redact_env(self.env_overlay).items())
         cmd = shlex.join(redact_argv(self.argv))
-        return f"{env} {cmd}" if env else cmd
+        return printable(f"{env} {cmd}" if env else cmd)
 
     def to_json(self) -> dict[str, object]:
         """The plan as printed by --json and --dry-run: secrets redacted."""

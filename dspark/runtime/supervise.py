@@ -22,6 +22,7 @@ import httpx
 import psutil
 
 from dspark.core.errors import DsparkError, ExitCode
+from dspark.core.redact import redact_text, secret_argv_values, secret_env_values
 from dspark.runtime.engine_log import NO_LOG_FORMAT, KvPoolLine, LogFormat
 from dspark.runtime.launch import LaunchPlan
 
@@ -44,8 +45,10 @@ class EngineLog:
     """What the watchers saw in the log, read with the engine's LogFormat; shared between the reader thread and
     the supervisor (thread-safe)."""
 
-    def __init__(self, log_format: LogFormat = NO_LOG_FORMAT, tail_lines: int = 200) -> None:
+    def __init__(self, log_format: LogFormat = NO_LOG_FORMAT, tail_lines: int = 200,
+                 secrets: frozenset[str] = frozenset()) -> None:
         self._format = log_format
+        self._secrets = secrets  # values of the plan's secrets: kept out of the tail and the error line
         self._lock = threading.Lock()
         self._tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
         self.kv_pool: KvPoolLine | None = None
@@ -55,17 +58,22 @@ class EngineLog:
         self.reader_error: str | None = None  # the first exception the reader thread survived
         self.reader_errors = 0
 
+    def shown(self, line: str) -> str:
+        """A log line as dspark writes or prints it: the plan's secrets hidden (vLLM logs its --api-key)."""
+        return redact_text(line, self._secrets, patterns=False) if self._secrets else line
+
     def feed(self, line: str) -> None:
-        """Record one log line (without its newline) and parse the lines dspark checks."""
+        """Record one log line (without its newline) and parse the lines dspark checks (the parsed values are
+        the engine's own; what is kept to print has the plan's secrets hidden)."""
         with self._lock:
-            self._tail.append(line)
+            self._tail.append(self.shown(line))
         if self.kv_pool is None and (kv := self._format.kv_pool(line)) is not None:
             self.kv_pool = kv
             self.kv_seen.set()
         if self.engine_args is None and (nd := self._format.engine_args(line)) is not None:
             self.engine_args = nd
         if (err := _ERROR_LINE.search(line)) is not None:
-            self.last_error = f"{err.group(1)}: {err.group(2)}"
+            self.last_error = self.shown(f"{err.group(1)}: {err.group(2)}")
 
     def reader_failed(self, error: str) -> None:
         """Note an exception in the reader thread (it keeps draining the pipe)."""
@@ -140,7 +148,8 @@ class EngineProcess:
         watchers: Sequence[Callable[[str], None]] = (),
     ) -> None:
         self.plan = plan
-        self.log = EngineLog(log_format)
+        self.log = EngineLog(log_format, secrets=frozenset(
+            secret_argv_values(plan.argv) | secret_env_values(plan.env_overlay)))
         self._log_path = log_path
         self._echo = echo
         self._watchers = list(watchers)
@@ -200,6 +209,7 @@ class EngineProcess:
         self.log.feed(line)
         for watch in self._watchers:
             watch(line)
+        line = self.log.shown(line)
         if log_file is not None:
             log_file.write(line + "\n")
             log_file.flush()

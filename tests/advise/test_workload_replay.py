@@ -3,7 +3,7 @@ arrivals are bench's, the accepted-token pattern has the asked mean, and a pass'
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import math
 import random
@@ -25,16 +25,13 @@ from dspark.advise.workload import (
 )
 from dspark.bench.load import arrival_schedule
 from dspark.core.errors import InputError
-from dspark.engines.vllm.replay_input import REPLAY_SCRIPT
 
 
 def _driver() -> ModuleType:
-    """The engine-side script, loaded by path: at import it needs only the standard library."""
-    spec = importlib.util.spec_from_file_location("replay_driver_under_test", REPLAY_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The engine-side tool, imported afresh: at import it needs only the standard library."""
+    for name in [m for m in sys.modules if m == "dspark_inside" or m.startswith("dspark_inside.")]:
+        del sys.modules[name]
+    return importlib.import_module("dspark_inside.vllm.replay_scheduler")
 
 
 def test_the_drivers_step_cost_is_the_advisors() -> None:

@@ -295,10 +295,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--ignore-sigterm", action="store_true")
     p.add_argument("--spawn-worker", action="store_true", help="start a child process that outlives a SIGKILL")
     p.add_argument("--startup-delay", type=float, default=0.0)
+    p.add_argument("--api-key", nargs="+", help="as vLLM's: one or more keys, logged among the non-default args")
     a = p.parse_args(argv)
     seats = a.report_seats if a.report_seats is not None else a.max_num_seqs
     pool = a.report_pool if a.report_pool is not None else a.kv_pool_tokens
-    nd = {"host": a.host, "port": a.port, "max_num_seqs": seats, "kv_pool_tokens": a.kv_pool_tokens}
+    nd = {"host": a.host, "port": a.port, "max_num_seqs": seats, "kv_pool_tokens": a.kv_pool_tokens,
+          **({"api_key": a.api_key} if a.api_key else {})}
     print(f"(APIServer pid={os.getpid()}) INFO [api_utils.py:286] non-default args: {nd!r}", flush=True)
     if a.spawn_worker:
         import subprocess  # noqa: PLC0415

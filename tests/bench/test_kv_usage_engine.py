@@ -17,6 +17,7 @@ the token count falls far outside that bound, so the check tells the two rules a
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -42,7 +43,6 @@ REPO = Path(__file__).resolve().parents[2]
 # Run by the engine's python: the oracle tests' tiny Qwen3-Next with GDN heads of 128, MTP weights included.
 _BUILD_HYBRID = """
 import sys
-sys.path.insert(0, sys.argv[2])
 from pathlib import Path
 import torch, transformers as tf
 from tests.real_engines import build_tiny_models as b
@@ -59,8 +59,8 @@ b._add_mtp_weights("hybrid-qwen3-next", cfg, Path(sys.argv[1]))
 def tiny_hybrid(tmp_path_factory: pytest.TempPathFactory, vllm_python: str) -> Path:
     """A tiny random-weight Qwen3-Next (not under a path naming the project: vLLM renames MTP there)."""
     out = tmp_path_factory.mktemp("tiny-hybrid") / "qwen3-next-tiny"
-    proc = subprocess.run([vllm_python, "-c", _BUILD_HYBRID, str(out), str(REPO)], capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = subprocess.run([vllm_python, "-c", _BUILD_HYBRID, str(out)], capture_output=True, text=True,
+                          timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
     if proc.returncode != 0:
         pytest.fail(f"building the tiny hybrid failed: {proc.stderr[-2000:]}", pytrace=False)
     return out

@@ -43,7 +43,7 @@ def test_table_plot_and_calibration(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main([*ARGS, "--calibrate", str(path), "--plot", str(plot)]) == 0
     text = capsys.readouterr().out
     assert "| seats | aggregate tok/s |" in text
-    assert "fixed cost per step: " in text and "(fitted to 1 measured point(s))" in text
+    assert "engine CPU per step: " in text and "(fitted to 1 measured point(s))" in text
     assert "fit: aggregate_decode_tps at 8 seats: measured 147" in text
     assert "\nrecommendation: " in text
     assert plot.read_bytes()[:4] == b"\x89PNG"
@@ -65,7 +65,7 @@ def test_a_json_that_is_not_a_result_is_exit_2(tmp_path: Path, capsys: pytest.Ca
     path = tmp_path / "x.json"
     path.write_text('{"hello": 1}')
     assert main([*ARGS, "--calibrate", str(path)]) == 2
-    assert "neither a `dspark bench --json` result nor a sweep.json" in capsys.readouterr().err
+    assert "neither a `dspark bench --json` result, a sweep.json nor a `dspark profile` JSON" in capsys.readouterr().err
 
 
 def test_a_json_failure_is_one_json_object(capsys: pytest.CaptureFixture[str]) -> None:
@@ -164,25 +164,32 @@ def test_a_calibration_from_another_model_or_engine_is_refused(
 
 def test_a_fit_that_misses_its_points_or_leaves_physics_is_warned(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    # Three seat counts fit the bandwidth too; figures no GB10 pair reaches (1,000x the seed's) need a bandwidth far
-    # above the GB10's 273 GB/s, and a TTFT that falls as seats rise cannot be met by any one set of costs.
+    # Three seat counts fit the bandwidth too; figures no GB10 pair reaches (1,000x the seed's) would need a
+    # bandwidth far above the GB10's 273 GB/s, which the fit's bounds do not allow, and a TTFT that falls as seats
+    # rise cannot be met by any one set of costs: the fit says it misses them.
     files = [_write(tmp_path, f"{n}.json", _bench(running_peak=n, aggregate_decode_tps=147_000.0 * n / 8,
                                                   per_stream_decode_tps=20_300.0, ttft_mean_s=ttft))
              for n, ttft in ((6, 0.5), (8, 70.0), (16, 0.1))]
     assert main([*ARGS, *(a for f in files for a in ("--calibrate", f)), "--json"]) == 0
-    warnings = json.loads(capsys.readouterr().out)["warnings"]
-    assert any("effective bandwidth" in w and "above the NVIDIA GB10's peak of 273 GB/s" in w for w in warnings)
+    data = json.loads(capsys.readouterr().out)
+    warnings = data["warnings"]
+    assert not any("above the NVIDIA GB10's peak" in w for w in warnings)
+    bandwidth = next(t for t in data["model"]["terms"] if t.startswith("achieved memory bandwidth: "))
+    assert float(bandwidth.split(": ")[1].split(" GB/s")[0]) <= 273.0
     assert any(w.startswith("the fit misses ") and "beyond ±25%" in w for w in warnings)
 
 
 def test_a_fit_that_asks_for_a_negative_cost_is_warned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Each stream decodes at the seed's 20.3 tokens/s at 6, 8 and 16 seats: a seat added costs the step nothing,
-    # or less than nothing, which no engine does; the fit drives that cost to its floor and says so.
+    # or less than nothing, which no engine does. The fit's bounds keep every cost positive, so it cannot follow
+    # them and says that it misses them.
     files = [_write(tmp_path, f"{n}.json", _bench(running_peak=n, aggregate_decode_tps=20.3 * n,
                                                   per_stream_decode_tps=20.3)) for n in (6, 8, 16)]
     assert main([*ARGS, *(a for f in files for a in ("--calibrate", f)), "--json"]) == 0
-    warnings = json.loads(capsys.readouterr().out).get("warnings", [])
-    assert "fitted cost per decode token is ~0: the points ask for a negative cost, which no engine has" in warnings
+    data = json.loads(capsys.readouterr().out)
+    assert any(w.startswith("the fit misses ") for w in data.get("warnings", []))
+    per_row = next(t for t in data["model"]["terms"] if t.startswith("engine CPU per request in a step: "))
+    assert float(per_row.split(": ")[1].split(" µs")[0]) > 0
 
 
 def test_a_bench_without_seats_or_a_running_peak_is_refused_naming_both_fixes(

@@ -20,13 +20,24 @@ def _no_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def test_without_the_engine_dspark_model_says_what_it_cannot_see(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([*ARGS, "--warm", "--request-rate", "inf"]) == 0
+    assert main(ARGS) == 0
     data = json.loads(capsys.readouterr().out)
     for p in data["predictions"]:
         assert p["simulator"].startswith("dspark model: vllm is not installed here")
         assert p["prefix_cache_hit_rate"] is None and p["preemptions"] is None and p["warm"] is None
     note = next(a for a in data["assumptions"] if a.startswith("dspark model: its own continuous batching"))
-    assert "no prefix cache" in note and "no preemption" in note and "--warm need the engine's scheduler" in note
+    assert "no prefix cache" in note and "no preemption" in note
+
+
+@pytest.mark.parametrize("extra", [["--warm"], ["--request-rate", "inf"], ["--shared-prefix", "64"],
+                                   ["--warm", "--simulator", "dspark"]])
+def test_scheduler_options_without_the_scheduler_are_refused(extra: list[str],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """--warm, --request-rate and --shared-prefix need the engine's scheduler: exit 2 naming them, not ignored."""
+    assert main([*ARGS, *extra]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert extra[0] in error["message"] and "need(s) the engine's own scheduler" in error["message"]
+    assert "DSPARK_ENGINE_PYTHON" in error["hint"]
 
 
 def test_simulator_dspark_is_asked_for(capsys: pytest.CaptureFixture[str]) -> None:

@@ -266,7 +266,9 @@ def test_every_value_option_of_the_plan_commands_has_bad_values() -> None:
 
     from dspark.cli import cli  # noqa: PLC0415
 
-    options = {p.opts[0] for name in PLAN_COMMANDS for p in cli.commands[name].params
+    ctx = click.Context(cli)
+    commands = [cli.get_command(ctx, name) for name in PLAN_COMMANDS]
+    options = {p.opts[0] for command in commands if command is not None for p in command.params
                if isinstance(p, click.Option) and not p.is_flag}
     assert options == set(FLAG_BAD)
 
@@ -667,8 +669,10 @@ def _numeric_options(command: str) -> list[str]:
 
     from dspark.cli import cli  # noqa: PLC0415
 
-    group = cli.commands[command]
-    cmd = group.commands["k8s"] if isinstance(group, click.Group) else group
+    ctx = click.Context(cli)
+    group = cli.get_command(ctx, command)  # the commands load lazily
+    cmd = group.get_command(ctx, "k8s") if isinstance(group, click.Group) else group
+    assert cmd is not None
     knob_flags = {k.flag for k in KNOBS if k.flag and _numeric_knob(k)}
     # click's own int and float, or dspark's bounded ones (named as click names them)
     numeric = {"integer", "float", "integer range", "float range"}

@@ -9,7 +9,10 @@ inputs broken key by key.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -17,6 +20,7 @@ import pydantic_core
 import pytest
 import yaml
 
+from dspark import cli
 from dspark.config import recipe_core_schema, recipe_schema
 from dspark.config.recipe_model import Parallel
 from dspark.config.recipes import load_recipe_text, shipped_recipe_names, shipped_recipes_dir
@@ -128,3 +132,45 @@ def test_the_writer_refuses_a_schema_that_would_load_pydantic_at_run_time() -> N
               "schema": {"type": "int"}}
     with pytest.raises(TypeError, match="pydantic"):
         recipe_schema.render_core_schema_module(schema)
+
+
+# --- which path ran: the checked-in copy or pydantic afresh ------------------------------------------------------
+
+def _pinned_pydantic() -> str:
+    """The pydantic release the test extra pins (pyproject.toml)."""
+    text = (Path(__file__).parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    pins = re.findall(r'"pydantic==([^"\s;]+)"', text)
+    assert len(pins) == 1, pins
+    return str(pins[0])
+
+
+def test_the_pinned_pydantic_takes_the_checked_in_path() -> None:
+    # pydantic pins the one pydantic-core it builds schemas for: the pinned pydantic's must be the copy's.
+    assert pydantic.__version__ == _pinned_pydantic(), "install the test extra: pip install -e '.[test]'"
+    wanted = [r for r in metadata.requires("pydantic") or [] if re.match(r"pydantic[-_]core\s*==", r)]
+    pinned_core = [r.split("==")[1].split(";")[0].strip() for r in wanted]
+    assert pinned_core == [recipe_core_schema.PYDANTIC_CORE_VERSION], (
+        "the pinned pydantic would build the schema afresh: regenerate with python -m dspark.config.recipe_schema "
+        "--write")
+    assert recipe_schema.checked_in_schema_applies()
+    assert recipe_schema.schema_path_note() == (
+        f"recipe schema: the checked-in copy (pydantic-core {recipe_core_schema.PYDANTIC_CORE_VERSION})")
+
+
+def test_debug_says_which_schema_path_ran(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = ["--debug", "validate", "flash-next-vllm", "--hardware", "gb10", "--json"]
+    _forget_the_schema()
+    assert cli.main(argv) == 0
+    assert "recipe schema: the checked-in copy" in capsys.readouterr().err
+    monkeypatch.setattr(recipe_core_schema, "PYDANTIC_CORE_VERSION", "0.0.0")
+    _forget_the_schema()
+    try:
+        assert cli.main(argv) == 0
+        err = capsys.readouterr().err
+        assert f"built afresh by pydantic (pydantic-core {pydantic_core.__version__}; the checked-in copy is " \
+               "pydantic-core 0.0.0's" in err
+        assert cli.main(argv[1:]) == 0  # without --debug: not said
+        assert "recipe schema" not in capsys.readouterr().err
+    finally:
+        monkeypatch.undo()
+        _forget_the_schema()

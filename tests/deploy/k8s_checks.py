@@ -7,6 +7,7 @@ models drop unknown keys on the way in), so both compare key by key.
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +86,40 @@ def differences(before: Any, after: Any, path: str = "") -> list[str]:
 def round_trip_losses(obj: dict[str, Any], model: str) -> list[str]:
     """What the client's model did not keep of obj (empty: the object is exactly what the model describes)."""
     return differences(obj, through_client(obj, model))
+
+
+# An absolute path inside a text (an argument, a variable's value, JSON in an argument); not a URL's path.
+_PATH_IN_TEXT = re.compile(r"(?:^|(?<=[\s\"'=,:\[{(]))(/[^\s\"',;)\]}]+)")
+
+
+def unmounted_paths(pod_spec: dict[str, Any]) -> list[str]:
+    """Absolute paths a pod's containers name in their command, args or env values that no volumeMount of that
+    container holds (the pod could not see them), as `container: path`. Also a mount whose volume is missing."""
+    volumes = {v["name"] for v in pod_spec.get("volumes", [])}
+    out: list[str] = []
+    for container in pod_spec["containers"]:
+        mounts = [m["mountPath"].rstrip("/") or "/" for m in container.get("volumeMounts", [])]
+        out += [f"{container['name']}: mount {m['name']} has no volume" for m in container.get("volumeMounts", [])
+                if m["name"] not in volumes]
+        texts = [*container.get("command", []), *container.get("args", []),
+                 *(e["value"] for e in container.get("env", []) if "value" in e)]
+        for text in texts:
+            for match in _PATH_IN_TEXT.finditer(text):
+                path = match.group(1)
+                if path.startswith("//"):
+                    continue  # a URL's authority (http://host/...), not a file
+                if not any(path == m or path.startswith(m + "/") for m in mounts):
+                    out.append(f"{container['name']}: {path}")
+    return out
+
+
+def pod_specs(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every pod spec among the objects (a Deployment's template, an LWS's leader and worker templates)."""
+    out: list[dict[str, Any]] = []
+    for obj in objects:
+        if obj["kind"] == "Deployment":
+            out.append(obj["spec"]["template"]["spec"])
+        elif obj["kind"] == "LeaderWorkerSet":
+            template = obj["spec"]["leaderWorkerTemplate"]
+            out += [template["leaderTemplate"]["spec"], template["workerTemplate"]["spec"]]
+    return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from dspark.deploy.kubernetes import (
     to_yaml,
 )
 from dspark.engines import engine_spec
-from tests.deploy.k8s_checks import round_trip_losses, schema_errors, unknown_keys
+from tests.deploy.k8s_checks import pod_specs, round_trip_losses, schema_errors, unknown_keys, unmounted_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "registry.example/dspark-vllm:1"
@@ -79,6 +80,8 @@ def _check_all(objects: list[dict[str, Any]]) -> None:
             assert round_trip_losses(obj, models[obj["kind"]]) == [], obj["kind"]
             if obj["kind"] == "Deployment":
                 assert round_trip_losses(obj["spec"]["template"], "V1PodTemplateSpec") == []
+    for pod in pod_specs(objects):
+        assert unmounted_paths(pod) == []
 
 
 def test_two_node_recipe_renders_a_leader_worker_set_the_crd_and_client_accept(
@@ -305,3 +308,184 @@ def test_yaml_header_is_comments_then_documents() -> None:
     assert text.startswith("# one\n# two\n---\n")
     assert [o["kind"] for o in _objects(text)] == ["Deployment", "Service"]
     assert "sizeLimit: 512Mi" in text
+
+
+# --- issue 26 item 1 and issue 27 point 3: secrets as Secret references; manifests that run as rendered ---
+
+RECIPE_SECRETS = {"HF_TOKEN": "hf_recipe_tok1", "OPENAI_API_KEY": "sk-recipe-key2",
+                  "HTTPS_PROXY": "http://proxyuser:pw-recipe3@proxy.example:3128", "DB_PASSWORD_X": "pw-recipe4"}
+ARG_SECRETS = ("sk-recipe-five", "sk-recipe-six")
+FLAG_SECRETS = ("sk-flag-seven", "sk-flag-eight")
+PLANTED = (*RECIPE_SECRETS.values(), "pw-recipe3", *ARG_SECRETS, *FLAG_SECRETS)
+
+
+def _secret_recipe(tmp_path: Path) -> Path:
+    text = (ROOT / "dspark" / "data" / "recipes" / "flash-next-vllm.yaml").read_text().replace(
+        "name: flash-next-vllm", "name: my-vllm")
+    env = "".join(f"  {k}: {v!r}\n" for k, v in RECIPE_SECRETS.items())
+    recipe = tmp_path / "my-vllm.yaml"
+    recipe.write_text(f"# HF_TOKEN={RECIPE_SECRETS['HF_TOKEN']} (a comment repeating a secret)\n{text}"
+                      f"env:\n{env}  NCCL_DEBUG: WARN\nengine_args: [--api-key, {', '.join(ARG_SECRETS)}]\n")
+    return recipe
+
+
+def _secret_refs(container: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {e["name"]: (e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
+            for e in container["env"] if "valueFrom" in e}
+
+
+def _as_kubernetes_runs_it(container: dict[str, Any], secrets: dict[tuple[str, str], str]) -> dict[str, Any]:
+    """The container with its Secret references resolved and $(VAR) expanded in its command, as the kubelet
+    does: env entries become values, and the command holds the variables' values."""
+    env = {e["name"]: e["value"] if "value" in e else secrets[(e["valueFrom"]["secretKeyRef"]["name"],
+                                                                e["valueFrom"]["secretKeyRef"]["key"])]
+           for e in container["env"]}
+    command = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], arg) for arg in container["command"]]
+    return {**container, "command": command, "env": [{"name": k, "value": v} for k, v in env.items()]}
+
+
+def test_secrets_of_a_recipe_and_of_engine_flags_are_secret_references_never_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recipe = _secret_recipe(tmp_path)
+    for form in (["--json"], []):  # YAML last: its objects are checked below
+        rc, out, err = _render([str(recipe), "--image", IMAGE, "--name", "flash-next", *form, "--", "--api-key",
+                                *FLAG_SECRETS], capsys, monkeypatch)
+        assert rc == 0, err
+        assert [s for s in PLANTED if s in out or s in err] == []
+    objects = _objects(out)
+    _check_all(objects)
+    config_map, lws, _ = objects
+    shipped = yaml.safe_load(config_map["data"]["my-vllm.yaml"])
+    assert shipped["env"] == {"NCCL_DEBUG": "WARN"}  # the non-secret variable stays in the recipe
+    assert "engine_args" not in shipped
+    template = lws["spec"]["leaderWorkerTemplate"]
+    for part in ("leaderTemplate", "workerTemplate"):
+        container = _container(template[part])
+        refs = _secret_refs(container)
+        assert [e["name"] for e in container["env"]].count("HF_TOKEN") == 1
+        assert refs["HF_TOKEN"] == ("hf-token", "token")
+        for name in ("OPENAI_API_KEY", "HTTPS_PROXY", "DB_PASSWORD_X"):
+            assert refs[name] == ("flash-next-secrets", name)
+        flags = container["command"][container["command"].index("--") + 1:]
+        # The recipe's --api-key first (where its engine_args were), the command line's after it (it wins).
+        assert flags == ["--api-key", "$(ENGINE_API_KEY)", "$(ENGINE_API_KEY_2)",
+                         "--api-key", "$(ENGINE_API_KEY_3)", "$(ENGINE_API_KEY_4)"]
+        assert set(re.findall(r"\$\((\w+)\)", " ".join(flags))) <= refs.keys()
+    assert "kubectl create secret generic flash-next-secrets --from-literal=OPENAI_API_KEY=..." in err
+    assert "--from-literal=api-key-4=..." in err
+    # At run time the recipe sets no HF_TOKEN or key of its own: the engine reads what the Secrets hold.
+    secrets = {("hf-token", "token"): "hf_from_the_secret", **{("flash-next-secrets", k): f"from-secret-{k}"
+                                                                for k in (*RECIPE_SECRETS, "api-key", "api-key-2",
+                                                                          "api-key-3", "api-key-4")}}
+    mounted = tmp_path / "mounted"
+    mounted.mkdir()
+    (mounted / "my-vllm.yaml").write_text(config_map["data"]["my-vllm.yaml"])
+    leader = _pod_dry_run(_as_kubernetes_runs_it(_container(template["leaderTemplate"]), secrets), _lws_vars(0),
+                          mounted)
+    assert leader["env"] == {"NCCL_DEBUG": "WARN"}  # nothing overrides the pod's HF_TOKEN and keys
+    argv = " ".join(leader["argv"])
+    assert "--api-key *** *** --api-key *** ***" in argv
+    assert "from-secret" not in json.dumps(leader)
+
+
+def test_a_model_directory_is_mounted_where_the_plan_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = tmp_path / "Qwen3-32B"
+    model.mkdir()
+    (model / "config.json").write_text((ROOT / "tests" / "fixtures" / "configs" / "qwen3-32b.json").read_text())
+    base = ["--model", str(model), "--hardware", "h200:1", "--image", IMAGE]
+    cases: list[tuple[list[str], dict[str, Any], bool]] = [
+        ([], {"hostPath": {"path": str(model), "type": "Directory"}}, True),
+        (["--model-pvc", "models"], {"persistentVolumeClaim": {"claimName": "models", "readOnly": True}}, False),
+        (["--model-host-path", "/data/qwen3"], {"hostPath": {"path": "/data/qwen3", "type": "Directory"}}, False),
+    ]
+    for extra, source, noted in cases:
+        rc, out, err = _render([*base, *extra], capsys, monkeypatch)
+        assert rc == 0, err
+        objects = _objects(out)
+        _check_all(objects)
+        pod = _by_kind(objects)["Deployment"]["spec"]["template"]["spec"]
+        (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == str(model)]
+        assert mount["readOnly"] is True
+        (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+        assert {k: v for k, v in volume.items() if k != "name"} == source
+        assert {"name": "DSPARK_MODEL", "value": str(model)} in pod["containers"][0]["env"]
+        assert ("mounted from the same directory on each node" in err) is noted
+    rc, _, err = _render([*base, "--model-pvc", "m", "--model-host-path", "/m"], capsys, monkeypatch)
+    assert rc == 2
+    assert "--model-pvc and --model-host-path both given" in err
+    rc, _, err = _render([*base, "--model-host-path", "data/m"], capsys, monkeypatch)
+    assert rc == 2
+    assert "not an absolute path" in err
+
+
+def test_a_hub_model_gets_its_download_cache_mounted_at_hf_home(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for extra, source in (([], {"emptyDir": {}}),
+                          (["--model-pvc", "hf-cache"], {"persistentVolumeClaim": {"claimName": "hf-cache",
+                                                                                     "readOnly": False}})):
+        rc, out, err = _render(["flash-next-vllm", "--image", IMAGE, *extra], capsys, monkeypatch)
+        assert rc == 0, err
+        lws = _by_kind(_objects(out))["LeaderWorkerSet"]
+        for part in ("leaderTemplate", "workerTemplate"):
+            pod = lws["spec"]["leaderWorkerTemplate"][part]["spec"]
+            env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+            (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == env["HF_HOME"]]
+            assert "readOnly" not in mount  # the engine downloads into it
+            (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+            assert {k: v for k, v in volume.items() if k != "name"} == source
+
+
+def test_other_paths_the_pod_reads_are_mounted_and_the_check_can_fail(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rc, out, err = _render(["flash-next-vllm", "--image", IMAGE, "--", "--chat-template", "/opt/templates/qwen.jinja"],
+                           capsys, monkeypatch)
+    assert rc == 0, err
+    _check_all(_objects(out))  # includes: no path unmounted
+    assert "/opt/templates/qwen.jinja: read by the pod, mounted from the same path on each node" in err
+    plan = K8sPlan(name="x", image="i", engine="vllm", nodes=1, gpus_per_node=1, seats=4, port=8000,
+                   health_path="/health", ready_delay_s=10, shm_bytes=1 << 30,
+                   env={"DSPARK_MODEL": "/models/x", "HTTPS_PROXY": "http://proxy:3128/"},
+                   engine_flags=("--speculative-config", '{"model": "/drafters/d"}'))
+    (pod,) = pod_specs(render(plan))
+    assert unmounted_paths(pod) == ["dspark: /drafters/d", "dspark: /models/x"]
+
+
+def test_the_gpu_product_the_plan_was_validated_for_is_a_node_selector(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def selector(*args: str) -> tuple[dict[str, str] | None, str]:
+        rc, out, err = _render(["flash-next-vllm", "--image", IMAGE, *args], capsys, monkeypatch)
+        assert rc == 0, err
+        objects = _objects(out)
+        _check_all(objects)
+        specs = pod_specs(objects)
+        assert all(s.get("nodeSelector") == specs[0].get("nodeSelector") for s in specs)
+        limits = specs[0]["containers"][0]["resources"]["limits"]
+        return specs[0].get("nodeSelector"), limits["nvidia.com/gpu"]
+
+    assert selector() == ({"nvidia.com/gpu.product": "NVIDIA-GB10"}, "1")  # the recipe's gb10x2 profile
+    assert selector("--nnodes", "1", "--hardware", "h200:2") == ({"nvidia.com/gpu.product": "NVIDIA-H200"}, "2")
+    assert selector("--gpu-product", "NVIDIA-H200-SHARED") == ({"nvidia.com/gpu.product": "NVIDIA-H200-SHARED"},
+                                                               "1")
+    assert selector("--gpu-product", "") == (None, "1")
+    rc, _, err = _render(["flash-next-vllm", "--image", IMAGE, "--gpu-product", "NVIDIA H200"], capsys, monkeypatch)
+    assert rc == 2
+    assert "is not a label value" in err
+
+
+@pytest.mark.parametrize(
+    ("names", "label"),
+    [(["NVIDIA H200"] * 8, "NVIDIA-H200"), (["NVIDIA H100 80GB HBM3"], "NVIDIA-H100-80GB-HBM3"),
+     (["Tesla T4"], "Tesla-T4"), (["NVIDIA  GeForce RTX 5090"], "NVIDIA-GeForce-RTX-5090"),
+     (["NVIDIA H200", "NVIDIA H100 80GB HBM3"], None), ([], None), (["x" * 64], None), (["NVIDIA (H200)"], None)],
+)
+def test_gpu_product_label_is_the_nvml_name_as_feature_discovery_writes_it(names: list[str],
+                                                                           label: str | None) -> None:
+    from dspark.deploy.kubernetes import gpu_product_label  # noqa: PLC0415 - new here: the rest runs on older code
+
+    assert gpu_product_label(names) == label

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from dspark.engines import get_engine
-from dspark.engines.base import ServeConfig, check_argv
+from dspark.engines.base import check_argv
+from dspark.engines.serve_config import ServeConfig
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.vllm.adapter import VllmEngine
 from dspark.planning.validate import ValidateRequest, validate
@@ -19,8 +20,9 @@ pytestmark = pytest.mark.engine
 
 def test_vllm_parser_accepts_plan_and_reports_values(vllm_python: str) -> None:
     engine = VllmEngine()
-    cfg = ServeConfig(engine="vllm", model="/m", max_num_seqs=12, kv_cache_memory_bytes=1_000_000_007,
-                      max_model_len=4096, platform="cpu", extra_args=("--enforce-eager",))
+    cfg = ServeConfig(engine="vllm", model="/m", max_num_seqs=12,
+                      engine_values={"kv_cache_memory_bytes": 1_000_000_007}, max_model_len=4096, platform="cpu",
+                      extra_args=("--enforce-eager",))
     check = check_argv(engine, engine.build_plan(cfg, vllm_python), vllm_python)
     assert check.ok, check.error
     assert check.engine_version == "0.32.0"
@@ -39,7 +41,8 @@ def test_vllm_parser_rejects_unknown_and_removed_flags(vllm_python: str) -> None
 
 def test_sglang_parser_accepts_two_node_plan(sglang_python: str) -> None:
     engine = SglangEngine()
-    base = dict(engine="sglang", model="/m", max_num_seqs=16, max_total_tokens=1_482_304, max_model_len=262144,
+    base = dict(engine="sglang", model="/m", max_num_seqs=16, engine_values={"max_total_tokens": 1_482_304},
+                max_model_len=262144,
                 tensor_parallel_size=2, nnodes=2, master_addr="10.0.0.1", master_port=5000,
                 speculative={"method": "mtp", "num_speculative_tokens": 4}, cudagraph_max_capture_size=48)
     for rank in (0, 1):

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pytest
 
 from dspark.core.errors import EngineArgError, EngineNotInstalledError, InputError
 from dspark.engines import get_engine
-from dspark.engines.base import ArgvCheck, ServeConfig, check_argv, require_ok, strip_flags
+from dspark.engines.argv import strip_flags
+from dspark.engines.base import ArgvCheck, check_argv, require_ok
+from dspark.engines.inside import MARKER
+from dspark.engines.serve_config import ServeConfig
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.vllm.adapter import VllmEngine
 from dspark.runtime.launch import LaunchPlan
@@ -32,7 +35,7 @@ def test_strip_flags(argv: list[str], expected: tuple[str, ...]) -> None:
 
 
 def test_vllm_plan_single_node_console() -> None:
-    cfg = ServeConfig(engine="vllm", model="/m", max_num_seqs=12, kv_cache_memory_bytes=1 << 30,
+    cfg = ServeConfig(engine="vllm", model="/m", max_num_seqs=12, engine_values={"kv_cache_memory_bytes": 1 << 30},
                       max_model_len=4096, extra_args=("--enforce-eager", "--max-num-seqs", "3"))
     plan = VllmEngine(console=True).build_plan(cfg, "/py")
     assert plan.argv[:5] == ("/py", "-m", "vllm.entrypoints.cli.main", "serve", "/m")
@@ -70,7 +73,8 @@ def test_headless_worker_needs_console() -> None:
 
 
 def test_sglang_plan() -> None:
-    cfg = ServeConfig(engine="sglang", model="/m", max_num_seqs=16, max_total_tokens=100_000, max_model_len=262144,
+    cfg = ServeConfig(engine="sglang", model="/m", max_num_seqs=16, engine_values={"max_total_tokens": 100_000},
+                      max_model_len=262144,
                       speculative={"method": "mtp", "num_speculative_tokens": 4}, tensor_parallel_size=2, nnodes=2,
                       node_rank=1, master_addr="10.0.0.1", master_port=5000)
     argv = SglangEngine().build_plan(cfg, "/py").argv
@@ -126,9 +130,10 @@ def test_unknown_engine_is_input_error() -> None:
 
 
 def _fake_runner(payload: dict[str, object]) -> object:
-    def run(argv: Sequence[str], stdin: str, timeout: float) -> subprocess.CompletedProcess[str]:
-        assert json.loads(stdin)[0] == "/m"
-        return subprocess.CompletedProcess(argv, 0, "noise\nDSPARK_ARGV_CHECK " + json.dumps(payload) + "\n", "")
+    def run(argv: Sequence[str], stdin: str, timeout: float, env: Mapping[str, str]
+            ) -> subprocess.CompletedProcess[str]:
+        assert json.loads(stdin)["argv"][0] == "/m"
+        return subprocess.CompletedProcess(argv, 0, "noise\n" + MARKER + json.dumps(payload) + "\n", "")
     return run
 
 
@@ -159,7 +164,8 @@ def test_check_argv_without_a_device_says_how_vllm_033s_parser_loads() -> None:
               "RuntimeError: Failed to infer device type, please set the environment variable "
               "`VLLM_LOGGING_LEVEL=DEBUG` to turn on verbose logging to help debug the issue.\n")
 
-    def run(argv: Sequence[str], stdin: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    def run(argv: Sequence[str], stdin: str, timeout: float, env: Mapping[str, str]
+            ) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(argv, 1, "", stderr)
 
     with pytest.raises(EngineNotInstalledError, match="Failed to infer device type") as err:
@@ -169,3 +175,18 @@ def test_check_argv_without_a_device_says_how_vllm_033s_parser_loads() -> None:
 
 def test_plan_is_a_value() -> None:
     assert LaunchPlan("vllm", ("a",)) == LaunchPlan("vllm", ("a",))
+
+
+def test_require_ok_hides_the_values_the_parser_echoes() -> None:
+    """argparse names what it rejects with the values after it: a misspelt or abbreviated secret flag's keys
+    are hidden in the error (issue 26, item 3), in each form argparse writes."""
+    engine = VllmEngine(console=True)
+    for flag in ("--apikey", "--api_kye", "--api-keys", "--hf-tokn", "--admin-api-k"):
+        plan = engine.build_plan(ServeConfig(engine="vllm", model="/m", max_num_seqs=2,
+                                             extra_args=(flag, "sk-echoed-1", "sk-echoed-2")), "/py")
+        for error in (f"vllm serve: error: unrecognized arguments: {flag} sk-echoed-1 sk-echoed-2",
+                      f"argument {flag}: invalid choice: 'sk-echoed-1' (choose from 'a', 'b')"):
+            with pytest.raises(EngineArgError) as raised:
+                require_ok(engine, plan, ArgvCheck(ok=False, engine_version="0.32.0", parsed={}, error=error))
+            assert "sk-echoed" not in raised.value.message, raised.value.message
+            assert flag in raised.value.message

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dspark.engines import engine_spec
-from dspark.engines.base import installed_version
+from dspark.engines.interpreter import installed_version
 
 
 def venv_with(tmp_path: Path, dist_info: str, version: str) -> Path:

@@ -120,11 +120,11 @@ def test_engine_check_without_the_engine_is_one_rule_exit_2(
     """An interpreter named with --engine-python that lacks the engine is the same bad input as no engine at all."""
     import sys  # noqa: PLC0415
 
-    from dspark.engines import base  # noqa: PLC0415
+    from dspark.engines import interpreter  # noqa: PLC0415
 
     for name in ("DSPARK_ENGINE_PYTHON", "DSPARK_ENGINE_VERSION"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(base, "find_spec", lambda name: None)  # neither engine in this interpreter
+    monkeypatch.setattr(interpreter, "find_spec", lambda name: None)  # neither engine in this interpreter
     monkeypatch.setattr("shutil.which", lambda name: None)  # nor on PATH
     extra = ["--engine-python", sys.executable] if named else []
     rc = main(["validate", "--model", str(MODEL), "--engine", engine, "--hardware", "h200", "--engine-check",

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
+from pathlib import Path
 
-from dspark.engines.witness import MARKER, WITNESS_SCRIPT
+from dspark.engines.witness import run_witness
 
 REQUEST = {"engine": "vllm", "workers": [[{"name": "l0", "class": "FullAttentionSpec", "block_size": 16,
                                             "kwargs": {}}]]}
 
 
-def test_an_interpreter_without_a_planner_is_named_outside_the_witness() -> None:
-    # -I -S: no site-packages and no PYTHONPATH, so no vLLM whatever is installed; the witness needs only stdlib.
-    proc = subprocess.run([sys.executable, "-I", "-S", str(WITNESS_SCRIPT)], input=json.dumps(REQUEST), text=True,
-                          capture_output=True, timeout=120, check=True)
-    line = next(x for x in proc.stdout.splitlines() if x.startswith(MARKER))
-    answer = json.loads(line[len(MARKER):])
+def test_an_interpreter_without_a_planner_is_named_outside_the_witness(tmp_path: Path) -> None:
+    # -S: no site-packages, so no vLLM whatever is installed (PYTHONPATH still brings dspark_inside, stdlib only).
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    python.chmod(0o755)
+    answer = run_witness(str(python), REQUEST, timeout=120)
     assert answer["ok"] is False
     assert "outside what the witness reads" in answer["error"]
     assert "get_kv_cache_configs" in answer["error"]

@@ -1,4 +1,4 @@
-"""The SGLang witness's release-adaptive decisions (dspark/engines/_witness_sglang_compat.py), without SGLang.
+"""The SGLang witness's release-adaptive decisions (dspark_inside.sglang.compat), without SGLang.
 
 Each decision is fed stand-in modules and classes shaped like the releases' own (what 0.5.10-0.5.15,
 0.5.16-0.5.18 and 0.5.19 on have), so these run where no SGLang is installed.
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dspark.engines import _witness_sglang_compat as compat
+from dspark_inside.sglang import compat
 
 
 def test_a_release_with_override_platform_keeps_its_own() -> None:

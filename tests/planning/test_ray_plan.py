@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dspark.core.errors import RefusedError, SettingsError
-from dspark.engines.base import ServeConfig
+from dspark.engines.serve_config import ServeConfig
 from dspark.engines.vllm.adapter import VllmEngine
 from dspark.hardware.ray_nodes import ClusterView, RayNode, RayUnavailable, probe_here
 from dspark.hardware.snapshot import load_snapshot

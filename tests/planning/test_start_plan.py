@@ -15,7 +15,8 @@ import pytest
 
 from dspark.commands.probe import probe
 from dspark.core.errors import EngineArgError, EngineNotInstalledError, RefusedError, SettingsError
-from dspark.engines.base import ArgvCheck, Engine
+from dspark.engines.base import ArgvCheck
+from dspark.engines.spec import Engine
 from dspark.hardware.nvml import NvmlUnavailable
 from dspark.hardware.select import resolve_hardware
 from dspark.planning import validate as validate_module
@@ -206,3 +207,26 @@ def test_a_flag_no_release_knows_by_another_name_is_still_refused() -> None:
                                engine_flags=("--no-such-flag",), env={"DSPARK_ENGINE_PYTHON": sys.executable})
     with pytest.raises(EngineArgError, match="--no-such-flag"):
         plan_start(StartRequest(validate=validate), checker=engine_parser)
+
+
+def test_a_start_whose_engine_planner_cannot_run_says_why() -> None:
+    """SGLang's sizing reads config.json from a model directory: a recipe with an inline config has none, so
+    start launches on dspark's figures, and says so (issue 26, item 22), instead of skipping the witness quietly."""
+    asked: list[dict[str, Any] | None] = []
+
+    def engine_parser(engine: Engine, plan: LaunchPlan, python: str,
+                      witness_request: dict[str, Any] | None = None) -> ArgvCheck:
+        asked.append(witness_request)
+        argv = engine.parser_argv(plan)
+        parsed = {dest: int(argv[argv.index(flag) + 1]) for flag, dest in _SGLANG_PINS.items() if flag in argv}
+        return ArgvCheck(ok=True, engine_version="0.5.23", parsed=parsed)
+
+    validate = ValidateRequest(recipe="flash-next-sglang", flags={"hardware": "gb10x2", "master_addr": "10.0.0.1"},
+                               env={"DSPARK_ENGINE_PYTHON": sys.executable})
+    result = plan_start(StartRequest(validate=validate), checker=engine_parser)
+    assert asked == [None]  # nothing the engine's planner can take
+    (skipped,) = [f for f in result.report.findings if f.code == "witness-skipped"]
+    assert skipped.level == "info"
+    assert "sglang's own planner did not check the pool at start: SGLang's sizing reads config.json" in (
+        skipped.message)
+    assert "a recipe's inline config" in skipped.message

@@ -5,7 +5,8 @@ Prints `DSPARK_PARSED {json}` once: {"defaults": {dest: default}, "argvs": [answ
 An argv's answer is {"ok": true, "values": {dest: value}} (every dest the parser set, dataclasses as dicts,
 enums by name) or {"ok": false, "error": the parser's last message line}; an int's is {"ok": true, "value": n}
 or {"ok": false, "error": ...}, from the engine's own human_readable_int. The parsers are the ones
-dspark/engines/_argv_check.py builds, so these are the parsers `dspark start` checks an argv with.
+dspark_inside.<engine>.argv_check builds (dspark_inside on PYTHONPATH: dspark.engines.inside.inside_env), so these
+are the parsers `dspark start` checks an argv with.
 """
 
 from __future__ import annotations
@@ -14,25 +15,14 @@ import argparse
 import contextlib
 import dataclasses
 import enum
-import importlib.util
+import importlib
 import io
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-CHECK = Path(__file__).resolve().parents[2] / "dspark" / "engines" / "_argv_check.py"
 MARKER = "DSPARK_PARSED "
-
-
-def _load_check() -> Any:
-    spec = importlib.util.spec_from_file_location("_dspark_argv_check", CHECK)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {CHECK}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _plain(value: Any) -> Any:
@@ -82,11 +72,11 @@ def _human_readable_int(engine: str) -> Callable[[str], int]:
 
 
 def main() -> int:
-    check = _load_check()
     engine = sys.argv[1]
+    check = importlib.import_module(f"dspark_inside.{engine}.argv_check")
     request = json.loads(sys.stdin.read())
     with contextlib.redirect_stdout(sys.stderr):
-        parser, _version = check._vllm_parser() if engine == "vllm" else check._sglang_parser()
+        parser, _version = check.parser()
         reader = _human_readable_int(engine)
     answer = {
         "defaults": {a.dest: _plain(a.default) for a in parser._actions},

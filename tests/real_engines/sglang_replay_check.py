@@ -1,7 +1,8 @@
-"""Run in SGLang's interpreter: dspark's scheduler replay (dspark/engines/sglang/inside/replay_scheduler.py) on
-each case, and beside it an independent tally of the prefix hits by SGLang's classic RadixCache.
+"""Run in SGLang's interpreter (dspark_inside on its PYTHONPATH): dspark's scheduler replay
+(dspark_inside.sglang.replay_scheduler) on each case, and beside it an independent tally of the prefix hits by
+SGLang's classic RadixCache.
 
-stdin: {"script": path of the replay script, "env": {SGLANG_* settings, set before SGLang is imported},
+stdin: {"env": {SGLANG_* settings, set before SGLang is imported},
 "cases": [{"name", "request", "tally": bool}]}; stdout: one line
 ``SGLANG-REPLAY-CHECK {name: {"answer": the replay's answer, "tally": {seats: [[hits per request] per pass]}}}``.
 
@@ -15,7 +16,7 @@ evicts nothing, the hits SGLang counted must be these.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import importlib
 import json
 import os
 import sys
@@ -23,14 +24,6 @@ from array import array
 from typing import Any
 
 PREFIX = "SGLANG-REPLAY-CHECK "
-
-
-def _load(path: str) -> Any:
-    spec = importlib.util.spec_from_file_location("_dspark_sglang_replay", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def tally(prompts: list[list[int]], passes: list[tuple[str, list[list[list[Any]]]]], page: int) -> list[list[int]]:
@@ -59,7 +52,7 @@ def main() -> None:
     """Every case of stdin; one answer line."""
     job = json.load(sys.stdin)
     os.environ.update(job.get("env") or {})
-    replay = _load(job["script"])
+    replay = importlib.import_module("dspark_inside.sglang.replay_scheduler")  # after the env: SGLang reads it
     results: dict[str, Any] = {}
     for case in job["cases"]:
         request = {**case["request"], "trace": True, "workers": 1}

@@ -25,6 +25,7 @@ import pytest
 
 from dspark.core.errors import SettingsError
 from dspark.core.units import parse_count, parse_size, suffixed_int
+from dspark.engines.inside import inside_env
 from dspark.engines.sglang.options import SglangOptions, parse_sglang_flags
 from dspark.engines.sglang.options import human_readable_int as sglang_int
 from dspark.engines.vllm.options import MTP_METHOD_ALIASES, VllmOptions, parse_vllm_serve_flags
@@ -151,7 +152,7 @@ INT_TEXTS = ("4096", "1k", "1K", "25.6k", "1.005k", "0.3g", "1.5K", "1.5G", "2M"
 
 def _run(python: str, engine: str, request: Mapping[str, Any]) -> dict[str, Any]:
     proc = subprocess.run([python, str(HERE / "parse_many.py"), engine], input=json.dumps(request),
-                          capture_output=True, text=True, timeout=600, check=False)
+                          capture_output=True, text=True, timeout=600, check=False, env=inside_env())
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(MARKER)), None)
     assert line is not None, f"parse_many.py gave no answer (exit {proc.returncode}): {proc.stderr[-2000:]}"
     answer: dict[str, Any] = json.loads(line[len(MARKER):])

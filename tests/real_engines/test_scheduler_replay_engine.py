@@ -1,4 +1,4 @@
-"""The scheduler replay (dspark/engines/vllm/inside/replay_scheduler.py) against the real vLLM CPU engine.
+"""The scheduler replay (dspark_inside.vllm.replay_scheduler) against the real vLLM CPU engine.
 
 A tiny random-weight Qwen3 with a pinned pool of 40 blocks of 128 tokens serves three workloads at 2 and at 8
 seats (one engine start per seat count, its prefix cache reset between workloads):
@@ -192,11 +192,11 @@ def _predicted(vllm_python: str, model: Path) -> tuple[dict[str, dict[int, list[
                                       engine_flags=("--max-model-len", str(MAX_LEN))))
     cap = report.capacity
     inputs = model_inputs(report.architecture, report.weights, cap, None, platform="cpu", tp=1, speculative_tokens=0)
-    part, script, module = engine_part("vllm", report.witness_request, cap.details, cap.max_model_len, 0)
+    part, tool, _module = engine_part("vllm", report.witness_request, cap.details, cap.max_model_len, 0)
     workloads = _workloads()
     requests = [replay_request(part, SEATS, w.requests, arrivals_of(len(w.requests), None, math.inf), warm=w.warm,
                                pattern=[0], cost=step_cost(inputs.prior, inputs.shape)) for w in workloads]
-    answers = run_replays(vllm_python, script, requests, module.MARKER, timeout=900)
+    answers = run_replays(vllm_python, tool, requests, timeout=900)
     out: dict[str, dict[int, list[PassPrediction]]] = {}
     for w, answer in zip(workloads, answers, strict=True):
         out[w.name] = {int(r["seats"]): [pass_prediction(r[k]) for k in ("cold", "warm") if r[k]]

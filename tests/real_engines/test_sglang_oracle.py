@@ -1,4 +1,4 @@
-"""dspark's SGLang sizing against SGLang 0.5.23's own code, run in-process (tests/real_engines/sglang_inprocess.py).
+"""dspark's SGLang sizing against SGLang 0.5.23's own code, run in-process (dspark_inside.sglang.sizing).
 
 Each case is a launch_server argv, a GPU (nvidia-smi MiB, compute capability) and two free-memory
 readings (before and after the weights). SGLang's parser, resolution pipeline, ModelConfig and
@@ -9,7 +9,6 @@ figures from config.json alone. Every figure must be equal, the float ones bit f
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from dspark.engines.inside import InsideFailure, run_inside
 from dspark.engines.sglang.capacity import compute_sglang_capacity
 from dspark.engines.sglang.options import parse_sglang_flags
 from dspark.engines.sglang.sizing_types import SglangCapacity
@@ -25,7 +25,6 @@ from dspark.model.architecture import parse_config, parse_drafter
 pytestmark = pytest.mark.engine
 
 HERE = Path(__file__).resolve().parent
-PREFIX = "SGLANG-ORACLE "
 GIB = 1 << 30
 H200_MIB = 143771  # nvidia-smi memory.total on the H200 of docs/hardware.md
 H200_FREE = 150_109_880_320  # NVML free there
@@ -245,18 +244,12 @@ def oracle(sglang_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict
          "env": c.env}
         for c in CASES
     ]
-    proc = subprocess.run(
-        [sglang_python, str(HERE / "sglang_inprocess.py")], input=json.dumps(payload), capture_output=True,
-        text=True, timeout=900, check=False,
-    )
-    results = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith(PREFIX):
-            r = json.loads(line[len(PREFIX):])
-            results[r["id"]] = r
+    try:
+        results = {r["id"]: r for r in run_inside(sglang_python, "sglang.sizing", payload, 900)}
+    except InsideFailure as failure:
+        pytest.fail(f"the SGLang oracle gave no answer ({failure.detail}):\n{failure.last(60)}", pytrace=False)
     if len(results) != len(CASES):
-        pytest.fail(f"the SGLang oracle answered {len(results)} of {len(CASES)} cases (exit {proc.returncode}):\n"
-                    f"{proc.stderr[-6000:]}", pytrace=False)
+        pytest.fail(f"the SGLang oracle answered {len(results)} of {len(CASES)} cases", pytrace=False)
     return {c.id: (c, {**results[c.id], "_dirs": dirs}) for c in CASES}
 
 

@@ -1,4 +1,4 @@
-"""The SGLang scheduler replay (dspark/engines/sglang/inside/replay_scheduler.py) against SGLang's own cache
+"""The SGLang scheduler replay (dspark_inside.sglang.replay_scheduler) against SGLang's own cache
 classes, in SGLang 0.5.23's interpreter (advise's wiring of it: tests/engines/sglang/test_replay_input.py).
 
 One SGLang process (sglang_replay_check.py) runs every case: the replay, and beside it a tally of the prefix hits
@@ -35,6 +35,7 @@ import pytest
 from dspark.advise.model import StepCosts, StepShape
 from dspark.advise.replay import engine_part, pass_prediction, replay_request, step_cost
 from dspark.advise.workload import WorkloadRequest, arrivals_of
+from dspark.engines.inside import inside_env
 from dspark.planning.validate import ValidateRequest, validate
 
 HERE = Path(__file__).resolve().parent
@@ -116,11 +117,10 @@ def checked(sglang_python: str) -> tuple[dict[str, Any], dict[str, dict[int, dic
         {"name": "flash-next", "request": flash},
         {"name": "qwen27b", "request": qwen},
     ]
-    job = {"script": str(HERE.parents[1] / "dspark" / "engines" / "sglang" / "inside" / "replay_scheduler.py"),
-           "env": {"SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION": "128"}, "cases": cases}
+    job = {"env": {"SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION": "128"}, "cases": cases}
     start = time.monotonic()
     proc = subprocess.run([sglang_python, str(HERE / "sglang_replay_check.py")], input=json.dumps(job),
-                          capture_output=True, text=True, timeout=600, check=False)
+                          capture_output=True, text=True, timeout=600, check=False, env=inside_env())
     seconds = time.monotonic() - start
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(PREFIX)), None)
     assert line is not None, proc.stderr[-4000:]

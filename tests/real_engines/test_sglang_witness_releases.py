@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from dspark.engines.inside import run_inside
 
 pytestmark = [pytest.mark.engine, pytest.mark.matrix]
 
@@ -48,14 +49,8 @@ def _seed_cases(tmp_path: Path, seats: tuple[int, ...], extra: tuple[str, ...] =
 
 
 def _witness(python: str, cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    proc = subprocess.run([python, str(ROOT / "tests/real_engines/sglang_inprocess.py")], input=json.dumps(cases),
-                          capture_output=True, text=True, timeout=600, check=False)
-    out = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("SGLANG-ORACLE "):
-            rec = json.loads(line.split(" ", 1)[1])
-            out[rec["id"]] = rec
-    assert len(out) == len(cases), proc.stderr[-4000:]
+    out = {rec["id"]: rec for rec in run_inside(python, "sglang.sizing", cases, 600)}
+    assert len(out) == len(cases)
     return out
 
 

@@ -200,10 +200,15 @@ def test_pool_and_concurrency_match_the_engine(
 ) -> None:
     """Pool tokens to the token and Maximum concurrency to the two printed decimals."""
     engine = oracle[c.id]
-    assert engine.error is None, f"the engine refused {c.id}: {engine.error}"
+    direct = predict_direct(tiny_models, c)
+    late = [r for r in direct.refusals if r.code == "cpu_kv_cache_dtype"]
+    if late:  # a host without AVX-512 or AMX: 0.32 prints its KV line, then its fp8 attention refuses
+        assert engine.error is not None and "requires x86 with AVX-512 or AMX" in engine.error, engine.error
+    else:
+        assert engine.error is None, f"the engine refused {c.id}: {engine.error}"
     assert engine.line is not None and engine.tokens is not None
     # The whole line, verbatim, from the direct prediction.
-    assert predict_direct(tiny_models, c).kv_line == engine.line
+    assert direct.kv_line == engine.line
     tokens, concurrency, max_model_len = predicted_figures(dspark_exe, tiny_models, c)
     assert (tokens, f"{concurrency:.2f}", max_model_len) == (engine.tokens, engine.concurrency, engine.max_model_len)
 

@@ -263,9 +263,8 @@ def test_watch_kills_an_engine_that_ignores_the_forwarded_signal() -> None:
 def test_engine_dies_with_a_killed_supervisor(tmp_path: Path) -> None:
     # dspark killed outright (no chance to stop the engine): the parent-death signal still ends the engine.
     script = tmp_path / "supervisor.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(textwrap.dedent("""
         import os, sys, time
-        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
         from dspark.runtime.supervise import NO_LOG_FORMAT, EngineProcess
         from dspark.runtime.launch import LaunchPlan
         eng = EngineProcess(LaunchPlan(engine="x", argv=(sys.executable, "-c", "import time; time.sleep(60)")),
@@ -275,6 +274,8 @@ def test_engine_dies_with_a_killed_supervisor(tmp_path: Path) -> None:
         time.sleep(0.5)
         os._exit(0)
     """))
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30, check=True)
+    root = str(Path(__file__).resolve().parents[2])  # this checkout's dspark, in the supervisor's interpreter
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30, check=True,
+                          env={**os.environ, "PYTHONPATH": root})
     child = int(proc.stdout.split()[0])
     wait_for(lambda: group_members(child) == [], timeout=10)

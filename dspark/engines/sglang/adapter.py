@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dspark.engines.base import ServeConfig, flag, strip_flags
+from dspark.engines.argv import flag, strip_flags
+from dspark.engines.serve_config import ServeConfig
 from dspark.engines.sglang.options import sglang_speculative_flags
 from dspark.runtime.launch import LaunchPlan
 
@@ -73,10 +74,10 @@ class SglangEngine:
     @staticmethod
     def _flags(c: ServeConfig) -> list[str]:
         out = ["--max-running-requests", str(c.max_num_seqs)]
-        out += flag("--max-total-tokens", c.max_total_tokens)
+        out += flag("--max-total-tokens", c.engine_values.get("max_total_tokens"))
         out += flag("--context-length", c.max_model_len)
         out += flag("--kv-cache-dtype", c.kv_cache_dtype)
-        out += flag("--mem-fraction-static", c.mem_fraction_static)
+        out += flag("--mem-fraction-static", c.engine_values.get("mem_fraction_static"))
         out += flag("--chunked-prefill-size", c.max_num_batched_tokens)
         out += flag("--cuda-graph-max-bs-decode", c.cudagraph_max_capture_size)  # 0.5.23 dropped --cuda-graph-max-bs
         if c.tensor_parallel_size != 1:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from dspark.capacity.result import CapacityDetail, CapacityInputs, CapacityResult
 from dspark.core.findings import Finding, gib
-from dspark.engines.base import PlannerInput
+from dspark.engines.spec import PlannerInput
 
 if TYPE_CHECKING:
     from dspark.capacity import CapacitySummary
@@ -32,10 +32,10 @@ def sglang_options(options: SglangOptions, s: CapacityInputs) -> SglangOptions:
     spec = s.speculative
     overlay: dict[str, Any] = {
         "max_running_requests": s.max_num_seqs,
-        "max_total_tokens": s.max_total_tokens,
+        "max_total_tokens": s.engine_values.get("max_total_tokens"),
         "context_length": s.max_model_len,
         "tp_size": s.tensor_parallel_size,
-        "mem_fraction_static": s.mem_fraction_static,
+        "mem_fraction_static": s.engine_values.get("mem_fraction_static"),
         "chunked_prefill_size": s.max_num_batched_tokens,
         "kv_cache_dtype": None if s.kv_cache_dtype == "auto" else s.kv_cache_dtype,
     }

@@ -1,4 +1,4 @@
-"""What dspark hands SGLang's own Scheduler for the workload replay (sglang/inside/replay_scheduler.py); pure.
+"""What dspark hands SGLang's own Scheduler for the workload replay (dspark_inside.sglang.replay_scheduler); pure.
 
 SGLang's pools are sized by dspark's plan (its model of SGLang's sizing, the figures `dspark validate` shows):
 max_total_num_tokens, max_running_requests and the Mamba state slots at each seat count, the page size, the
@@ -10,11 +10,9 @@ which a recipe with an inline config does not have.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-REPLAY_SCRIPT = Path(__file__).resolve().parent / "inside" / "replay_scheduler.py"
-MARKER = "DSPARK_REPLAY "
+REPLAY_TOOL = "sglang.replay_scheduler"  # dspark_inside.sglang.replay_scheduler, run in the engine's interpreter
 # What the replay's kv_peak_fraction / kv_mean_fraction are.
 KV_USAGE_METRIC = "sglang:token_usage (SchedulerPoolStatsObserver, the engine's scheduler)"
 # The part of the engine the replay does not run (the simulator label and the notes say so).

@@ -1,15 +1,18 @@
-"""SGLang's registry entry (dspark.engines.base.EngineSpec)."""
+"""SGLang's registry entry (dspark.engines.spec.EngineSpec)."""
 
 from __future__ import annotations
 
-from dspark.engines.base import EngineSpec
-from dspark.engines.sglang import logs, plan
+from dspark.engines.sglang import POOL_PIN, logs, plan, replay_input
 from dspark.engines.sglang.adapter import SglangEngine
-from dspark.engines.sglang.options import KV_CACHE_DTYPES, known_flags, parse_sglang_flags
+from dspark.engines.sglang.knobs import KNOBS
+from dspark.engines.sglang.options import KV_CACHE_DTYPES, SglangOptions, known_flags, parse_sglang_flags
+from dspark.engines.sglang.sizing_types import SglangCapacity
 from dspark.engines.sglang.versions import MODELLED_VERSIONS
+from dspark.engines.spec import EngineSpec
 
-SPEC = EngineSpec(
+SPEC: EngineSpec[SglangOptions, SglangCapacity] = EngineSpec(
     name="sglang",
+    knobs=KNOBS,
     module="sglang",
     distributions=("sglang",),
     adapter=SglangEngine,
@@ -34,7 +37,8 @@ SPEC = EngineSpec(
         "max_total_tokens": "max_total_tokens",
         "max_model_len": "context_length",
     },
-    pool_pin="tokens",
+    pool_pin=POOL_PIN[1],
+    engine_knobs=tuple(k.name for k in KNOBS),  # its pool pin (POOL_PIN) first
     modelled_versions=MODELLED_VERSIONS,
     default_port=30000,
     # pool_configurator._resolve_max_running_requests_per_worker estimates at least 2,048.
@@ -57,6 +61,8 @@ SPEC = EngineSpec(
         "running": "sglang:num_running_reqs",
         "waiting": "sglang:num_queue_reqs",
         "queue_time": "sglang:queue_time_seconds",
+        "ttft": "sglang:time_to_first_token_seconds",  # histograms `dspark top` reads its percentiles from
+        "itl": "sglang:inter_token_latency_seconds",
     },
     shown_args=("max_running_requests", "max_total_tokens", "context_length", "tp_size", "node_rank"),
     # SGLang's way of turning prefix caching off.
@@ -67,6 +73,7 @@ SPEC = EngineSpec(
     # SGLang's container instructions give 32 GB of /dev/shm to an 8-GPU server (--shm-size 32g): 4 GiB a GPU.
     shm_bytes_per_gpu=4 << 30,
     ray=None,  # SGLang spans nodes with its own runtime only
+    replay=replay_input,  # a workload replayed through its scheduler (advise --workload)
     multi_node_flags="--nnodes, --node-rank, --dist-init-addr",
     # kv_cache_memory_bytes is read: SGLang pins its pool in tokens, so a byte pin becomes the tokens it buys
     # (capacity.kv_pin_tokens), launched as --max-total-tokens.

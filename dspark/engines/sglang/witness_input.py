@@ -1,4 +1,4 @@
-"""What dspark hands SGLang's own sizing for the witness (dspark/engines/_witness_sglang.py): pure."""
+"""What dspark hands SGLang's own sizing for the witness (dspark_inside.sglang.witness): pure."""
 
 from __future__ import annotations
 

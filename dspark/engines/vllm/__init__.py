@@ -1,3 +1,9 @@
 """vLLM: flag reader (options), launch plan (adapter), KV accounting by version (capacity), planning hooks
 (plan), start-up log lines (logs), KV-usage counting (kv_usage), registry entry (spec).
+
+POOL_PIN: the knob that pins its KV pool, and its unit (read cheaply by the registry, before any spec loads).
 """
+
+from typing import Literal
+
+POOL_PIN: tuple[str, Literal["bytes", "tokens"]] = ("kv_cache_memory_bytes", "bytes")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from dspark.engines.base import ServeConfig, flag, strip_flags
+from dspark.engines.argv import flag, strip_flags
+from dspark.engines.serve_config import ServeConfig
 from dspark.engines.vllm.ray import DISTRIBUTED_EXECUTOR_BACKEND
 from dspark.runtime.launch import LaunchPlan
 
@@ -108,10 +109,10 @@ class VllmEngine:
     @staticmethod
     def _flags(c: ServeConfig) -> list[str]:
         out = ["--max-num-seqs", str(c.max_num_seqs)]
-        out += flag("--kv-cache-memory-bytes", c.kv_cache_memory_bytes)
+        out += flag("--kv-cache-memory-bytes", c.engine_values.get("kv_cache_memory_bytes"))
         # Even under a KV pin, vLLM's start-up gate wants free >= utilization x total: on unified memory
         # (GB10, MemAvailable) the default 0.92 fails, so a set utilization always goes through.
-        out += flag("--gpu-memory-utilization", c.gpu_memory_utilization)
+        out += flag("--gpu-memory-utilization", c.engine_values.get("gpu_memory_utilization"))
         out += flag("--max-model-len", c.max_model_len)
         out += flag("--kv-cache-dtype", c.kv_cache_dtype)
         out += flag("--max-num-batched-tokens", c.max_num_batched_tokens)

@@ -56,6 +56,7 @@ from dspark.engines.vllm.resolve import (
 )
 from dspark.engines.vllm.versions import MODELLED_VERSIONS, RELEASES
 from dspark.model.architecture import (
+    AttentionLayer,
     Drafter,
     ModelArchitecture,
 )
@@ -70,6 +71,22 @@ def _mamba_seats_refusal(max_num_seqs: int, num_blocks: int) -> VllmRefusal:
         f"max_num_seqs to at most {num_blocks} or increase gpu_memory_utilization.",
         suggested_max_num_seqs=num_blocks,
     )
+
+
+def _cpu_attention_refusal(arch: ModelArchitecture, kv_cache_dtype: str, cpu: CpuFeatures) -> VllmRefusal | None:
+    """What the CPU build's attention raises once the pool is sized (cpu_attn.py: _get_attn_isa, 0.32), where
+    releases without the config-time check (0.33's cpu_checks_kv_dtype) print their KV line first."""
+    quantized = kv_cache_dtype.startswith("fp8") or kv_cache_dtype.endswith("per_token_head")  # is_quantized_kv_cache
+    if arch.uses_mla or not quantized:
+        return None  # MLA runs CPU_MLA, which never asks for an attention ISA
+    head_size = next((layer.head_dim for layer in arch.layers if isinstance(layer, AttentionLayer)), None)
+    if head_size is not None and head_size % 32 != 0 and head_size % 16 == 0:
+        return VllmRefusal("cpu_kv_cache_dtype", "FP8 KV cache requires head_size divisible by 32 on CPU "
+                           f"(head_size {head_size}): use --kv-cache-dtype auto for this model.")
+    if not (cpu.amx or cpu.avx512):
+        return VllmRefusal("cpu_kv_cache_dtype", "FP8 KV cache on CPU requires x86 with AVX-512 or AMX (this host "
+                           "has neither): use --kv-cache-dtype auto here, or an x86 host with AVX-512 or AMX.")
+    return None
 
 
 def compute_vllm_capacity(
@@ -151,6 +168,10 @@ def compute_vllm_capacity(
     line = None
     if not refusals and not checks:
         line = kv_cache_line(platform, pool, fit.max_model_len, max_concurrency)
+    if platform == "cpu" and not rel.cpu_checks_kv_dtype and not refusals:
+        late = _cpu_attention_refusal(arch, r.kv_cache_dtype, cpu)  # raised after the KV line
+        if late is not None:
+            refusals.append(late)
     if platform == "cuda" and hybrid is not None and graphs.applied.sizes and r.max_num_seqs > fit.num_blocks:
         refusals.append(_mamba_seats_refusal(r.max_num_seqs, fit.num_blocks))  # raised after the KV line
 

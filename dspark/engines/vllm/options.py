@@ -7,7 +7,7 @@ occurrence winning, human-readable sizes (human_readable_int: k/m/g/t decimal, K
 for --max-model-len (human_readable_int_or_auto), "None" for optional values (optional_type), JSON for
 --speculative-config/-sc and --compilation-config/-cc, and dotted `-cc.key=value` pieces, folded into one
 JSON value that replaces an earlier whole one, as vLLM's pre-pass does. Flags it does not know are kept in
-`unknown` and otherwise ignored: the engine's real parser checks the argv elsewhere (dspark.engines._argv_check).
+`unknown` and otherwise ignored: the engine's real parser checks the argv elsewhere (dspark_inside.vllm.argv_check).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from dspark.capacity import CapacitySummary
 from dspark.capacity.result import CapacityDetail, CapacityInputs, CapacityResult
 from dspark.core.errors import InputError
 from dspark.core.findings import Finding, gib
-from dspark.engines.base import PlannerInput
+from dspark.engines.spec import PlannerInput
 
 if TYPE_CHECKING:
     from dspark.capacity.usage import KVCounting
@@ -41,7 +41,7 @@ def vllm_options(options: VllmOptions, s: CapacityInputs) -> VllmOptions:
         "max_model_len": s.max_model_len,
         "tensor_parallel_size": s.tensor_parallel_size,
         "pipeline_parallel_size": s.pipeline_parallel_size,
-        "gpu_memory_utilization": s.gpu_memory_utilization,
+        "gpu_memory_utilization": s.engine_values.get("gpu_memory_utilization"),
         "max_num_batched_tokens": s.max_num_batched_tokens,
         "enable_prefix_caching": s.enable_prefix_caching,
         "kv_cache_dtype": None if s.kv_cache_dtype == "auto" else s.kv_cache_dtype,

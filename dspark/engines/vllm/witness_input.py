@@ -1,4 +1,4 @@
-"""What dspark hands vLLM's own planner for the witness (dspark/engines/_witness.py): pure, from a VllmCapacity."""
+"""What dspark hands vLLM's own planner for the witness (dspark_inside.vllm.witness): pure, from a VllmCapacity."""
 
 from __future__ import annotations
 

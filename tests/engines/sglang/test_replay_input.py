@@ -8,7 +8,6 @@ import importlib.util
 import json
 import math
 import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -20,17 +19,15 @@ from dspark.advise.replay import ReplayError, engine_part, pass_json, replay_res
 from dspark.cli import main
 from dspark.engines.replay import scheduler_replay
 from dspark.engines.sglang import replay_input
-from dspark.engines.sglang.replay_input import REPLAY_SCRIPT, replay_engine_part, replay_notes, replay_seat_part
+from dspark.engines.sglang.replay_input import REPLAY_TOOL, replay_engine_part, replay_notes, replay_seat_part
 from dspark.planning.validate import ValidateRequest, validate
 
 
 def _driver() -> ModuleType:
-    """The engine-side script, loaded by path: at import it needs only the standard library."""
-    spec = importlib.util.spec_from_file_location("sglang_replay_driver_under_test", REPLAY_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The engine-side tool, imported afresh: at import it needs only the standard library."""
+    for name in [m for m in sys.modules if m == "dspark_inside" or m.startswith("dspark_inside.")]:
+        del sys.modules[name]
+    return importlib.import_module("dspark_inside.sglang.replay_scheduler")
 
 
 def _details(seats: int) -> dict[str, Any]:
@@ -39,12 +36,12 @@ def _details(seats: int) -> dict[str, Any]:
 
 def test_the_registry_finds_sglangs_replay_module() -> None:
     assert scheduler_replay("sglang") is replay_input
-    assert Path(replay_input.REPLAY_SCRIPT).is_file()
+    assert importlib.util.find_spec(f"dspark_inside.{replay_input.REPLAY_TOOL}") is not None
 
 
 def test_the_drivers_step_cost_is_the_shared_one_the_vllm_driver_is_held_to() -> None:
-    """Both drivers take step_seconds from dspark/engines/_replay_inside.py; tests/advise holds it to the advisor's."""
-    assert Path(_driver().step_seconds.__code__.co_filename).name == "_replay_inside.py"
+    """Both drivers take step_seconds from dspark_inside.replay; tests/advise holds it to the advisor's."""
+    assert _driver().step_seconds.__module__ == "dspark_inside.replay"
 
 
 def test_the_driver_imports_nothing_but_the_standard_library_at_load() -> None:
@@ -56,7 +53,7 @@ def test_the_driver_imports_nothing_but_the_standard_library_at_load() -> None:
 def test_flash_next_plans_a_pool_per_seat_count_and_sglangs_settings() -> None:
     d8, d16 = _details(8), _details(16)
     part, script, module = engine_part("sglang", None, d8, 262144, 1, seat_details={8: d8, 16: d16})
-    assert module is replay_input and script == str(REPLAY_SCRIPT)
+    assert module is replay_input and script == REPLAY_TOOL
     e = part["engine"]
     assert e["context_len"] == 262144 and e["page_size"] == d8["page_size"]
     assert e["chunked_prefill_size"] == d8["chunked_prefill_size"] == 8192
@@ -127,9 +124,8 @@ def test_advise_hands_sglang_each_seat_counts_pool(monkeypatch: pytest.MonkeyPat
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     sent: list[dict[str, Any]] = []
 
-    def fake_run(python: str, script: str, request: dict[str, Any], marker: str, timeout: float = 600.0
-                 ) -> dict[str, Any]:
-        assert script == str(REPLAY_SCRIPT) and marker == replay_input.MARKER
+    def fake_run(python: str, tool: str, request: dict[str, Any], timeout: float = 600.0) -> dict[str, Any]:
+        assert tool == REPLAY_TOOL
         sent.append(json.loads(json.dumps(request)))
         return _answer(request["seats"])
 

@@ -203,3 +203,27 @@ def test_ngram_keeps_async_scheduling_on_the_v2_runner_in_0_33() -> None:
     new = cuda(fixture("mistral-7b-v0.1"), argv, "0.33.0")
     assert (old.num_blocks, old.blocks_per_request, new.blocks_per_request) == (1_536, 769, 1_025)
     assert new.kv_line == "GPU KV cache size: 24,552 tokens, Maximum concurrency for 16,384 tokens per request: 1.50x"
+
+
+def test_cpu_fp8_attention_needs_avx512_in_0_32_after_the_kv_line() -> None:
+    # 0.32's CPU build sizes the pool (and prints its KV line), then its attention backend raises
+    # (cpu_attn.py: _get_attn_isa): "FP8 KV cache on CPU requires x86 with AVX-512 or AMX."
+    dense = tiny("qwen3", "Qwen3ForCausalLM", (AttentionLayer(2, 32),) * 4)
+    argv = ["--max-model-len", "1000", "--kv-cache-dtype", "fp8", "--kv-cache-memory-bytes", "123456789"]
+    avx512 = cpu(dense, argv, "0.32.0", CpuFeatures(amx=False, avx512_bf16=True, avx512=True))
+    assert avx512.kv_line is not None and not avx512.refusals
+    avx2 = cpu(dense, argv, "0.32.0", CpuFeatures(amx=False, avx512_bf16=False, avx512=False))
+    assert avx2.kv_line == avx512.kv_line  # the line is printed before the refusal, as the engine does
+    (refusal,) = avx2.refusals
+    assert refusal.code == "cpu_kv_cache_dtype"
+    assert "requires x86 with AVX-512 or AMX" in refusal.message and "--kv-cache-dtype auto" in refusal.message
+    auto = cpu(dense, ["--max-model-len", "1000", "--kv-cache-memory-bytes", "123456789"], "0.32.0",
+               CpuFeatures(amx=False, avx512_bf16=False, avx512=False))
+    assert not auto.refusals
+
+
+def test_cpu_fp8_needs_a_head_size_divisible_by_32_in_0_32() -> None:
+    dense = tiny("qwen3", "Qwen3ForCausalLM", (AttentionLayer(2, 48),) * 4)
+    argv = ["--max-model-len", "1000", "--kv-cache-dtype", "fp8", "--kv-cache-memory-bytes", "123456789"]
+    (refusal,) = cpu(dense, argv, "0.32.0", CpuFeatures()).refusals
+    assert "head_size divisible by 32" in refusal.message

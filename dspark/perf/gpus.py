@@ -1,0 +1,82 @@
+"""Per-GPU facts and priors for the step-time model: datasheet peaks and the fractions kernels reach; pure.
+
+Sources (docs/advise.md has the table with links):
+- Memory bandwidth: the vendors' datasheets (H100 SXM 3.35 TB/s, H200 4.8 TB/s, B200 8 TB/s, RTX 5090 1,792 GB/s,
+  GB10 273 GB/s), the same figures as dspark.hardware.profiles.
+- Dense tensor throughput (no sparsity): H100/H200 SXM 989 TFLOP/s BF16, 1,979 FP8 (NVIDIA H100/H200 datasheets;
+  H100 PCIe 756 / 1,513 at 2 TB/s, H100 NVL 835 / 1,671 at 3.9 TB/s);
+  B200 2,250 BF16, 4,500 FP8 (DGX B200 datasheet: 72 PFLOP/s FP8 sparse for 8 GPUs); RTX 5090 209.5 BF16 with
+  FP32 accumulate, 419 FP8 (RTX Blackwell whitepaper); GB10 125 BF16, 250 FP8 (1 PFLOP/s FP4 sparse, halved per
+  precision step and for sparsity).
+- Achieved fractions: large reads reach ~0.8 of peak bandwidth (the seed deployment's decode read 78-85% of
+  GB10's 273 GB/s; aiconfigurator prices its elementwise ops at 0.8 of bandwidth); decode attention reads paged
+  KV (vLLM's 16-token blocks, scattered in the pool) at ~0.65 (the H200's decode steps at 64-128 streams: 11.1
+  and 18.9 ms TPOT with 1k prompts); the best single BF16 GEMM reaches ~0.8 of dense peak (measured ~790 of 989
+  TFLOP/s on the lent H200) and a decoder layer's GEMMs (QKV, O, gate-up, down: different shapes, each with its
+  tail wave) ~0.72 (the H200's 8B prefill: ~720 TFLOP/s at 1-4k-token prompts); attention kernels
+  (FlashAttention-3 on Hopper) ~0.5 of dense peak in prefill.
+- Interconnect for tensor parallelism: NVLink 4 (H100/H200, 450 GB/s per direction) and NVLink 5 (B200, 900),
+  PCIe 5 x16 (RTX 5090, ~64 GB/s per direction, ~50 usable), ConnectX-7 200 Gb/s between two DGX Sparks
+  (25 GB/s); each all-reduce also pays a latency (~10 µs NVLink, ~25 µs PCIe, ~40 µs over the network).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GpuPerf:
+    """One GPU's datasheet peaks and the priors for what kernels reach of them."""
+
+    key: str  # matched (lower case) inside the NVML name
+    label: str
+    bandwidth_gbps: float  # peak memory bandwidth, GB/s
+    bf16_tflops: float  # dense tensor, no sparsity
+    fp8_tflops: float
+    link_gbps: float  # per direction, between the GPUs of one tensor-parallel group
+    collective_latency_s: float  # one all-reduce's fixed cost
+    bandwidth_fraction: float = 0.80  # large streaming reads: weights, activations
+    kv_fraction: float = 0.65  # paged KV reads of decode attention (16-token blocks scattered in the pool)
+    gemm_fraction: float = 0.72  # a layer's GEMMs (below the best single GEMM's ~0.8)
+    attention_fraction: float = 0.50
+    source: str = ""
+
+
+GPUS: tuple[GpuPerf, ...] = (
+    # More specific names first (an "H100 PCIe" is not an H100 SXM).
+    GpuPerf("h100 pcie", "H100 PCIe", 2000.0, 756.0, 1513.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (PCIe)"),
+    GpuPerf("h100 nvl", "H100 NVL", 3900.0, 835.0, 1671.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (NVL)"),
+    GpuPerf("h200", "H200", 4800.0, 989.0, 1979.0, 450.0, 10e-6,
+            source="NVIDIA H200 datasheet; GEMM fraction measured on the lent H200 (~790 of 989 TFLOP/s)"),
+    GpuPerf("h100", "H100 SXM", 3350.0, 989.0, 1979.0, 450.0, 10e-6, source="NVIDIA H100 datasheet (SXM)"),
+    GpuPerf("b200", "B200", 8000.0, 2250.0, 4500.0, 900.0, 10e-6, source="NVIDIA DGX B200 datasheet"),
+    GpuPerf("rtx 5090", "RTX 5090", 1792.0, 209.5, 419.0, 50.0, 25e-6,
+            source="NVIDIA RTX Blackwell GPU architecture whitepaper (GeForce RTX 5090)"),
+    GpuPerf("gb10", "GB10", 273.0, 125.0, 250.0, 25.0, 40e-6,
+            source="NVIDIA DGX Spark datasheet (1 PFLOP/s FP4 sparse); ConnectX-7 200 Gb/s between two Sparks"),
+    # Not shipped as profiles, seen on NVML hosts: no FP8 tensor cores on the A100 (its BF16 rate stands in).
+    GpuPerf("a100", "A100", 2039.0, 312.0, 312.0, 300.0, 10e-6, source="NVIDIA A100 datasheet (80 GB SXM)"),
+    GpuPerf("l40s", "L40S", 864.0, 362.0, 733.0, 25.0, 25e-6, source="NVIDIA L40S datasheet"),
+    GpuPerf("rtx 4090", "RTX 4090", 1008.0, 165.2, 330.3, 25.0, 25e-6,
+            source="NVIDIA Ada GPU architecture whitepaper (GeForce RTX 4090, FP32 accumulate)"),
+)
+
+# No figure for the device (a CPU engine, an unknown GPU): placeholders, labelled as such wherever shown.
+CPU = GpuPerf("cpu", "CPU (placeholder)", 20.0, 0.5, 0.5, 10.0, 50e-6, bandwidth_fraction=1.0, kv_fraction=1.0,
+              gemm_fraction=1.0, attention_fraction=1.0, source="a placeholder: dspark has no figures for a CPU engine")
+UNKNOWN = GpuPerf("?", "unknown GPU (placeholder)", 1000.0, 100.0, 200.0, 50.0, 25e-6,
+                  source="a placeholder: dspark has no figures for this GPU")
+
+
+def gpu_perf(name: str, platform: str = "cuda") -> GpuPerf:
+    """The figures of the GPU NVML calls `name` (CPU placeholders on the cpu platform, UNKNOWN otherwise)."""
+    if platform == "cpu":
+        return CPU
+    low = name.lower()
+    return next((g for g in GPUS if g.key in low), UNKNOWN)
+
+
+def is_known(perf: GpuPerf) -> bool:
+    """Whether the figures are a GPU's own (not a placeholder)."""
+    return perf in GPUS

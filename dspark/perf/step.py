@@ -1,0 +1,208 @@
+"""The step-time model: what one engine step costs, per op class, on the GPU and around it; pure (stdlib only).
+
+A step the scheduler forms holds decode rows (each verifying q = 1 + speculative tokens against its context) and
+prompt chunks (each n tokens against a prefix of p). Per GPU of the tensor-parallel group it costs
+
+    gpu = max(weights read, GEMM FLOPs ÷ (peak × eff(T)))          linear layers, T tokens padded to the graph size
+        + max(KV and state read ÷ KV rate, attention FLOPs ÷ rate)  decode rows at their context, chunks vs prefix
+        + activations read and written ÷ bandwidth                   norms, rotary, activation functions
+        + kernels × per-kernel floor                                 each kernel's fixed latency, even in a graph
+        + sampled positions × sampler cost + all-reduces (TP > 1)   every verified token, and a prompt's last
+    cpu = per-step scheduling + per-row input preparation and output processing
+    launch = kernels × launch cost without a CUDA graph (--enforce-eager, or T above the largest captured
+             size), else 0
+    step = max(gpu, cpu + launch) with async scheduling (one CPU thread schedules and launches), else
+           cpu + max(gpu, launch)
+
+Where each term comes from:
+- Roofline per op class (max of memory and compute time, not their sum): a kernel streams its operands while its
+  tensor cores work; decode reads every weight once per step whatever the row count (the seed deployment:
+  decode at 78-85% of GB10's bandwidth at 1-7% of compute).
+- MoE expert coverage: a step of T tokens with top-k routing over E experts touches 1 − (1 − k/E)^T of them
+  (docs/advise.md), so the expert bytes read grow with T; each expert's GEMM sees T·k/E tokens.
+- The lm_head runs only for the positions the step samples (vLLM's compute_logits on the sampled hidden states:
+  every decode position, a prompt chunk's last token), not for every prompt token.
+- GEMM efficiency eff(T) = T / (T + T_half), times the fraction a decoder layer's GEMMs reach at large T:
+  cuBLAS/CUTLASS tiles are 64-128 rows, so a GEMM of few rows wastes most of a tile (the best single GEMM on the
+  lent H200: ~790 of 989 TFLOP/s; aiconfigurator's GEMM tables show the same rise with M).
+- Attention: paged KV read per decode row at its context (vLLM's FlashAttention/FlashInfer decode kernels read
+  the row's 16-token blocks, scattered in the pool: a lower rate than a streaming read); FLOPs 4 · layers ·
+  heads · head_dim per (query, key) pair; a prompt chunk of n tokens after a prefix of p is n·(p + n/2) pairs.
+- CUDA-graph padding: vLLM runs a batch of T ≤ the largest captured size in the smallest captured graph ≥ T
+  (vllm/v1/worker/gpu_model_runner.py, _get_cudagraph_and_dp_padding / cudagraph_dispatcher; the sizes are
+  dspark.engines.vllm.graphs'), so padded rows cost GEMM FLOPs; eager steps are not padded.
+- Per-kernel floor: a kernel costs a few µs however little it does (launch within a graph, tail, the next
+  kernel's ramp); aiconfigurator prices each elementwise op at bytes ÷ (0.8 × bandwidth) + 3 µs.
+- Eager launch gap: with --enforce-eager every kernel is launched from Python through PyTorch's dispatcher
+  (~12 µs each), and a step of small kernels waits on the CPU (vLLM's docs: CUDA graphs exist to remove it); a
+  batch above the largest captured size runs without a graph too (the cudagraph dispatcher finds none).
+- Async scheduling (vLLM's AsyncScheduler, on by default on CUDA): the next step is scheduled while this one runs
+  on the GPU (vllm/v1/engine/core.py, step_with_batch_queue), so CPU time hides behind GPU time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StepCosts:
+    """The coefficients of the step-time model: each a prior (dspark.perf.priors) or fitted (advise.calibrate)."""
+
+    fixed_s: float  # CPU per step: scheduling, input preparation, output processing
+    bandwidth_bytes_per_s: float  # achieved rate of large reads (weights, KV, activations)
+    per_token_s: float = 0.0  # GPU per sampled row: logits, sampler
+    prefill_per_token_s: float = 0.0  # a measured cost per prompt token, in place of the prompt's compute (0: none)
+    flops_per_s: float = math.inf  # dense GEMM rate reached by large GEMMs (peak × fraction)
+    gemm_half_tokens: float = 64.0  # tokens at which a GEMM reaches half of flops_per_s
+    attention_flops_per_s: float = math.inf  # attention kernels' rate in prefill
+    kernel_floor_s: float = 0.0  # fixed latency of one kernel in a step
+    launch_s: float = 0.0  # CPU cost of launching one kernel without CUDA graphs
+    cpu_per_row_s: float = 0.0  # CPU per scheduled request per step
+    kv_bandwidth_bytes_per_s: float = 0.0  # achieved rate of paged KV reads (0: bandwidth_bytes_per_s)
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """What a step reads and computes per GPU, and how the engine runs it (graphs, async scheduling, TP)."""
+
+    dense_weight_bytes: float  # read whole every step
+    expert_weight_bytes: float  # routed experts: the share read follows expert coverage
+    num_experts: int | None
+    top_k: int | None
+    kv_bytes_per_token: float  # KV read per token of context held
+    state_bytes_per_seat: float  # linear-attention state read and written per seat
+    speculative_tokens: int  # proposed per step: each seat verifies 1 + this many tokens
+    emitted_per_step: float  # tokens a seat keeps per step: 1 + accepted speculative tokens
+    dense_flops_per_token: float = 0.0  # 2 × dense parameters a token passes through (not the lm_head)
+    logits_flops_per_row: float = 0.0  # 2 × vocab × hidden: the lm_head, run only for the positions sampled
+    expert_flops_per_token: float = 0.0  # 2 × routed-expert parameters a token passes through (its top-k)
+    attention_flops_per_pair: float = 0.0  # 4 × attention layers × query heads × head dim, per GPU
+    activation_bytes_per_token: float = 0.0  # activations read and written by the elementwise kernels
+    kernels_per_step: int = 0  # kernels one forward launches (layers × kernels per layer + the sampler's)
+    graph_sizes: tuple[int, ...] = ()  # captured CUDA-graph batch sizes, ascending (empty: none)
+    eager: bool = False  # no CUDA graphs (--enforce-eager)
+    async_scheduling: bool = False
+    allreduces_per_step: int = 0  # tensor-parallel all-reduces per forward (2 per layer at TP > 1)
+    allreduce_bytes_per_token: float = 0.0  # hidden size × activation bytes
+    link_bytes_per_s: float = math.inf  # per direction between the group's GPUs
+    collective_latency_s: float = 0.0
+    tp: int = 1
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def query_len(self) -> int:
+        """Tokens one seat puts through the model per decode step."""
+        return 1 + self.speculative_tokens
+
+
+def cost_table(costs: StepCosts, shape: StepShape) -> dict[str, Any]:
+    """The flat, JSON-able table step_seconds reads (what the engine-side replay is handed).
+
+    prefill_observed is 1 where prefill_per_token_s is a measured cost that replaces the prompt's compute; else
+    prefill_per_token_s is only what a caller may set as the prompt's marginal cost (the replay's prefill share).
+    """
+    table: dict[str, Any] = dict(asdict(costs))
+    for key, value in asdict(shape).items():
+        if key == "notes":
+            continue
+        if isinstance(value, bool):
+            table[key] = 1.0 if value else 0.0
+        elif isinstance(value, tuple):
+            table[key] = [int(v) for v in value]
+        else:
+            table[key] = float(value or 0)
+    table["query_len"] = float(shape.query_len)
+    table["prefill_observed"] = 1.0 if costs.prefill_per_token_s > 0 else 0.0
+    for key, value in table.items():  # JSON has no infinity: a rate without a limit is 0 ("none")
+        if isinstance(value, float) and math.isinf(value):
+            table[key] = 0.0
+    return table
+
+
+def _rate(cost: Mapping[str, Any], key: str) -> float:
+    value = float(cost.get(key) or 0.0)
+    return value if value > 0 else math.inf
+
+
+def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
+               pairs: float | None = None) -> dict[str, float]:
+    """Seconds of each op class of one step (see the module docstring); `pairs`: prompt (query, key) pairs.
+
+    rows: decode rows; context: tokens of context the step reads (decode rows' and prompt chunks' prefixes);
+    prefill: prompt tokens computed; pairs None: estimated from the step (a chunk against itself, plus the whole
+    context as its prefix when no row decodes).
+    """
+    q = float(cost.get("query_len") or 1.0)
+    tokens = rows * q + prefill
+    if tokens <= 0:
+        return {}
+    sizes: Sequence[int] = cost.get("graph_sizes") or ()
+    eager = bool(cost.get("eager"))
+    padded = float(tokens)
+    if sizes and not eager and tokens <= sizes[-1]:
+        padded = float(sizes[bisect.bisect_left(sizes, math.ceil(tokens))])
+    bw = _rate(cost, "bandwidth_bytes_per_s")
+    experts, top_k = float(cost.get("num_experts") or 0), float(cost.get("top_k") or 0)
+    coverage = 1.0 - (1.0 - top_k / experts) ** tokens if experts and top_k else 1.0
+    observed = float(cost.get("prefill_per_token_s") or 0.0) if cost.get("prefill_observed") else 0.0
+    gemm_tokens = padded - prefill if observed else padded  # a measured prompt cost replaces its compute
+    half = max(float(cost.get("gemm_half_tokens") or 0.0), 1e-9)
+    flops = _rate(cost, "flops_per_s")
+    sampled = rows * q + (1 if prefill else 0)  # the logits: every verified position, a prompt's last token
+    compute = float(cost.get("logits_flops_per_row") or 0.0) * sampled / (flops * sampled / (sampled + half))
+    if gemm_tokens > 0:
+        compute = float(cost.get("dense_flops_per_token") or 0.0) * gemm_tokens / (
+            flops * gemm_tokens / (gemm_tokens + half))
+        if experts and top_k:
+            per_expert = max(gemm_tokens * top_k / experts, 1.0)
+            compute += float(cost.get("expert_flops_per_token") or 0.0) * gemm_tokens / (
+                flops * per_expert / (per_expert + half))
+    weights = (float(cost.get("dense_weight_bytes") or 0.0)
+               + float(cost.get("expert_weight_bytes") or 0.0) * coverage) / bw
+    if pairs is None:
+        pairs = prefill * prefill / 2.0 + (prefill * context if rows == 0 else 0.0)
+    per_pair = float(cost.get("attention_flops_per_pair") or 0.0)
+    attn_flops = per_pair * (q * context * (1 if rows else 0) + pairs)
+    kv_bw = float(cost.get("kv_bandwidth_bytes_per_s") or 0.0) or bw
+    kv = (float(cost.get("kv_bytes_per_token") or 0.0) * context
+          + float(cost.get("state_bytes_per_seat") or 0.0) * rows) / kv_bw
+    terms = {
+        "gemm": max(weights, compute),
+        "attention": max(kv, attn_flops / _rate(cost, "attention_flops_per_s")),
+        "elementwise": float(cost.get("activation_bytes_per_token") or 0.0) * tokens / bw,
+        "kernels": float(cost.get("kernels_per_step") or 0.0) * float(cost.get("kernel_floor_s") or 0.0),
+        "sampler": float(cost.get("per_token_s") or 0.0) * sampled,
+        "prefill_observed": observed * prefill,
+    }
+    tp = float(cost.get("tp") or 1.0)
+    if tp > 1:
+        ring = 2.0 * (tp - 1.0) / tp
+        terms["collectives"] = float(cost.get("allreduces_per_step") or 0.0) * (
+            float(cost.get("collective_latency_s") or 0.0)
+            + float(cost.get("allreduce_bytes_per_token") or 0.0) * tokens * ring / _rate(cost, "link_bytes_per_s"))
+    gpu = math.fsum(terms.values())
+    # Without a captured graph (eager, or a batch above the largest captured size) each kernel is launched alone.
+    ungraphed = eager or bool(sizes and tokens > sizes[-1])
+    launch = float(cost.get("kernels_per_step") or 0.0) * float(cost.get("launch_s") or 0.0) if ungraphed else 0.0
+    cpu = float(cost.get("fixed_s") or 0.0) + float(cost.get("cpu_per_row_s") or 0.0) * (rows + (1 if prefill else 0))
+    if cost.get("async_scheduling"):
+        # The CPU schedules the next step while the GPU runs this one; without graphs it also launches this
+        # step's kernels one by one, so its path is both: the step is the longer of the two paths.
+        terms["cpu"] = max(0.0, cpu - gpu)
+        terms["launch_gap"] = max(0.0, cpu + launch - gpu) - terms["cpu"]
+    else:
+        # Schedule and prepare, then launch: the GPU runs the kernels as they come (the slower of the two).
+        terms["cpu"] = cpu
+        terms["launch_gap"] = max(0.0, launch - gpu)
+    return terms
+
+
+def step_seconds(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
+                 pairs: float | None = None) -> float:
+    """Seconds of one step: the sum of step_terms (dspark/_inside_root/dspark_inside/replay.py evaluates the same)."""
+    return math.fsum(step_terms(cost, rows, context, prefill, pairs).values())

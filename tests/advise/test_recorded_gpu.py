@@ -1,0 +1,201 @@
+"""Replan recorded GPU measurements: every bench the device harness recorded on the H200 (vLLM 0.25.0, configs of
+tests/device/configs, dummy weights) beside what `dspark advise` predicts for it, uncalibrated.
+
+Each recorded file (tests/device/results/2026-12-02-clock/**/*.json, or the folder DSPARK_CLOCK_RESULTS names)
+is {"config": {...}, "bench": <dspark bench --json>} as tests/device/gpu_clock.py writes it, or a bench JSON with
+its "config" beside the bench's own keys. config: model_config (a name in tests/device/configs), seats,
+input_len, output_len, concurrency, requests, engine_flags, max_model_len, and prompts ("prefix48": the harness's
+48 seeded prompts). Each point must land within 10% on aggregate decode, per-stream decode, TTFT mean (or within
+20 ms where TTFT is under 200 ms) and wall time, but for the known gaps (KNOWN_GAPS: each with its reason and a
+looser bound, still asserted); the table is printed either way, a figure beyond 10% marked *.
+
+Without the recorded files, the figures measured there are the target: a Qwen3-8B shape, 1,024 + 256 tokens,
+2 × streams requests, TPOT 5.2 ms at 1 stream and 18.9 ms at 128 (the issue's 14 ms did not say how many
+requests it sent).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dspark.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(os.environ.get("DSPARK_CLOCK_RESULTS", ROOT / "tests" / "device" / "results" / "2026-12-02-clock"))
+CONFIGS = ROOT / "tests" / "device" / "configs"
+METRICS = ("aggregate_decode_tps", "per_stream_decode_tps", "ttft_mean_s", "wall_time_s")
+# Engine flags the plan reads; the rest (dummy weights, no tokenizer) change nothing dspark models.
+_PLANNED = ("--enforce-eager", "--max-model-len", "--max-num-batched-tokens", "--kv-cache-dtype",
+            "--no-enable-prefix-caching", "--enable-prefix-caching")
+
+
+def recorded() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(name, config, bench) of every recorded point with a clean bench."""
+    out = []
+    for path in sorted(RESULTS.rglob("*.json")) if RESULTS.is_dir() else []:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict) or "config" not in data:
+            continue
+        bench = data.get("bench", data)
+        if not bench.get("summary") or data.get("bench_rc", 0):
+            continue
+        out.append((str(path.relative_to(RESULTS)), data["config"], bench))
+    return out
+
+
+def _engine_flags(config: dict[str, Any]) -> list[str]:
+    flags = [str(f) for f in config.get("engine_flags") or []]
+    kept: list[str] = []
+    for i, flag in enumerate(flags):
+        name = flag.split("=", 1)[0]
+        if name in _PLANNED:
+            kept.append(flag)
+            if "=" not in flag and i + 1 < len(flags) and not flags[i + 1].startswith("--"):
+                kept.append(flags[i + 1])
+    if config.get("max_model_len") and "--max-model-len" not in kept:
+        kept += ["--max-model-len", str(config["max_model_len"])]
+    return kept
+
+
+def _prefix_prompts(path: Path, output_len: int) -> None:
+    """tests/device/gpu_clock.py's prefix48: 48 prompts of 3,584-4,608 seeded token ids."""
+    rng = random.Random(25)  # noqa: S311 - the harness's own seed
+    with path.open("w") as fh:
+        for _ in range(48):
+            ids = [rng.randrange(10, 32000) for _ in range(rng.randint(3584, 4608))]
+            fh.write(json.dumps({"prompt": ids, "max_tokens": output_len}) + "\n")
+
+
+def predict(config: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """`dspark advise --json` for the recorded point, on the H200 profile, uncalibrated, dspark's own batching."""
+    model = tmp / str(config.get("model_config", "qwen3-8b"))
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text((CONFIGS / f"{config.get('model_config', 'qwen3-8b')}.json").read_text())
+    clients = int(config["concurrency"])
+    args = ["advise", "--model", str(model), "--engine", "vllm", "--hardware", "h200", "--engine-version",
+            str(config.get("engine_version", "0.25.0")), "--seats", str(config.get("seats", clients)),
+            "--clients", str(clients), "--requests", str(config.get("requests", max(2 * clients, 8))),
+            "--input-len", str(config["input_len"]), "--output-len", str(config["output_len"]),
+            "--simulator", "dspark", "--json"]
+    if str(config.get("prompts", "synthetic")).startswith("prefix"):
+        prompts = tmp / "prefix48.jsonl"
+        _prefix_prompts(prompts, int(config["output_len"]))
+        args += ["--workload", str(prompts)]
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = main([*args, "--", *_engine_flags(config)])
+    data = json.loads(buf.getvalue())
+    assert rc == 0, data
+    prediction: dict[str, Any] = data["predictions"][0]
+    prediction["ttft_mean_s"] = prediction["ttft_s"]
+    return prediction
+
+
+# What the model does not follow yet, each with its own looser bound (still asserted, so a regression shows) and the
+# reason; every other (point, metric) is held to 10%. (point substring, metric or "*", bound, why)
+KNOWN_GAPS: tuple[tuple[str, str, float, str], ...] = (
+    ("qwen3-30b-a3b-s128/m-in1024-out256-c8", "*", 0.95,
+     "a one-time fused-MoE Triton JIT during the run (the harness's README; re-measured as -wide-warmup)"),
+    ("qwen3-30b-a3b", "ttft_mean_s", 0.85,
+     "the Triton fused-MoE kernel prefills far slower than its FLOPs and bytes (90 ms for 1,024 tokens at one "
+     "stream, 45 predicted)"),
+    ("qwen3-30b-a3b", "*", 0.20, "the same kernel: its prompts slow the decode steps they land in"),
+    ("qwen3-8b-s128-eager/e-in1024-out256-c32", "*", 0.25,
+     "the measured eager step at 32 streams is shorter than at 1 (18.4 against 21.3 ms TPOT)"),
+    ("", "ttft_mean_s", 0.55,
+     "TTFT under load: first tokens come later than the prefill steps explain (the API server's own time per "
+     "request and per streamed token is not modelled)"),
+)
+
+
+def _bound(name: str, metric: str) -> tuple[float, str]:
+    """The error a (point, metric) is held to (the widest known gap that applies), and why when it is not 10%."""
+    matching = [(bound, why) for point, which, bound, why in KNOWN_GAPS if point in name and which in ("*", metric)]
+    return max(matching, default=(0.10, ""))
+
+
+def _error(metric: str, predicted: float, measured: float) -> float:
+    """Relative error; TTFT under 200 ms counts as within 10% when within 20 ms."""
+    if metric == "ttft_mean_s" and measured < 0.2:
+        return 0.0 if abs(predicted - measured) <= 0.020 else (predicted - measured) / measured
+    return (predicted - measured) / measured
+
+
+def test_recorded_gpu_points_are_replanned_within_10_percent(tmp_path: Path) -> None:
+    points = recorded()
+    if not points:
+        _issue_targets(tmp_path)
+        return
+    rows: list[str] = []
+    misses: list[str] = []
+    gaps: list[str] = []
+    for name, config, bench in points:
+        pred = predict(config, tmp_path)
+        summary = bench["summary"]
+        cells = []
+        for metric in METRICS:
+            measured = summary.get(metric)
+            if not isinstance(measured, (int, float)) or measured <= 0:
+                cells.append("–")
+                continue
+            err = _error(metric, float(pred[metric]), float(measured))
+            bound, why = _bound(name, metric)
+            cells.append(f"{measured:,.4g} / {pred[metric]:,.4g} ({err:+.0%})" + ("*" if abs(err) > 0.10 else ""))
+            if abs(err) > 0.10:
+                (misses if abs(err) > bound else gaps).append(
+                    f"{name} {metric}: measured {measured:.4g}, predicted {pred[metric]:.4g} ({err:+.1%})"
+                    + (f", within its known gap of {bound:.0%}: {why}" if abs(err) <= bound else ""))
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    print("\n| point | " + " | ".join(f"{m} measured / predicted" for m in METRICS) + " |")
+    print("|---|" + "---|" * len(METRICS))
+    print("\n".join(rows))
+    print(f"\n{len(gaps)} figure(s) beyond 10% within a known gap (*):\n" + "\n".join(gaps))
+    assert not misses, "\n".join(misses)
+
+
+def _issue_targets(tmp_path: Path) -> None:
+    """No recorded files here: the H200 TPOT figures (1,024 + 256, 2 × streams requests, as the harness sends)."""
+    tpot = {}
+    for streams in (1, 8, 32, 128):
+        config = {"model_config": "qwen3-8b", "seats": 128, "concurrency": streams, "input_len": 1024,
+                  "output_len": 256, "requests": max(2 * streams, 8), "max_model_len": 8192}
+        pred = predict(config, tmp_path)
+        tpot[streams] = 1e3 / pred["per_stream_decode_tps"]
+    print("\nH200, Qwen3-8B shape, TPOT predicted (ms): "
+          + ", ".join(f"{n} streams {t:.2f}" for n, t in tpot.items()) + "; measured 5.2 at 1, 18.9 at 128")
+    assert tpot[1] == pytest.approx(5.2, rel=0.10)
+    assert tpot[1] < tpot[8] < tpot[32] < tpot[128]
+    # At 128 streams each request's 1,024-token prompt (~14 TFLOP, ~20 ms) lands in the decode steps of the streams
+    # already running. The issue's 14 ms did not record its request count; the device harness's run (256
+    # requests, 2026-12-02) measured 18.92 ms mean TPOT.
+    assert tpot[128] == pytest.approx(18.9, rel=0.10)
+
+
+def test_the_replanning_reads_the_harness_records_and_catches_a_miss(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record in gpu_clock.py's layout is read and replanned; 5% off passes, 30% off is named as a miss."""
+    config = {"model_config": "qwen3-8b", "seats": 128, "concurrency": 8, "input_len": 1024, "output_len": 256,
+              "requests": 16, "max_model_len": 8192, "engine_flags": ["--load-format", "dummy",
+                                                                      "--skip-tokenizer-init"]}
+    pred = predict(config, tmp_path)
+    results = tmp_path / "results" / "qwen3-8b-s128"
+    results.mkdir(parents=True)
+    monkeypatch.setattr(__import__(__name__, fromlist=["RESULTS"]), "RESULTS", tmp_path / "results")
+    for scale, ok in ((1.05, True), (1.3, False)):
+        summary = {m: pred[m] * scale for m in METRICS}
+        (results / "d-c8.json").write_text(json.dumps({"config": config, "bench": {"summary": summary},
+                                                       "bench_rc": 0}))
+        assert [name for name, _, _ in recorded()] == ["qwen3-8b-s128/d-c8.json"]
+        if ok:
+            test_recorded_gpu_points_are_replanned_within_10_percent(tmp_path)
+        else:
+            with pytest.raises(AssertionError, match=r"d-c8\.json aggregate_decode_tps"):
+                test_recorded_gpu_points_are_replanned_within_10_percent(tmp_path)

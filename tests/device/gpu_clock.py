@@ -1,0 +1,416 @@
+"""Step-time truth on the GPU machine: the real `vllm serve` under `dspark bench`, per configuration (issue 25).
+
+Run there after gpu_install.sh (not collected by pytest). For each engine of the plan: `dspark start --dry-run
+--json` (without vLLM importable) gives the argv, `vllm serve` runs it (config-only model from
+tests/device/configs, `--load-format dummy --skip-tokenizer-init`, loopback), the script waits for /health, sends
+one small untimed warm-up, then runs each bench point with `dspark bench --json`; before and after each point it
+saves the engine's /metrics. The engine is stopped by SIGINT to its process group (SIGKILL after 20 s) and the
+GPU must be free before the next engine. Points and engines that cannot finish before the deadline are not
+started; `--state` remembers what ran, so the same command line in the next call runs what is left.
+
+    python3 gpu_clock.py --src /tmp/gsrc --vllm-site /tmp/vsite --out $OUT --deadline-s 540 --plan A
+
+Output (OUT/clock-TAG.tar.gz, plus OUT/points-TAG.jsonl and OUT/log-TAG.txt beside it; TAG: --tag or the plan):
+  points.jsonl           one object a point: {"config": {...}, "summary": {...}, "file": "ENGINE/POINT.json"}
+  engines.jsonl          one object an engine: argv, env, seconds to healthy, the engine's KV lines, stop time
+  ENGINE/POINT.json      {"config": {...}, "bench": <dspark bench --json>}
+  ENGINE/POINT.metrics-before.txt / .metrics-after.txt   /metrics text
+  ENGINE/engine.log      the engine's stdout and stderr
+  ENGINE/prompts.jsonl   the prompts of a --prompts point (token ids)
+  nvidia-smi.csv         clocks, power, utilisation every second while the plan ran
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ENGINE_VERSION = os.environ.get("DSPARK_GPU_ENGINE_VERSION", "0.25.0")
+DSPARK_SITE = os.environ.get("DSPARK_SITE", "/tmp/dsite")
+PORT = 8000
+COMMON = ("--load-format", "dummy", "--skip-tokenizer-init")
+RESERVE_S = 35  # kept for stopping the last engine and packing the archive
+PATTERNS = {
+    "model_loading_gib": r"Model loading took ([\d.]+) GiB",
+    "available_kv_gib": r"Available KV cache memory: ([\d.]+) GiB",
+    "kv_tokens": r"GPU KV cache size: ([\d,]+) tokens",
+    "max_concurrency": r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x",
+    "torch_compile_s": r"torch.compile took ([\d.]+) s in total",
+    "graph_capture": r"(Graph capturing finished in .*)$",
+    "init_engine": r"(init engine \(profile, create kv cache, warmup model\) took .*)$",
+    "attention_backend": r"Using (\S+) (?:attention )?backend",
+    "cudagraph_sizes": r"(cudagraph_capture_sizes.{0,300})",
+}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One `dspark bench` run against the engine."""
+
+    name: str
+    input_len: int = 1024
+    output_len: int = 256
+    concurrency: int = 1
+    requests: int = 0  # 0: max(2 x concurrency, 8)
+    est_s: float = 30  # not started with less time left
+    prompts: str = ""  # "prefix48": 48 prompts of ~4k token ids, re-sent in order (--warm-rerun)
+
+    @property
+    def n(self) -> int:
+        return self.requests or max(2 * self.concurrency, 8)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine start: a model config and the options given to dspark (before --) and vllm (after)."""
+
+    name: str
+    model: str
+    seats: int
+    max_model_len: int = 8192
+    dspark: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    start_est_s: float = 120
+    points: tuple[Point, ...] = field(default=())
+    # untimed warm-up benches before the points, one per concurrency (512 in, 32 out, max(c, 8) requests): the
+    # first requests of a shape pay one-time costs (vLLM's Triton fused-MoE kernel compiles per tile config)
+    warmup: tuple[int, ...] = (4,)
+
+
+def sweep(prefix: str, concurrencies: tuple[int, ...], input_len: int = 1024, output_len: int = 256,
+          est: float = 25) -> tuple[Point, ...]:
+    return tuple(Point(f"{prefix}-in{input_len}-out{output_len}-c{c}", input_len, output_len, c,
+                       est_s=est + (c >= 64) * 15 + (input_len > 2048) * (10 + c / 4)) for c in concurrencies)
+
+
+PREFIX = (Point("prefix48-in4k-out128-c48", 4096, 128, 48, requests=48, est_s=60, prompts="prefix48"),)
+PLANS: dict[str, tuple[Engine, ...]] = {
+    "smoke": (  # a run of the harness itself (e.g. against a fake engine), seconds
+        Engine("smoke", "qwen3-8b", 4, start_est_s=5,
+               points=(Point("s-c2", 64, 8, 2, est_s=5), Point("p-c48", 4096, 4, 48, requests=48, est_s=5,
+                                                                 prompts="prefix48"))),
+    ),
+    "A": (
+        Engine("qwen3-8b-s128", "qwen3-8b", 128, start_est_s=130,
+               points=(*sweep("d", (1, 2, 4, 8, 16, 32, 64, 128)), *sweep("d", (1, 8, 32, 128), 4096))),
+    ),
+    "B": (
+        Engine("qwen3-30b-a3b-s128", "qwen3-30b-a3b", 128, start_est_s=150,
+               points=sweep("m", (1, 8, 32, 128))),
+        Engine("qwen3-8b-s128-eager", "qwen3-8b", 128, flags=("--enforce-eager",), start_est_s=75,
+               points=sweep("e", (1, 8, 32), est=35)),
+        Engine("qwen3-8b-s8-prefix", "qwen3-8b", 8, start_est_s=120, points=PREFIX),
+        Engine("qwen3-8b-s16-prefix", "qwen3-8b", 16, start_est_s=120, points=PREFIX),
+    ),
+    # the MoE again after a warm-up at every concurrency: B's 8-stream point paid a fused-MoE JIT (see its README)
+    "C": (
+        Engine("qwen3-30b-a3b-s128-wide-warmup", "qwen3-30b-a3b", 128, start_est_s=150,
+               warmup=(1, 2, 4, 8, 16, 32, 64, 128),
+               points=(*sweep("m", (8, 2, 16, 64)), *sweep("m", (8, 32), 4096), *sweep("m", (1, 32, 128)))),
+    ),
+}
+
+
+class Log:
+    """Timestamped lines to stdout and OUT/log-PLAN.txt."""
+
+    def __init__(self, path: Path, t0: float) -> None:
+        self.fh = path.open("a")
+        self.t0 = t0
+
+    def __call__(self, msg: str) -> None:
+        line = f"[{time.monotonic() - self.t0:6.1f}s] {msg}"
+        print(line, flush=True)
+        self.fh.write(line + "\n")
+        self.fh.flush()
+
+
+def gpu_used_mib() -> int:
+    if shutil.which("nvidia-smi") is None:
+        return -1
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, check=False).stdout.split()
+    return int(out[0]) if out else -1
+
+
+def wait_gpu_free(limit_mib: int = 1024, seconds: float = 60) -> int:
+    end = time.monotonic() + seconds
+    used = gpu_used_mib()
+    while used > limit_mib and time.monotonic() < end:
+        time.sleep(1)
+        used = gpu_used_mib()
+    return used
+
+
+def dspark_env(src: Path) -> dict[str, str]:
+    """dspark from SRC (its subprocesses also run in SRC: `python -m` puts the working directory first)."""
+    return dict(os.environ, PYTHONPATH=f"{src}:{DSPARK_SITE}", PYTHONUNBUFFERED="1")
+
+
+def model_dir(name: str) -> Path:
+    out = Path("/tmp/gpu-models") / name
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text((HERE / "configs" / f"{name}.json").read_text())
+    return out
+
+
+def get(url: str, timeout: float = 5) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except Exception as exc:  # not up yet, or gone
+        return -1, f"{type(exc).__name__}: {exc}"
+
+
+def wait_healthy(proc: subprocess.Popen[Any], until: float) -> bool:
+    """Poll /health once a second until 200, the engine's exit, or the time given (monotonic)."""
+    while time.monotonic() < until:
+        if proc.poll() is not None:
+            return False
+        if get(f"http://127.0.0.1:{PORT}/health", 2)[0] == 200:
+            return True
+        time.sleep(1)
+    return False
+
+
+def stop(proc: subprocess.Popen[Any]) -> float:
+    """SIGINT to the process group, SIGKILL after 20 s; seconds it took."""
+    t0 = time.monotonic()
+    for sig, wait in ((signal.SIGINT, 20), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    return round(time.monotonic() - t0, 1)
+
+
+def prefix_prompts(path: Path, output_len: int) -> None:
+    """48 distinct prompts of 3,584-4,608 random token ids (seeded), one JSON line each."""
+    rng = random.Random(25)  # noqa: S311 - reproducible prompts, not secrets
+    with path.open("w") as fh:
+        for _ in range(48):
+            ids = [rng.randrange(10, 32000) for _ in range(rng.randint(3584, 4608))]
+            fh.write(json.dumps({"prompt": ids, "max_tokens": output_len}) + "\n")
+
+
+def config_of(eng: Engine, pt: Point, argv: list[str]) -> dict[str, Any]:
+    return {"engine_config": eng.name, "model_config": eng.model, "model_config_file": f"configs/{eng.model}.json",
+            "engine": "vllm", "engine_version": ENGINE_VERSION, "argv": argv, "engine_flags": [*COMMON, *eng.flags],
+            "dspark_options": [*eng.dspark], "seats": eng.seats, "max_num_seqs": eng.seats,
+            "max_model_len": eng.max_model_len, "input_len": pt.input_len, "output_len": pt.output_len,
+            "concurrency": pt.concurrency, "requests": pt.n, "enforce_eager": "--enforce-eager" in eng.flags,
+            "prompts": pt.prompts or "synthetic", "warm_rerun": bool(pt.prompts), "ignore_eos": True,
+            "point": pt.name, "seed": 25 if pt.prompts else zlib.crc32(f"{eng.name}/{pt.name}".encode()),
+            "gpu": "NVIDIA H200 (one, SXM)", "load_format": "dummy"}
+
+
+def run_point(eng: Engine, pt: Point, argv: list[str], src: Path, edir: Path, timeout: float,
+              log: Log) -> dict[str, Any]:
+    base = f"http://127.0.0.1:{PORT}"
+    key = f"{eng.name}/{pt.name}"
+    cfg = config_of(eng, pt, argv)
+    (edir / f"{pt.name}.metrics-before.txt").write_text(get(base + "/metrics")[1])
+    cmd = [sys.executable, "-m", "dspark", "bench", "--url", base, "-c", str(pt.concurrency), "-n", str(pt.n),
+           "--max-tokens", str(pt.output_len), "--seats", str(eng.seats), "--no-progress", "--json",
+           "--out", str(edir / f"{pt.name}.bench.json")]
+    if pt.prompts:
+        pfile = edir / "prompts.jsonl"
+        if not pfile.exists():
+            prefix_prompts(pfile, pt.output_len)
+        cmd += ["--prompts", str(pfile), "--warm-rerun"]
+    else:
+        # a seed of its own per point: the same seed would re-send the last point's prompts (prefix-cache hits)
+        cmd += ["--input-len", str(pt.input_len), "--prompt-kind", "ids", "--seed", str(zlib.crc32(key.encode()))]
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=dspark_env(src), cwd=src,
+                              timeout=timeout, check=False)
+        rc, stderr = proc.returncode, proc.stderr[-3000:]
+    except subprocess.TimeoutExpired:
+        rc, stderr = 124, f"timed out after {timeout:.0f} s"
+    seconds = round(time.monotonic() - t0, 1)
+    (edir / f"{pt.name}.metrics-after.txt").write_text(get(base + "/metrics")[1])
+    bfile = edir / f"{pt.name}.bench.json"
+    bench: dict[str, Any] = json.loads(bfile.read_text()) if bfile.exists() else {}
+    bfile.unlink(missing_ok=True)
+    record = {"config": cfg, "bench": bench, "bench_rc": rc, "bench_seconds": seconds}
+    if rc != 0:
+        record["bench_stderr"] = stderr
+    (edir / f"{pt.name}.json").write_text(json.dumps(record, indent=1) + "\n")
+    summary = bench.get("summary") or {}
+    log(f"  {pt.name}: rc {rc} in {seconds} s; agg {summary.get('aggregate_decode_tps')} tok/s, per-stream "
+        f"{summary.get('per_stream_decode_tps')}, ttft {summary.get('ttft_mean_s')} s, tpot "
+        f"{summary.get('tpot_mean_ms')} ms, wall {summary.get('wall_time_s')} s, warm hits "
+        f"{summary.get('warm_prefix_hit_rate')}" + (f"\n{stderr}" if rc else ""))
+    return {"config": cfg, "summary": summary, "bench_rc": rc, "file": f"{eng.name}/{pt.name}.json"}
+
+
+def warm_up(concurrency: int, src: Path) -> int:
+    """One untimed bench (no /metrics); its exit status."""
+    cmd = [sys.executable, "-m", "dspark", "bench", "--url", f"http://127.0.0.1:{PORT}", "-c", str(concurrency),
+           "-n", str(max(concurrency, 8)), "--input-len", "512", "--max-tokens", "32", "--prompt-kind", "ids",
+           "--no-metrics", "--no-progress", "--json", "--seed", str(99 + concurrency)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=dspark_env(src), cwd=src, timeout=120,
+                          check=False).returncode
+
+
+def run_engine(eng: Engine, src: Path, vsite: Path, out: Path, end: float, done: set[str], state: Path,
+               log: Log) -> dict[str, Any]:
+    edir = out / eng.name
+    edir.mkdir(parents=True, exist_ok=True)
+    mdir = model_dir(eng.model)
+    dry_cmd = [sys.executable, "-m", "dspark", "start", "--model", str(mdir), "--engine", "vllm",
+               "--engine-version", ENGINE_VERSION, "--max-num-seqs", str(eng.seats), "--max-model-len",
+               str(eng.max_model_len), *eng.dspark, "--dry-run", "--json", "--", *COMMON, *eng.flags]
+    dry = subprocess.run(dry_cmd, capture_output=True, text=True, env=dspark_env(src), cwd=src, check=False,
+                         timeout=120)
+    record: dict[str, Any] = {"engine_config": eng.name, "dspark_dry_run": dry_cmd[2:],
+                              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        plan = json.loads(dry.stdout)
+    except json.JSONDecodeError:
+        record["error"] = f"dspark start --dry-run rc {dry.returncode}: {dry.stdout[-500:]} {dry.stderr[-1500:]}"
+        log(record["error"])
+        return record
+    argv = plan.get("argv")
+    record.update(argv=argv, env=plan.get("env"), verdict=plan.get("verdict"),
+                  capacity=plan.get("capacity"))
+    if not isinstance(argv, list) or argv[:2] != ["vllm", "serve"]:
+        record["error"] = f"no vllm argv: {argv}"
+        log(record["error"])
+        return record
+    env = dict(os.environ)
+    env.update({str(k): str(v) for k, v in (plan.get("env") or {}).items()})
+    env.update(PYTHONPATH=str(vsite), PATH=f"{vsite}/bin:{env.get('PATH', '')}", VLLM_USE_FLASHINFER_SAMPLER="0",
+               HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", PYTHONUNBUFFERED="1",
+               VLLM_CACHE_ROOT="/tmp/vcache")
+    engine_argv = [sys.executable, "-m", "vllm.entrypoints.cli.main", *argv[1:], "--host", "127.0.0.1",
+                   "--port", str(PORT)]
+    record["engine_argv"] = engine_argv[1:]
+    log(f"{eng.name}: {' '.join(argv)}")
+    t0 = time.monotonic()
+    logf = (edir / "engine.log").open("w")
+    proc = subprocess.Popen(engine_argv, stdout=logf, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        healthy = wait_healthy(proc, end - RESERVE_S)
+        record["seconds_to_healthy"] = round(time.monotonic() - t0, 1) if healthy else None
+        record["exited"] = proc.poll()
+        log(f"{eng.name}: healthy={healthy} after {time.monotonic() - t0:.1f} s (rc {proc.poll()})")
+        if not healthy:
+            return record
+        record["warmup_rc"] = [warm_up(c, src) for c in eng.warmup]
+        points = []
+        for pt in eng.points:
+            key = f"{eng.name}/{pt.name}"
+            if key in done:
+                continue
+            left = end - RESERVE_S - time.monotonic()
+            if left < pt.est_s:
+                log(f"  {pt.name}: not started ({left:.0f} s left, needs ~{pt.est_s:.0f})")
+                continue
+            points.append(run_point(eng, pt, argv, src, edir, min(left, 300), log))
+            with (out / "points.jsonl").open("a") as fh:
+                fh.write(json.dumps(points[-1]) + "\n")
+            if points[-1]["bench_rc"] in (0, 1) and points[-1]["summary"]:
+                done.add(key)
+                with state.open("a") as fh:
+                    fh.write(key + "\n")
+        record["points"] = [p["config"]["point"] for p in points]
+    finally:
+        record["stop_s"] = stop(proc)
+        logf.close()
+        record["gpu_used_mib_after"] = wait_gpu_free()
+        text = (edir / "engine.log").read_text(errors="replace")
+        for k, pat in PATTERNS.items():
+            m = re.search(pat, text, re.M)
+            if m:
+                record[k] = m.group(1)
+        log(f"{eng.name}: stopped in {record['stop_s']} s, GPU {record['gpu_used_mib_after']} MiB used")
+    return record
+
+
+def engine_cost(eng: Engine, done: set[str]) -> float:
+    todo = [p for p in eng.points if f"{eng.name}/{p.name}" not in done]
+    return eng.start_est_s + (todo[0].est_s if todo else 0) if todo else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--src", type=Path, required=True, help="folder holding the dspark package")
+    ap.add_argument("--vllm-site", type=Path, required=True, help="pip --target folder of gpu_install.sh")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--plan", required=True, choices=sorted(PLANS))
+    ap.add_argument("--deadline-s", type=float, default=540)
+    ap.add_argument("--startup", type=int, default=0, help="first run benchmarks/startup.py -n N (0: not)")
+    ap.add_argument("--tag", default="", help="names the output files (default: the plan's name)")
+    ap.add_argument("--state", type=Path, default=Path("/tmp/gpu-clock-done.txt"))
+    args = ap.parse_args()
+    t0 = time.monotonic()
+    end = t0 + args.deadline_s
+    tag = args.tag or args.plan
+    work = Path(f"/tmp/gpu-clock-{tag}")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    log = Log(args.out / f"log-{tag}.txt", t0)
+    smi = None
+    if shutil.which("nvidia-smi") is not None:
+        query = "timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,memory.used"
+        smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={query}", "--format=csv", "-l", "1"],
+                               stdout=(work / "nvidia-smi.csv").open("w"), stderr=subprocess.DEVNULL)
+    if smi is not None:
+        (work / "nvidia-smi-q.txt").write_text(subprocess.run(["nvidia-smi", "-q"], capture_output=True, text=True,
+                                                              check=False).stdout)
+    try:
+        if args.startup:  # dspark validate against its import floor, live NVML (docs/testing.md, Start-up cost)
+            root = args.src.parent if (args.src.parent / "benchmarks").exists() else Path.cwd()
+            r = subprocess.run([sys.executable, str(root / "benchmarks" / "startup.py"), "-n", str(args.startup),
+                                "--json"], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=DSPARK_SITE),
+                               check=False, timeout=150)
+            (work / "startup.json").write_text(r.stdout)
+            log(f"startup.py -n {args.startup} --json rc {r.returncode}:\n{r.stdout[-3000:]}{r.stderr[-800:]}")
+        done = set(args.state.read_text().split()) if args.state.exists() else set()
+        for eng in PLANS[args.plan]:
+            cost = engine_cost(eng, done)
+            if not cost:
+                continue
+            left = end - RESERVE_S - time.monotonic()
+            if left < cost:
+                log(f"{eng.name}: not started ({left:.0f} s left, needs ~{cost:.0f})")
+                continue
+            record = run_engine(eng, args.src.resolve(), args.vllm_site, work, end, done, args.state, log)
+            with (work / "engines.jsonl").open("a") as fh:
+                fh.write(json.dumps(record) + "\n")
+    finally:
+        if smi is not None:
+            smi.terminate()
+        if (work / "points.jsonl").exists():
+            shutil.copy(work / "points.jsonl", args.out / f"points-{tag}.jsonl")
+        with tarfile.open(args.out / f"clock-{tag}.tar.gz", "w:gz") as tar:
+            tar.add(work, arcname=f"clock-{tag}")
+    log(f"done in {time.monotonic() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Every GPU dspark ships a profile for has the step-time model's figures; the rest get labelled placeholders."""
+
+from __future__ import annotations
+
+from dspark.hardware.profiles import get_profile, profile_names
+from dspark.perf.gpus import CPU, UNKNOWN, gpu_perf, is_known
+
+
+def test_every_shipped_profile_has_datasheet_figures() -> None:
+    for name in profile_names():
+        gpu = get_profile(name).gpus[0]
+        perf = gpu_perf(gpu.name)
+        assert is_known(perf), name
+        assert perf.bandwidth_gbps == gpu.bandwidth_gbps  # the same datasheet figure as the hardware profile
+        assert 0 < perf.bf16_tflops < perf.fp8_tflops
+        assert 0 < perf.bandwidth_fraction <= 1 and 0 < perf.gemm_fraction <= 1 and 0 < perf.attention_fraction <= 1
+        assert perf.source
+
+
+def test_unknown_devices_get_placeholders() -> None:
+    assert gpu_perf("NVIDIA H200", platform="cpu") is CPU
+    assert gpu_perf("Some Future GPU") is UNKNOWN and not is_known(UNKNOWN)
+    assert "placeholder" in UNKNOWN.label and "placeholder" in CPU.label
+
+
+def test_a_pcie_h100_is_not_taken_for_an_sxm_one() -> None:
+    assert gpu_perf("NVIDIA H100 PCIe").bandwidth_gbps == 2000.0
+    assert gpu_perf("NVIDIA H100 80GB HBM3").bandwidth_gbps == 3350.0
+    assert gpu_perf("NVIDIA A100-SXM4-80GB").label == "A100"

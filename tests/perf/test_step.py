@@ -1,0 +1,146 @@
+"""The step-time model, term by term: physically sensible directions, the roofline's two sides, graph padding,
+the eager launch gap, async scheduling's overlap, and the engine-side copy agreeing with dspark's."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dspark.perf.step import StepCosts, StepShape, cost_table, step_seconds, step_terms
+from dspark_inside.replay import step_seconds as inside_step_seconds
+
+# An 8B dense shape on an H200-like device (figures rounded): 15 GB of weights, 147 kB of KV per token.
+H200ISH = StepCosts(fixed_s=1.5e-3, bandwidth_bytes_per_s=3.84e12, per_token_s=0.6e-6, flops_per_s=790e12,
+                    gemm_half_tokens=48.0, attention_flops_per_s=495e12, kernel_floor_s=2.5e-6, launch_s=12e-6,
+                    cpu_per_row_s=10e-6)
+DENSE = StepShape(dense_weight_bytes=15.1e9, expert_weight_bytes=0.0, num_experts=None, top_k=None,
+                  kv_bytes_per_token=147_456.0, state_bytes_per_seat=0.0, speculative_tokens=0, emitted_per_step=1.0,
+                  dense_flops_per_token=15.1e9, attention_flops_per_pair=4 * 36 * 32 * 128,
+                  activation_bytes_per_token=20 * 4096 * 2 * 36, kernels_per_step=442,
+                  graph_sizes=(1, 2, 4, 8, 16, 24, 32, 48, 64, 128, 256, 512), async_scheduling=True)
+MOE = StepShape(dense_weight_bytes=1e9, expert_weight_bytes=30e9, num_experts=128, top_k=8,
+                kv_bytes_per_token=50_000.0, state_bytes_per_seat=0.0, speculative_tokens=0, emitted_per_step=1.0,
+                dense_flops_per_token=2e9, expert_flops_per_token=4e9, attention_flops_per_pair=100_000.0,
+                kernels_per_step=600, graph_sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), async_scheduling=True)
+
+
+def _t(shape: StepShape, rows: int, context: float, prefill: int = 0, costs: StepCosts = H200ISH,
+       pairs: float | None = None) -> float:
+    return step_seconds(cost_table(costs, shape), rows, context, prefill, pairs)
+
+
+@pytest.mark.parametrize("shape", [DENSE, MOE], ids=["dense", "moe"])
+def test_more_rows_context_or_prompt_is_never_cheaper(shape: StepShape) -> None:
+    """With the prompt chunks' (query, key) pairs given, as dspark's simulation gives them."""
+    rng = random.Random(7)  # noqa: S311 - reproducible inputs, not secrets
+    for _ in range(300):
+        rows, ctx, prefill = rng.randint(0, 300), rng.uniform(0, 2e6), rng.choice([0, rng.randint(1, 8192)])
+        pairs = prefill * (rng.uniform(0, 30_000) + prefill / 2)
+        base = _t(shape, rows, ctx, prefill, pairs=pairs)
+        assert _t(shape, rows + 1, ctx, prefill, pairs=pairs) >= base - 1e-15
+        assert _t(shape, rows, ctx + 1000, prefill, pairs=pairs) >= base - 1e-15
+        grown = (prefill + 64) * (pairs / prefill + 32) if prefill else 64 * 32
+        assert _t(shape, rows, ctx, prefill + 64, pairs=grown) >= base - 1e-15
+
+
+def test_decode_at_one_row_is_the_weights_read_plus_the_kernels() -> None:
+    terms = step_terms(cost_table(H200ISH, DENSE), 1, 1024.0, 0)
+    assert terms["gemm"] == pytest.approx(15.1e9 / 3.84e12)  # memory-bound: the weights once
+    assert terms["kernels"] == pytest.approx(442 * 2.5e-6)
+    assert terms["cpu"] == 0.0  # async scheduling: the CPU's 1.5 ms hides behind a ~5 ms step
+    assert 4.5e-3 < sum(terms.values()) < 5.5e-3
+
+
+def test_the_roofline_takes_the_larger_side_not_the_sum() -> None:
+    """GEMM time is max(weights read, FLOPs / rate): decode rows up to ~100 ride the weights read for free."""
+    table = cost_table(H200ISH, DENSE)
+    at = {n: step_terms(table, n, 0.0, 0)["gemm"] for n in (1, 16, 64, 512)}
+    assert at[1] == at[16] == at[64]  # memory-bound: the same bytes whatever the rows
+    flops_512 = 15.1e9 * 512 / (790e12 * 512 / (512 + 48))
+    assert at[512] == pytest.approx(flops_512) and at[512] > at[1]  # compute-bound past the crossover
+
+
+def test_compute_bound_prefill_scales_with_its_tokens() -> None:
+    """A long prompt chunk is compute-bound: doubling its tokens nearly doubles its GEMM time, and its causal
+    attention grows faster than linearly."""
+    table = cost_table(H200ISH, DENSE)
+    a, b = step_terms(table, 0, 0.0, 4096), step_terms(table, 0, 0.0, 8192)
+    assert b["gemm"] / a["gemm"] == pytest.approx(2.0, rel=0.01)
+    assert b["attention"] / a["attention"] == pytest.approx(4.0, rel=0.01)
+    # ~124 TFLOP of GEMMs for 8,192 tokens at ~790 TFLOP/s (~157 ms), ~20 TFLOP of causal attention at ~495 (~40),
+    # ~48 GB of activations (~13): ~211 ms
+    assert 0.19 < step_seconds(table, 0, 0.0, 8192) < 0.23
+
+
+def test_a_prompt_chunk_after_a_prefix_attends_to_it() -> None:
+    table = cost_table(H200ISH, DENSE)
+    alone = step_terms(table, 0, 0.0, 2048, pairs=2048 * 1024)["attention"]
+    after = step_terms(table, 0, 30_000.0, 2048, pairs=2048 * (30_000 + 1024))["attention"]
+    assert after > 10 * alone
+
+
+def test_graph_padding_charges_the_padded_rows() -> None:
+    """vLLM runs 129 tokens in the 256-token graph: compute-bound GEMMs cost as 256 rows; eager steps do not pad."""
+    fast_mem = StepCosts(**{**H200ISH.__dict__, "bandwidth_bytes_per_s": 1e15})  # make the GEMMs compute-bound
+    table = cost_table(fast_mem, DENSE)
+    assert step_terms(table, 129, 0.0, 0)["gemm"] == pytest.approx(step_terms(table, 256, 0.0, 0)["gemm"])
+    assert step_terms(table, 129, 0.0, 0)["gemm"] > step_terms(table, 128, 0.0, 0)["gemm"] * 1.5
+    eager = cost_table(fast_mem, StepShape(**{**DENSE.__dict__, "eager": True}))
+    assert step_terms(eager, 129, 0.0, 0)["gemm"] < step_terms(table, 129, 0.0, 0)["gemm"]
+    # Past the largest captured size nothing is padded.
+    assert step_terms(table, 600, 0.0, 0)["gemm"] < step_terms(table, 601, 0.0, 0)["gemm"]
+
+
+def test_eager_adds_the_launch_gap_where_the_gpu_outruns_the_cpu() -> None:
+    eager = StepShape(**{**DENSE.__dict__, "eager": True, "graph_sizes": ()})
+    tiny = StepShape(**{**eager.__dict__, "dense_weight_bytes": 1e9, "dense_flops_per_token": 1e9})
+    graphed_tiny = StepShape(**{**tiny.__dict__, "eager": False})
+    for rows in (1, 8, 64):
+        assert _t(eager, rows, rows * 1000.0) >= _t(DENSE, rows, rows * 1000.0) - 1e-12
+    # A small model: 442 launches × 12 µs ≈ 5.3 ms, after the CPU's 1.5 ms + 10 µs of scheduling on the same
+    # thread, against ~1.4 ms of GPU work: the CPU sets the pace.
+    assert _t(tiny, 1, 1000.0) == pytest.approx(442 * 12e-6 + 1.5e-3 + 10e-6, rel=0.01)
+    assert _t(tiny, 1, 1000.0) > 2 * _t(graphed_tiny, 1, 1000.0)
+    # Without async scheduling the CPU's time comes first, then the launches race the GPU.
+    sync = StepShape(**{**tiny.__dict__, "async_scheduling": False})
+    assert _t(sync, 1, 1000.0) == pytest.approx(1.5e-3 + 10e-6 + 442 * 12e-6, rel=0.01)
+    big = StepShape(**{**eager.__dict__, "async_scheduling": False})
+    assert _t(big, 64, 64_000.0) == pytest.approx(_t(StepShape(**{**DENSE.__dict__, "async_scheduling": False}),
+                                                     64, 64_000.0), rel=1e-9)  # GPU-bound: launches hidden
+
+
+def test_async_scheduling_hides_the_cpu_behind_the_gpu() -> None:
+    sync = StepShape(**{**DENSE.__dict__, "async_scheduling": False})
+    gpu = _t(DENSE, 8, 8000.0)
+    assert _t(sync, 8, 8000.0) == pytest.approx(gpu + 1.5e-3 + 8 * 10e-6)
+    slow_cpu = StepCosts(**{**H200ISH.__dict__, "fixed_s": 0.05})
+    assert _t(DENSE, 8, 8000.0, costs=slow_cpu) == pytest.approx(0.05 + 8 * 10e-6)  # CPU-bound: the CPU's time
+
+
+def test_moe_reads_more_experts_as_tokens_grow() -> None:
+    table = cost_table(H200ISH, MOE)
+    reads = [step_terms(table, n, 0.0, 0)["gemm"] for n in (1, 4, 16, 64)]
+    assert reads == sorted(reads) and reads[0] < reads[-1] / 5
+    coverage_1 = 1 - (1 - 8 / 128) ** 1
+    assert reads[0] == pytest.approx((1e9 + 30e9 * coverage_1) / 3.84e12)
+
+
+def test_tensor_parallel_all_reduces_cost_latency_and_bytes() -> None:
+    tp2 = StepShape(**{**DENSE.__dict__, "tp": 2, "allreduces_per_step": 72, "allreduce_bytes_per_token": 8192.0,
+                       "link_bytes_per_s": 25e9, "collective_latency_s": 40e-6})
+    terms = step_terms(cost_table(H200ISH, tp2), 8, 0.0, 0)
+    assert terms["collectives"] == pytest.approx(72 * (40e-6 + 8192 * 8 * 1.0 / 25e9))
+    assert "collectives" not in step_terms(cost_table(H200ISH, DENSE), 8, 0.0, 0)
+
+
+def test_the_engine_side_copy_is_the_same_function() -> None:
+    """The replay evaluates its own copy of step_seconds in the engine's interpreter: it must agree everywhere."""
+    rng = random.Random(3)  # noqa: S311 - reproducible inputs, not secrets
+    for shape in (DENSE, MOE, StepShape(**{**DENSE.__dict__, "eager": True, "async_scheduling": False})):
+        table = cost_table(H200ISH, shape)
+        for _ in range(200):
+            rows, ctx, prefill = rng.randint(0, 256), rng.uniform(0, 5e5), rng.choice([0, rng.randint(1, 8192)])
+            pairs = rng.choice([None, rng.uniform(0, 1e8)])
+            assert inside_step_seconds(table, rows, ctx, prefill, pairs) == step_seconds(table, rows, ctx, prefill,
+                                                                                         pairs)

@@ -1,0 +1,119 @@
+"""dspark top against the real vLLM CPU engine: while requests decode, the view (JSON and in a tmux terminal)
+shows what the engine's own /metrics say: requests running, tokens generated, a KV cache in use."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from vllm_harness import ENGINE_ENV, free_port, kill_group
+
+pytestmark = pytest.mark.engine
+ROOT = Path(__file__).resolve().parents[2]
+SEATS = 4
+
+
+@pytest.fixture(scope="module")
+def engine(vllm_python: str, tiny_models: Path) -> Iterator[str]:
+    port = free_port()
+    argv = [vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_models / "dense-qwen3"),
+            "--skip-tokenizer-init", "--enforce-eager", "--max-model-len", "2048", "--max-num-seqs", str(SEATS),
+            "--kv-cache-memory-bytes", str(64 << 20), "--host", "127.0.0.1", "--port", str(port)]
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "engine.log"
+        with log.open("w") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, text=True,
+                                    env={**os.environ, **ENGINE_ENV, "VLLM_CPU_OMP_THREADS_BIND": "0"},
+                                    cwd=tempfile.gettempdir())
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    pytest.fail(f"the engine exited {proc.returncode}:\n{log.read_text()[-3000:]}", pytrace=False)
+                try:
+                    if httpx.get(url + "/health", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.5)
+            else:
+                pytest.fail("the engine did not answer /health in 300 s", pytrace=False)
+            yield url
+        finally:
+            kill_group(proc)
+
+
+def _load(url: str, stop: threading.Event, answers: list[int]) -> None:
+    """Keep SEATS + 2 requests in flight (some queue) until stopped; each answer's status in `answers`."""
+    model = httpx.get(url + "/v1/models", timeout=10).json()["data"][0]["id"]
+
+    def one(i: int) -> None:
+        with httpx.Client(timeout=120) as client:
+            while not stop.is_set():
+                body = {"model": model, "prompt": list(range(1, 200 + i)), "max_tokens": 1500, "ignore_eos": True}
+                try:
+                    answers.append(client.post(url + "/v1/completions", json=body).status_code)
+                except httpx.HTTPError:
+                    if stop.is_set():
+                        return
+                    answers.append(-1)
+
+    for i in range(SEATS + 2):
+        threading.Thread(target=one, args=(i,), daemon=True).start()
+
+
+def _running(url: str) -> float:
+    lines = [ln for ln in httpx.get(url + "/metrics", timeout=10).text.splitlines()
+             if ln.startswith("vllm:num_requests_running{")]
+    return sum(float(ln.rsplit(" ", 1)[1]) for ln in lines)
+
+
+def test_top_shows_the_engine_at_work(engine: str, tmp_path: Path) -> None:
+    stop = threading.Event()
+    answers: list[int] = []
+    _load(engine, stop, answers)
+    try:
+        for _ in range(300):  # until the requests are decoding
+            if _running(engine) >= 1:
+                break
+            time.sleep(0.1)
+        assert _running(engine) >= 1, answers
+        proc = subprocess.run([sys.executable, "-m", "dspark", "top", engine, "--json", "--interval", "2",
+                               "--seats", str(SEATS)], capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode == 0, proc.stderr
+        view = json.loads(proc.stdout)
+        assert view["engine"] == "vllm" and view["seats"] == SEATS
+        assert 1 <= view["running"] <= SEATS, (view, answers)
+        assert view["waiting"] >= 1  # SEATS + 2 clients: two queue
+        assert view["generation_tokens_per_s"] > 0 and 0 < view["kv_usage"] <= 1
+        assert view["itl_s"]["p50"] is not None and view["itl_s"]["p50"] > 0
+
+        session = f"dspark-top-engine-{os.getpid()}"
+        cmd = f"{sys.executable} -m dspark top {engine} --interval 0.5 --seats {SEATS}"
+        subprocess.run(["tmux", "-L", session, "new-session", "-d", "-s", session, "-x", "80", "-y", "24", "-c",
+                        str(ROOT), cmd], check=True, timeout=30)
+        try:
+            screen = ""
+            for _ in range(100):
+                screen = subprocess.run(["tmux", "-L", session, "capture-pane", "-p", "-t", session],
+                                        capture_output=True, text=True, timeout=30, check=True).stdout
+                if f"of {SEATS}" in screen and "ITL" in screen:
+                    break
+                time.sleep(0.2)
+            assert f"of {SEATS}" in screen and "vllm at" in screen, screen
+            (tmp_path / "top-screen.txt").write_text(screen)
+        finally:
+            subprocess.run(["tmux", "-L", session, "kill-server"], capture_output=True, timeout=30, check=False)
+    finally:
+        stop.set()
+    assert answers and set(answers) == {200}, answers
