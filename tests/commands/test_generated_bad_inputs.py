@@ -720,7 +720,8 @@ def _number_cases() -> Iterator[Case]:
                 for part in path[:-1]:
                     node = node[part] if isinstance(part, int) else node.setdefault(part, {})
                 node[path[-1]] = "__DIGITS__"
-                text = yaml.safe_dump(tree, sort_keys=False).replace("'__DIGITS__'", "9" * digits)
+                text = yaml.safe_dump(tree, sort_keys=False).replace("__DIGITS__", "9" * digits)
+                assert "9" * digits in text  # the number itself, not a string standing for it
                 yield Case("huge-number-recipe", ("validate", "{tmp}/r.yaml", "--hardware", "h200:8"), 2,
                            files={"r.yaml": text}, says=str(path[-1]), seconds=FILE_SECONDS)
 
