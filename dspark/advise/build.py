@@ -7,7 +7,6 @@ The edge of the advisor: it reads the prompts and calibration files and runs val
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,8 @@ from dspark.advise.model import StepCosts, Workload
 from dspark.advise.replay import ReplayResult
 from dspark.bench.decision import make_rule, parse_seats
 from dspark.core.errors import DsparkError, InputError
+from dspark.core.files import CALIBRATION, shown_path
+from dspark.core.jsonfile import read_json_file
 from dspark.hardware.profiles import bandwidth_gbps_for
 from dspark.planning.validate import ValidateRequest, ValidationReport, validate
 
@@ -207,7 +208,11 @@ def _calibration_points(files: Sequence[str], max_batched: int, plan: Deployment
     for name in files:
         path = Path(name)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = read_json_file(path, CALIBRATION)  # a regular file within its limit: no FIFO hang, no 50 GB
+        except InputError as exc:
+            problem = exc.message.removeprefix(f"{shown_path(path)}: ")
+            raise InputError(f"--calibrate {shown_path(name)}: cannot read it as JSON ({problem})",
+                             hint=exc.hint) from None
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise InputError(f"--calibrate {name}: cannot read it as JSON ({type(exc).__name__}: {exc})") from None
         if not isinstance(data, dict):

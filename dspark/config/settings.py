@@ -281,18 +281,25 @@ def _over_alias(knob: Knob, setting: Setting[Any], env: Mapping[str, str], notes
     return setting
 
 
+def _shown_raw(raw: object) -> str:
+    """A raw value for a message: whole, or its start and length when it is longer than a line (5,000 digits)."""
+    text = repr(raw) if not isinstance(raw, int) or raw.bit_length() < 256 else f"<a {raw.bit_length():,}-bit number>"
+    return text if len(text) <= 80 else f"{text[:40]}… ({len(text):,} characters)"
+
+
 def _convert(knob: Knob, raw: object, where: str) -> object:
     try:
         return knob.convert(raw)
     except Invalid as exc:
         # where: dspark's flag (--x), the engine's flags after -- (ENGINE_FLAG), or a variable (its own or an alias).
         from_env = not where.startswith("--") and where != ENGINE_FLAG
+        value = _shown_raw(raw)
         if from_env:
-            shown = f"{where}={raw!r}"
+            shown = f"{where}={value}"
         elif where == ENGINE_FLAG:
-            shown = f"{knob.name} {raw!r} (an engine flag after --)"
+            shown = f"{knob.name} {value} (an engine flag after --)"
         else:
-            shown = f"{where} {raw!r}"
+            shown = f"{where} {value}"
         hint = None
         if from_env:
             fallback = "the recipe's value" + (f" or the default ({knob.default})" if knob.default is not None else "")

@@ -29,6 +29,19 @@ def run_captured(argv: Sequence[str], stdin: str, timeout: float) -> subprocess.
     return subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def _check_interpreter(candidate: str, where: str) -> None:
+    """A named interpreter must be a file this user may run: a directory (the virtualenv itself) or a file without
+    the execute bit is a wrong setting, refused as one (exit 2), never an internal error when it is run."""
+    path = Path(candidate) if Path(candidate).exists() else Path(shutil.which(candidate) or candidate)
+    if path.is_dir():
+        hint = next((f"did you mean {where} {path / sub}?" for sub in ("bin/python", "bin/python3")
+                     if (path / sub).is_file()), f"give the python executable, e.g. {path / 'bin' / 'python'}")
+        raise SettingsError(f"{where} {candidate!r} is a directory, not a python interpreter", hint=hint)
+    if not os.access(path, os.X_OK):
+        raise SettingsError(f"{where} {candidate!r} is not executable (no execute permission for this user)",
+                            hint=f"give the python of the engine's virtualenv, or `chmod +x {path}` if it is one")
+
+
 def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping[str, str] | None = None) -> str:
     """The interpreter that runs the engine: explicit > DSPARK_ENGINE_PYTHON > this one > the console script's."""
     env = os.environ if env is None else env
@@ -40,11 +53,18 @@ def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping
                             hint=f"unset {where} to use this interpreter or the engine's command on PATH")
     candidate = named
     if candidate:
+        where = "--engine-python" if explicit is not None else "DSPARK_ENGINE_PYTHON"
+        parts = Path(candidate).parts
+        if len(candidate) > 4000 or any(len(part.encode()) > 255 for part in parts) or "\x00" in candidate:
+            raise SettingsError(f"{where}: {candidate[:60]!r}… ({len(candidate):,} characters) is not a path a file "
+                                "can have (too long, or a NUL byte)",
+                                hint="point it at the python of the engine's virtualenv")
         if not Path(candidate).exists() and shutil.which(candidate) is None:
             raise EngineNotInstalledError(
                 f"engine interpreter {candidate!r} does not exist",
                 hint="point --engine-python / DSPARK_ENGINE_PYTHON at the python of the engine's virtualenv",
             )
+        _check_interpreter(candidate, where)
         return candidate
     if find_spec(engine.module) is not None:
         return sys.executable
