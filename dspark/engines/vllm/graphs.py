@@ -39,6 +39,7 @@ class VllmGraphPlan:
     applied: CaptureSizes  # what this launch captures: empty on CPU and with --enforce-eager
     reason: str  # why `applied` differs from `on_cuda`, "" when it does not
     notes: tuple[str, ...] = ()
+    cudagraph_mode: str = "FULL_AND_PIECEWISE"  # compilation_config.cudagraph_mode, upper case
 
 
 def default_max_capture_size(
@@ -188,9 +189,9 @@ def vllm_graph_plan(
         notes.append(f"V1 model runner: sizes rounded up to multiples of {1 + num_speculative_tokens}")
     none = CaptureSizes(max_capture_size=0, sizes=())
     if platform == "cpu":
-        return VllmGraphPlan(on_cuda, none, "CPU platform captures no CUDA graphs", tuple(notes))
+        return VllmGraphPlan(on_cuda, none, "CPU platform captures no CUDA graphs", tuple(notes), mode)
     if enforce_eager:
-        return VllmGraphPlan(on_cuda, none, "--enforce-eager disables CUDA graphs", tuple(notes))
+        return VllmGraphPlan(on_cuda, none, "--enforce-eager disables CUDA graphs", tuple(notes), mode)
     if mode == "NONE":
-        return VllmGraphPlan(on_cuda, none, "cudagraph_mode NONE", tuple(notes))
-    return VllmGraphPlan(on_cuda, on_cuda, "", tuple(notes))
+        return VllmGraphPlan(on_cuda, none, "cudagraph_mode NONE", tuple(notes), mode)
+    return VllmGraphPlan(on_cuda, on_cuda, "", tuple(notes), mode)

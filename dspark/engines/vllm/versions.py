@@ -41,6 +41,9 @@ class VllmRelease:
     v2_runner_moe_architectures: frozenset[str] | None = None
     # The V2 runner's profile_cudagraph_memory measures graph memory (False: it returns 0, nothing is reserved).
     v2_runner_profiles_cudagraphs: bool = True
+    # The V1 runner's profile_cudagraph_memory captures the two largest descriptors per mode and extrapolates
+    # (0.25: largest + (graphs - 1) x the second; dspark.engines.vllm.graph_memory); False: not modelled so.
+    v1_graph_profile_two_samples: bool = False
     # Sliding-window / chunked-local admission (max_admission_blocks_per_request) counts the in-flight tokens of
     # every concurrent batch (VllmConfig.max_in_flight_tokens); False: max_num_batched_tokens only.
     admission_counts_in_flight: bool = True
@@ -63,6 +66,7 @@ V0_25_0 = VllmRelease(
     v2_runner_moe_architectures=frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM",
                                            "GraniteMoeForCausalLM"}),
     v2_runner_profiles_cudagraphs=False,
+    v1_graph_profile_two_samples=True,
     admission_counts_in_flight=False,
     # Measured on the H200 (tests/device/results/2026-12-01): non_torch_increase 225-240 MiB in all 13 rows.
     non_torch_bytes=240 << 20,
