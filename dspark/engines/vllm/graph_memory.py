@@ -21,9 +21,11 @@ so the two samples per mode come from a model of what the H200 recorded per arch
     sample 0 (first capture, largest size)   = sample 1 + the pool's first fill (a constant) + BYTES_PER_TOKEN_LAYER
                                                _HIDDEN x size x layers x hidden
 
-The first-fill slope (1.13 B per token, layer and hidden unit) is the same in the MoE and the GDN-hybrid class
-(2.5x apart in hidden size); the constants are what the recorded classes measured, so the three recorded graph
-rows are in-sample and a new class (a dense model on the V1 runner) takes the MoE figures, said as an assumption.
+The first-fill slope (1.13 B per token, layer and hidden unit) is read from the GDN-hybrid pair alone (64 -> 216
+tokens); the MoE row's intercept with it is the GDN rows' (33.8 and 35.3 MiB), and with it the MoE class predicts
+a start it was not read from (Qwen3-30B-A3B at 128 seats, 35 + 19 graphs up to 256 tokens: 307.6 MiB, the engine
+printed 0.30 GiB). The per-graph figures are what each recorded class measured, so the three recorded graph rows
+are in-sample; a class not recorded (a dense model on the V1 runner) takes the MoE figures, said as an assumption.
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ PER_GRAPH_MIB_PER_LAYER: dict[GraphClass, dict[str, float]] = {
 # The pool's first fill beyond the first graph, at no tokens (MiB): PIECEWISE 34.5 (MoE 33.8, GDN 35.3 by the
 # intercepts), FULL 20 (MoE 20.3 at 16 tokens, GDN 21.8 at 32; the MTP FULL sample is below the PIECEWISE one).
 FIRST_FILL_MIB = {"PIECEWISE": 34.5, "FULL": 20.0}
-# Growth of the first fill with the largest size: MoE 0.106 MiB a token (40 -> 256 tokens, 48 layers x 2,048),
-# GDN 0.355 MiB a token (64 -> 216, 64 layers x 5,120): 1.13 B per token, layer and hidden unit in both.
+# Growth of the first fill with the largest size: GDN 0.355 MiB a token (64 -> 216 tokens, 64 layers x 5,120),
+# 1.13 B per token, layer and hidden unit; the MoE start at 256 tokens (not read for it) agrees to 1%.
 BYTES_PER_TOKEN_LAYER_HIDDEN = 1.13
 MIN_PER_GRAPH = 1 * MiB  # profile_cudagraph_memory: "Use at least 1 MiB per graph for driver overhead"
 
