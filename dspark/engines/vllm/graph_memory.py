@@ -1,6 +1,7 @@
 """CUDA-graph memory as vLLM 0.25/0.26's V1 model runner estimates it (pure).
 
-Source (vLLM 0.25.0): GPUModelRunner.profile_cudagraph_memory (vllm/v1/worker/gpu_model_runner.py), called by
+Source (vLLM 0.25.0; 0.26.0's is the same on CUDA, it moves ROCm's capture stream only):
+GPUModelRunner.profile_cudagraph_memory (vllm/v1/worker/gpu_model_runner.py), called by
 Worker.determine_available_memory (vllm/v1/worker/gpu_worker.py) inside memory_profiling, and the capture
 descriptors of CudagraphDispatcher.initialize_cudagraph_keys / get_capture_descs (vllm/v1/cudagraph_dispatcher.py).
 Per runtime mode (PIECEWISE first, then FULL; descriptors largest first) the runner captures only the first two

@@ -42,7 +42,8 @@ class VllmRelease:
     # The V2 runner's profile_cudagraph_memory measures graph memory (False: it returns 0, nothing is reserved).
     v2_runner_profiles_cudagraphs: bool = True
     # The V1 runner's profile_cudagraph_memory captures the two largest descriptors per mode and extrapolates
-    # (0.25: largest + (graphs - 1) x the second; dspark.engines.vllm.graph_memory); False: not modelled so.
+    # (0.25, and 0.26 the same on CUDA: largest + (graphs - 1) x the second; dspark.engines.vllm.graph_memory);
+    # False: not modelled so (0.32/0.33 keep the per-size heuristic).
     v1_graph_profile_two_samples: bool = False
     # Sliding-window / chunked-local admission (max_admission_blocks_per_request) counts the in-flight tokens of
     # every concurrent batch (VllmConfig.max_in_flight_tokens); False: max_num_batched_tokens only.
