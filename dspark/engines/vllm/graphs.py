@@ -88,8 +88,12 @@ def vllm_capture_sizes(
     performance_mode: str = "balanced",
     max_cudagraph_capture_size: int | None = None,
     cudagraph_capture_sizes: Sequence[int] | None = None,
+    add_uniform_decode: bool = True,
 ) -> CaptureSizes:
-    """compilation_config.cudagraph_capture_sizes and its max after VllmConfig._set_cudagraph_sizes (0.32.0)."""
+    """compilation_config.cudagraph_capture_sizes and its max after VllmConfig._set_cudagraph_sizes (0.32.0).
+
+    add_uniform_decode False: 0.25/0.26, whose default sizes are the token grid (and max_num_batched_tokens) only.
+    """
     ceiling = (
         BLACKWELL_DC_MAX_GRAPH_SIZE
         if compute_capability is not None and compute_capability[0] == 10
@@ -100,7 +104,7 @@ def vllm_capture_sizes(
     if max_size is None:
         decode_query_len = 1 + num_speculative_tokens
         max_size = default_max_capture_size(max_num_seqs, num_speculative_tokens, compute_capability)
-        if decode_query_len > 1:
+        if add_uniform_decode and decode_query_len > 1:
             # Speculative decoding: every uniform decode batch (n requests x query length) is appended,
             # so dispatch always finds an exact multiple of the query length.
             uniform_decode_sizes = sorted(
@@ -110,7 +114,7 @@ def vllm_capture_sizes(
                     if n * decode_query_len <= max_size
                 }
             )
-        elif max_num_seqs <= max_size:
+        elif add_uniform_decode and max_num_seqs <= max_size:
             uniform_decode_sizes = [max_num_seqs]
     max_size = min(max_num_batched_tokens, max_size)
     if max_size < 1:
@@ -169,6 +173,7 @@ def vllm_graph_plan(
     cudagraph_capture_sizes: Sequence[int] | None = None,
     cudagraph_mode: str | None = None,
     model_runner: Literal["v1", "v2"] = "v2",
+    add_uniform_decode: bool = True,
 ) -> VllmGraphPlan:
     """Capture sizes for CUDA, and what applies given the platform, --enforce-eager and cudagraph_mode."""
     on_cuda = vllm_capture_sizes(
@@ -179,6 +184,7 @@ def vllm_graph_plan(
         performance_mode=performance_mode,
         max_cudagraph_capture_size=max_cudagraph_capture_size,
         cudagraph_capture_sizes=cudagraph_capture_sizes,
+        add_uniform_decode=add_uniform_decode,
     )
     notes: list[str] = []
     mode = (cudagraph_mode or "FULL_AND_PIECEWISE").upper()

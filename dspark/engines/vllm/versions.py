@@ -45,6 +45,10 @@ class VllmRelease:
     # (0.25, and 0.26 the same on CUDA: largest + (graphs - 1) x the second; dspark.engines.vllm.graph_memory);
     # False: not modelled so (0.32/0.33 keep the per-size heuristic).
     v1_graph_profile_two_samples: bool = False
+    # VllmConfig._set_cudagraph_sizes adds the uniform decode batches (max_num_seqs, or n x (1 + spec) on the
+    # request grid) to the default capture sizes (0.32); False: the token grid and max_num_batched_tokens only
+    # (0.25 and 0.26 have no request_counts grid).
+    capture_sizes_add_uniform_decode: bool = True
     # Sliding-window / chunked-local admission (max_admission_blocks_per_request) counts the in-flight tokens of
     # every concurrent batch (VllmConfig.max_in_flight_tokens); False: max_num_batched_tokens only.
     admission_counts_in_flight: bool = True
@@ -68,6 +72,7 @@ V0_25_0 = VllmRelease(
                                            "GraniteMoeForCausalLM"}),
     v2_runner_profiles_cudagraphs=False,
     v1_graph_profile_two_samples=True,
+    capture_sizes_add_uniform_decode=False,
     admission_counts_in_flight=False,
     # Measured on the H200 (tests/device/results/2026-12-01): non_torch_increase 225-240 MiB in all 13 rows.
     non_torch_bytes=240 << 20,
