@@ -49,6 +49,9 @@ class VllmRelease:
     # request grid) to the default capture sizes (0.32); False: the token grid and max_num_batched_tokens only
     # (0.25 and 0.26 have no request_counts grid).
     capture_sizes_add_uniform_decode: bool = True
+    # _set_cudagraph_sizes' default ceiling on SM 10.x (B200/B300): 1024 (0.32, is_device_capability_family(100));
+    # 0.25/0.26 cap every device at min(max_num_seqs x (1 + spec) x 2, 512).
+    blackwell_capture_ceiling: int = 1024
     # Sliding-window / chunked-local admission (max_admission_blocks_per_request) counts the in-flight tokens of
     # every concurrent batch (VllmConfig.max_in_flight_tokens); False: max_num_batched_tokens only.
     admission_counts_in_flight: bool = True
@@ -73,6 +76,7 @@ V0_25_0 = VllmRelease(
     v2_runner_profiles_cudagraphs=False,
     v1_graph_profile_two_samples=True,
     capture_sizes_add_uniform_decode=False,
+    blackwell_capture_ceiling=512,
     admission_counts_in_flight=False,
     # Measured on the H200 (tests/device/results/2026-12-01): non_torch_increase 225-240 MiB in all 13 rows.
     non_torch_bytes=240 << 20,

@@ -134,3 +134,15 @@ def test_025_default_sizes_are_the_token_grid_only() -> None:
         assert set(v025.sizes) <= set(v032.sizes)
     assert 35 in vllm_capture_sizes(max_num_seqs=35, num_speculative_tokens=0, max_num_batched_tokens=8192,
                                     compute_capability=(9, 0)).sizes
+
+
+def test_025_caps_blackwell_at_512_too() -> None:
+    """0.25/0.26: min(seats x (1 + spec) x 2, 512) on every device; 0.32 lets SM 10.x reach 1024."""
+    from dspark.engines.vllm.graphs import vllm_capture_sizes  # noqa: PLC0415
+
+    for seats in (304, 400, 512):  # 2 x seats on the 16-step grid
+        v032 = vllm_capture_sizes(max_num_seqs=seats, num_speculative_tokens=0, max_num_batched_tokens=8192,
+                                  compute_capability=(10, 0))
+        v025 = vllm_capture_sizes(max_num_seqs=seats, num_speculative_tokens=0, max_num_batched_tokens=8192,
+                                  compute_capability=(10, 0), add_uniform_decode=False, blackwell_ceiling=512)
+        assert v025.max_capture_size == 512 and v032.max_capture_size == min(seats * 2, 1024)
