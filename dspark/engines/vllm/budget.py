@@ -47,6 +47,9 @@ def _pinned_budget(
     return None, None
 
 
+CUBLAS_WORKSPACE_BYTES = 32 << 20  # torch's cuBLAS workspace on Hopper (CUBLAS_WORKSPACE_CONFIG :4096:8), per GPU
+
+
 def moe_workspace_bytes(arch: ModelArchitecture, r: Resolved) -> int:
     """The fused-MoE workspace profile_run allocates for max_num_batched_tokens tokens (unquantised Triton experts).
 
@@ -80,7 +83,14 @@ def runtime_overhead(
     # (Qwen3_5MultiTokenPredictor.forward: cat([embeds, hidden]) -> fc): 4 hidden-wide rows. Measured on the H200
     # (Qwen3.5-27B, 3 MTP tokens): the profile's peak 352 MiB above the same model's without MTP; this gives 320.
     drafter = 4 * hidden_row if r.spec_method == "mtp" else 0
-    forward = transient + workspace + drafter
+    # Compiled (0.25): the profile's peak holds a transient the size of the embedding table (vocab padded to 64,
+    # sharded by TP) beside ~1.5 hidden-wide rows and the cuBLAS workspace (32 MiB on Hopper): a peak of its own,
+    # reached where the forward's is lower (Qwen3-8B, Llama-3.1-8B, Gemma 3, Qwen3.5; not Mistral's 32k vocab).
+    embedding = 0
+    if graphs.compiled and r.release.compiled_profile_embedding_transient:
+        vocab_rank = -(-(-(-arch.vocab_size // 64) * 64) // r.tp)
+        embedding = vocab_rank * arch.hidden_size * act_bytes + hidden_row * 3 // 2 + CUBLAS_WORKSPACE_BYTES
+    forward = max(transient + workspace, embedding) + drafter
     # The sampler's dummy batch runs after the forward, with the forward's output and the MoE workspace still
     # allocated; the profile's peak is the larger of the two (0.25: the probe's forward and sampler peaks). The V1
     # runner's _dummy_sampler_run runs top-k/top-p over max_num_seqs fp32 logit rows; the V2 runner's skips them
@@ -109,6 +119,8 @@ def runtime_overhead(
         f"activation peak (heuristic; {_measured_activation_range(arch)}) = max_num_batched_tokens x hidden x "
         "dtype x 16"
         + (" + the fused-MoE workspace (TritonExperts.workspace_shapes)" if workspace else "")
+        + (", or the compiled run's embedding-table transient (vocab x hidden x dtype / TP + 1.5 hidden rows + "
+           "the cuBLAS workspace; measured, mechanism not identified) when larger" if embedding else "")
         + (" + 4 x max_num_batched_tokens x hidden x dtype (the MTP drafter's dummy forward)" if drafter else "")
         + (", or the forward's output + max_num_seqs x vocab x 8 (V1 runner's sampler) when larger"
            if sampler else ""),

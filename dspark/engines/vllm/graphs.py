@@ -40,6 +40,7 @@ class VllmGraphPlan:
     reason: str  # why `applied` differs from `on_cuda`, "" when it does not
     notes: tuple[str, ...] = ()
     cudagraph_mode: str = "FULL_AND_PIECEWISE"  # compilation_config.cudagraph_mode, upper case
+    compiled: bool = True  # torch.compile runs (off with --enforce-eager and on CPU here; cudagraph_mode NONE keeps it)
 
 
 def _ceiling(compute_capability: tuple[int, int] | None, blackwell_ceiling: int) -> int:
@@ -200,9 +201,9 @@ def vllm_graph_plan(
         notes.append(f"V1 model runner: sizes rounded up to multiples of {1 + num_speculative_tokens}")
     none = CaptureSizes(max_capture_size=0, sizes=())
     if platform == "cpu":
-        return VllmGraphPlan(on_cuda, none, "CPU platform captures no CUDA graphs", tuple(notes), mode)
+        return VllmGraphPlan(on_cuda, none, "CPU platform captures no CUDA graphs", tuple(notes), mode, False)
     if enforce_eager:
-        return VllmGraphPlan(on_cuda, none, "--enforce-eager disables CUDA graphs", tuple(notes), mode)
+        return VllmGraphPlan(on_cuda, none, "--enforce-eager disables CUDA graphs", tuple(notes), mode, False)
     if mode == "NONE":
         return VllmGraphPlan(on_cuda, none, "cudagraph_mode NONE", tuple(notes), mode)
     return VllmGraphPlan(on_cuda, on_cuda, "", tuple(notes), mode)
