@@ -224,3 +224,16 @@ def test_an_eager_plan_counts_no_compile_transient(rec: dict[str, Any], tmp_path
                 max_num_batched_tokens=rec["probe"]["max_num_batched_tokens"], tp=1, model_dtype="bfloat16"))))
     else:
         assert terms["activation_peak"] >= table
+
+
+STARTS = [json.loads(line) for line in (CLOCK / "engines.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("start", STARTS, ids=[s["engine_config"] for s in STARTS])
+def test_the_estimate_holds_on_the_clock_runs_starts(start: dict[str, Any], tmp_path: Path) -> None:
+    """The six unpinned starts of 2026-12-02 (128, 8 and 16 seats, 8,192-token windows, graphs up to 256): the
+    pool within the 0.5% goal of the engine's (`GPU KV cache size` in each start's log)."""
+    model = Path(start["argv"][2]).name
+    cap = _plan({"model": model, "argv": start["argv"], "hardware": None}, tmp_path)
+    engine = int(str(start["kv_tokens"]).replace(",", ""))
+    assert abs(cap["kv_pool_tokens"] - engine) / engine < GOAL
