@@ -116,7 +116,7 @@ def runtime_overhead(
         graph_note = "CUDA-graph memory (heuristic) = 2 MiB per capture size (0 when eager / on CPU)"
     terms = (("activation_peak", activation), ("non_torch", non_torch), ("cudagraphs", graph_bytes))
     assumptions = [
-        f"activation peak (heuristic; {_measured_activation_range(arch)}) = max_num_batched_tokens x hidden x "
+        f"activation peak (heuristic; {_measured_activation_range(arch, r)}) = max_num_batched_tokens x hidden x "
         "dtype x 16"
         + (" + the fused-MoE workspace (TritonExperts.workspace_shapes)" if workspace else "")
         + (", or the compiled run's embedding-table transient (vocab x hidden x dtype / TP + 1.5 hidden rows + "
@@ -132,21 +132,21 @@ def runtime_overhead(
 
 
 # What the engine's own profile peak (Worker.determine_available_memory's torch peak increase) was against this
-# heuristic on the H200 with vLLM 0.25.0 (tests/device/results/2026-12-01, docs/gpu-truth.md), per class. The
-# compiled forward's peak is Inductor's schedule (0.25 turns on combo kernels and their benchmarking), not the
-# modules' order: it cannot be reproduced without the GPU, so the heuristic stays and says how far it went.
+# estimate on the H200 with vLLM 0.25.0 (tests/device/results/2026-12-01, docs/gpu-truth.md), per class.
 _ACTIVATION_MEASURED = {
-    "hybrid": "the engine's peak was 1.87-2.07x this for a GDN hybrid (Qwen3.5-27B, with and without MTP)",
+    "hybrid": "the engine's peak was 1.03x this for a GDN hybrid (Qwen3.5-27B, with and without MTP)",
     "moe": "the engine's peak was 0.81-1.12x this for MoE (Qwen3-30B-A3B eager and compiled, DeepSeek-V2-Lite)",
-    "dense": "the engine's peak was 0.84-1.29x this for dense Qwen3/Llama/Mistral shapes, 1.10x eager and 2.13x "
-             "compiled for Gemma 3",
+    "dense": "the engine's peak was 0.93-1.00x this compiled for dense Qwen3/Llama/Mistral/Gemma 3 shapes, "
+             "0.84-1.10x eager",
 }
 
 
-def _measured_activation_range(arch: ModelArchitecture) -> str:
-    """The heuristic's measured error for the model's class, in words."""
+def _measured_activation_range(arch: ModelArchitecture, r: Resolved) -> str:
+    """The estimate's measured error for the model's class, in words (measured with 0.25.0 only)."""
+    if not r.release.compiled_profile_embedding_transient:
+        return f"not measured on a GPU with vLLM {r.release.version}"
     cls = "hybrid" if arch.is_hybrid else "moe" if arch.moe is not None else "dense"
-    return _ACTIVATION_MEASURED[cls]
+    return _ACTIVATION_MEASURED[cls] + " on an H200 with 0.25.0"
 
 
 def rotary_cache_bytes(arch: ModelArchitecture, model_dtype: str) -> int:
