@@ -84,8 +84,9 @@ def runtime_overhead(
     # (Qwen3.5-27B, 3 MTP tokens): the profile's peak 352 MiB above the same model's without MTP; this gives 320.
     drafter = 4 * hidden_row if r.spec_method == "mtp" else 0
     # Compiled (0.25): the profile's peak holds a transient the size of the embedding table (vocab padded to 64,
-    # sharded by TP) beside ~1.5 hidden-wide rows and the cuBLAS workspace (32 MiB on Hopper): a peak of its own,
-    # reached where the forward's is lower (Qwen3-8B, Llama-3.1-8B, Gemma 3, Qwen3.5; not Mistral's 32k vocab).
+    # sharded by TP) beside ~1.5 hidden-wide rows and 32 MiB: a peak of its own, reached where the forward's is
+    # lower (Qwen3-8B, Llama-3.1-8B, Gemma 3, Qwen3.5; not Mistral's 32k vocab). Likely Inductor benchmarking the
+    # embedding gather at compile time on a random copy of the table (versions.py, docs/gpu-truth.md fix 14).
     embedding = 0
     if graphs.compiled and r.release.compiled_profile_embedding_transient:
         vocab_rank = -(-(-(-arch.vocab_size // 64) * 64) // r.tp)
@@ -120,7 +121,7 @@ def runtime_overhead(
         "dtype x 16"
         + (" + the fused-MoE workspace (TritonExperts.workspace_shapes)" if workspace else "")
         + (", or the compiled run's embedding-table transient (vocab x hidden x dtype / TP + 1.5 hidden rows + "
-           "the cuBLAS workspace; measured, mechanism not identified) when larger" if embedding else "")
+           "32 MiB; measured with 0.25, likely Inductor's compile-time benchmarking) when larger" if embedding else "")
         + (" + 4 x max_num_batched_tokens x hidden x dtype (the MTP drafter's dummy forward)" if drafter else "")
         + (", or the forward's output + max_num_seqs x vocab x 8 (V1 runner's sampler) when larger"
            if sampler else ""),

@@ -53,9 +53,10 @@ class VllmRelease:
     # 0.25/0.26 cap every device at min(max_num_seqs x (1 + spec) x 2, 512).
     blackwell_capture_ceiling: int = 1024
     # The compiled profile run's peak holds a transient the size of the (per-rank) embedding table, with ~1.5
-    # hidden-wide rows of the batch and the cuBLAS workspace beside it (measured on the H200 with 0.25.0:
-    # Qwen3-8B, Llama-3.1-8B, Gemma-3-12B at 1.52 / 1.50 / 1.47 rows; Qwen3.5-27B 2.36; the mechanism, inside
-    # torch.compile's first run, is not identified). False: not measured for this release, not counted.
+    # hidden-wide rows of the batch and 32 MiB beside it (measured on the H200 with 0.25.0: Qwen3-8B,
+    # Llama-3.1-8B, Gemma-3-12B at 1.52 / 1.50 / 1.47 rows; Qwen3.5-27B 2.36). Likely Inductor's compile-time
+    # combo-kernel benchmarking (CompilationConfig turns on benchmark_combo_kernel), whose random inputs
+    # (get_args -> rand_strided) include the whole table for the embedding gather. False: not measured, not counted.
     compiled_profile_embedding_transient: bool = False
     # Sliding-window / chunked-local admission (max_admission_blocks_per_request) counts the in-flight tokens of
     # every concurrent batch (VllmConfig.max_in_flight_tokens); False: max_num_batched_tokens only.
