@@ -2,7 +2,7 @@
 
 The rows in tests/device/results/2026-12-01 hold what vLLM 0.25.0 printed and the exact terms its worker computed
 (Worker.determine_available_memory), with the machine's NVML snapshot. Replanned here without a GPU: given the
-engine's own budget, the pool must be the engine's to the token; unpinned, the estimate must be within 1%.
+engine's own budget, the pool must be the engine's to the token; unpinned, the estimate must be within 0.5%.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_given_the_engines_budget_the_pool_is_the_engines(rec: dict[str, Any], t
 
 
 @pytest.mark.parametrize("rec", RAN, ids=[r["row"] for r in RAN])
-def test_the_estimate_is_within_one_percent_of_the_engine(rec: dict[str, Any], tmp_path: Path) -> None:
+def test_the_estimate_is_within_half_a_percent_of_the_engine(rec: dict[str, Any], tmp_path: Path) -> None:
     cap = _plan(rec, tmp_path)
     probe = rec["probe"]
     # request_memory: ceil(CUDA's total x utilisation), CUDA's total being NVML's less the driver reservation.
