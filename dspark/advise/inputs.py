@@ -44,6 +44,10 @@ LAUNCH_S = 45e-6
 # vLLM V1 on a server CPU, fitted by `dspark profile`; with async scheduling they hide behind the GPU's step.
 CPU_STEP_S = {"cuda": 1.5e-3, "cpu": 5e-3}
 CPU_PER_ROW_S = 10e-6
+# A request's way from the client to vLLM's engine core (HTTP, the API server's input processing, the ZeroMQ hop)
+# and its first token's way back: measured on the lent H200 at 1-2 streams (vLLM 0.25.0), the client's TTFT is
+# 5-6 ms above the engine's own request_prefill_time_seconds with nothing queued: ~2.5 ms each way.
+ARRIVAL_HOP_S = 2.5e-3
 # GEMM tiles are 64-128 rows: half of the large-GEMM rate at ~48 tokens (tile occupancy), rising toward it.
 GEMM_HALF_TOKENS = 48.0
 # Activations the elementwise kernels read and write per token and layer, in hidden-size units (norm in/out twice,
@@ -245,7 +249,7 @@ def model_inputs(
         prefill_per_token_s=prefill, flops_per_s=flops, gemm_half_tokens=GEMM_HALF_TOKENS,
         attention_flops_per_s=peak * 1e12 * perf.attention_fraction, kernel_floor_s=0.0 if cpu else KERNEL_FLOOR_S,
         launch_s=0.0 if cpu else LAUNCH_S, cpu_per_row_s=CPU_PER_ROW_S,
-        kv_bandwidth_bytes_per_s=gbps * 1e9 * perf.kv_fraction)
+        kv_bandwidth_bytes_per_s=gbps * 1e9 * perf.kv_fraction, arrival_hop_s=0.0 if cpu else ARRIVAL_HOP_S)
     sources["kv_bandwidth_bytes_per_s"] = (f"{perf.kv_fraction:.0%} of {perf.label}'s {gbps:,.0f} GB/s: paged KV "
                                            "reads of decode attention" if is_known(perf) else
                                            sources["bandwidth_bytes_per_s"])

@@ -64,6 +64,7 @@ class StepCosts:
     launch_s: float = 0.0  # CPU cost of launching one kernel without CUDA graphs
     cpu_per_row_s: float = 0.0  # CPU per scheduled request per step
     kv_bandwidth_bytes_per_s: float = 0.0  # achieved rate of paged KV reads (0: bandwidth_bytes_per_s)
+    arrival_hop_s: float = 0.0  # client -> engine core (and first token -> client): HTTP, API server, IPC
 
 
 @dataclass(frozen=True)
