@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from dspark.advise.kv_usage import KVCounting
-from dspark.perf.step import StepCosts, StepShape, cost_table, step_seconds
+from dspark.perf.step import StepCosts, StepShape, cost_table, cpu_seconds, step_seconds
 
 __all__ = ["Simulated", "StepCosts", "StepShape", "Workload", "decode_step_s", "simulate", "table"]
 
@@ -69,16 +69,17 @@ class Simulated:
 
 
 class _Req:
-    __slots__ = ("arrival", "ctx", "first", "last", "out_left", "prefill_left", "scheduled")
+    __slots__ = ("arrival", "ctx", "first", "last", "out_left", "prefill_left", "scheduled", "sent")
 
-    def __init__(self, arrival: float, prefill: int, cached: int, output: int) -> None:
-        self.arrival = arrival
+    def __init__(self, arrival: float, prefill: int, cached: int, output: int, sent: float | None = None) -> None:
+        self.sent = arrival if sent is None else sent  # when its client sent it
+        self.arrival = arrival  # when it reached the engine core
         self.prefill_left = prefill
         self.ctx = float(cached)
         self.out_left = float(output)
         self.first: float | None = None
         self.last = 0.0
-        self.scheduled = arrival
+        self.scheduled: float | None = None
 
 
 def _decode(decoding: list[_Req], tokens: float) -> None:
@@ -135,47 +136,61 @@ def _mixed_step(costs: StepCosts, shape: StepShape, decoding: list[_Req], chunks
     return dt, max(0.0, dt - alone)
 
 
-class _Pipeline:
-    """When the engine fixes a step's batch: the ends of the last `depth` steps (the oldest first) and how many
-    requests finished in each; a step's batch is fixed at the oldest end, and requests that finished after it still
-    hold their seats for it (the scheduler learns of their end with the output of the step they ended in)."""
+class _Frontend:
+    """The API server: one process takes each request in turn (HTTP, input processing), `serial` seconds of it a
+    request, so requests sent together reach the engine core one after another, `hop` after each is sent."""
 
-    def __init__(self, depth: int, now: float = 0.0) -> None:
+    def __init__(self, hop: float, serial: float) -> None:
+        self.hop, self.serial = hop, min(serial, hop)
+        self.free = 0.0
+
+    def arrival(self, sent: float) -> float:
+        """When a request sent at `sent` reaches the engine core."""
+        self.free = max(sent, self.free) + self.serial
+        return self.free + self.hop - self.serial
+
+
+class _Pipeline:
+    """When the engine fixes a step's batch. One thread schedules and launches, and with a queue of `depth` batches
+    step k is scheduled once step k - depth has returned its output and step k - 1 has been launched:
+    cut_k = max(end_(k-depth), cut_(k-1) + CPU path of step k-1). Requests that finished after end_(k-depth) still
+    hold their seats for step k (the scheduler learns of their end with the output of the step they ended in)."""
+
+    def __init__(self, depth: int) -> None:
         self.depth = depth
-        self.restart(now)
+        self.restart(0.0)
 
     def restart(self, now: float) -> None:
-        """The engine was idle: the next step is scheduled as its request arrives."""
+        """The engine was idle: its next step is scheduled at `now`."""
         self.ends: deque[float] = deque([now] * self.depth, maxlen=self.depth)
         self.freed: deque[int] = deque([0] * self.depth, maxlen=self.depth)
+        self.last_cut, self.last_cpu = now, 0.0
 
     def cut(self) -> float:
         """The time by which a request must have reached the engine core to be in the next step."""
-        return self.ends[0]
+        return max(self.ends[0], self.last_cut + self.last_cpu) if self.depth > 1 else self.ends[0]
 
     def held(self) -> int:
         """Seats of requests that finished after the cut."""
         return sum(self.freed) - self.freed[0]
 
-    def ran(self, now: float, steps: int, dt: float, finished: int) -> None:
-        """`steps` steps of `dt` each ended at `now`, `finished` requests ending in the last."""
+    def ran(self, now: float, steps: int, dt: float, finished: int, cut: float, cpu: float) -> None:
+        """`steps` steps of `dt` each ended at `now`, `finished` requests ending in the last; `cut`: the first's
+        cut; `cpu`: each one's CPU path."""
         for k in range(min(steps, self.depth) - 1, 0, -1):
             self.ends.append(now - k * dt)
             self.freed.append(0)
         self.ends.append(now)
         self.freed.append(finished)
+        self.last_cut = cut if steps == 1 else max(cut, now - self.depth * dt)
+        self.last_cpu = cpu
 
 
-def _admit(waiting: deque[_Req], running: list[_Req], seats: int, pipe: _Pipeline) -> float:
-    """Seat the requests that reached the engine core by the next step's cut, while seats are free; their wait."""
+def _admit(waiting: deque[_Req], running: list[_Req], seats: int, pipe: _Pipeline) -> None:
+    """Seat the requests that reached the engine core by the next step's cut, while seats are free."""
     cut, held = pipe.cut(), pipe.held()
-    waited = 0.0
     while waiting and len(running) + held < seats and waiting[0].arrival <= cut + 1e-12:
-        r = waiting.popleft()
-        r.scheduled = max(cut, r.arrival)
-        waited += r.scheduled - r.arrival
-        running.append(r)
-    return waited
+        running.append(waiting.popleft())
 
 
 def _leave(running: list[_Req], done: list[_Req], now: float) -> int:
@@ -208,23 +223,26 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
     prefill = max(1, load.input_len - cached)  # the engine always computes at least the last prompt token
     emit = max(shape.emitted_per_step, 1.0)
     budget = max(load.max_num_batched_tokens, 1)
-    hop = max(costs.arrival_hop_s, 0.0)
     pipe = _Pipeline(2 if shape.async_scheduling else 1)
-    waiting: deque[_Req] = deque(_Req(0.0, prefill, cached, load.output_len)
+    api = _Frontend(max(costs.arrival_hop_s, 0.0), costs.api_per_request_s)
+    waiting: deque[_Req] = deque(_Req(api.arrival(0.0), prefill, cached, load.output_len, 0.0)
                                  for _ in range(min(load.clients, load.requests)))
     sent = len(waiting)
     running: list[_Req] = []
     done: list[_Req] = []
-    now = prefill_time = queue_time = 0.0
+    now = prefill_time = 0.0
     kv_peak = 0.0
     usage = _UsagePeak(counting)
     while running or waiting:
-        if not running:  # idle: the next request is scheduled as it arrives
-            now = max(now, waiting[0].arrival)
+        if not running and waiting[0].arrival > pipe.cut():  # idle until the next request arrives
+            now = max(now, waiting[0].arrival + costs.intake_s)
             pipe.restart(now)
-        queue_time += _admit(waiting, running, seats, pipe)
+        cut = pipe.cut()
+        _admit(waiting, running, seats, pipe)
         decoding = [r for r in running if r.prefill_left == 0]
         chunks = _chunks(running, budget - len(decoding) * shape.query_len)
+        for r, _ in chunks:  # scheduled: its first chunk is in the step (vLLM's SCHEDULED event)
+            r.scheduled = max(r.arrival, cut) if r.scheduled is None else r.scheduled
         ctx = math.fsum(r.ctx for r in running)
         kv_peak = max(kv_peak, ctx + sum(t for _, t in chunks))
         # Someone is on the way (sent, not yet seen by the scheduler) while a seat is free: step by step.
@@ -249,19 +267,19 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
         kv_peak = max(kv_peak, math.fsum(r.ctx for r in running))
         finished = _leave(running, done, now)
         for _ in range(min(finished, load.requests - sent)):  # each client sends its next request at once
-            waiting.append(_Req(now + hop, prefill, cached, load.output_len))
+            waiting.append(_Req(api.arrival(now), prefill, cached, load.output_len, now))
             sent += 1
-        pipe.ran(now, steps, dt, finished)
+        pipe.ran(now, steps, dt, finished, cut,
+                 cpu_seconds(table(costs, shape), len(decoding), sum(t for _, t in chunks)))
         # The engine reports usage after the step, finished requests freed; a decoding seat still holds the slots
         # it was given for the step: its verified and proposed tokens, not only those it kept.
         decoded = {id(r) for r in decoding}
         usage.see([r.ctx + (shape.query_len - emit if id(r) in decoded else 0.0) for r in running])
-    return _result(costs, shape, load, seats, done, now, kv_peak, usage.peak, prefill_time, queue_time, hop)
+    return _result(costs, shape, load, seats, done, now, kv_peak, usage.peak, prefill_time, api.hop)
 
 
 def _result(costs: StepCosts, shape: StepShape, load: Workload, seats: int, done: list[_Req], now: float,
-            kv_peak: float, usage_peak: float | None, prefill_time: float, queue_time: float,
-            hop: float) -> Simulated:
+            kv_peak: float, usage_peak: float | None, prefill_time: float, hop: float) -> Simulated:
     """What the bench would report of the finished requests (and the model's own figures beside)."""
     cached = round(load.input_len * load.prefix_hit_rate)
     streams = [r for r in done if r.first is not None and r.last > r.first]
@@ -275,12 +293,12 @@ def _result(costs: StepCosts, shape: StepShape, load: Workload, seats: int, done
         wall_time_s=now,
         aggregate_decode_tps=load.requests * load.output_len / now if now > 0 else math.nan,
         per_stream_decode_tps=decode_tokens / decode_span if decode_span > 0 else math.nan,
-        # The client's TTFT: from its send to the first token's arrival, one hop each way around the engine's.
-        ttft_mean_s=math.fsum((r.first or r.last) - r.arrival for r in done) / n + 2 * hop,
+        # The client's TTFT: from its send to the first token's arrival, a hop after it is sampled.
+        ttft_mean_s=math.fsum((r.first or r.last) - r.sent for r in done) / n + hop,
         decode_step_s=decode_step_s(costs, shape, full, full * mean_ctx),
         kv_peak_tokens=math.ceil(kv_peak),
         kv_peak_usage=usage_peak,
         prefill_share=prefill_time / now if now > 0 else 0.0,
-        queue_mean_s=queue_time / n,
-        prefill_mean_s=math.fsum((r.first or r.last) - r.scheduled for r in done) / n,
+        queue_mean_s=math.fsum((r.scheduled or r.arrival) - r.arrival for r in done) / n,
+        prefill_mean_s=math.fsum((r.first or r.last) - (r.scheduled or r.arrival) for r in done) / n,
     )
