@@ -10,8 +10,9 @@ Sources (docs/advise.md has the table with links):
   precision step and for sparsity).
 - Achieved fractions: large reads reach ~0.8 of peak bandwidth (the seed deployment's decode read 78-85% of
   GB10's 273 GB/s; aiconfigurator prices its elementwise ops at 0.8 of bandwidth); decode attention reads paged
-  KV (vLLM's 16-token blocks, scattered in the pool) at ~0.8 too (the H200's pure decode steps, the median
-  inter-token gap, at 8-128 streams: 3.4-4.2 TB/s of KV beyond the one-stream step); the GEMMs of a decoder layer
+  KV (vLLM's 16-token blocks, scattered in the pool) at ~0.8 on Hopper (the H200's pure decode steps, the median
+  inter-token gap, at 8-128 streams: 3.4-4.2 TB/s of KV beyond the one-stream step) and 0.65 where nothing was
+  measured (the seed deployment's SGLang 27B steps at 1, 8 and 18 seats fit with it); the GEMMs of a decoder layer
   reach ~0.8 of dense peak at the rated clock (~790 of 989 TFLOP/s measured on the lent H200; aiconfigurator's
   H200 table for vLLM 0.24's torch linear: 780-860 TFLOP/s for the Qwen3-8B layer shapes at 1-4k tokens);
   attention kernels in prefill ~0.62 of dense peak (FlashAttention-3 on Hopper, causal, head dim 128: ~610-660
@@ -43,7 +44,7 @@ class GpuPerf:
     link_gbps: float  # per direction, between the GPUs of one tensor-parallel group
     collective_latency_s: float  # one all-reduce's fixed cost
     bandwidth_fraction: float = 0.80  # large streaming reads: weights, activations
-    kv_fraction: float = 0.80  # paged KV reads of decode attention (16-token blocks scattered in the pool)
+    kv_fraction: float = 0.65  # paged KV reads of decode attention (16-token blocks scattered in the pool)
     gemm_fraction: float = 0.80  # a layer's GEMMs at the rated clock (tile and wave quantization)
     attention_fraction: float = 0.62
     # The SM clock that long tensor-core work sustains at the board's power cap, over the clock the datasheet's
@@ -56,11 +57,11 @@ GPUS: tuple[GpuPerf, ...] = (
     # More specific names first (an "H100 PCIe" is not an H100 SXM).
     GpuPerf("h100 pcie", "H100 PCIe", 2000.0, 756.0, 1513.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (PCIe)"),
     GpuPerf("h100 nvl", "H100 NVL", 3900.0, 835.0, 1671.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (NVL)"),
-    GpuPerf("h200", "H200", 4800.0, 989.0, 1979.0, 450.0, 10e-6, sustained_clock=0.80,
+    GpuPerf("h200", "H200", 4800.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.80, sustained_clock=0.80,
             source="NVIDIA H200 datasheet; GEMM fraction measured on the lent H200 (~790 of 989 TFLOP/s); "
                    "sustained clock 1,395-1,530 MHz under prompt-heavy load at its 700 W cap (nvidia-smi, "
                    "tests/device/results/2026-12-02-clock) of the 1,830 MHz its 989 TFLOP/s is rated at"),
-    GpuPerf("h100", "H100 SXM", 3350.0, 989.0, 1979.0, 450.0, 10e-6, sustained_clock=0.80,
+    GpuPerf("h100", "H100 SXM", 3350.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.80, sustained_clock=0.80,
             source="NVIDIA H100 datasheet (SXM); the H200's GH100 die at the same 700 W cap"),
     GpuPerf("b200", "B200", 8000.0, 2250.0, 4500.0, 900.0, 10e-6, source="NVIDIA DGX B200 datasheet"),
     GpuPerf("rtx 5090", "RTX 5090", 1792.0, 209.5, 419.0, 50.0, 25e-6,
