@@ -7,7 +7,8 @@ its "config" beside the bench's own keys. config: model_config (a name in tests/
 input_len, output_len, concurrency, requests, engine_flags, max_model_len, and prompts ("prefix48": the harness's
 48 seeded prompts). Each point must land within 10% on aggregate decode, per-stream decode, TTFT mean (or within
 20 ms where TTFT is under 200 ms) and wall time, but for the known gaps (KNOWN_GAPS: each with its reason and a
-looser bound, still asserted); the table is printed either way, a figure beyond 10% marked *.
+looser bound, still asserted; an entry goes only when its point passes the strict 10%); the table is printed
+either way, a figure beyond 10% marked *.
 
 Without the recorded files, the figures measured there are the target: a Qwen3-8B shape, 1,024 + 256 tokens,
 2 × streams requests, TPOT 5.2 ms at 1 stream and 18.9 ms at 128 (the issue's 14 ms did not say how many
@@ -102,17 +103,25 @@ def predict(config: dict[str, Any], tmp: Path) -> dict[str, Any]:
 # What the model does not follow yet, each with its own looser bound (still asserted, so a regression shows) and the
 # reason; every other (point, metric) is held to 10%. (point substring, metric or "*", bound, why)
 KNOWN_GAPS: tuple[tuple[str, str, float, str], ...] = (
-    ("qwen3-30b-a3b-s128/m-in1024-out256-c8", "*", 0.95,
+    ("qwen3-30b-a3b-s128/m-in1024-out256-c8", "*", 0.90,
      "a one-time fused-MoE Triton JIT during the run (the harness's README; re-measured as -wide-warmup)"),
-    ("qwen3-30b-a3b", "ttft_mean_s", 0.85,
-     "the Triton fused-MoE kernel prefills far slower than its FLOPs and bytes (90 ms for 1,024 tokens at one "
-     "stream, 45 predicted)"),
-    ("qwen3-30b-a3b", "*", 0.20, "the same kernel: its prompts slow the decode steps they land in"),
+    ("qwen3-30b-a3b-s128/m-in1024-out256-c32", "ttft_mean_s", 0.65,
+     "the first MoE run's JIT again: the same point after a warm-up at every concurrency measured 0.371 s, not 0.809"),
+    ("qwen3-30b-a3b-s128-wide-warmup/m-in1024-out256-c64", "*", 0.30,
+     "the GPU sat idle about 2 s mid-run (nvidia-smi.csv: 42%, 0%, 0%, 73% utilisation as the second wave's prompts "
+     "came): a fused-MoE Triton compile for a batch the one-wave warm-up never formed, not a steady cost"),
+    ("qwen3-30b-a3b-s128-wide-warmup/m-in1024-out256-c128", "*", 0.22,
+     "the same 2 s of idle GPU mid-run (0% in two samples); run B's same point, without it, is within 2% on "
+     "aggregate and wall"),
+    ("qwen3-30b-a3b", "ttft_mean_s", 0.22,
+     "MoE prompts under load: the engine takes 20-40 ms longer per first token than the modelled fused-MoE prompt "
+     "steps at 8 and 128 streams (request_prefill_time 0.112 s against 0.091 at 8)"),
+    ("qwen3-8b-s128/d-in1024-out256-c32", "ttft_mean_s", 0.20,
+     "the 8B's 32-stream TTFT: the engine's requests wait 0.1 s longer before their first schedule than the "
+     "model's (queue plus input wait 0.217 s against 0.130), their prefill matches (0.333 against 0.339 s)"),
     ("qwen3-8b-s128-eager/e-in1024-out256-c32", "*", 0.25,
-     "the measured eager step at 32 streams is shorter than at 1 (18.4 against 21.3 ms TPOT)"),
-    ("", "ttft_mean_s", 0.55,
-     "TTFT under load: first tokens come later than the prefill steps explain (the API server's own time per "
-     "request and per streamed token is not modelled)"),
+     "eager steps are bimodal at 1-8 streams (p50 18.4 ms, p90 33.4 at one stream) and not at 32 (p50 17.4, p90 "
+     "18.9): the one per-kernel launch cost, fitted to the one-stream mean, is too slow at 32"),
 )
 
 
