@@ -229,5 +229,5 @@ def with_replay(prediction: Prediction, seat: SeatReplay, simulator: str,
         prefix_cache_hits=c.prefix_cache_hits, prefix_cache_hit_rate=c.prefix_cache_hit_rate,
         preemptions=c.preemptions, kv_mean_fraction=c.kv_mean_fraction, ttft_p50_s=finite(c.ttft_p50_s),
         ttft_p90_s=finite(c.ttft_p90_s), ttft_p99_s=finite(c.ttft_p99_s), tpot_mean_ms=finite(c.tpot_mean_ms),
-        warm=pass_json(seat.warm) if seat.warm is not None else None,
+        warm=pass_json(seat.warm) if seat.warm is not None else None, queue_mean_s=None, prefill_mean_s=None,
     )

@@ -52,12 +52,13 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
     sampled = rows * q + (1 if prefill else 0)  # the logits: every verified position, a prompt's last token
     compute = float(cost.get("logits_flops_per_row") or 0.0) * sampled / (flops * sampled / (sampled + half))
     if gemm_tokens > 0:
-        compute = float(cost.get("dense_flops_per_token") or 0.0) * gemm_tokens / (
+        compute += float(cost.get("dense_flops_per_token") or 0.0) * gemm_tokens / (
             flops * gemm_tokens / (gemm_tokens + half))
         if experts and top_k:
             per_expert = max(gemm_tokens * top_k / experts, 1.0)
+            expert_rate = float(cost.get("expert_flops_per_s") or 0.0) or flops  # the fused-MoE kernel's own
             compute += float(cost.get("expert_flops_per_token") or 0.0) * gemm_tokens / (
-                flops * per_expert / (per_expert + half))
+                expert_rate * per_expert / (per_expert + half))
     weights = (float(cost.get("dense_weight_bytes") or 0.0)
                + float(cost.get("expert_weight_bytes") or 0.0) * coverage) / bw
     if pairs is None:
@@ -84,7 +85,8 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
     gpu = math.fsum(terms.values())
     # Without a captured graph (eager, or a batch above the largest captured size) each kernel is launched alone.
     ungraphed = eager or bool(sizes and tokens > sizes[-1])
-    launch = float(cost.get("kernels_per_step") or 0.0) * float(cost.get("launch_s") or 0.0) if ungraphed else 0.0
+    launches = float(cost.get("launches_per_step") or cost.get("kernels_per_step") or 0.0)
+    launch = launches * float(cost.get("launch_s") or 0.0) if ungraphed else 0.0
     cpu = float(cost.get("fixed_s") or 0.0) + float(cost.get("cpu_per_row_s") or 0.0) * (rows + (1 if prefill else 0))
     if cost.get("async_scheduling"):
         # The CPU schedules the next step while the GPU runs this one; without graphs it also launches this
