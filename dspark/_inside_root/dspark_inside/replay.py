@@ -106,10 +106,16 @@ def step_seconds(cost: Mapping[str, Any], rows: int, context: float, prefill: in
 
 
 class Arrivals:
-    """A pass's arrivals: {clients: N} (closed loop) or {times: [s, ...]} (open loop, one per request)."""
+    """A pass's arrivals: {clients: N} (closed loop) or {times: [s, ...]} (open loop, one per request).
+
+    queued (optional, default false): every request of an instant is in the engine's input queue before the
+    engine looks at it (an engine paused while they are sent, resumed once all wait); otherwise they reach it
+    one at a time, as an API server hands over the requests a client sends at once.
+    """
 
     def __init__(self, arrivals: dict[str, Any], n: int) -> None:
         self.n = n
+        self.queued = bool(arrivals.get("queued"))
         self.clients = int(arrivals.get("clients") or 0)
         # (arrival time, index): a heap, so requests arriving together are added in file order.
         if self.clients:
