@@ -124,11 +124,14 @@ class Arrivals:
             self.pending = [(float(t), i) for i, t in enumerate(arrivals["times"])]
         heapq.heapify(self.pending)
         self.sent = len(self.pending)
+        self.due_at: dict[int, float] = {}  # each request taken by due(): when it arrived (its client's send)
 
     def due(self, now: float) -> Iterator[int]:
         """The index of every request whose arrival time has come by `now`, in arrival (then file) order."""
         while self.pending and self.pending[0][0] <= now:
-            yield heapq.heappop(self.pending)[1]
+            at, i = heapq.heappop(self.pending)
+            self.due_at[i] = at
+            yield i
 
     def next_at(self) -> float:
         """When the next pending request arrives (call only while some are pending)."""

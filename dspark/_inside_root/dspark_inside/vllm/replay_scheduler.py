@@ -243,8 +243,11 @@ class _Pass:
         item = self.items[i]
         params = SamplingParams(max_tokens=int(item["max_tokens"]), ignore_eos=True)
         rid = f"{self.tag}{i}"
-        request = Request(rid, list(item["prompt"]), params, None, arrival_time=self.now, block_hasher=self.hasher)
-        self.arrival[i] = self.now
+        # When its client sent it (a request that came during a step, or waited for the engine's next look at
+        # its queue, is added later): what TTFT is measured from, and the priority order's arrival time.
+        sent = self.arrivals.due_at.get(i, self.now)
+        request = Request(rid, list(item["prompt"]), params, None, arrival_time=sent, block_hasher=self.hasher)
+        self.arrival[i] = sent
         self.reqs[rid] = request
         return request
 
