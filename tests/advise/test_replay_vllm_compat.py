@@ -66,6 +66,7 @@ class _ModelConfig:
     """0.25 on: model_arch_config is set by __post_init__ (which the replay's bare instance skips)."""
 
     calls = 0
+    model_arch_config: Any  # declared, not set: what the bare instance lacks until arch_config
 
     def get_model_arch_config(self) -> Any:
         type(self).calls += 1
