@@ -7,11 +7,13 @@ The Scheduler and its KVCacheManager are vLLM's own, built on the KVCacheConfig 
 dspark's plan (vllm.kv_plan, the witness's planning), set up as EngineCore sets them up
 (num_gpu_blocks, block size, the block sizes resolve_kv_cache_block_sizes gives, the request block hasher),
 with the plan's seats, batched-token budget, chunked prefill, prefix caching, mamba cache mode and
-speculative method. Each step is schedule() -> a made-up ModelRunnerOutput -> update_from_output(): a request
-whose prompt is computed samples one token per step, or with speculation 1 + accepted of its scheduled draft
-tokens (a fixed pattern whose mean is the accepted-token rate), and every running request is handed drafts
-as the model runner would (update_draft_token_ids). Steps advance a virtual clock by the step cost of what
-they hold; arrivals follow that clock.
+speculative method, under every release dspark models (0.25.0, 0.26.0, 0.32.0, 0.33.0: cpu_platform and
+arch_config are what 0.25 and 0.26 need of it). Each step is schedule() -> a made-up ModelRunnerOutput ->
+update_from_output(): a request whose prompt is computed samples one token per step, or with speculation 1 +
+accepted of its scheduled draft tokens (a fixed pattern whose mean is the accepted-token rate), and every running
+request is handed drafts as the model runner would (update_draft_token_ids). Steps advance a virtual clock by the
+step cost of what they hold; arrivals follow that clock, and an idle engine steps with the first of them alone
+(_Pass._arrive).
 
 The scheduler class is the one the engine builds (EngineCore.__init__: vllm_config.scheduler_config.
 get_scheduler_cls()): AsyncScheduler where the plan's platform turns async scheduling on (CUDA by default in
@@ -353,9 +355,10 @@ class _Pass:
         EngineCore._process_input_queue (0.25 to 0.33): with no work it blocks on its input queue for one
         request, then takes what else is queued, and steps. Requests a client sends at once reach that queue
         one by one through the API server (each parsed, processed and sent on its own), so the first step holds
-        the first alone and the others are in by the next (measured on the CPU engine: 16 prompts sent together
-        or 20 ms apart give the same counts, and the same as this). Arrivals marked queued (a paused engine)
-        are all in the first step. While the engine runs, whatever arrived during a step is in the next one.
+        the first alone and the others are in by the next (the 0.32 CPU engine, 16 uneven prompts on a pool they
+        outgrow, sent one each 20 ms apart: its warm-pass hits to the token on 8 draws; all 16 in the first
+        step gave up to 7 blocks more). Arrivals marked queued (a paused engine) are all in the first step.
+        While the engine runs, whatever arrived during a step is in the next one.
         """
         for i in self.arrivals.due(self.now):
             self.sched.add_request(self._request(i))
@@ -438,8 +441,8 @@ def cpu_platform(platforms: Any, modules: dict[str, Any]) -> str:
 
     cpu = CpuPlatform()
     platforms._current_platform = cpu  # what platforms.__getattr__ hands out
-    for module in list(modules.values()):
-        if module is not platforms and getattr(module, "current_platform", None) is current:
+    for module in list(modules.values()):  # each module's own names: no lazy __getattr__ is woken
+        if module is not platforms and getattr(module, "__dict__", {}).get("current_platform") is current:
             module.current_platform = cpu
     return f"cpu (in place of {type(current).__name__})"
 
