@@ -144,10 +144,10 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
             seat_details={n: r.capacity.details for n, r in ran})
     except ReplayFailedError as exc:  # the installed release ran and could not replay: never a silent fallback
         raise failed_release_error(exc, first.serve.engine, spec.modelled_versions) from None
-    except ReplayError as exc:  # dspark cannot build the engine's scheduler for this plan
+    except ReplayError as exc:  # no scheduler for this plan, or the engine does not import in that interpreter
         if opts.simulator == "engine":
             raise EngineNotInstalledError(str(exc)) from None
-        _refuse_scheduler_options(opts, f"the engine's scheduler cannot be built for this plan ({exc})")
+        _refuse_scheduler_options(opts, f"the engine's scheduler could not be used ({exc})")
         return None, [f"dspark model: the engine's scheduler could not be used ({exc})"]
     cls, queue = result.kv.get("scheduler"), result.kv.get("batch_queue")
     how = (f" ({cls}" + (f", {queue} batches in flight" if isinstance(queue, int) and queue > 1 else "")

@@ -172,8 +172,11 @@ def run_replays(python: str, tool: str, requests: Sequence[Mapping[str, Any]], t
         raise ReplayFailedError(f"cannot run the engine's scheduler in {python}: {failure.detail}") from None
     for answer in answers:
         if not answer.get("ok"):
-            version = answer.get("engine_version")
-            raise ReplayFailedError(f"{answer.get('error')} (in {python})", str(version) if version else None)
+            version, error = answer.get("engine_version"), str(answer.get("error"))
+            if not version and error.startswith("ModuleNotFoundError"):
+                # The engine did not import there (its version unread): not installed, as if never found.
+                raise ReplayError(f"the engine does not import in {python}: {error}")
+            raise ReplayFailedError(f"{error} (in {python})", str(version) if version else None)
     return answers
 
 

@@ -76,3 +76,16 @@ def test_an_engine_that_dies_without_an_answer_is_exit_3(tmp_path: Path, monkeyp
     assert main(ARGS) == 3
     error = json.loads(capsys.readouterr().out)["error"]
     assert error["code"] == "engine_replay_error" and "no answer from the engine's scheduler" in error["message"]
+
+
+def test_an_interpreter_without_the_engine_is_the_not_installed_fallback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The tool ran but vLLM did not import (no release read): dspark's model, and --warm refused."""
+    python = _engine(tmp_path, {"ok": False, "error": "ModuleNotFoundError: No module named 'vllm'"})
+    monkeypatch.setenv("DSPARK_ENGINE_PYTHON", str(python))
+    assert main(ARGS) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert all(p["simulator"].startswith("dspark model: the engine's scheduler could not be used (the engine "
+                                         "does not import in") for p in data["predictions"])
+    assert main([*ARGS, "--warm"]) == 2
+    assert "--warm need(s) the engine's own scheduler" in json.loads(capsys.readouterr().out)["error"]["message"]
