@@ -169,7 +169,9 @@ def run_replays(python: str, tool: str, requests: Sequence[Mapping[str, Any]], t
         if failure.why == "no_answer":
             raise ReplayFailedError(f"no answer from the engine's scheduler in {python} (exit "
                                     f"{failure.returncode}): {failure.last(3)}") from None
-        raise ReplayFailedError(f"cannot run the engine's scheduler in {python}: {failure.detail}") from None
+        if failure.why == "not_run":  # the interpreter does not start: as if no engine were found
+            raise ReplayError(f"cannot start {python}: {failure.detail}") from None
+        raise ReplayFailedError(f"the engine's scheduler in {python} ran past its time: {failure.detail}") from None
     for answer in answers:
         if not answer.get("ok"):
             version, error = answer.get("engine_version"), str(answer.get("error"))
