@@ -95,7 +95,13 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
               ran: Sequence[tuple[int, ValidationReport]], inputs: ModelInputs, costs: StepCosts
               ) -> tuple[ReplayResult | None, list[str]]:
     """The workload through the installed engine's own scheduler, or None and why (then dspark's model runs)."""
-    from dspark.advise.replay import ReplayError, simulate_with_engine, step_cost  # noqa: PLC0415
+    from dspark.advise.replay import (  # noqa: PLC0415
+        ReplayError,
+        ReplayFailedError,
+        failed_release_error,
+        simulate_with_engine,
+        step_cost,
+    )
     from dspark.advise.workload import (  # noqa: PLC0415
         accepted_pattern,
         arrivals_of,
@@ -137,9 +143,12 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
             len(first.architecture.mtp_layers), [n for n, _ in ran], reqs, arrivals, warm=opts.warm,
             pattern=accepted_pattern(inputs.shape.emitted_per_step, k), cost=step_cost(costs, inputs.shape),
             seat_details={n: r.capacity.details for n, r in ran})
-    except ReplayError as exc:
+    except ReplayFailedError as exc:  # the installed release ran and could not replay: never a silent fallback
+        raise failed_release_error(exc, first.serve.engine, spec.modelled_versions) from None
+    except ReplayError as exc:  # no scheduler for this plan, or the engine does not import in that interpreter
         if opts.simulator == "engine":
             raise EngineNotInstalledError(str(exc)) from None
+        _refuse_scheduler_options(opts, f"the engine's scheduler could not be used ({exc})")
         return None, [f"dspark model: the engine's scheduler could not be used ({exc})"]
     cls, queue = result.kv.get("scheduler"), result.kv.get("batch_queue")
     how = (f" ({cls}" + (f", {queue} batches in flight" if isinstance(queue, int) and queue > 1 else "")

@@ -108,10 +108,16 @@ def step_seconds(cost: Mapping[str, Any], rows: int, context: float, prefill: in
 
 
 class Arrivals:
-    """A pass's arrivals: {clients: N} (closed loop) or {times: [s, ...]} (open loop, one per request)."""
+    """A pass's arrivals: {clients: N} (closed loop) or {times: [s, ...]} (open loop, one per request).
+
+    queued (optional, default false): every request of an instant is in the engine's input queue before the
+    engine looks at it (an engine paused while they are sent, resumed once all wait); otherwise they reach it
+    one at a time, as an API server hands over the requests a client sends at once.
+    """
 
     def __init__(self, arrivals: dict[str, Any], n: int) -> None:
         self.n = n
+        self.queued = bool(arrivals.get("queued"))
         self.clients = int(arrivals.get("clients") or 0)
         # (arrival time, index): a heap, so requests arriving together are added in file order.
         if self.clients:
@@ -120,11 +126,14 @@ class Arrivals:
             self.pending = [(float(t), i) for i, t in enumerate(arrivals["times"])]
         heapq.heapify(self.pending)
         self.sent = len(self.pending)
+        self.due_at: dict[int, float] = {}  # each request taken by due(): when it arrived (its client's send)
 
     def due(self, now: float) -> Iterator[int]:
         """The index of every request whose arrival time has come by `now`, in arrival (then file) order."""
         while self.pending and self.pending[0][0] <= now:
-            yield heapq.heappop(self.pending)[1]
+            at, i = heapq.heappop(self.pending)
+            self.due_at[i] = at
+            yield i
 
     def next_at(self) -> float:
         """When the next pending request arrives (call only while some are pending)."""
