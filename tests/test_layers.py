@@ -194,7 +194,8 @@ def _code_in(node: ast.AST) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         text = node.value
     elif isinstance(node, ast.JoinedStr):
-        text = "".join(v.value if isinstance(v, ast.Constant) else "_" for v in node.values)
+        text = "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "_"
+                       for v in node.values)
     else:
         return None
     return text if "sys.path" in text else None
