@@ -72,7 +72,8 @@ class ResolvedSettings:
 
     The fields are the recipe, then the knob table's names in its order, each typed as its converter returns
     (None where the knob has no default): typed here for mypy, held equal to the table by
-    tests/config/test_knobs.py.
+    tests/config/test_knobs.py. A knob an engine package declares that no field types (a new engine's, before
+    it earns a field) is in `engine_settings`; `setting(name)` reads either.
     """
 
     recipe: Setting[str | None]
@@ -101,10 +102,20 @@ class ResolvedSettings:
     host: Setting[str | None]
     port: Setting[int | None]
     notes: tuple[str, ...] = ()  # what resolution decided that a user should see (ignored values, blanks)
+    engine_settings: Mapping[str, Setting[Any]] = field(default_factory=dict)  # engine knobs without a field
+
+    def setting(self, name: str) -> Setting[Any]:
+        """The Setting of knob `name` (a field, or one of engine_settings); KeyError for a name that is neither."""
+        if name in self.engine_settings:
+            return self.engine_settings[name]
+        found = getattr(self, name, None) if name in _TYPED else None
+        if not isinstance(found, Setting):
+            raise KeyError(name)
+        return found
 
     def settings(self) -> dict[str, Setting[Any]]:
-        """Name -> Setting, in declaration order."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "notes"}
+        """Name -> Setting: the recipe, then the knob table's order."""
+        return {"recipe": self.recipe, **{name: self.setting(name) for name in KNOB_NAMES}}
 
     @property
     def max_num_seqs_is_fallback(self) -> bool:
@@ -132,14 +143,16 @@ class ResolvedSettings:
     def with_computed(self, **values: object) -> ResolvedSettings:
         """Fill in values another layer derived; only knobs that nothing else set (source default or computed)."""
         changes: dict[str, Any] = {}
+        engine = dict(self.engine_settings)
         for name, value in values.items():
-            current = getattr(self, name, None)
-            if not isinstance(current, Setting):
-                raise KeyError(name)
+            current = self.setting(name)
             if current.layer not in ("default", "computed"):
                 raise ValueError(f"{name} was set by {current.source}; a computed value must not replace it")
-            changes[name] = Setting(value, "computed")
-        return replace(self, **changes)
+            if name in engine:
+                engine[name] = Setting(value, "computed")
+            else:
+                changes[name] = Setting(value, "computed")
+        return replace(self, **changes, engine_settings=engine)
 
     def missing_for_launch(self) -> tuple[str, ...]:
         """What `start` still needs that planning does not (the address of node 0 for a multi-node launch)."""
@@ -152,6 +165,10 @@ class ResolvedSettings:
         if self.model.value is None:
             missing.append("no model: give a recipe or --model DIR")
         return tuple(missing)
+
+
+# The knobs ResolvedSettings types as fields (the rest of the table is in its engine_settings).
+_TYPED = frozenset(f.name for f in fields(ResolvedSettings)) - {"recipe", "notes", "engine_settings"}
 
 
 def _shown(name: str, value: object, source: str) -> str:
@@ -218,7 +235,9 @@ def resolve_settings(
     choice = select_recipe(cli_recipe if isinstance(cli_recipe, str) else None, env, model_given=recipe is None)
     if recipe is not None and choice.layer == "default":
         choice = Setting(recipe.name, "default")
-    return ResolvedSettings(recipe=choice, notes=tuple(notes), **values)
+    typed = {name: setting for name, setting in values.items() if name in _TYPED}
+    untyped = {name: setting for name, setting in values.items() if name not in _TYPED}
+    return ResolvedSettings(recipe=choice, notes=tuple(notes), engine_settings=untyped, **typed)
 
 
 def _resolve_one(

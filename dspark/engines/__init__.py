@@ -18,7 +18,12 @@ if TYPE_CHECKING:
     from dspark.core.knob import Knob
     from dspark.engines.spec import AnyEngineSpec, Engine
 
-ENGINE_NAMES = ("vllm", "sglang")
+# One line per engine: its package is dspark.engines.<name> (and its interpreter's tools dspark_inside.<name>);
+# the first is the default. Adding an engine adds its line here and touches nothing else outside its packages.
+ENGINE_NAMES = (
+    "vllm",
+    "sglang",
+)
 DEFAULT_ENGINE = ENGINE_NAMES[0]  # when neither a flag, the environment nor a recipe names one
 
 
