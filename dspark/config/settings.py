@@ -25,7 +25,7 @@ from dspark.core.constants import DEFAULT_RECIPE
 from dspark.core.errors import SettingsError
 from dspark.core.redact import printable
 from dspark.core.suggest import closest
-from dspark.engines import ENGINE_NAMES, engine_spec, pool_pins
+from dspark.engines import ENGINE_NAMES, engine_spec, foreign_knobs, pool_pins
 
 if TYPE_CHECKING:  # pydantic models cost start-up time; settings only reads recipe attributes
     from dspark.config.recipes import Recipe
@@ -425,12 +425,13 @@ _WRITTEN = ("flag", "env", "recipe")  # layers a user wrote; default and compute
 def _check_engine_reads(values: dict[str, Setting[Any]]) -> None:
     """The knob x engine rule: a setting the engine does not read is a SettingsError naming it, never a no-op.
 
-    From the engine's spec: a knob it has no such setting for (foreign_knobs), a platform it has no build for
-    (platforms), a value its parser does not take for a knob both engines read (knob_values).
+    From the engine's spec: a knob it has no such setting for (dspark.engines.foreign_knobs: its spec's, and
+    every other engine's own knob it does not read), a platform it has no build for (platforms), a value its
+    parser does not take for a knob both engines read (knob_values).
     """
     engine = values["engine"].value
     spec = engine_spec(engine)
-    for name, instead in spec.foreign_knobs:
+    for name, instead in foreign_knobs(engine):
         setting = values[name]
         if setting.value is not None:
             raise SettingsError(

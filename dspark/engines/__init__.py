@@ -58,12 +58,32 @@ def engine_knob_declarations() -> tuple[Knob, ...]:
     return tuple(knobs)
 
 
+def foreign_knobs(name: str) -> tuple[tuple[str, str], ...]:
+    """(knob, the knob to use instead) for each engine's own knob that `name` does not read: its spec's
+    foreign_knobs, then every other engine's knob it neither declares nor reads as a shared capacity input
+    (a CapacityInputs field: the byte pin), pointed at its own knob in the same slot (else its pool pin).
+
+    So that a knob a new engine adds is refused, not ignored, by every engine already here, with no edit to them.
+    """
+    from dataclasses import fields  # noqa: PLC0415 - the registry stays cheap to import
+
+    from dspark.capacity.result import CapacityInputs  # noqa: PLC0415
+
+    spec = engine_spec(name)
+    out = list(spec.foreign_knobs)
+    skip = {knob for knob, _ in out} | set(spec.engine_knobs) | {f.name for f in fields(CapacityInputs)}
+    own = {knob.slot: knob.name for knob in engine_knobs_module(name).KNOBS}
+    out += [(knob.name, own.get(knob.slot, spec.pool_pin_knob)) for knob in engine_knob_declarations()
+            if knob.name not in skip]
+    return tuple(out)
+
+
 def get_engine(name: str) -> Engine:
     """The adapter for `name` (launch plan and parser check); unknown names are an input error."""
     return engine_spec(name).adapter()
 
 
 __all__ = [
-    "DEFAULT_ENGINE", "ENGINE_NAMES", "engine_knob_declarations", "engine_knobs_module", "engine_spec", "get_engine",
-    "pool_pins",
+    "DEFAULT_ENGINE", "ENGINE_NAMES", "engine_knob_declarations", "engine_knobs_module", "engine_spec", "foreign_knobs",
+    "get_engine", "pool_pins",
 ]
