@@ -222,6 +222,15 @@ def test_a_recipe_names_the_toy_once_the_schemas_are_regenerated(tree: Tree) -> 
     assert (out["engine"], out["capacity"]["max_model_len"]) == ("toy", 8192)
 
 
+def test_the_generated_environment_doc_lists_the_toys_knob_and_flags(tree: Tree) -> None:
+    proc = tree.run("-c", "from dspark.config.environment_doc import environment_md; print(environment_md())")
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split(" | ")[0]: line for line in proc.stdout.splitlines() if line.startswith("| `")}
+    assert rows["| `DSPARK_TOY_PIN`"] == ("| `DSPARK_TOY_PIN` | toy_pin | `--toy-pin` | Toy `--pool-tokens` | — | "
+                                         "a positive number of tokens |")
+    assert "Toy `--slots`" in rows["| `MAX_NUM_SEQS`"] and "vllm or sglang or toy" in rows["| `DSPARK_ENGINE`"]
+
+
 def test_the_shipped_engines_refuse_exactly_their_specs_foreign_knobs() -> None:
     """foreign_knobs derives nothing new for two engines that list each other's knobs: move-first."""
     for name in ENGINE_NAMES:
