@@ -2,6 +2,10 @@
 one is (its package under dspark/engines/, its tools under dspark_inside/, one line in the registry, the recipe
 schemas regenerated), in a copy of dspark, and driven through the real CLI (`python -m dspark`).
 
+"Adding an engine release" too: toyserve 0.4.0 (release-0.4.0.patch, a patch of the toy's package only) takes a
+larger share of memory and renames --pool-tokens to --kv-tokens; each release's figures and the former name for
+an older install are checked.
+
 The toy's files are tests/fixtures/toy_engine/: `engine/` (dspark.engines.toy: its knob, flag reader, capacity
 model, hooks, adapter, log lines, spec), `inside/` (dspark_inside.toy: argv_check and witness, run by run_inside)
 and `toyserve/`, the fake engine its interpreter (this Python) imports: its parser and its planner.
@@ -16,8 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -35,7 +38,7 @@ BYTES_PER_TOKEN = 2 * 64 * 5120 * 2  # the toy's arithmetic: K and V of every la
 
 @dataclass(frozen=True)
 class Tree:
-    """The copy of dspark with the toy added (src), and the fake engine's site (site)."""
+    """A copy of dspark with the toy added (src), the fake engine's site (site), and a working folder (data)."""
 
     src: Path
     site: Path
@@ -75,33 +78,60 @@ def _files(root: Path) -> dict[Path, bytes]:
             if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
 
 
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
-    root = tmp_path_factory.mktemp("third_engine")
-    src, site, data = root / "src", root / "site", root / "data"
-    data.mkdir()
+def _install_toyserve(root: Path, version: str) -> Path:
+    """A site folder where the engine's interpreter finds toyserve: its package and its distribution's metadata."""
+    site = root / f"site-{version}"
+    shutil.copytree(FIXTURE / "toyserve", site / "toyserve")
+    (site / f"toyserve-{version}.dist-info").mkdir()
+    (site / f"toyserve-{version}.dist-info" / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: toyserve\nVersion: {version}\n")
+    return site
+
+
+def _dspark_with_the_toy(root: Path) -> Path:
+    """The checklist's steps 1 to 3 on a copy of dspark: the toy's two packages and the registry line."""
+    src = root / "src"
     shutil.copytree(REPO / "dspark", src / "dspark", ignore=shutil.ignore_patterns("__pycache__"))
-    # The checklist's steps, each a file of its own package, and the registry line.
     shutil.copytree(FIXTURE / "engine", src / TOY_DIRS[0])
     shutil.copytree(FIXTURE / "inside", src / TOY_DIRS[1])
     registry = src / REGISTRY
     registry.write_text(_add_registry_line(registry.read_text()))
-    # The fake engine, installed where its interpreter finds it: its package and its distribution's metadata.
-    shutil.copytree(FIXTURE / "toyserve", site / "toyserve")
-    (site / "toyserve-0.3.0.dist-info").mkdir(parents=True)
-    (site / "toyserve-0.3.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: toyserve\n"
-                                                                 "Version: 0.3.0\n")
-    made = Tree(src, site, data)
-    found = made.run("-c", "import dspark, toyserve; print(dspark.__file__)")
-    assert found.stdout.strip() == str(src / "dspark" / "__init__.py"), found.stderr  # the copy, not the install
+    return src
+
+
+def _regenerate_schemas(tree: Tree) -> None:
+    """Step 4: the recipe schemas, from the registry."""
+    written = tree.run("-m", "dspark.config.recipe_schema", "--write")
+    assert written.returncode == 0, written.stderr
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Tree:
+    root = tmp_path_factory.mktemp("third_engine")
+    made = Tree(_dspark_with_the_toy(root), _install_toyserve(root, "0.3.0"), root / "data")
+    made.data.mkdir()
+    found = made.run("-c", "import dspark, toyserve; print(dspark.__file__, toyserve.__version__)")
+    assert found.stdout.split() == [str(made.src / "dspark" / "__init__.py"), "0.3.0"], found.stderr  # the copy
     # Before the schemas are regenerated, a recipe naming the toy is refused by the checked-in schema.
-    recipe = data / "toy.yaml"
+    recipe = made.data / "toy.yaml"
     recipe.write_text(f"name: toy-recipe\nengine: toy\nmodel:\n  path: {MODEL}\ncontext:\n  max_model_len: 8192\n")
     stale = made.dspark("validate", str(recipe), "--hardware", "h200")
     assert stale.returncode == 2 and "expected one of: vllm, sglang (got 'toy')" in stale.stderr, stale.stderr
-    written = made.run("-m", "dspark.config.recipe_schema", "--write")
-    assert written.returncode == 0, written.stderr
-    yield made
+    _regenerate_schemas(made)
+    return made
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory: pytest.TempPathFactory) -> Tree:
+    """The toy with its release 0.4.0 added ("Adding an engine release": release-0.4.0.patch), 0.4.0 installed."""
+    root = tmp_path_factory.mktemp("third_engine_release")
+    made = Tree(_dspark_with_the_toy(root), _install_toyserve(root, "0.4.0"), root / "data")
+    made.data.mkdir()
+    applied = subprocess.run(["git", "apply", "-p1", str(FIXTURE / "release-0.4.0.patch")], cwd=made.src,
+                             capture_output=True, text=True, check=False)
+    assert applied.returncode == 0, applied.stderr
+    _regenerate_schemas(made)
+    return made
 
 
 def test_the_toy_is_its_own_packages_and_one_registry_line(tree: Tree) -> None:
@@ -145,7 +175,7 @@ def test_validate_gives_the_toys_figures_and_settings(tree: Tree) -> None:
     gpus, model = estimated["hardware"], estimated["model"]
     assert isinstance(gpus, dict) and isinstance(model, dict)
     free = gpus["gpus"][0]["free_bytes"]
-    pool = (free - model["weights_per_gpu_bytes"]) // 2 // BYTES_PER_TOKEN
+    pool = (free - model["weights_per_gpu_bytes"]) * 50 // 100 // BYTES_PER_TOKEN  # toyserve 0.3.0: half
     figures = estimated["capacity"]
     assert isinstance(figures, dict)
     assert (figures["kv_pool_tokens"], figures["kv_budget_source"]) == (pool, "estimate")
@@ -235,3 +265,39 @@ def test_the_shipped_engines_refuse_exactly_their_specs_foreign_knobs() -> None:
     """foreign_knobs derives nothing new for two engines that list each other's knobs: move-first."""
     for name in ENGINE_NAMES:
         assert foreign_knobs(name) == engine_spec(name).foreign_knobs
+
+
+def test_the_release_touches_only_the_toys_package(tree: Tree, released: Tree) -> None:
+    patched = re.findall(r"^\+\+\+ b/(\S+)", (FIXTURE / "release-0.4.0.patch").read_text(), re.MULTILINE)
+    assert patched and all(Path(p).parent == TOY_DIRS[0] for p in patched), patched
+    before, after = _files(tree.src), _files(released.src)
+    assert set(before) == set(after)
+    changed = sorted(str(p) for p in before if before[p] != after[p])
+    assert changed == sorted(patched)
+
+
+def test_each_release_is_planned_by_its_own_facts(released: Tree) -> None:
+    for asked, share in ((None, 75), ("0.3.0", 50), ("0.4.0", 75)):
+        out = released.validate_json("--max-model-len", "8192", *(("--engine-version", asked) if asked else ()))
+        versions, gpus, model, capacity = out["engine_version"], out["hardware"], out["model"], out["capacity"]
+        assert isinstance(versions, dict) and isinstance(gpus, dict) and isinstance(model, dict)
+        assert isinstance(capacity, dict)
+        assert versions["modelled"] == (asked or "0.4.0")
+        assert asked or versions["installed"] == "0.4.0"  # nothing asked: the installed release is planned for
+        left = gpus["gpus"][0]["free_bytes"] - model["weights_per_gpu_bytes"]
+        assert capacity["kv_pool_tokens"] == left * share // 100 // BYTES_PER_TOKEN, asked
+
+
+def test_start_sets_the_new_flag_and_an_older_install_gets_its_former_name(released: Tree) -> None:
+    args = ("start", "--engine", "toy", "--model", str(MODEL), "--hardware", "h200", "--max-model-len", "8192",
+            "--toy-pin", "50000", "--dry-run")
+    new = released.dspark(*args)
+    assert new.returncode == 0, new.stderr + new.stdout
+    assert "engine parser (0.4.0) accepted the argv" in new.stdout
+    assert re.search(r"^exec: .* -m toyserve .*--kv-tokens 50000 ", new.stdout, re.MULTILINE), new.stdout
+    older = replace(released, site=released.src.parent / "site-0.3.0")
+    _install_toyserve(released.src.parent, "0.3.0")
+    old = older.dspark(*args)
+    assert old.returncode == 0, old.stderr + old.stdout
+    assert "engine parser (0.3.0) accepted the argv" in old.stdout
+    assert re.search(r"^exec: .* -m toyserve .*--pool-tokens 50000 ", old.stdout, re.MULTILINE), old.stdout
