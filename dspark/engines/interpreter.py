@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from importlib.util import find_spec
@@ -19,6 +18,8 @@ from typing import TYPE_CHECKING
 from dspark.core.errors import EngineNotInstalledError, SettingsError
 
 if TYPE_CHECKING:
+    import subprocess
+
     from dspark.engines.spec import AnyEngineSpec, Engine
 
 
@@ -26,6 +27,8 @@ Runner = Callable[[Sequence[str], str, float], "subprocess.CompletedProcess[str]
 
 
 def run_captured(argv: Sequence[str], stdin: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    import subprocess  # noqa: PLC0415 - a plan that starts nothing (validate) never loads it
+
     return subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -100,6 +103,8 @@ def installed_version(spec: AnyEngineSpec, python: str, runner: Runner = run_cap
     found = _dist_info_version(Path(python), spec.distributions)
     if found is not None:
         return found
+    import subprocess  # noqa: PLC0415 - see run_captured
+
     try:
         proc = runner([python, "-c", _VERSION_PROBE, *spec.distributions], "", 30.0)
     except (OSError, subprocess.TimeoutExpired):
