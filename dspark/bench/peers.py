@@ -218,6 +218,8 @@ class PeerProcess:
 
         Returns how it ended, in words; the local client is always gone on return.
         """
+        if self._proc is None:
+            return "not started"
         how = "had exited"
         if self.pgid is not None:
             how = self._remote_stop(self.pgid, timeout_s)
@@ -241,8 +243,10 @@ class PeerProcess:
 
     def _remote_stop(self, pgid: int, timeout_s: float) -> str:
         steps = max(1, int(timeout_s / 0.2))
+        # A member is alive unless a zombie (one its parent has not reaped yet holds the group id, too).
+        alive = f"ps -e -o pgid= -o stat= | awk '$1 == {pgid} && $2 !~ /^Z/ {{n++}} END {{exit n == 0}}'"
         script = (f"kill -TERM -{pgid} 2>/dev/null || {{ echo gone; exit 0; }}; i=0; "
-                  f"while kill -0 -{pgid} 2>/dev/null; do i=$((i+1)); if [ $i -ge {steps} ]; then "
+                  f"while {alive}; do i=$((i+1)); if [ $i -ge {steps} ]; then "
                   f"kill -KILL -{pgid} 2>/dev/null; echo killed; exit 0; fi; sleep 0.2; done; echo stopped")
         argv = self.plan.ssh.argv(self.plan.host, ["sh", "-c", script])
         try:

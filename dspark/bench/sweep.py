@@ -470,12 +470,12 @@ def run_setting(  # noqa: PLR0915 - one setting's steps in order; each is a help
             spec = dataclasses.replace(bench, client=dataclasses.replace(bench.client, base_url=url))
             obs = _Prefixed(observer, label) if observer is not None else None
             result = asyncio.run(run_bench(spec, obs))
+            if (lost := watch.check()) is not None:
+                problems.append(lost)  # the cause first: the bench's failures follow from it
             if result.partial_reason:
                 problems.append(result.partial_reason)
             problems += bench_problems(result)
-            if (lost := watch.check()) is not None:
-                problems.append(lost)
-            elif (rc := engine.poll()) is not None:
+            if lost is None and (rc := engine.poll()) is not None:
                 problems.append(f"the engine exited with code {rc} during the bench: {engine.log.failure_context()}")
     except (EngineFailure, ClientFailure, InputError, httpx.HTTPError) as exc:
         if (lost := watch.check()) is not None and lost not in problems:

@@ -1,0 +1,162 @@
+"""Peers of a native multi-node sweep (dspark.bench.peers): ssh's argv, the peer's printed plan, its stop, and a
+peer lost mid-setting, against a fake ssh (tests/bench/fake_ssh.py) that runs the remote line here as sshd would."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dspark.bench.decision import DecisionRule
+from dspark.bench.peers import (
+    PeerPlan,
+    PeerSetup,
+    SshOptions,
+    check_env,
+    check_host,
+    check_ssh_option,
+    exec_argv,
+    peer_launch_problems,
+)
+from dspark.bench.sweep import PlannedLaunch, run_setting, run_sweep
+from dspark.core.errors import InputError
+from dspark.runtime.launch import LaunchPlan
+from tests.bench.helpers import fake_engine_argv, free_port
+from tests.bench.test_sweep_fake import POOL, spec
+
+FAKE_SSH = Path(__file__).with_name("fake_ssh.py")
+EXPECTED: dict[str, str | bool] = {"max_num_seqs": "2", "node_rank": "1", "headless": True}
+
+
+def test_ssh_argv_is_a_list_with_batch_mode_and_the_remote_line_quoted() -> None:
+    ssh = SshOptions(config=Path("/etc/cfg"), options=("Port=2222",))
+    argv = ssh.argv("spark-b", ["dspark", "start", "a b.yaml", "--x", "$(reboot)"])
+    assert argv[:4] == ["ssh", "-o", "BatchMode=yes", "-T"]
+    assert argv[4:8] == ["-F", "/etc/cfg", "-o", "Port=2222"] and argv[8] == "spark-b"
+    assert shlex.split(argv[9]) == ["dspark", "start", "a b.yaml", "--x", "$(reboot)"]  # nothing the shell expands
+
+
+@pytest.mark.parametrize("host", ["", "-oProxyCommand=x", "a b", "a\nb", "\x1b[2J"])
+def test_a_host_that_is_not_a_destination_is_exit_2(host: str) -> None:
+    with pytest.raises(InputError) as err:
+        check_host(host)
+    assert err.value.exit_code == 2 and "--peer" in err.value.message
+
+
+def test_ssh_options_and_env_must_be_assignments() -> None:
+    assert check_ssh_option("Port=22") == "Port=22" and check_env("A_1=x=y") == "A_1=x=y"
+    for bad in ("Port", "=1", "Pro xy=1"):
+        with pytest.raises(InputError, match="--peer-ssh-option"):
+            check_ssh_option(bad)
+    for bad in ("A", "1A=x", "A-B=x", "=x"):
+        with pytest.raises(InputError, match="--peer-env"):
+            check_env(bad)
+
+
+def test_the_peer_command_forwards_the_plan_and_sets_rank_and_seats() -> None:
+    setup = PeerSetup(hosts=("b",), env=("K=V",), dspark="/opt/dspark")
+    cmd = setup.command("r.yaml", 1, 8, ["--platform", "cpu"], ["--enforce-eager"])
+    assert cmd == ("env", "K=V", "/opt/dspark", "start", "r.yaml", "--platform", "cpu", "--node-rank", "1",
+                   "--max-num-seqs", "8", "--", "--enforce-eager")
+
+
+def test_exec_line_and_launch_problems() -> None:
+    assert exec_argv("exec: A=1 B='x y' vllm serve M --max-num-seqs 2") == ("vllm", "serve", "M", "--max-num-seqs",
+                                                                           "2")
+    assert exec_argv("engine parser accepted") is None and exec_argv("exec: 'unclosed") is None
+    plan = PeerPlan(host="b", rank=1, ssh=SshOptions(), command=(), expected=EXPECTED)
+    assert peer_launch_problems(plan, ("vllm", "serve", "--max-num-seqs", "2", "--node-rank", "1", "--headless")) == []
+    wrong = peer_launch_problems(plan, ("vllm", "serve", "--max-num-seqs", "4", "--node-rank", "1"))
+    assert wrong == ["peer b (rank 1): its engine argv has --max-num-seqs 4, planned 2",
+                     "peer b (rank 1): its engine argv lacks --headless"]
+    assert "printed no plan" in peer_launch_problems(plan, None)[0]
+
+
+def _peer(mark: str, printed: str, then: str = "time.sleep(120)") -> PeerPlan:
+    """A peer whose `dspark start` prints `printed` as its exec line, then runs `then`; marked in its argv."""
+    code = f"import sys, time; print('exec: ' + {printed!r}, flush=True); {then}"
+    return PeerPlan(host="peer-b", rank=1, ssh=SshOptions(program=str(FAKE_SSH)),
+                    command=(sys.executable, "-c", code, mark), expected=EXPECTED)
+
+
+def _launch(seats: int, peer: PeerPlan, *extra: str) -> PlannedLaunch:
+    argv = fake_engine_argv(free_port(), "--max-num-seqs", str(seats), "--kv-pool-tokens", str(POOL), *extra)
+    return PlannedLaunch(plan=LaunchPlan(engine="vllm", argv=argv), expected_pool_tokens=POOL, peers=(peer,))
+
+
+def _running(mark: str) -> list[int]:
+    out = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        if p.info["status"] != psutil.STATUS_ZOMBIE and any(mark in a for a in p.info["cmdline"] or ()):
+            out.append(p.pid)
+    return out
+
+
+@pytest.fixture
+def ssh_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    FAKE_SSH.chmod(0o755)
+    log = tmp_path / "ssh-calls.log"
+    monkeypatch.setenv("FAKE_SSH_LOG", str(log))
+    return log
+
+
+WORKER = "vllm serve M --max-num-seqs 2 --nnodes 2 --node-rank 1 --headless"
+
+
+def test_a_peer_is_started_verified_logged_and_stopped(tmp_path: Path, ssh_on_path: Path) -> None:
+    mark = uuid.uuid4().hex
+    log = tmp_path / "engine-2-seats.log"
+    r = run_setting(2, _launch(2, _peer(mark, WORKER)), spec(), log_path=log, health_timeout_s=60,
+                    stop_timeout_s=10)
+    assert r.clean, r.problems
+    (peer,) = r.peers
+    assert peer.argv is not None and "--headless" in peer.argv and peer.problems == ()
+    assert peer.stop == "stopped (SIGTERM)" and peer.log_path is not None
+    peer_log = Path(peer.log_path)
+    assert peer_log.parent == tmp_path / "logs" and f"exec: {WORKER}" in peer_log.read_text()
+    assert "dspark-peer: pgid" in peer_log.read_text()
+    calls = ssh_on_path.read_text().splitlines()
+    assert len(calls) == 2 and "BatchMode=yes" in calls[0] and "kill -TERM -" in calls[1]  # start, then stop
+    assert _running(mark) == []
+
+
+def test_a_peer_that_printed_other_seats_is_not_benched(tmp_path: Path, ssh_on_path: Path) -> None:
+    mark = uuid.uuid4().hex
+    r = run_setting(2, _launch(2, _peer(mark, WORKER.replace("seqs 2", "seqs 4"))), spec(), log_path=None,
+                    health_timeout_s=60, stop_timeout_s=10)
+    assert not r.clean and r.bench is None and r.peer_lost is None
+    assert r.problems == ("peer peer-b (rank 1): its engine argv has --max-num-seqs 4, planned 2",)
+    assert _running(mark) == []
+
+
+def test_a_peer_that_never_prints_its_plan_is_unconfirmed(ssh_on_path: Path) -> None:
+    mark = uuid.uuid4().hex
+    plan = PeerPlan(host="peer-b", rank=1, ssh=SshOptions(program=str(FAKE_SSH)),
+                    command=(sys.executable, "-c", "import time; time.sleep(120)", mark), expected=EXPECTED)
+    r = run_setting(2, _launch(2, plan), spec(), log_path=None, health_timeout_s=60, stop_timeout_s=10)
+    assert not r.clean and "printed no plan" in r.problems[0] and r.peers[0].stop == "stopped (SIGTERM)"
+    assert _running(mark) == []
+
+
+def test_a_peer_dying_mid_bench_marks_the_setting_and_stops_the_sweep(tmp_path: Path, ssh_on_path: Path) -> None:
+    mark = uuid.uuid4().hex
+    peer = _peer(mark, WORKER, then="time.sleep(2.5); sys.exit(3)")
+    t0 = time.monotonic()
+    result = run_sweep([2, 4], lambda n: _launch(n, peer, "--token-delay", "0.3"), spec(max_tokens=40),
+                       DecisionRule(primary="wall_time_s"), log_dir=tmp_path, health_timeout_s=60,
+                       stop_timeout_s=10)
+    assert time.monotonic() - t0 < 30  # the head is stopped at once, not left to time out
+    assert [s.seats for s in result.settings] == [2]
+    (s,) = result.settings
+    assert s.peer_lost is not None and s.peer_lost.startswith("peer peer-b (rank 1) exited with code 3")
+    assert s.problems[0] == s.peer_lost and not s.clean
+    assert result.partial and not result.interrupted and not result.clean and result.decision.chosen is None
+    assert "stopped at 2 seats: peer peer-b (rank 1) exited with code 3" in (result.partial_reason or "")
+    assert s.peers[0].returncode == 3 and s.peers[0].stop == "had exited"
+    assert not (tmp_path / "engine-4-seats.log").exists()
+    assert _running(mark) == []
