@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import signal
 import socket
 import threading
 import time
@@ -339,11 +338,14 @@ def _check_responder(engine: EngineProcess, url: str) -> None:
 
 class _PeerWatch:
     """The peers of one setting, watched on a thread: the first that exits while it should run is recorded, and
-    the head's engine is sent SIGTERM so that nothing waits on a rank that is gone (health, the bench)."""
+    the head's engine is stopped (SIGTERM, SIGKILL after stop_timeout_s: a head still joining its peers does not
+    answer SIGTERM) so that nothing waits on a rank that is gone (health, the bench)."""
 
-    def __init__(self, peers: Sequence[PeerProcess], engine: EngineProcess, interval_s: float = 0.5) -> None:
+    def __init__(self, peers: Sequence[PeerProcess], engine: EngineProcess, stop_timeout_s: float,
+                 interval_s: float = 0.5) -> None:
         self._peers = peers
         self._engine = engine
+        self._stop_timeout = stop_timeout_s
         self._interval = interval_s
         self._done = threading.Event()
         self.lost: str | None = None
@@ -365,7 +367,7 @@ class _PeerWatch:
     def _run(self) -> None:
         while not self._done.wait(self._interval):
             if self.check() is not None:
-                self._engine.send(signal.SIGTERM)  # the head cannot serve without its peer
+                self._engine.stop(self._stop_timeout)  # the head cannot serve without its peer
                 return
 
     def close(self) -> None:
@@ -439,7 +441,7 @@ def run_setting(  # noqa: PLR0915 - one setting's steps in order; each is a help
     espec = engine_spec(plan.engine)
     engine = EngineProcess(plan, log_format=espec.log_format, log_path=log_path)
     peers = [PeerProcess(p, log_path=_peer_log(log_path, p, seats), secrets=frozenset(known)) for p in launch.peers]
-    watch = _PeerWatch(peers, engine)
+    watch = _PeerWatch(peers, engine, stop_timeout_s)
     problems: list[str] = []
     startup = check = result = None
     if port_answers(url):

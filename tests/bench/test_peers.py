@@ -8,6 +8,8 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import psutil
 import pytest
@@ -23,8 +25,11 @@ from dspark.bench.peers import (
     exec_argv,
     peer_launch_problems,
 )
-from dspark.bench.sweep import PlannedLaunch, run_setting, run_sweep
+from dspark.bench.sweep import PlannedLaunch, peer_plans, run_setting, run_sweep
 from dspark.core.errors import InputError
+from dspark.engines.serve_config import ServeConfig
+from dspark.planning.start import StartRequest
+from dspark.planning.validate import ValidateRequest
 from dspark.runtime.launch import LaunchPlan
 from tests.bench.helpers import fake_engine_argv, free_port
 from tests.bench.test_sweep_fake import POOL, spec
@@ -159,4 +164,63 @@ def test_a_peer_dying_mid_bench_marks_the_setting_and_stops_the_sweep(tmp_path: 
     assert "stopped at 2 seats: peer peer-b (rank 1) exited with code 3" in (result.partial_reason or "")
     assert s.peers[0].returncode == 3 and s.peers[0].stop == "had exited"
     assert not (tmp_path / "engine-4-seats.log").exists()
+    assert _running(mark) == []
+
+
+def _result(nodes: int, runtime: str = "native") -> Any:
+    """A stand-in for planning.start.StartResult: what peer_plans reads (settings, the vLLM adapter, the plan)."""
+    from dspark.engines import engine_spec  # noqa: PLC0415
+
+    serve = ServeConfig(engine="vllm", model="/m", max_num_seqs=8, tensor_parallel_size=2, nnodes=nodes,
+                        master_addr="10.0.0.1", master_port=29500, port=8000, distributed_runtime=runtime)
+    spec_ = engine_spec("vllm")
+    report = SimpleNamespace(settings=SimpleNamespace(nnodes=SimpleNamespace(value=nodes, source="recipe"),
+                                                      distributed_runtime=SimpleNamespace(value=runtime)),
+                             spec=spec_, serve=serve)
+    return SimpleNamespace(report=report, plan=spec_.adapter().build_plan(serve, None))
+
+
+def _request(**flags: object) -> StartRequest:
+    return StartRequest(validate=ValidateRequest(flags={"max_num_seqs": 8, **flags}, recipe="pair.yaml",
+                                                 engine_flags=("--enforce-eager",)))
+
+
+def test_peer_plans_expect_the_ranks_own_flags_and_forward_the_sweeps() -> None:
+    setup = PeerSetup(hosts=("spark-b",), env=("DSPARK_ENGINE_PYTHON=/opt/vllm/bin/python",))
+    (plan,) = peer_plans(_request(master_addr="10.0.0.1", platform="cpu"), _result(2), 8, setup)
+    assert plan.host == "spark-b" and plan.rank == 1
+    assert dict(plan.expected) == {"max_num_seqs": "8", "node_rank": "1", "headless": True}
+    assert plan.command == ("env", "DSPARK_ENGINE_PYTHON=/opt/vllm/bin/python", "dspark", "start", "pair.yaml",
+                            "--master-addr", "10.0.0.1", "--platform", "cpu", "--node-rank", "1", "--max-num-seqs",
+                            "8", "--", "--enforce-eager")
+
+
+@pytest.mark.parametrize(("nodes", "runtime", "hosts", "says"), [
+    (2, "native", (), "the plan spans 2 nodes (nnodes from recipe) but 0 --peer given"),
+    (2, "native", ("b", "c"), "but 2 --peer given"),
+    (1, "native", ("b",), "runs on one node"),
+    (2, "ray", ("b",), "runs on Ray"),
+])
+def test_peers_that_do_not_match_the_plan_are_exit_2(nodes: int, runtime: str, hosts: tuple[str, ...],
+                                                      says: str) -> None:
+    with pytest.raises(InputError) as err:
+        peer_plans(_request(), _result(nodes, runtime), 8, PeerSetup(hosts=hosts) if hosts else None)
+    assert err.value.exit_code == 2 and says in err.value.message
+
+
+def test_one_node_and_ray_plans_have_no_peers() -> None:
+    assert peer_plans(_request(), _result(1), 8, None) == ()
+    assert peer_plans(_request(), _result(2, "ray"), 8, None) == ()
+
+
+def test_a_head_deaf_to_sigterm_is_killed_once_its_peer_is_gone(tmp_path: Path, ssh_on_path: Path) -> None:
+    mark = uuid.uuid4().hex
+    peer = _peer(mark, WORKER, then="time.sleep(1); sys.exit(4)")
+    t0 = time.monotonic()
+    # The head ignores SIGTERM; its bench would take 50 s.
+    r = run_setting(2, _launch(2, peer, "--ignore-sigterm", "--token-delay", "0.5"), spec(max_tokens=100),
+                    log_path=None, health_timeout_s=120, stop_timeout_s=2)
+    assert time.monotonic() - t0 < 25
+    assert r.peer_lost is not None and r.problems[0] == r.peer_lost and r.stop is not None
+    assert r.stop.returncode == -9  # SIGKILL, after stop_timeout_s of SIGTERM
     assert _running(mark) == []
