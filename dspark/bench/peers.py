@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from dspark.core.errors import InputError
-from dspark.core.redact import redact_argv, redact_text
+from dspark.core.redact import redact_argv, redact_text, secret_argv_values, secret_env_values
 from dspark.engines.argv import option_values
 
 PGID_MARK = "dspark-peer: pgid"
@@ -61,7 +61,7 @@ def check_ssh_option(option: str) -> str:
     """A --peer-ssh-option KEY=VALUE; InputError (exit 2) otherwise."""
     key, eq, _value = option.partition("=")
     if not eq or not key or not key.isalnum():
-        raise InputError(f"--peer-ssh-option {option!r} is not KEY=VALUE",
+        raise InputError(f"--peer-ssh-option {option!r} is not an ssh option Name=value",
                          hint="e.g. --peer-ssh-option Port=2222 --peer-ssh-option IdentityFile=~/.ssh/spark")
     return option
 
@@ -106,6 +106,18 @@ class PeerPlan:
 
     def ssh_argv(self) -> list[str]:
         return self.ssh.argv(self.host, ["sh", "-c", _PREAMBLE, "dspark-peer", *self.command])
+
+    def secrets(self) -> set[str]:
+        """The secret values in the peer's command (its --peer-env and flags): redacted from its log and problems."""
+        env: dict[str, str] = {}
+        words = list(self.command)
+        if words[:1] == ["env"]:
+            for word in words[1:]:
+                name, eq, value = word.partition("=")
+                if not eq:
+                    break
+                env[name] = value
+        return secret_env_values(env) | secret_argv_values(words)
 
 
 def exec_argv(line: str) -> tuple[str, ...] | None:

@@ -435,6 +435,7 @@ def run_setting(  # noqa: PLR0915 - one setting's steps in order; each is a help
     label = f"{seats} seats"
     plan = launch.plan
     known = secret_argv_values(plan.argv) | secret_env_values(plan.env_overlay)
+    known |= {v for p in launch.peers for v in p.secrets()}
     say = _redacting(say, known)  # the plan's secrets never reach stderr, sweep.md or sweep.json
 
     url = launch.base_url or base_url_of(plan)

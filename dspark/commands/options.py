@@ -324,7 +324,7 @@ SWEEP: tuple[Option, ...] = (
     Option(("--peer-ssh-config",), "peer_ssh_config", "call", "ssh_config file for reaching the peers (ssh -F).",
            type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="FILE"),
     Option(("--peer-ssh-option",), "peer_ssh_option", "call", "An ssh -o option for the peers; repeatable.",
-           metavar="KEY=VALUE", multiple=True, field="peer_ssh_options", convert=tuple),
+           metavar="NAME=VALUE", multiple=True, field="peer_ssh_options", convert=tuple),
     Option(("--peer-dspark",), "peer_dspark", "call", "The dspark command on the peers.", default="dspark",
            show_default=True, metavar="COMMAND"),
     Option(("--peer-env",), "peer_env", "call",

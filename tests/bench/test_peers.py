@@ -3,6 +3,7 @@ peer lost mid-setting, against a fake ssh (tests/bench/fake_ssh.py) that runs th
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 import time
@@ -224,3 +225,31 @@ def test_a_head_deaf_to_sigterm_is_killed_once_its_peer_is_gone(tmp_path: Path, 
     assert r.peer_lost is not None and r.problems[0] == r.peer_lost and r.stop is not None
     assert r.stop.returncode == -9  # SIGKILL, after stop_timeout_s of SIGTERM
     assert _running(mark) == []
+
+
+@pytest.mark.parametrize(("flag", "value", "says"), [
+    ("--peer", "-oProxyCommand=touch /tmp/x", "is not a host name"),
+    ("--peer-ssh-option", "ProxyCommand", "is not an ssh option Name=value"),
+    ("--peer-env", "1=x", "not NAME=VALUE"),
+])
+def test_the_sweep_command_refuses_bad_peer_options_before_planning(
+        flag: str, value: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from dspark.cli import main  # noqa: PLC0415
+
+    extra = [] if flag == "--peer" else ["--peer", "spark-b"]
+    rc = main(["sweep", "--seats", "2,4", *extra, flag, value, "--out-dir", "/nonexistent/never-made"])
+    assert rc == 2
+    assert says in capsys.readouterr().err
+
+
+def test_a_secret_in_the_peers_environment_stays_out_of_its_log(tmp_path: Path, ssh_on_path: Path) -> None:
+    mark = uuid.uuid4().hex
+    token = "hf_" + uuid.uuid4().hex
+    base = _peer(mark, WORKER, then="print(sys.argv[-1], flush=True); time.sleep(120)")
+    code = base.command[2]
+    peer = dataclasses.replace(base, command=("env", f"HF_TOKEN={token}", sys.executable, "-c", code, token))
+    r = run_setting(2, _launch(2, peer), spec(), log_path=tmp_path / "engine-2-seats.log", health_timeout_s=60,
+                    stop_timeout_s=10)
+    assert r.clean, r.problems
+    text = Path(r.peers[0].log_path or "").read_text()
+    assert token not in text and "***" in text
