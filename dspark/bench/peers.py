@@ -222,7 +222,7 @@ class PeerProcess:
 
     def failure_context(self) -> str:
         """The last lines the peer printed, for a problem sentence."""
-        lines = [line for line in self.tail[-5:] if line.strip()]
+        lines = [line if len(line) <= 160 else line[:157] + "..." for line in self.tail[-3:] if line.strip()]
         return ("its last lines: " + " | ".join(lines)) if lines else "it printed nothing"
 
     def stop(self, timeout_s: float) -> str:

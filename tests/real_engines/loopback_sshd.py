@@ -7,9 +7,11 @@ and a known-hosts file of its own (StrictHostKeyChecking accept-new), so nothing
 
 from __future__ import annotations
 
+import ctypes
 import getpass
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -23,6 +25,12 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test's process dies (a killed pytest leaves no sshd behind)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _sshd() -> str:
@@ -59,7 +67,8 @@ class LoopbackSshd:
         log = root / "sshd.log"
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
         proc = subprocess.Popen([_sshd(), "-D", "-e", "-f", str(config)], stdout=log.open("wb"),
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_die_with_parent)  # noqa: PLW1509 - only a prctl call
         ssh_config = root / "ssh_config"
         ssh_config.write_text(
             f"Host {HOST}\n  HostName 127.0.0.1\n  Port {port}\n  User {getpass.getuser()}\n"
