@@ -20,7 +20,7 @@ from dspark.bench.report import sweep_text, to_json
 from dspark.bench.sweep import PlanBuilder, SweepResult, plan_launches, run_sweep, start_plan_builder
 from dspark.bench.url import finite_positive
 from dspark.commands.bench import RichProgress
-from dspark.core.errors import ExitCode
+from dspark.core.errors import ExitCode, InputError
 from dspark.core.extras import require_extra
 from dspark.planning.start import StartRequest
 
@@ -120,6 +120,9 @@ def sweep_command(
         ssh=SshOptions(config=peer_ssh_config, options=tuple(check_ssh_option(o) for o in peer_ssh_options)),
         dspark=peer_dspark, env=tuple(check_env(e) for e in peer_env),
     ) if peers else None
+    if setup is None and (peer_ssh_config or peer_ssh_options or peer_env or peer_dspark != "dspark"):
+        raise InputError("--peer-ssh-config, --peer-ssh-option, --peer-env and --peer-dspark apply to the peers: "
+                         "no --peer given", hint="give --peer HOST per rank >= 1 of a multi-node plan, or drop them")
     rule = make_rule(primary, adopt_at, max_regression, secondaries)
     if explain:
         from dspark.commands.advise import explain_settings  # noqa: PLC0415

@@ -231,12 +231,13 @@ def test_a_head_deaf_to_sigterm_is_killed_once_its_peer_is_gone(tmp_path: Path, 
     ("--peer", "-oProxyCommand=touch /tmp/x", "is not a host name"),
     ("--peer-ssh-option", "ProxyCommand", "is not an ssh option Name=value"),
     ("--peer-env", "1=x", "not NAME=VALUE"),
+    ("--peer-ssh-option", "Port=22", "no --peer given"),
 ])
 def test_the_sweep_command_refuses_bad_peer_options_before_planning(
         flag: str, value: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:
     from dspark.cli import main  # noqa: PLC0415
 
-    extra = [] if flag == "--peer" else ["--peer", "spark-b"]
+    extra = [] if flag == "--peer" or "no --peer" in says else ["--peer", "spark-b"]
     rc = main(["sweep", "--seats", "2,4", *extra, flag, value, "--out-dir", "/nonexistent/never-made"])
     assert rc == 2
     assert says in capsys.readouterr().err
