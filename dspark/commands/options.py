@@ -355,6 +355,19 @@ SWEEP: tuple[Option, ...] = (
            type=REAL, default=900.0, show_default=True, field="health_timeout_s"),
     Option(("--stop-timeout",), "stop_timeout", "call", "Seconds after SIGTERM before SIGKILL.", type=REAL,
            default=30.0, show_default=True, field="stop_timeout_s"),
+    Option(("--peer",), "peer", "call",
+           "Host of the next node (rank 1, 2, ...) of a native multi-node plan: the sweep runs its `dspark start "
+           "--node-rank R` over ssh at each seat count; repeat per rank.", metavar="HOST", multiple=True,
+           field="peers", convert=tuple),
+    Option(("--peer-ssh-config",), "peer_ssh_config", "call", "ssh_config file for reaching the peers (ssh -F).",
+           type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="FILE"),
+    Option(("--peer-ssh-option",), "peer_ssh_option", "call", "An ssh -o option for the peers; repeatable.",
+           metavar="NAME=VALUE", multiple=True, field="peer_ssh_options", convert=tuple),
+    Option(("--peer-dspark",), "peer_dspark", "call", "The dspark command on the peers.", default="dspark",
+           show_default=True, metavar="COMMAND"),
+    Option(("--peer-env",), "peer_env", "call",
+           "NAME=VALUE set for the peers' `dspark start` (e.g. DSPARK_ENGINE_PYTHON); repeatable.",
+           metavar="NAME=VALUE", multiple=True, convert=tuple),
 )
 
 PROBE: tuple[Option, ...] = (
