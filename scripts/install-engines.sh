@@ -88,4 +88,12 @@ if ! sshd_ok || ! command -v ssh >/dev/null 2>&1 || ! command -v ssh-keygen >/de
     openssh-client >/dev/null
   sshd_ok || { echo "[engines] sshd missing after installing openssh-server" >&2; exit 1; }
 fi
-echo "[engines] ready: $dest/vllm $dest/sglang $dest/vllm033 (and sshd)" >&2
+# dspark top's terminal tests (tests/bench/test_top.py, tests/real_engines/test_top_engine.py) run it in tmux.
+if ! command -v tmux >/dev/null 2>&1; then
+  echo "[engines] installing tmux (apt-get) for dspark top's terminal tests" >&2
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
+  $sudo apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends tmux >/dev/null
+  command -v tmux >/dev/null 2>&1 || { echo "[engines] tmux missing after installing it" >&2; exit 1; }
+fi
+echo "[engines] ready: $dest/vllm $dest/sglang $dest/vllm033 (and sshd, tmux)" >&2
