@@ -89,7 +89,7 @@ def test_top_shows_the_engine_at_work(engine: str, tmp_path: Path) -> None:
             time.sleep(0.1)
         assert _running(engine) >= 1, answers
         proc = subprocess.run([sys.executable, "-m", "dspark", "top", engine, "--json", "--interval", "2",
-                               "--seats", str(SEATS)], capture_output=True, text=True, timeout=60, check=False)
+                               "--seats", str(SEATS)], capture_output=True, text=True, timeout=300, check=False)
         assert proc.returncode == 0, proc.stderr
         view = json.loads(proc.stdout)
         assert view["engine"] == "vllm" and view["seats"] == SEATS
