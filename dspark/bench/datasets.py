@@ -131,15 +131,18 @@ def read_dataset_text(path: Path) -> str:
         raise InputError(f"{path}: dataset file not found") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read the dataset file ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
+    try:
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise InputError(f"{path}: not a regular file; a dataset must be a regular file",
                              hint="save what the pipe or device gives to a file first")
         if info.st_size > MAX_DATASET_BYTES:
             raise InputError(f"{path}: {info.st_size:,} bytes, more than a dataset's {MAX_DATASET_BYTES:,}",
                              hint="take the requests you need into a smaller file")
-        data = f.read(MAX_DATASET_BYTES + 1)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_DATASET_BYTES + 1)
+    finally:
+        os.close(fd)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -248,6 +251,10 @@ def read_dataset(path: Path, *, count: int, seed: int, output_len: int | None,
         source = f"ShareGPT {path} ({count} requests, seed {seed}, {skipped} skipped by length; {how})"
         return Dataset(tuple(requests), source)
     if head == "{":
+        first = text.lstrip().split("\n", 1)[0]
+        if '"conversations"' in first[:10_000] and '"prompt"' not in first and '"messages"' not in first:
+            raise InputError(f"{path}: a ShareGPT file is a JSON list of conversations, not one object per line",
+                             hint='write [{"conversations": [...]}, ...], or JSONL lines of {"prompt": ...}')
         return Dataset(tuple(_jsonl_requests(path, count, output_len)), f"JSONL {path} ({count} requests)")
     raise InputError(f"{path}: neither a ShareGPT JSON list nor JSONL objects (starts with {text[:20]!r})",
                      hint='ShareGPT: [{"conversations": [...]}]; JSONL: one {"prompt": ...} or '

@@ -88,13 +88,18 @@ def _positive(name: str, value: float) -> None:
 
 
 def arrival_schedule(count: int, rate: float, burstiness: float, seed: int) -> list[float]:
-    """Open-loop arrival times (s after the start): gamma intervals of mean 1/rate and shape `burstiness`
-    (1: Poisson), the first request at 0, as `vllm bench serve --request-rate R --burstiness B` sends them."""
+    """Open-loop arrival times (s after the start) as `vllm bench serve --request-rate R --burstiness B` sends
+    them (vLLM 0.32's get_request): one gamma interval of mean 1/rate and shape `burstiness` (1: Poisson) before
+    each request, the first included, summed, then scaled so that the last arrives at exactly count / rate (vLLM
+    rescales so, to steady the throughput across seeds)."""
     rng = random.Random(seed)  # noqa: S311 - a reproducible load pattern, not a secret
-    times = [0.0]
-    for _ in range(count - 1):
-        times.append(times[-1] + rng.gammavariate(burstiness, 1.0 / (rate * burstiness)))
-    return times
+    times: list[float] = []
+    total = 0.0
+    for _ in range(count):
+        total += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+        times.append(total)
+    scale = count / rate / total if total > 0 else 1.0
+    return [t * scale for t in times]
 
 
 def parse_goodput(items: Sequence[str]) -> dict[str, float]:
@@ -106,14 +111,15 @@ def parse_goodput(items: Sequence[str]) -> dict[str, float]:
         name, sep, value = item.partition(":")
         name = "e2el" if name == "e2e" else name
         if not sep or name not in SLO_NAMES:
-            raise InputError(f"--goodput {item!r}: not NAME:MS with NAME one of {', '.join(SLO_NAMES)}", hint=hint)
+            raise InputError(f"--goodput {item[:60]!r}: not NAME:MS with NAME one of {', '.join(SLO_NAMES)}",
+                             hint=hint)
         try:
             ms = float(value)
         except ValueError:
-            raise InputError(f"--goodput {item!r}: {value[:40]!r} is not a number of milliseconds", hint=hint) \
-                from None
+            raise InputError(f"--goodput {item[:60]!r}: {value[:40]!r} is not a number of milliseconds",
+                             hint=hint) from None
         if not (math.isfinite(ms) and ms >= 0):
-            raise InputError(f"--goodput {item!r}: an SLO is a finite, non-negative number of ms", hint=hint)
+            raise InputError(f"--goodput {item[:60]!r}: an SLO is a finite, non-negative number of ms", hint=hint)
         out[name] = ms
     return out
 
