@@ -182,12 +182,18 @@ def parity(a: argparse.Namespace, url: str, model: Path, vllm: str, work: Path) 
     n, c, seed = str(a.requests), str(a.concurrency), "7"
     ilen, olen, ratio = str(a.input_len), str(a.max_tokens), "0.5"
     common = ["--requests", n, "--concurrency", c, "--seed", seed]
-    synth = [*common, "--input-len", ilen, "--output-len", olen, "--range-ratio", ratio, "--prompt-kind", "ids",
-             "--vocab-size", str(VOCAB)]
+    # Text prompts, as vllm bench serve sends its random dataset: the server tokenizes both (sending token ids
+    # instead lets every prompt reach the engine at once and changes the TTFT/TPOT split, not the throughput).
+    synth = [*common, "--input-len", ilen, "--output-len", olen, "--range-ratio", ratio, "--prompt-kind", "text"]
     vsynth = ["--dataset-name", "random", "--random-input-len", ilen, "--random-output-len", olen,
               "--random-range-ratio", ratio, "--num-prompts", n, "--seed", seed]
 
-    def add(case: str, tool: str, fig: dict[str, float]) -> None:
+    start = startup_cpu(vllm)
+    print("start-up CPU (--help): " + ", ".join(f"{k} {v:.2f} s" for k, v in start.items()))
+
+    def add(case: str, tool: str, fig: dict[str, float], cpu: float | None = None) -> None:
+        if cpu is not None:
+            fig["cpu_per_token_ms_after_startup"] = 1e3 * max(cpu - start[tool], 0.0) / max(fig["output_tokens"], 1)
         rows.append({"case": case, "tool": tool, **fig})
         print(f"{case:>28} {tool:>16}: " + ", ".join(f"{k} {fig[k]:.4g}" for k in PARITY_KEYS), flush=True)
 
@@ -202,11 +208,11 @@ def parity(a: argparse.Namespace, url: str, model: Path, vllm: str, work: Path) 
         for tool in order:
             if tool == "dspark":
                 r, cpu = dspark_cli(url, work / f"rr{i}.json", *synth, *(x for s in slo for x in ("--goodput", s)))
-                add(f"range-ratio 0.5 + goodput #{i + 1}", "dspark bench", ours_figures(r, cpu))
+                add(f"range-ratio 0.5 + goodput #{i + 1}", "dspark bench", ours_figures(r, cpu), cpu)
             else:
                 r, cpu = vllm_cli(vllm, url, str(model), work, f"v-rr{i}.json", *vsynth, "--max-concurrency", c,
                                   "--goodput", *slo)
-                add(f"range-ratio 0.5 + goodput #{i + 1}", "vllm bench serve", vllm_figures(r, cpu))
+                add(f"range-ratio 0.5 + goodput #{i + 1}", "vllm bench serve", vllm_figures(r, cpu), cpu)
     data = work / "sharegpt.json"
     sharegpt_file(data, 400, 1)
     for i in range(a.rounds):
@@ -215,12 +221,12 @@ def parity(a: argparse.Namespace, url: str, model: Path, vllm: str, work: Path) 
             if tool == "dspark":
                 r, cpu = dspark_cli(url, work / f"sg{i}.json", *common, "--dataset", str(data), "--tokenizer",
                                     str(model))
-                add(f"ShareGPT #{i + 1}", "dspark bench", ours_figures(r, cpu))
+                add(f"ShareGPT #{i + 1}", "dspark bench", ours_figures(r, cpu), cpu)
             else:
                 r, cpu = vllm_cli(vllm, url, str(model), work, f"v-sg{i}.json", "--dataset-name", "sharegpt",
                                   "--dataset-path", str(data), "--num-prompts", n, "--seed", seed,
                                   "--max-concurrency", c)
-                add(f"ShareGPT #{i + 1}", "vllm bench serve", vllm_figures(r, cpu))
+                add(f"ShareGPT #{i + 1}", "vllm bench serve", vllm_figures(r, cpu), cpu)
     # The sweep: dspark picks the rates; vllm bench serve runs the same points.
     cpu = timed([sys.executable, "-m", "dspark", "bench", "--url", url, "--no-progress", "--json", "--out",
                  str(work / "sweep.json"), *synth, "--profile", "sweep", "--sweep-points", str(a.sweep_points)])
@@ -235,22 +241,35 @@ def parity(a: argparse.Namespace, url: str, model: Path, vllm: str, work: Path) 
         if p["target_rate"] is not None:
             extra += ["--request-rate", f"{p['target_rate']:.6g}", "--burstiness", "1"]
         r, vcpu = vllm_cli(vllm, url, str(model), work, f"v-sweep-{len(rows)}.json", *vsynth, *extra)
-        add(label, "vllm bench serve", vllm_figures(r, vcpu))
+        add(label, "vllm bench serve", vllm_figures(r, vcpu), vcpu)
     return rows
+
+
+def startup_cpu(vllm: str) -> dict[str, float]:
+    """Each tool's CPU to start and print its help (its imports): subtracted for a per-token figure of the run."""
+    return {"dspark bench": timed([sys.executable, "-m", "dspark", "bench", "--help"]),
+            "vllm bench serve": timed([vllm, "bench", "serve", "--help"])}
 
 
 def print_parity(rows: list[dict[str, Any]]) -> None:
     cases = list(dict.fromkeys(r["case"] for r in rows))
-    print(f"\n{'case':30} {'figure':20} {'dspark bench':>14} {'vllm bench serve':>17} {'ratio':>8}")
+    print(f"\n{'case':34} {'figure':20} {'dspark bench':>14} {'vllm bench serve':>17} {'ratio':>8}")
+    ratios: dict[tuple[str, str], list[float]] = {}
     for case in cases:
         ours = next(r for r in rows if r["case"] == case and r["tool"] == "dspark bench")
         theirs = next(r for r in rows if r["case"] == case and r["tool"] == "vllm bench serve")
-        for k in PARITY_KEYS:
-            x, y = ours[k], theirs[k]
+        for k in (*PARITY_KEYS, "cpu_per_token_ms_after_startup"):
+            x, y = ours.get(k, math.nan), theirs.get(k, math.nan)
             if math.isnan(x) and math.isnan(y):
                 continue
             ratio = x / y if y else math.nan
-            print(f"{case:30} {k:20} {x:14.4g} {y:17.4g} {ratio:8.3f}")
+            ratios.setdefault((case.split(" #")[0], k), []).append(ratio)
+            print(f"{case:34} {k:20} {x:14.4g} {y:17.4g} {ratio:8.3f}")
+    print(f"\n{'median ratio over rounds':34} {'figure':20} {'rounds':>7} {'median':>8}  per round")
+    for (case, k), values in ratios.items():
+        if len(values) > 1:
+            print(f"{case:34} {k:20} {len(values):7d} {statistics.median(values):8.3f}  "
+                  + ", ".join(f"{v:.3f}" for v in values))
 
 
 def run_parity(a: argparse.Namespace, engine: EngineProcess, url: str, model: Path, vllm: str, work: Path) -> int:

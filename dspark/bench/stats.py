@@ -100,6 +100,12 @@ def stream_decode_tps(rec: RequestRecord) -> float | None:
     return (rec.output_tokens - 1) / span if span > 0 else None
 
 
+def vllm_latency(r: RequestRecord) -> float:
+    """A request's latency as vllm bench serve measures it: from the send to the last chunk with a choice (its
+    `most_recent_timestamp`), not to the end of the stream (the usage chunk and [DONE] after it)."""
+    return (r.last_token if r.last_token is not None else r.end) - r.start
+
+
 # The SLO names vLLM's --goodput takes (ms): time to first token, time per output token, end-to-end latency.
 SLO_NAMES = ("ttft", "tpot", "e2el")
 
@@ -112,7 +118,7 @@ def good_requests(records: Sequence[RequestRecord], slos_ms: Mapping[str, float]
         if not r.ok or r.first_token is None:
             continue
         ttft = r.first_token - r.start
-        latency = r.end - r.start
+        latency = vllm_latency(r)
         figures = {"ttft": ttft, "tpot": (latency - ttft) / (r.output_tokens - 1) if r.output_tokens > 1 else 0.0,
                    "e2el": latency}
         if all(slo / 1000.0 >= figures[name] for name, slo in slos_ms.items()):
@@ -132,8 +138,8 @@ def summarize(records: Sequence[RequestRecord], wall_time_s: float,
     decode_tokens = sum(r.output_tokens - 1 for r in streams)
     decode_time = math.fsum((r.last_token or 0.0) - (r.first_token or 0.0) for r in streams)
     tokens = sum(r.output_tokens for r in good)
-    # vLLM's TPOT counts requests with more than one output token; the latency ends with the stream.
-    tpots = [(r.end - r.start - (r.first_token - r.start)) / (r.output_tokens - 1)
+    # vLLM's TPOT counts requests with more than one output token; its latency ends at the last output chunk.
+    tpots = [(vllm_latency(r) - (r.first_token - r.start)) / (r.output_tokens - 1)
              for r in good if r.first_token is not None and r.output_tokens > 1]
     prompts = [r.prompt_tokens for r in good if r.prompt_tokens is not None]
     rate = (lambda n: n / wall_time_s) if wall_time_s > 0 else (lambda _n: math.nan)
@@ -152,7 +158,7 @@ def summarize(records: Sequence[RequestRecord], wall_time_s: float,
         error_messages=tuple(sorted({r.error for r in records if r.error is not None})),
         tpot_ms=Distribution.of_seconds(tpots),
         itl_ms=Distribution.of_seconds([gap for r in good for gap in r.itl]),
-        e2e_ms=Distribution.of_seconds([r.end - r.start for r in good]),
+        e2e_ms=Distribution.of_seconds([vllm_latency(r) for r in good]),
         ttft_ms=Distribution.of_seconds(ttfts),
         request_throughput=rate(len(good)),
         total_token_throughput=rate(tokens + sum(prompts)),

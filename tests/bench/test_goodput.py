@@ -80,3 +80,13 @@ def test_bad_goodput_is_an_input_error_naming_it(bad: str) -> None:
     with pytest.raises(InputError, match="--goodput") as info:
         bench_spec(LoadOptions(goodput=(bad,)), "http://127.0.0.1:9")
     assert len(str(info.value)) < 400
+
+
+def test_latency_ends_at_the_last_output_chunk_as_vllms() -> None:
+    # vLLM's latency is its most_recent_timestamp (the last chunk with a choice), not the stream's end.
+    r = RequestRecord(index=0, start=0.0, end=5.0, first_token=0.5, last_token=1.5, output_tokens=11,
+                      prompt_tokens=3)
+    assert good_requests([r], {"e2el": 1500, "tpot": 100}) == 1
+    assert good_requests([r], {"e2el": 1499}) == 0
+    s = summarize([r], 5.0)
+    assert s.e2e_ms.mean == pytest.approx(1500.0) and s.tpot_ms.mean == pytest.approx(100.0)
