@@ -188,12 +188,9 @@ def parity(a: argparse.Namespace, url: str, model: Path, vllm: str, work: Path) 
     vsynth = ["--dataset-name", "random", "--random-input-len", ilen, "--random-output-len", olen,
               "--random-range-ratio", ratio, "--num-prompts", n, "--seed", seed]
 
-    start = startup_cpu(vllm)
-    print("start-up CPU (--help): " + ", ".join(f"{k} {v:.2f} s" for k, v in start.items()))
-
-    def add(case: str, tool: str, fig: dict[str, float], cpu: float | None = None) -> None:
-        if cpu is not None:
-            fig["cpu_per_token_ms_after_startup"] = 1e3 * max(cpu - start[tool], 0.0) / max(fig["output_tokens"], 1)
+    # Client CPU per token here is each tool's whole process (imports included: vLLM's pulls in torch) over its
+    # output tokens; benchmarks/client_cpu_vs_vllm.py cancels start-up (two sizes, the difference per token).
+    def add(case: str, tool: str, fig: dict[str, float]) -> None:
         rows.append({"case": case, "tool": tool, **fig})
         print(f"{case:>28} {tool:>16}: " + ", ".join(f"{k} {fig[k]:.4g}" for k in PARITY_KEYS), flush=True)
 
@@ -208,11 +205,11 @@ def parity(a: argparse.Namespace, url: str, model: Path, vllm: str, work: Path) 
         for tool in order:
             if tool == "dspark":
                 r, cpu = dspark_cli(url, work / f"rr{i}.json", *synth, *(x for s in slo for x in ("--goodput", s)))
-                add(f"range-ratio 0.5 + goodput #{i + 1}", "dspark bench", ours_figures(r, cpu), cpu)
+                add(f"range-ratio 0.5 + goodput #{i + 1}", "dspark bench", ours_figures(r, cpu))
             else:
                 r, cpu = vllm_cli(vllm, url, str(model), work, f"v-rr{i}.json", *vsynth, "--max-concurrency", c,
                                   "--goodput", *slo)
-                add(f"range-ratio 0.5 + goodput #{i + 1}", "vllm bench serve", vllm_figures(r, cpu), cpu)
+                add(f"range-ratio 0.5 + goodput #{i + 1}", "vllm bench serve", vllm_figures(r, cpu))
     data = work / "sharegpt.json"
     sharegpt_file(data, 400, 1)
     for i in range(a.rounds):
@@ -221,12 +218,12 @@ def parity(a: argparse.Namespace, url: str, model: Path, vllm: str, work: Path) 
             if tool == "dspark":
                 r, cpu = dspark_cli(url, work / f"sg{i}.json", *common, "--dataset", str(data), "--tokenizer",
                                     str(model))
-                add(f"ShareGPT #{i + 1}", "dspark bench", ours_figures(r, cpu), cpu)
+                add(f"ShareGPT #{i + 1}", "dspark bench", ours_figures(r, cpu))
             else:
                 r, cpu = vllm_cli(vllm, url, str(model), work, f"v-sg{i}.json", "--dataset-name", "sharegpt",
                                   "--dataset-path", str(data), "--num-prompts", n, "--seed", seed,
                                   "--max-concurrency", c)
-                add(f"ShareGPT #{i + 1}", "vllm bench serve", vllm_figures(r, cpu), cpu)
+                add(f"ShareGPT #{i + 1}", "vllm bench serve", vllm_figures(r, cpu))
     # The sweep: dspark picks the rates; vllm bench serve runs the same points.
     cpu = timed([sys.executable, "-m", "dspark", "bench", "--url", url, "--no-progress", "--json", "--out",
                  str(work / "sweep.json"), *synth, "--profile", "sweep", "--sweep-points", str(a.sweep_points)])
@@ -241,14 +238,8 @@ def parity(a: argparse.Namespace, url: str, model: Path, vllm: str, work: Path) 
         if p["target_rate"] is not None:
             extra += ["--request-rate", f"{p['target_rate']:.6g}", "--burstiness", "1"]
         r, vcpu = vllm_cli(vllm, url, str(model), work, f"v-sweep-{len(rows)}.json", *vsynth, *extra)
-        add(label, "vllm bench serve", vllm_figures(r, vcpu), vcpu)
+        add(label, "vllm bench serve", vllm_figures(r, vcpu))
     return rows
-
-
-def startup_cpu(vllm: str) -> dict[str, float]:
-    """Each tool's CPU to start and print its help (its imports): subtracted for a per-token figure of the run."""
-    return {"dspark bench": timed([sys.executable, "-m", "dspark", "bench", "--help"]),
-            "vllm bench serve": timed([vllm, "bench", "serve", "--help"])}
 
 
 def print_parity(rows: list[dict[str, Any]]) -> None:
@@ -258,8 +249,8 @@ def print_parity(rows: list[dict[str, Any]]) -> None:
     for case in cases:
         ours = next(r for r in rows if r["case"] == case and r["tool"] == "dspark bench")
         theirs = next(r for r in rows if r["case"] == case and r["tool"] == "vllm bench serve")
-        for k in (*PARITY_KEYS, "cpu_per_token_ms_after_startup"):
-            x, y = ours.get(k, math.nan), theirs.get(k, math.nan)
+        for k in PARITY_KEYS:
+            x, y = ours[k], theirs[k]
             if math.isnan(x) and math.isnan(y):
                 continue
             ratio = x / y if y else math.nan
@@ -298,6 +289,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--out", type=Path, help="write the figures as JSON here")
     p.add_argument("--parity", action="store_true", help="compare the shared workload options (see above)")
     p.add_argument("--sweep-points", type=int, default=3)
+    p.add_argument("--server", choices=["vllm", "fake"], default="vllm",
+                   help="with --parity: the vLLM CPU engine, or tests/bench/fake_server.py (a paced stream per "
+                        "request, no CPU-bound engine: the clients' own agreement)")
+    p.add_argument("--token-delay", type=float, default=0.005, help="the fake server's seconds between tokens")
     return p.parse_args()
 
 
@@ -314,6 +309,9 @@ def main() -> int:
         a.engine_python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--enforce-eager",
         "--max-num-seqs", str(a.concurrency), "--kv-cache-memory-bytes", str(64 << 20), "--max-model-len", "2048",
         "--port", str(port), "--host", "127.0.0.1"))
+    if a.server == "fake":  # tokens --token-delay apart per stream whatever the load: only the clients differ
+        plan = LaunchPlan(engine="vllm", argv=(sys.executable, str(ROOT / "tests" / "bench" / "fake_server.py"),
+                                               "--port", str(port), "--token-delay", str(a.token_delay)))
     engine = EngineProcess(plan, log_path=work / "engine.log", log_format=engine_spec("vllm").log_format)
     engine.start()
     rows: list[dict[str, Any]] = []
