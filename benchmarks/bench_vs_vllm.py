@@ -289,9 +289,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--out", type=Path, help="write the figures as JSON here")
     p.add_argument("--parity", action="store_true", help="compare the shared workload options (see above)")
     p.add_argument("--sweep-points", type=int, default=3)
-    p.add_argument("--server", choices=["vllm", "fake"], default="vllm",
-                   help="with --parity: the vLLM CPU engine, or tests/bench/fake_server.py (a paced stream per "
-                        "request, no CPU-bound engine: the clients' own agreement)")
+    p.add_argument("--server", choices=["vllm", "fake", "stepping"], default="vllm",
+                   help="with --parity: the vLLM CPU engine, or tests/bench/fake_server.py (fake: a paced stream "
+                        "per request; stepping: a batched engine of known step cost with half --concurrency seats, "
+                        "so requests queue): no CPU-bound engine, the clients' own agreement")
     p.add_argument("--token-delay", type=float, default=0.005, help="the fake server's seconds between tokens")
     return p.parse_args()
 
@@ -312,6 +313,11 @@ def main() -> int:
     if a.server == "fake":  # tokens --token-delay apart per stream whatever the load: only the clients differ
         plan = LaunchPlan(engine="vllm", argv=(sys.executable, str(ROOT / "tests" / "bench" / "fake_server.py"),
                                                "--port", str(port), "--token-delay", str(a.token_delay)))
+    if a.server == "stepping":  # a continuously batched engine of known step cost, seats half the streams
+        plan = LaunchPlan(engine="vllm", argv=(
+            sys.executable, str(ROOT / "tests" / "bench" / "fake_server.py"), "--port", str(port), "--step-fixed",
+            str(a.token_delay), "--step-per-running", str(a.token_delay / 4), "--max-num-seqs",
+            str(max(a.concurrency // 2, 1))))
     engine = EngineProcess(plan, log_path=work / "engine.log", log_format=engine_spec("vllm").log_format)
     engine.start()
     rows: list[dict[str, Any]] = []
