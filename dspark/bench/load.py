@@ -91,12 +91,23 @@ def arrival_schedule(count: int, rate: float, burstiness: float, seed: int) -> l
     """Open-loop arrival times (s after the start) as `vllm bench serve --request-rate R --burstiness B` sends
     them (vLLM 0.32's get_request): one gamma interval of mean 1/rate and shape `burstiness` (1: Poisson) before
     each request, the first included, summed, then scaled so that the last arrives at exactly count / rate (vLLM
-    rescales so, to steady the throughput across seeds)."""
-    rng = random.Random(seed)  # noqa: S311 - a reproducible load pattern, not a secret
+    rescales so, to steady the throughput across seeds). vLLM draws the intervals from numpy's global generator
+    seeded with --seed (np.random.seed, then np.random.gamma per request); where numpy is installed dspark draws
+    from numpy's RandomState(seed) the same way, so one seed gives both tools the same arrivals; without it,
+    Python's random draws them (the same distribution, other values)."""
+    theta = 1.0 / (rate * burstiness)
+    try:
+        import numpy as np  # noqa: PLC0415 - optional: vllm bench serve's own draws
+    except ImportError:
+        rng = random.Random(seed)  # noqa: S311 - a reproducible load pattern, not a secret
+        gaps = [rng.gammavariate(burstiness, theta) for _ in range(count)]
+    else:
+        state = np.random.RandomState(seed % (1 << 32))
+        gaps = [float(state.gamma(shape=burstiness, scale=theta)) for _ in range(count)]
     times: list[float] = []
     total = 0.0
-    for _ in range(count):
-        total += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+    for gap in gaps:
+        total += gap
         times.append(total)
     scale = count / rate / total if total > 0 else 1.0
     return [t * scale for t in times]

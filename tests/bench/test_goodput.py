@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -90,3 +91,15 @@ def test_latency_ends_at_the_last_output_chunk_as_vllms() -> None:
     assert good_requests([r], {"e2el": 1499}) == 0
     s = summarize([r], 5.0)
     assert s.e2e_ms.mean == pytest.approx(1500.0) and s.tpot_ms.mean == pytest.approx(100.0)
+
+
+def test_arrivals_are_vllms_draws_for_the_same_seed() -> None:
+    import numpy as np  # noqa: PLC0415 - matplotlib ([plot]) brings it; the draws are vLLM's only with it
+
+    from dspark.bench.load import arrival_schedule  # noqa: PLC0415
+
+    # vLLM's get_request: np.random.seed(seed), then np.random.gamma per request, summed, rescaled to N / rate.
+    np.random.seed(21)
+    delays = list(itertools.accumulate(float(np.random.gamma(shape=0.5, scale=1 / (4.0 * 0.5))) for _ in range(9)))
+    expected = [d * (9 / 4.0) / delays[-1] for d in delays]
+    assert arrival_schedule(9, 4.0, 0.5, 21) == pytest.approx(expected, rel=1e-12)
