@@ -17,7 +17,7 @@ float over both; the hand-offs between EngineCore and the worker spin on a share
 (vllm/distributed/device_communicators/shm_broadcast.py), and 4-seat rounds scattered bimodally (607-1,107
 tok/s); on one CPU they stayed within ~15%.
 
-  python benchmarks/advise_calibration.py [--rounds 5] [--engine-python .engines/vllm/bin/python]
+  python -m benchmarks.advise_calibration [--rounds 5] [--engine-python .engines/vllm/bin/python]
 """
 
 from __future__ import annotations
@@ -32,15 +32,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from dspark.cli import main
+from dspark.engines import engine_spec
+from dspark.runtime.launch import LaunchPlan
+from dspark.runtime.supervise import EngineProcess
+from tests.bench.conftest import _BUILD
+from tests.bench.helpers import free_port
 
-from dspark.cli import main  # noqa: E402
-from dspark.engines import engine_spec  # noqa: E402
-from dspark.runtime.launch import LaunchPlan  # noqa: E402
-from dspark.runtime.supervise import EngineProcess  # noqa: E402
-from tests.bench.conftest import _BUILD  # noqa: E402
-from tests.bench.helpers import free_port  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SEATS = (1, 2, 4)
 OUT_TOKENS = 192

@@ -7,7 +7,7 @@ workload (random prompts, --requests requests, --concurrency streams,
 --max-tokens output tokens with ignore_eos) for --rounds rounds, and compares aggregate decode tok/s
 (output tokens / wall time: vLLM's "Output token throughput"), TTFT and per-stream decode.
 
-  python benchmarks/bench_vs_vllm.py [--rounds 8] [--requests 32] [--concurrency 8] [--max-tokens 128]
+  python -m benchmarks.bench_vs_vllm [--rounds 8] [--requests 32] [--concurrency 8] [--max-tokens 128]
 
 With --parity it compares instead the workload options both tools share, each run as its own command line
 (`dspark bench ...` and `vllm bench serve ...`, so each one's client CPU is its whole process's): synthetic
@@ -16,7 +16,7 @@ sweep (dspark's --profile sweep, then vllm bench serve at the same points: --max
 C, and each --request-rate), printing both figures and their ratio (request throughput, goodput, mean TTFT and
 TPOT, client CPU per output token).
 
-  python benchmarks/bench_vs_vllm.py --parity [--requests 48] [--concurrency 8] [--sweep-points 3]
+  python -m benchmarks.bench_vs_vllm --parity [--requests 48] [--concurrency 8] [--sweep-points 3]
 """
 
 from __future__ import annotations
@@ -36,15 +36,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from dspark.bench.client import ClientConfig
+from dspark.bench.report import write_atomic
+from dspark.bench.runner import BenchSpec, run_bench
+from dspark.engines import engine_spec
+from dspark.runtime.launch import LaunchPlan
+from dspark.runtime.supervise import EngineProcess
 
-from dspark.bench.client import ClientConfig  # noqa: E402
-from dspark.bench.report import write_atomic  # noqa: E402
-from dspark.bench.runner import BenchSpec, run_bench  # noqa: E402
-from dspark.engines import engine_spec  # noqa: E402
-from dspark.runtime.launch import LaunchPlan  # noqa: E402
-from dspark.runtime.supervise import EngineProcess  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 VOCAB = 512
 # dspark bench as shipped (samples /metrics every 5 s), the same client without /metrics, and vLLM's own.

@@ -6,7 +6,7 @@ Both clients stream from tests/bench/fake_server.py (its own process; one SSE ev
 requests; its CPU time is the child's user + system time (getrusage of the waited child), and the difference
 between the two sizes over the difference in tokens is the CPU per token, start-up (imports, tokenizer) cancelled.
 
-  python benchmarks/client_cpu_vs_vllm.py [--concurrency 32] [--max-tokens 100] [--small 64] [--large 1280]
+  python -m benchmarks.client_cpu_vs_vllm [--concurrency 32] [--max-tokens 100] [--small 64] [--large 1280]
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks.bench_vs_vllm import BUILD, free_port
 
-from bench_vs_vllm import BUILD, free_port  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 FAKE = ROOT / "tests" / "bench" / "fake_server.py"
 

@@ -9,7 +9,7 @@ The client is not the bottleneck when its CPU share of the wall time is well bel
 and its ceiling (1 / CPU per token, per core) is far above the token rate the engine delivers. CPU time is the
 clients' own during the pass (with --processes N > 1, summed over the N client processes).
 
-  python benchmarks/client_overhead.py [--streams 256] [--tokens 200] [--token-delay 0.02]
+  python -m benchmarks.client_overhead [--streams 256] [--tokens 200] [--token-delay 0.02]
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
+
+from dspark.bench.client import ClientConfig
+from dspark.bench.shard import run_pass
+from dspark.bench.stats import summarize
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import httpx  # noqa: E402
-
-from dspark.bench.client import ClientConfig  # noqa: E402
-from dspark.bench.shard import run_pass  # noqa: E402
-from dspark.bench.stats import summarize  # noqa: E402
 
 FAKE = ROOT / "tests" / "bench" / "fake_server.py"
 

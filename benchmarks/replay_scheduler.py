@@ -6,25 +6,23 @@ Prints the engine's import and set-up time, then per seat count the scheduler st
 seconds of the replay (CPU seconds: what the replay itself costs when other work shares the machine), and the
 total beyond import.
 
-  python benchmarks/replay_scheduler.py [--engine-python .engines/vllm033/bin/python] [--requests 1000]
+  python -m benchmarks.replay_scheduler [--engine-python .engines/vllm033/bin/python] [--requests 1000]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from dspark.advise.inputs import default_emitted, model_inputs
+from dspark.advise.replay import engine_part, replay_request, step_cost
+from dspark.advise.workload import accepted_pattern, arrivals_of, synthetic
+from dspark.engines.inside import InsideFailure, run_inside
+from dspark.planning.validate import ValidateRequest, validate
 
-from dspark.advise.inputs import default_emitted, model_inputs  # noqa: E402
-from dspark.advise.replay import engine_part, replay_request, step_cost  # noqa: E402
-from dspark.advise.workload import accepted_pattern, arrivals_of, synthetic  # noqa: E402
-from dspark.engines.inside import InsideFailure, run_inside  # noqa: E402
-from dspark.planning.validate import ValidateRequest, validate  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SEATS = (8, 16, 32)
 

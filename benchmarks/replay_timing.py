@@ -13,7 +13,7 @@ Starts vLLM's CPU build once on the tiny random-weight Qwen3 of tests/real_engin
 Every request has --input-len prompt tokens (distinct random ids) and --max-tokens output tokens (ignore_eos).
 Wall-clock figures: a machine shared with other work moves them (the load average is printed).
 
-  python benchmarks/replay_timing.py [--input-len 256] [--max-tokens 64] [--engine-python PY] [--models DIR]
+  python -m benchmarks.replay_timing [--input-len 256] [--max-tokens 64] [--engine-python PY] [--models DIR]
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from dspark.engines import engine_spec
+from dspark.runtime.launch import LaunchPlan
+from dspark.runtime.supervise import EngineProcess
+from tests.bench.helpers import free_port
 
-from dspark.engines import engine_spec  # noqa: E402
-from dspark.runtime.launch import LaunchPlan  # noqa: E402
-from dspark.runtime.supervise import EngineProcess  # noqa: E402
-from tests.bench.helpers import free_port  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SEATS = 8
 KV_BYTES = 512 * 128 * 1024  # 512 blocks of 128 tokens at 1,024 B per token: nothing is preempted

@@ -7,8 +7,8 @@ predicts at 2 and 8 seats beside what was measured. Wall-clock figures: on a bus
 timer jitter moves them, which is why the unit test (tests/advise/test_calibrate.py) reads benches recorded
 here instead of timing its own.
 
-  python benchmarks/stepping_calibration.py                     print the figures
-  python benchmarks/stepping_calibration.py --record DIR        also write stepping-N-seats.json bench results
+  python -m benchmarks.stepping_calibration                     print the figures
+  python -m benchmarks.stepping_calibration --record DIR        also write stepping-N-seats.json bench results
 """
 
 from __future__ import annotations
@@ -16,20 +16,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from dspark.advise.calibrate import fit, points_from_json  # noqa: E402
-from dspark.advise.model import StepCosts, StepShape, simulate  # noqa: E402
-from dspark.bench.client import ClientConfig  # noqa: E402
-from dspark.bench.prompts import synthetic_token_prompts  # noqa: E402
-from dspark.bench.report import to_json  # noqa: E402
-from dspark.bench.runner import BenchSpec, run_bench  # noqa: E402
-from tests.bench.fake_server import FakeConfig, FakeServer  # noqa: E402
+from dspark.advise.calibrate import fit, points_from_json
+from dspark.advise.model import StepCosts, StepShape, simulate
+from dspark.bench.client import ClientConfig
+from dspark.bench.prompts import synthetic_token_prompts
+from dspark.bench.report import to_json
+from dspark.bench.runner import BenchSpec, run_bench
+from tests.bench.fake_server import FakeConfig, FakeServer
 
 STEP_FIXED_S = 0.020
 STEP_PER_RUNNING_S = 0.005

@@ -6,7 +6,7 @@ difference between the two checks below (target: <= 15 s on the project's 2-core
 checkout without version detection (--baseline DIR, e.g. the main worktree), and with --engine-version given
 (no lookup at all).
 
-  python benchmarks/witness_cost.py --engine-python .engines/vllm/bin/python --model DIR [--reps 3]
+  python -m benchmarks.witness_cost --engine-python .engines/vllm/bin/python --model DIR [--reps 3]
       [--baseline /path/to/other/checkout]
 """
 
@@ -21,11 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from dspark.engines.inside import MARKER, inside_env, tool_argv
+from dspark.planning.validate import ValidateRequest, validate
 
-from dspark.engines.inside import MARKER, inside_env, tool_argv  # noqa: E402
-from dspark.planning.validate import ValidateRequest, validate  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def timed(argv: list[str], stdin: str = "", env: dict[str, str] | None = None) -> tuple[float, str]:

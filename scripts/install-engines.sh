@@ -78,4 +78,14 @@ if ! vllm033_gdn_ok; then
     'compressed-tensors==0.17.0' loguru
   vllm033_gdn_ok || { echo "[engines] vllm 0.33.0's GDN layer import failed after install" >&2; exit 1; }
 fi
-echo "[engines] ready: $dest/vllm $dest/sglang $dest/vllm033" >&2
+# The loopback two-node sweep test (tests/real_engines/test_sweep_two_node.py) starts its own sshd on 127.0.0.1.
+sshd_ok() { command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ]; }
+if ! sshd_ok || ! command -v ssh >/dev/null 2>&1 || ! command -v ssh-keygen >/dev/null 2>&1; then
+  echo "[engines] installing openssh-server and openssh-client (apt-get) for the loopback sshd" >&2
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
+  $sudo apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends openssh-server \
+    openssh-client >/dev/null
+  sshd_ok || { echo "[engines] sshd missing after installing openssh-server" >&2; exit 1; }
+fi
+echo "[engines] ready: $dest/vllm $dest/sglang $dest/vllm033 (and sshd)" >&2

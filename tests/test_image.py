@@ -84,7 +84,8 @@ def _lay_out(dockerfile: Path, root: Path) -> str:
 
 
 def _console_script(root: Path, package_dir: Path) -> Path:
-    """`dspark` as pip's console script writes it for the package the image installs (pyproject's entry)."""
+    """`dspark` as pip's console script writes it for the package the image installs (pyproject's entry); run it
+    with the copy on PYTHONPATH (`_image_env`), where the image's pip install puts it on the interpreter's path."""
     scripts = (package_dir / "pyproject.toml").read_text().partition("[project.scripts]")[2]
     found = re.search(r'^dspark = "([\w.]+:\w+)"$', scripts, re.MULTILINE)
     assert found, "pyproject.toml names no dspark console script"
@@ -93,8 +94,7 @@ def _console_script(root: Path, package_dir: Path) -> Path:
     bindir = root / "usr" / "local" / "bin"
     bindir.mkdir(parents=True)
     script = bindir / "dspark"
-    script.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(package_dir)!r})\n"
-                      f"from {module} import {func}\nsys.exit({func}())\n")
+    script.write_text(f"#!{sys.executable}\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n")
     script.chmod(0o755)
     return bindir
 
@@ -121,10 +121,16 @@ def test_the_compose_files_run_the_images_entrypoint(image_root: tuple[Path, Pat
         assert "${DSPARK_IMAGE:-dspark-vllm:latest}" in compose.read_text()  # the tag the build line gives
 
 
+def _image_env(root: Path, **env: str) -> dict[str, str]:
+    """`env` with the laid-out copy, /opt/dspark, as the only PYTHONPATH: the stand-in for the image's install."""
+    return {**env, "PYTHONPATH": str(root / "opt" / "dspark")}
+
+
 def _start(image_root: tuple[Path, Path, Path], **env: str) -> dict[str, object]:
     root, entrypoint, bindir = image_root
     clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("DSPARK_", "LWS_")) and k not in ("MAX_NUM_SEQS", "NODE_RANK", "PYTHONPATH")}
+             if not k.startswith(("DSPARK_", "LWS_")) and k not in ("MAX_NUM_SEQS", "NODE_RANK")}
+    clean = _image_env(root, **clean)
     clean.update(PATH=f"{bindir}:/usr/bin:/bin", DSPARK_ENGINE_PYTHON=str(root / "no-engine" / "python"), **env)
     proc = subprocess.run([str(entrypoint), "--dry-run", "--json"], env=clean, capture_output=True, text=True,
                           timeout=120, check=False, cwd=root)
@@ -137,11 +143,11 @@ def _start(image_root: tuple[Path, Path, Path], **env: str) -> dict[str, object]
 def test_the_laid_out_image_runs_its_own_copy(image_root: tuple[Path, Path, Path]) -> None:
     root, _, bindir = image_root
     proc = subprocess.run([str(bindir / "dspark"), "-c", "x"], capture_output=True, text=True, timeout=60,
-                          check=False, env={"PATH": "/usr/bin:/bin"})
+                          check=False, env=_image_env(root, PATH="/usr/bin:/bin"))
     assert proc.returncode == 2  # click's usage error: the copied package answered
     where = subprocess.run([sys.executable, "-c", "import dspark; print(dspark.__file__)"], capture_output=True,
                            text=True, timeout=60, check=True, cwd=root,
-                           env={"PYTHONPATH": str(root / "opt" / "dspark")})
+                           env=_image_env(root))
     assert where.stdout.strip().startswith(str(root / "opt" / "dspark" / "dspark"))
 
 

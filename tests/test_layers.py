@@ -8,6 +8,7 @@ docs/architecture.md says what each package holds.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -68,15 +69,19 @@ def _cycles(graph: grimp.ImportGraph) -> set[frozenset[str]]:
 
 
 def _graph(package: str, path: Path) -> grimp.ImportGraph:
-    """The package's import graph, from the source under `path` (not an installed copy)."""
-    sys.path.insert(0, str(path))
-    try:
-        return grimp.build_graph(package, exclude_type_checking_imports=False, cache_dir=None)
-    finally:
-        sys.path.remove(str(path))
+    """The package's import graph, from the source under `path` (not another copy), which must be importable
+    from there: grimp finds the package as `import` would (importlib.util.find_spec)."""
+    spec = importlib.util.find_spec(package)
+    origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
+    assert origin == (path / package / "__init__.py").resolve(), (
+        f"{package} imports from {origin}, not from {path}: install this checkout (pip install -e .) or run "
+        f"with PYTHONPATH={path}")
+    return grimp.build_graph(package, exclude_type_checking_imports=False, cache_dir=None)
 
 
-def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path: Path) -> None:
+def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(tmp_path)  # pytest's own way, undone after the test: grimp imports by name
     pkg = tmp_path / "cyc"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -173,4 +178,94 @@ def test_outside_dspark_engines_no_module_branches_on_an_engine_name() -> None:
         for line, what in engine_name_uses(path.read_text())
     ]
     assert offenders == [], "engine knowledge belongs in dspark/engines/<engine>/ (ask the EngineSpec registry):\n" + (
+        "\n".join(offenders))
+
+
+_PATH_CHANGES = frozenset({"insert", "append", "extend", "remove", "pop", "clear", "__setitem__", "__iadd__"})
+
+
+def _is_sys_path(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name) \
+        and node.value.id == "sys"
+
+
+def _code_in(node: ast.AST) -> str | None:
+    """The text of a string literal (an f-string's fields stood in for by a name) that mentions sys.path."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value
+    elif isinstance(node, ast.JoinedStr):
+        text = "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "_"
+                       for v in node.values)
+    else:
+        return None
+    return text if "sys.path" in text else None
+
+
+def sys_path_edits(source: str) -> list[int]:
+    """Lines that change sys.path (a call of a list method on it, an assignment to it or to a slice of it,
+    `from sys import path`), also in code written as a string (a `-c` child, a generated script)."""
+    found: list[int] = []
+    for node in ast.walk(ast.parse(source)):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is_sys_path(node.func.value) \
+                and node.func.attr in _PATH_CHANGES:
+            found.append(line)
+        elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
+            targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+            if any(_is_sys_path(t.value if isinstance(t, ast.Subscript) else t) for t in targets):
+                found.append(line)
+        elif isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "path" for a in node.names):
+            found.append(line)
+        elif (code := _code_in(node)) is not None:
+            try:
+                inner = sys_path_edits(code)
+            except SyntaxError:  # prose that names sys.path
+                continue
+            found += [line] * bool(inner)
+    return sorted(set(found))
+
+
+# Spelled through {p}, so that this file's own literals hold no sys.path edit for the check below to find.
+@pytest.mark.parametrize("code", [c.format(p="sys.path") for c in [
+    "{p}.insert(0, 'x')",
+    "{p}.append(str(ROOT))",
+    "{p}[:0] = [a, b]",
+    "{p} = ['x']",
+    "{p} += ['x']",
+    "del {p}[0]",
+    "{p}.remove('x')",
+    "if True:\n    def f():\n        {p}.extend(dirs)",
+    "from sys import path",
+    "run(['python', '-c', 'import sys; {p}.insert(0, \\'x\\'); import dspark'])",
+    "script.write_text(f'import sys\\n{p}.insert(0, {{where!r}})\\n')",
+]])
+def test_the_sys_path_check_catches(code: str) -> None:
+    assert sys_path_edits(code)
+
+
+@pytest.mark.parametrize("code", [c.format(p="sys.path") for c in [
+    "first = {p}[0]",
+    "paths = list({p})",
+    "'x' in {p}",
+    "# {p}.insert(0, 'x') in a comment",
+    "'text that names {p} in prose'",
+    "monkeypatch.syspath_prepend(tmp_path)",
+    "env = {{'PYTHONPATH': str(ROOT)}}",
+]])
+def test_the_sys_path_check_lets_pass(code: str) -> None:
+    assert sys_path_edits(code) == []
+
+
+def test_no_sys_path_edits_outside_the_inside_runtime() -> None:
+    """Issue 24: code finds dspark, the tests' helpers and the benchmarks as packages (an install, `python -m`
+    from the checkout, PYTHONPATH for a child, pytest's `pythonpath`), never by editing sys.path. Only
+    dspark/_inside_root/ (run in the engine's interpreter) manages it; tests/device/ runs on the GPU machine."""
+    skipped = (PACKAGE / "_inside_root", ROOT / "tests" / "device")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for top in (PACKAGE, ROOT / "tests", ROOT / "benchmarks")
+        for path in sorted(top.rglob("*.py")) if not any(s in path.parents for s in skipped)
+        for line in sys_path_edits(path.read_text())
+    ]
+    assert offenders == [], "sys.path edited (run as a module, or pass PYTHONPATH to a child):\n" + (
         "\n".join(offenders))

@@ -17,7 +17,10 @@ Two parts, each writing JSON under benchmarks/version_matrix/results/:
   witness : dspark's witness (dspark_inside.vllm.witness) in each release's interpreter on the engine part's
             cases, dspark's own specs and pin (results/witness.json; render.py puts it beside the engine's line).
 SGLang's releases have their own script (sglang_matrix.py: each release's sizing in-process, results/sglang.json).
-Usage: python benchmarks/version_matrix/run_matrix.py {engine|planner|witness|start} [--matrix-dir DIR] [--releases ...]
+Run from the repository root, with the real-engine suite's folder on PYTHONPATH (its modules import each other by bare
+name, as pytest puts that folder on sys.path):
+  PYTHONPATH=tests/real_engines python -m benchmarks.version_matrix.run_matrix {engine|planner|witness|start} \
+      [--matrix-dir DIR] [--releases ...]
 """
 
 from __future__ import annotations
@@ -31,13 +34,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from vllm_harness import OracleCase, run_batch
+
+from dspark.engines.inside import InsideFailure, run_inside
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path[:0] = [str(ROOT / "tests" / "engine"), str(ROOT)]
-
-from vllm_harness import OracleCase, run_batch  # noqa: E402
-
-from dspark.engines.inside import InsideFailure, run_inside  # noqa: E402
 
 # run_batch starts the suite's own tests/real_engines/oracle_runner.py, which reads any release from 0.28.0.
 
@@ -315,7 +317,7 @@ def main() -> int:
     releases = args.releases.split(",")
     only = set(args.cases.split(",")) if args.cases else None
     if args.part == "start":
-        from start_matrix import start_part  # noqa: PLC0415 - imports dspark's CLI; only this part needs it
+        from benchmarks.version_matrix.start_matrix import start_part  # noqa: PLC0415 - only this part needs it
 
         report = start_part(matrix, build_models(matrix), _listed(args.releases), _listed(args.seam_releases),
                             _listed(args.sglang_releases), only)

@@ -13,7 +13,10 @@ Writes results/sglang.json (merged with earlier runs); render.py puts it into do
 sglang_all_probes.json); the witness itself answers CUDA only for sglang.srt.utils.is_cuda, the binding their
 override_platform leaves and the prefill CUDA graph's default reads, and the two runs must agree.
 
-Usage: python benchmarks/version_matrix/sglang_matrix.py [--matrix-dir DIR] [--releases 0.5.10,...]
+Run from the repository root, with the real-engine suite's folder on PYTHONPATH (its modules import each other by bare
+name, as pytest puts that folder on sys.path):
+  PYTHONPATH=tests/real_engines python -m benchmarks.version_matrix.sglang_matrix [--matrix-dir DIR] \
+      [--releases 0.5.10,...]
 """
 
 from __future__ import annotations
@@ -25,18 +28,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import test_sglang_oracle as oracle
 import yaml
+
+from benchmarks.version_matrix import seed_sglang
+from dspark.engines.sglang.capacity import compute_sglang_capacity
+from dspark.engines.sglang.options import parse_sglang_flags
+from dspark.model.architecture import parse_config
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path[:0] = [str(HERE), str(ROOT / "tests" / "real_engines"), str(ROOT)]
-
-import seed_sglang  # noqa: E402
-import test_sglang_oracle as oracle  # noqa: E402
-
-from dspark.engines.sglang.capacity import compute_sglang_capacity  # noqa: E402
-from dspark.engines.sglang.options import parse_sglang_flags  # noqa: E402
-from dspark.model.architecture import parse_config  # noqa: E402
 
 GIB = 1 << 30
 RESULTS = HERE / "results"

@@ -34,14 +34,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from vllm_harness import ENGINE_ENV, free_port, kill_group, parse_line
+
+from dspark.engines.inside import INSIDE_ROOT
+from dspark.runtime.launch import LaunchPlan
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path[:0] = [str(ROOT / "tests" / "engine"), str(ROOT)]
-
-from vllm_harness import ENGINE_ENV, free_port, kill_group, parse_line  # noqa: E402
-
-from dspark.engines.inside import INSIDE_ROOT  # noqa: E402
-from dspark.runtime.launch import LaunchPlan  # noqa: E402
 
 # A machine-wide lock for real engine starts, so timing-sensitive work sharing a small host goes one at a time.
 LOCK = os.environ.get("DSPARK_ENGINE_LOCK", str(Path(tempfile.gettempdir()) / "dspark-engine.lock"))

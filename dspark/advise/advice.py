@@ -45,6 +45,10 @@ class Prediction:
     ttft_p99_s: float | None = None
     tpot_mean_ms: float | None = None
     warm: dict[str, Any] | None = None  # the re-sent pass (--warm): the same keys as above
+    # TTFT's engine part as vLLM's request_queue_time / request_prefill_time histograms split it (means; dspark's
+    # model only): reaching the engine core to first scheduled, first scheduled to first token.
+    queue_mean_s: float | None = None
+    prefill_mean_s: float | None = None
 
     def summary(self) -> dict[str, float | None]:
         """The figures in the names the decision rule judges (dspark.bench.results.METRICS)."""
@@ -89,6 +93,7 @@ def predict(costs: StepCosts, shape: StepShape, load: Workload, pools: Sequence[
             kv_peak_fraction=sim.kv_peak_usage if sim.kv_peak_usage is not None else float("inf"),
             kv_usage_metric=counting.metric,
             pool_holds_workload=held <= pool, expert_coverage=coverage, prefill_share=sim.prefill_share,
+            queue_mean_s=sim.queue_mean_s, prefill_mean_s=sim.prefill_mean_s,
         ))
     return out
 

@@ -7,7 +7,6 @@ The edge of the advisor: it reads the prompts and calibration files and runs val
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,8 @@ from dspark.advise.model import StepCosts, Workload
 from dspark.advise.replay import ReplayResult
 from dspark.bench.decision import make_rule, parse_seats
 from dspark.core.errors import DsparkError, InputError
+from dspark.core.files import CALIBRATION, shown_path
+from dspark.core.jsonfile import read_json_file
 from dspark.hardware.profiles import bandwidth_gbps_for
 from dspark.planning.validate import ValidateRequest, ValidationReport, validate
 
@@ -94,7 +95,13 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
               ran: Sequence[tuple[int, ValidationReport]], inputs: ModelInputs, costs: StepCosts
               ) -> tuple[ReplayResult | None, list[str]]:
     """The workload through the installed engine's own scheduler, or None and why (then dspark's model runs)."""
-    from dspark.advise.replay import ReplayError, simulate_with_engine, step_cost  # noqa: PLC0415
+    from dspark.advise.replay import (  # noqa: PLC0415
+        ReplayError,
+        ReplayFailedError,
+        failed_release_error,
+        simulate_with_engine,
+        step_cost,
+    )
     from dspark.advise.workload import (  # noqa: PLC0415
         accepted_pattern,
         arrivals_of,
@@ -136,9 +143,12 @@ def _replayed(request: ValidateRequest, opts: AdviseOptions, first: ValidationRe
             len(first.architecture.mtp_layers), [n for n, _ in ran], reqs, arrivals, warm=opts.warm,
             pattern=accepted_pattern(inputs.shape.emitted_per_step, k), cost=step_cost(costs, inputs.shape),
             seat_details={n: r.capacity.details for n, r in ran})
-    except ReplayError as exc:
+    except ReplayFailedError as exc:  # the installed release ran and could not replay: never a silent fallback
+        raise failed_release_error(exc, first.serve.engine, spec.modelled_versions) from None
+    except ReplayError as exc:  # no scheduler for this plan, or the engine does not import in that interpreter
         if opts.simulator == "engine":
             raise EngineNotInstalledError(str(exc)) from None
+        _refuse_scheduler_options(opts, f"the engine's scheduler could not be used ({exc})")
         return None, [f"dspark model: the engine's scheduler could not be used ({exc})"]
     cls, queue = result.kv.get("scheduler"), result.kv.get("batch_queue")
     how = (f" ({cls}" + (f", {queue} batches in flight" if isinstance(queue, int) and queue > 1 else "")
@@ -207,7 +217,11 @@ def _calibration_points(files: Sequence[str], max_batched: int, plan: Deployment
     for name in files:
         path = Path(name)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = read_json_file(path, CALIBRATION)  # a regular file within its limit: no FIFO hang, no 50 GB
+        except InputError as exc:
+            problem = exc.message.removeprefix(f"{shown_path(path)}: ")
+            raise InputError(f"--calibrate {shown_path(name)}: cannot read it as JSON ({problem})",
+                             hint=exc.hint) from None
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise InputError(f"--calibrate {name}: cannot read it as JSON ({type(exc).__name__}: {exc})") from None
         if not isinstance(data, dict):

@@ -34,6 +34,17 @@ KERNELS_PER_STEP = 10
 # two fused_moe kernels, the activation, moe_sum, the shared expert's), as its 4.2 ms decode step at one stream
 # on the lent H200 (Qwen3-30B-A3B shape, 48 layers; 1.7 ms of it reading 3.3 B active parameters) shows.
 MOE_EXTRA_KERNELS_PER_LAYER = 8
+# Without a CUDA graph (a step above the largest captured size: every long prompt chunk) the MoE layer's host side
+# runs too: vLLM's fused_experts (fused_moe.py) allocates its caches, sorts the tokens by expert
+# (moe_align_block_size), looks up the Triton config and launches the two fused_moe Triton kernels, each launch
+# costing the CPU several times a torch op's. Measured on the lent H200: a 1,024-token prompt alone costs the
+# Qwen3-30B-A3B shape 83-85 ms (engine's request_prefill_time; ~30 ms of GPU work), the 8B's eager step ~0.54 ms
+# of CPU per layer: ~1.7 ms per MoE layer, about 26 launches more than the dense layer's 12.
+MOE_EXTRA_LAUNCHES_PER_LAYER = 26
+# The Triton fused-MoE kernel (vLLM's default for BF16 experts) at large per-expert token counts, against a dense
+# GEMM's rate: aiconfigurator's H200 tables for vLLM 0.24 (E=128, N=768, K=2,048, top-8, bf16) give ~490-500
+# TFLOP/s at 8-16k tokens, where torch's dense linear gives 720-830: ~0.65.
+FUSED_MOE_FRACTION = 0.65
 # Each kernel costs a few µs however little it does; aiconfigurator prices an elementwise op at 3 µs on Hopper.
 KERNEL_FLOOR_S = 2.5e-6
 # --enforce-eager: each kernel launched from Python through PyTorch's dispatcher and vLLM's custom ops. Measured
@@ -44,6 +55,17 @@ LAUNCH_S = 45e-6
 # vLLM V1 on a server CPU, fitted by `dspark profile`; with async scheduling they hide behind the GPU's step.
 CPU_STEP_S = {"cuda": 1.5e-3, "cpu": 5e-3}
 CPU_PER_ROW_S = 10e-6
+# A request's way from the client to vLLM's engine core (HTTP, the API server's input processing, the ZeroMQ hop)
+# and its first token's way back: measured on the lent H200 at 1-2 streams (vLLM 0.25.0), the client's TTFT is
+# 5-6 ms above the engine's own request_prefill_time_seconds with nothing queued: ~2.5 ms each way.
+ARRIVAL_HOP_S = 2.5e-3
+# The API server is one process: it takes requests in turn, so requests sent together reach the engine core apart,
+# and an idle engine core takes in what has come while it readies its first schedule(). On the lent H200 the first
+# step after an idle engine held two of the requests sent together, at 2, 4 and 8 streams, dense and MoE alike
+# (vllm:iteration_tokens_total: one batch of 2,049-4,096 tokens per wave at 2 and 4 streams, and one of
+# 2,049-4,096 with one of 4,097-8,192 at 8): about 0.5 ms a request, 0.75 ms of intake.
+API_PER_REQUEST_S = 0.5e-3
+INTAKE_S = 0.75e-3
 # GEMM tiles are 64-128 rows: half of the large-GEMM rate at ~48 tokens (tile occupancy), rising toward it.
 GEMM_HALF_TOKENS = 48.0
 # Activations the elementwise kernels read and write per token and layer, in hidden-size units (norm in/out twice,
@@ -117,7 +139,8 @@ def _rate_sources(perf: GpuPerf, peak: float, kernels: int, per_layer: int, sour
                   ) -> dict[str, str]:
     """Where the attention rate, T½, the kernel floor, the launch and per-request CPU costs come from."""
     return {
-        "attention_flops_per_s": f"{perf.attention_fraction:.0%} of {perf.label}'s {peak:g} dense TFLOP/s",
+        "attention_flops_per_s": (f"{perf.attention_fraction:.0%} of {perf.label}'s {peak:g} dense TFLOP/s, at "
+                                  f"{perf.sustained_clock:.0%} of the rated clock"),
         "gemm_half_tokens": sources["flops_per_s"],
         "kernel_floor_s": f"{KERNEL_FLOOR_S * 1e6:g} µs per kernel, {kernels} kernels per step ({per_layer} per layer)",
         "launch_s": (f"{LAUNCH_S * 1e6:g} µs per kernel launched without CUDA graphs (measured eager on the lent "
@@ -184,9 +207,10 @@ def model_inputs(
         sources["bandwidth_bytes_per_s"] = f"{gbps:g} GB/s: no figure for {name or 'this device'}, a placeholder"
     fp8 = (arch.weight_format or "") in {"fp8", "nvfp4", "mxfp4", "modelopt_fp4"}
     peak = perf.fp8_tflops if fp8 else perf.bf16_tflops
-    flops = peak * 1e12 * perf.gemm_fraction
+    flops = peak * 1e12 * perf.gemm_fraction * perf.sustained_clock
     sources["flops_per_s"] = (f"{perf.gemm_fraction:.0%} of {perf.label}'s {peak:g} dense "
-                              f"{'FP8' if fp8 else 'BF16'} TFLOP/s, reached by large GEMMs; half of that at "
+                              f"{'FP8' if fp8 else 'BF16'} TFLOP/s, reached by large GEMMs, at "
+                              f"{perf.sustained_clock:.0%} of the rated clock under the power cap; half of that at "
                               f"{GEMM_HALF_TOKENS:g} tokens (tile occupancy)")
     dense_flops, expert_flops = _flops_per_token(arch, weights, tp)
     sources["per_token_s"] = (f"the sampler: {SAMPLER_PASSES} float32 passes over {arch.vocab_size:,} logits per "
@@ -215,6 +239,7 @@ def model_inputs(
     layers = len(arch.layers)
     per_layer = KERNELS_PER_LAYER + (MOE_EXTRA_KERNELS_PER_LAYER if moe is not None else 0)
     kernels = layers * per_layer + KERNELS_PER_STEP
+    launches = kernels + (layers * (MOE_EXTRA_LAUNCHES_PER_LAYER - MOE_EXTRA_KERNELS_PER_LAYER) if moe else 0)
     shape = StepShape(
         dense_weight_bytes=dense, expert_weight_bytes=expert,
         num_experts=moe.num_experts if moe else None, top_k=moe.top_k if moe else None,
@@ -225,7 +250,7 @@ def model_inputs(
         logits_flops_per_row=_logits_flops(arch, tp),
         attention_flops_per_pair=_attention_flops_per_pair(arch, tp),
         activation_bytes_per_token=ACTIVATION_TOUCHES * arch.hidden_size * act * layers / tp,
-        kernels_per_step=kernels,
+        kernels_per_step=kernels, launches_per_step=launches,
         graph_sizes=sizes, eager=eager, async_scheduling=async_sched,
         allreduces_per_step=2 * layers if tp > 1 else 0, allreduce_bytes_per_token=float(arch.hidden_size * act),
         link_bytes_per_s=perf.link_gbps * 1e9, collective_latency_s=perf.collective_latency_s, tp=tp,
@@ -243,9 +268,13 @@ def model_inputs(
     prior = StepCosts(
         fixed_s=fixed, bandwidth_bytes_per_s=gbps * 1e9 * fraction, per_token_s=per_token,
         prefill_per_token_s=prefill, flops_per_s=flops, gemm_half_tokens=GEMM_HALF_TOKENS,
-        attention_flops_per_s=peak * 1e12 * perf.attention_fraction, kernel_floor_s=0.0 if cpu else KERNEL_FLOOR_S,
+        attention_flops_per_s=peak * 1e12 * perf.attention_fraction * perf.sustained_clock,
+        kernel_floor_s=0.0 if cpu else KERNEL_FLOOR_S,
         launch_s=0.0 if cpu else LAUNCH_S, cpu_per_row_s=CPU_PER_ROW_S,
-        kv_bandwidth_bytes_per_s=gbps * 1e9 * perf.kv_fraction)
+        kv_bandwidth_bytes_per_s=gbps * 1e9 * perf.kv_fraction,
+        expert_flops_per_s=flops * FUSED_MOE_FRACTION if moe is not None else 0.0,
+        arrival_hop_s=0.0 if cpu else ARRIVAL_HOP_S, api_per_request_s=0.0 if cpu else API_PER_REQUEST_S,
+        intake_s=0.0 if cpu else INTAKE_S)
     sources["kv_bandwidth_bytes_per_s"] = (f"{perf.kv_fraction:.0%} of {perf.label}'s {gbps:,.0f} GB/s: paged KV "
                                            "reads of decode attention" if is_known(perf) else
                                            sources["bandwidth_bytes_per_s"])

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from dspark.advise.kv_usage import KVCounting
-from dspark.perf.step import StepCosts, StepShape, cost_table, step_seconds
+from dspark.perf.step import StepCosts, StepShape, cost_table, cpu_seconds, step_seconds
 
 __all__ = ["Simulated", "StepCosts", "StepShape", "Workload", "decode_step_s", "simulate", "table"]
 
@@ -62,18 +62,24 @@ class Simulated:
     kv_peak_tokens: int  # tokens held by seated requests at the busiest step
     kv_peak_usage: float | None  # the engine's KV-usage metric at its busiest step (None: no counting given)
     prefill_share: float  # share of the wall time spent computing prompts
+    # As vLLM's request_queue_time_seconds and request_prefill_time_seconds histograms split the engine's part of
+    # TTFT: reaching the engine core to first scheduled, first scheduled to first token (means).
+    queue_mean_s: float = 0.0
+    prefill_mean_s: float = 0.0
 
 
 class _Req:
-    __slots__ = ("arrival", "ctx", "first", "last", "out_left", "prefill_left")
+    __slots__ = ("arrival", "ctx", "first", "last", "out_left", "prefill_left", "scheduled", "sent")
 
-    def __init__(self, arrival: float, prefill: int, cached: int, output: int) -> None:
-        self.arrival = arrival
+    def __init__(self, arrival: float, prefill: int, cached: int, output: int, sent: float | None = None) -> None:
+        self.sent = arrival if sent is None else sent  # when its client sent it
+        self.arrival = arrival  # when it reached the engine core
         self.prefill_left = prefill
         self.ctx = float(cached)
         self.out_left = float(output)
         self.first: float | None = None
         self.last = 0.0
+        self.scheduled: float | None = None
 
 
 def _decode(decoding: list[_Req], tokens: float) -> None:
@@ -130,9 +136,83 @@ def _mixed_step(costs: StepCosts, shape: StepShape, decoding: list[_Req], chunks
     return dt, max(0.0, dt - alone)
 
 
+class _Frontend:
+    """The API server: one process takes each request in turn (HTTP, input processing), `serial` seconds of it a
+    request, so requests sent together reach the engine core one after another, `hop` after each is sent."""
+
+    def __init__(self, hop: float, serial: float) -> None:
+        self.hop, self.serial = hop, min(serial, hop)
+        self.free = 0.0
+
+    def arrival(self, sent: float) -> float:
+        """When a request sent at `sent` reaches the engine core."""
+        self.free = max(sent, self.free) + self.serial
+        return self.free + self.hop - self.serial
+
+
+class _Pipeline:
+    """When the engine fixes a step's batch. One thread schedules and launches, and with a queue of `depth` batches
+    step k is scheduled once step k - depth has returned its output and step k - 1 has been launched:
+    cut_k = max(end_(k-depth), cut_(k-1) + CPU path of step k-1). Requests that finished after end_(k-depth) still
+    hold their seats for step k (the scheduler learns of their end with the output of the step they ended in)."""
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+        self.restart(0.0)
+
+    def restart(self, now: float) -> None:
+        """The engine was idle: its next step is scheduled at `now`."""
+        self.ends: deque[float] = deque([now] * self.depth, maxlen=self.depth)
+        self.freed: deque[int] = deque([0] * self.depth, maxlen=self.depth)
+        self.last_cut, self.last_cpu = now, 0.0
+
+    def cut(self) -> float:
+        """The time by which a request must have reached the engine core to be in the next step."""
+        return max(self.ends[0], self.last_cut + self.last_cpu) if self.depth > 1 else self.ends[0]
+
+    def held(self) -> int:
+        """Seats of requests that finished after the cut."""
+        return sum(self.freed) - self.freed[0]
+
+    def ran(self, now: float, steps: int, dt: float, finished: int, cut: float, cpu: float) -> None:
+        """`steps` steps of `dt` each ended at `now`, `finished` requests ending in the last; `cut`: the first's
+        cut; `cpu`: each one's CPU path."""
+        for k in range(min(steps, self.depth) - 1, 0, -1):
+            self.ends.append(now - k * dt)
+            self.freed.append(0)
+        self.ends.append(now)
+        self.freed.append(finished)
+        self.last_cut = cut if steps == 1 else max(cut, now - self.depth * dt)
+        self.last_cpu = cpu
+
+
+def _admit(waiting: deque[_Req], running: list[_Req], seats: int, pipe: _Pipeline) -> None:
+    """Seat the requests that reached the engine core by the next step's cut, while seats are free."""
+    cut, held = pipe.cut(), pipe.held()
+    while waiting and len(running) + held < seats and waiting[0].arrival <= cut + 1e-12:
+        running.append(waiting.popleft())
+
+
+def _leave(running: list[_Req], done: list[_Req], now: float) -> int:
+    """Move the requests that have all their tokens from `running` to `done`; how many."""
+    finished = [r for r in running if r.out_left <= 1e-9]
+    for r in finished:
+        r.last = now
+        running.remove(r)
+        done.append(r)
+    return len(finished)
+
+
 def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
              counting: KVCounting | None = None) -> Simulated:
     """Run the workload through `seats` seats step by step; steady stretches are advanced in one jump.
+
+    The engine's loop decides what a step holds before the step it follows has ended: with async scheduling
+    (vLLM's EngineCore.step_with_batch_queue, a queue of 2) step k is scheduled when step k - 2 returns its output,
+    while step k - 1 runs, so a request that reaches the engine during step k - 1 waits for step k + 1 at the
+    earliest; without it, step k is scheduled when step k - 1 returns. A finished request's client sends its
+    next one at once; it reaches the engine core `arrival_hop_s` later (streaming, HTTP, the API server's input
+    processing, the IPC to the engine core), and its first token reaches the client as much after it is sampled.
 
     With `counting`, the engine's KV-usage metric is taken after each step, as the engine reports it (finished
     requests freed, the others holding the slots the step gave them), and its peak reported.
@@ -143,7 +223,9 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
     prefill = max(1, load.input_len - cached)  # the engine always computes at least the last prompt token
     emit = max(shape.emitted_per_step, 1.0)
     budget = max(load.max_num_batched_tokens, 1)
-    waiting: deque[_Req] = deque(_Req(0.0, prefill, cached, load.output_len)
+    pipe = _Pipeline(2 if shape.async_scheduling else 1)
+    api = _Frontend(max(costs.arrival_hop_s, 0.0), costs.api_per_request_s)
+    waiting: deque[_Req] = deque(_Req(api.arrival(0.0), prefill, cached, load.output_len, 0.0)
                                  for _ in range(min(load.clients, load.requests)))
     sent = len(waiting)
     running: list[_Req] = []
@@ -152,52 +234,71 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
     kv_peak = 0.0
     usage = _UsagePeak(counting)
     while running or waiting:
-        while waiting and len(running) < seats:
-            running.append(waiting.popleft())
+        if not running and waiting[0].arrival > pipe.cut():  # idle until the next request arrives
+            now = max(now, waiting[0].arrival + costs.intake_s)
+            pipe.restart(now)
+        cut = pipe.cut()
+        _admit(waiting, running, seats, pipe)
         decoding = [r for r in running if r.prefill_left == 0]
         chunks = _chunks(running, budget - len(decoding) * shape.query_len)
+        for r, _ in chunks:  # scheduled: its first chunk is in the step (vLLM's SCHEDULED event)
+            r.scheduled = max(r.arrival, cut) if r.scheduled is None else r.scheduled
         ctx = math.fsum(r.ctx for r in running)
         kv_peak = max(kv_peak, ctx + sum(t for _, t in chunks))
-        if not chunks and decoding:
+        # Someone is on the way (sent, not yet seen by the scheduler) while a seat is free: step by step.
+        arriving = bool(waiting) and len(running) + pipe.held() < seats
+        if not chunks and decoding and not arriving:
             # Nothing but decoding until the next request finishes: advance those steps at once.
             steps = max(1, math.ceil(min(r.out_left for r in decoding) / emit - 1e-9))
             mid = ctx + len(decoding) * emit * steps / 2
-            now += steps * decode_step_s(costs, shape, len(decoding), mid)
+            dt = decode_step_s(costs, shape, len(decoding), mid)
             if steps > 1:  # the stretch's last report before its finishers leave: one step short of its end
                 usage.see([r.ctx + ((steps - 2) * emit + shape.query_len if r.prefill_left == 0 else 0.0)
                            for r in running])
+            now += steps * dt
             _decode(decoding, steps * emit)
         else:
+            steps = 1
             dt, prompt_dt = _mixed_step(costs, shape, decoding, chunks, ctx)
             prefill_time += prompt_dt
             now += dt
             _decode(decoding, emit)
             _prefill(chunks, now)
         kv_peak = max(kv_peak, math.fsum(r.ctx for r in running))
-        for r in [r for r in running if r.out_left <= 1e-9]:
-            r.last = now
-            running.remove(r)
-            done.append(r)
-            if sent < load.requests:  # the client sends its next request at once (closed loop)
-                waiting.append(_Req(now, prefill, cached, load.output_len))
-                sent += 1
+        finished = _leave(running, done, now)
+        for _ in range(min(finished, load.requests - sent)):  # each client sends its next request at once
+            waiting.append(_Req(api.arrival(now), prefill, cached, load.output_len, now))
+            sent += 1
+        pipe.ran(now, steps, dt, finished, cut,
+                 cpu_seconds(table(costs, shape), len(decoding), sum(t for _, t in chunks)))
         # The engine reports usage after the step, finished requests freed; a decoding seat still holds the slots
         # it was given for the step: its verified and proposed tokens, not only those it kept.
         decoded = {id(r) for r in decoding}
         usage.see([r.ctx + (shape.query_len - emit if id(r) in decoded else 0.0) for r in running])
+    return _result(costs, shape, load, seats, done, now, kv_peak, usage.peak, prefill_time, api.hop)
+
+
+def _result(costs: StepCosts, shape: StepShape, load: Workload, seats: int, done: list[_Req], now: float,
+            kv_peak: float, usage_peak: float | None, prefill_time: float, hop: float) -> Simulated:
+    """What the bench would report of the finished requests (and the model's own figures beside)."""
+    cached = round(load.input_len * load.prefix_hit_rate)
     streams = [r for r in done if r.first is not None and r.last > r.first]
     decode_tokens = (load.output_len - 1) * len(streams)
     decode_span = math.fsum(r.last - (r.first or 0.0) for r in streams)
-    mean_ctx = cached + prefill + load.output_len / 2
+    mean_ctx = cached + max(1, load.input_len - cached) + load.output_len / 2
     full = min(seats, load.clients)
+    n = len(done)
     return Simulated(
         seats=seats,
         wall_time_s=now,
         aggregate_decode_tps=load.requests * load.output_len / now if now > 0 else math.nan,
         per_stream_decode_tps=decode_tokens / decode_span if decode_span > 0 else math.nan,
-        ttft_mean_s=math.fsum((r.first or r.last) - r.arrival for r in done) / len(done),
+        # The client's TTFT: from its send to the first token's arrival, a hop after it is sampled.
+        ttft_mean_s=math.fsum((r.first or r.last) - r.sent for r in done) / n + hop,
         decode_step_s=decode_step_s(costs, shape, full, full * mean_ctx),
         kv_peak_tokens=math.ceil(kv_peak),
-        kv_peak_usage=usage.peak,
+        kv_peak_usage=usage_peak,
         prefill_share=prefill_time / now if now > 0 else 0.0,
+        queue_mean_s=math.fsum((r.scheduled or r.arrival) - r.arrival for r in done) / n,
+        prefill_mean_s=math.fsum((r.first or r.last) - (r.scheduled or r.arrival) for r in done) / n,
     )

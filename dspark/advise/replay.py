@@ -18,7 +18,7 @@ from dspark.advise.advice import Prediction
 from dspark.advise.model import StepCosts, StepShape, table
 from dspark.advise.workload import Arrivals, WorkloadRequest
 from dspark.bench.stats import percentile
-from dspark.core.errors import InputError
+from dspark.core.errors import DsparkError, InputError
 from dspark.engines.inside import InsideFailure, run_inside
 from dspark.engines.replay import scheduler_replay
 from dspark.perf.step import step_seconds
@@ -29,6 +29,34 @@ if TYPE_CHECKING:
 
 class ReplayError(Exception):
     """The engine's scheduler could not be run on this plan or workload; the message says why."""
+
+
+class ReplayFailedError(ReplayError):
+    """The installed engine's scheduler was run and gave no replay; release: its version, when it said one."""
+
+    def __init__(self, message: str, release: str | None = None) -> None:
+        super().__init__(message)
+        self.release = release
+
+
+class EngineReplayError(DsparkError):
+    """A release dspark models could not replay the workload (exit 3: dspark's bug, or the engine misbehaved)."""
+
+
+def failed_release_error(exc: ReplayFailedError, engine: str, modelled: Sequence[str]) -> DsparkError:
+    """What a replay the installed release could not run is to the user: an error naming the release.
+
+    A release dspark models (modelled) is meant to replay, and an engine that gave no answer at all behaved
+    unexpectedly: exit 3. Any other release is the input (exit 2): the hint names the releases that replay,
+    and dspark's own model.
+    """
+    name = f"{engine} {exc.release}" if exc.release else f"{engine} (its release unread)"
+    message = f"{name}'s scheduler could not replay the workload: {exc}"
+    if exc.release is not None and exc.release not in modelled:
+        return InputError(message, hint=f"install a release dspark models ({', '.join(modelled)}), or give "
+                                        "--simulator dspark for dspark's own batching model")
+    return EngineReplayError(message, hint=f"{engine} {exc.release} is a release dspark models: please report this"
+                             if exc.release else "run again with --debug for the engine's last lines")
 
 
 @dataclass(frozen=True)
@@ -139,12 +167,18 @@ def run_replays(python: str, tool: str, requests: Sequence[Mapping[str, Any]], t
         answers: list[dict[str, Any]] = run_inside(python, tool, list(requests), timeout)
     except InsideFailure as failure:
         if failure.why == "no_answer":
-            raise ReplayError(f"no answer from the engine's scheduler in {python} (exit {failure.returncode}): "
-                              f"{failure.last(3)}") from None
-        raise ReplayError(f"cannot run the engine's scheduler in {python}: {failure.detail}") from None
+            raise ReplayFailedError(f"no answer from the engine's scheduler in {python} (exit "
+                                    f"{failure.returncode}): {failure.last(3)}") from None
+        if failure.why == "not_run":  # the interpreter does not start: as if no engine were found
+            raise ReplayError(f"cannot start {python}: {failure.detail}") from None
+        raise ReplayFailedError(f"the engine's scheduler in {python} ran past its time: {failure.detail}") from None
     for answer in answers:
         if not answer.get("ok"):
-            raise ReplayError(f"the engine's scheduler could not replay the workload: {answer.get('error')}")
+            version, error = answer.get("engine_version"), str(answer.get("error"))
+            if not version and error.startswith("ModuleNotFoundError"):
+                # The engine did not import there (its version unread): not installed, as if never found.
+                raise ReplayError(f"the engine does not import in {python}: {error}")
+            raise ReplayFailedError(f"{error} (in {python})", str(version) if version else None)
     return answers
 
 
@@ -229,5 +263,5 @@ def with_replay(prediction: Prediction, seat: SeatReplay, simulator: str,
         prefix_cache_hits=c.prefix_cache_hits, prefix_cache_hit_rate=c.prefix_cache_hit_rate,
         preemptions=c.preemptions, kv_mean_fraction=c.kv_mean_fraction, ttft_p50_s=finite(c.ttft_p50_s),
         ttft_p90_s=finite(c.ttft_p90_s), ttft_p99_s=finite(c.ttft_p99_s), tpot_mean_ms=finite(c.tpot_mean_ms),
-        warm=pass_json(seat.warm) if seat.warm is not None else None,
+        warm=pass_json(seat.warm) if seat.warm is not None else None, queue_mean_s=None, prefill_mean_s=None,
     )

@@ -18,9 +18,7 @@ its output fewer than 4 (not checked under --output-len), its prompt more than 1
 from __future__ import annotations
 
 import math
-import os
 import random
-import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +27,14 @@ from typing import Any
 from dspark.bench.prompts import Prompt, PromptLine, read_jsonl
 from dspark.core.errors import InputError
 from dspark.core.extras import require_extra
+from dspark.core.files import GIB, FileKind, read_text
 from dspark.core.jsonfile import parse_json_text
 
 # vLLM's is_valid_sequence defaults (benchmarks/datasets/datasets.py).
 MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048
 # A dataset file larger than this is not a benchmark's dataset (ShareGPT_V3 is ~670 MB).
-MAX_DATASET_BYTES = 1 << 30
+DATASET = FileKind("dataset file", 1 * GIB, "ShareGPT-style JSON or JSONL; take the requests you need into a "
+                   "smaller file")
 
 
 def length_intervals(input_len: int, output_len: int, ratio: float) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -124,29 +124,9 @@ def load_tokenizer(model_dir: Path) -> Tokenize:
 
 
 def read_dataset_text(path: Path) -> str:
-    """The file's text: a regular file of at most MAX_DATASET_BYTES, UTF-8; InputError naming it otherwise."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise InputError(f"{path}: dataset file not found") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the dataset file ({exc.strerror or exc})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{path}: not a regular file; a dataset must be a regular file",
-                             hint="save what the pipe or device gives to a file first")
-        if info.st_size > MAX_DATASET_BYTES:
-            raise InputError(f"{path}: {info.st_size:,} bytes, more than a dataset's {MAX_DATASET_BYTES:,}",
-                             hint="take the requests you need into a smaller file")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(MAX_DATASET_BYTES + 1)
-    finally:
-        os.close(fd)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    """The file's text through the project's bounded reader (dspark.core.files): a regular UTF-8 file of at most
+    1 GiB; InputError naming it otherwise (a FIFO, a device, a directory, a huge or binary file)."""
+    return read_text(path, DATASET)
 
 
 @dataclass(frozen=True)

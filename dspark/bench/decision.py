@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from dspark.bench.results import METRICS, SPREAD_SUFFIX
 from dspark.bench.stats import relative_change
+from dspark.core.constants import MAX_NUM_SEQS_LIMIT
 from dspark.core.errors import InputError
 
 # Short names users type for the judged metrics.
@@ -92,10 +93,15 @@ def make_rule(primary: str, adopt_at: str, max_regression: str, secondaries: str
 
 def parse_seats(text: str) -> tuple[int, ...]:
     """'8,16' -> (8, 16): distinct positive seat counts, in the order given (the first is the baseline)."""
+    shown = text if len(text) <= 80 else f"{text[:40]}… ({len(text):,} characters)"
+    if any(len(part.strip()) > 6 for part in text.split(",")):  # 6 digits: above any seat count an engine takes
+        raise InputError(f"--seats {shown}: a seat count is at most {MAX_NUM_SEQS_LIMIT}")
     try:
         seats = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise InputError(f"--seats takes comma-separated whole numbers, got {text!r}") from None
+        raise InputError(f"--seats takes comma-separated whole numbers, got {shown!r}") from None
+    if any(n > MAX_NUM_SEQS_LIMIT for n in seats):
+        raise InputError(f"--seats {shown}: a seat count is at most {MAX_NUM_SEQS_LIMIT}")
     if len(seats) < 1 or any(n < 1 for n in seats) or len(set(seats)) != len(seats):
         raise InputError(f"--seats needs distinct positive seat counts, got {text!r}")
     return seats

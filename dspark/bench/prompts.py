@@ -7,7 +7,6 @@ positive integer "max_tokens" (absent: the command's --max-tokens / --output-len
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import TypeVar, Union
 
 from dspark.core.errors import InputError
+from dspark.core.files import PROMPTS, read_text, shown_path
+from dspark.core.jsonfile import parse_json_text
 
 Message = dict[str, str]
 # Text, token ids (completions only; works with --skip-tokenizer-init) or chat messages.
@@ -29,6 +30,17 @@ _WORD_TEXT = (
     "after also did many before must through back years where much your way well down should because each just"
 )
 _WORDS = tuple(_WORD_TEXT.split())
+# Bounds on the numbers a prompts file holds: token ids are below 2^31 in every vocabulary an engine serves (they
+# are int32 on the GPU), and no request asks for more output than the longest context any model has.
+MAX_TOKEN_ID = 1 << 31
+MAX_OUTPUT_TOKENS = 1 << 30
+
+
+def shown_value(value: object) -> str:
+    """A value from the file for a message, cut to a line (a 4,000-digit number is not echoed whole)."""
+    huge = isinstance(value, int) and value.bit_length() >= 200
+    text = f"a {value.bit_length()}-bit number" if huge and isinstance(value, int) else repr(value)
+    return text if len(text) <= 80 else text[:60] + f"… ({len(text):,} characters)"
 
 
 def synthetic_token_prompts(count: int, length: int, *, vocab_size: int, seed: int) -> list[Prompt]:
@@ -67,9 +79,11 @@ def _prompt_of(obj: object, where: str) -> Prompt:
             val = obj[key]
             if isinstance(val, str):
                 return val
-            if isinstance(val, list) and val and all(isinstance(t, int) and not isinstance(t, bool) for t in val):
+            if isinstance(val, list) and val and all(isinstance(t, int) and not isinstance(t, bool)
+                                                     and 0 <= t < MAX_TOKEN_ID for t in val):
                 return [int(t) for t in val]
-            raise InputError(f"{where}: '{key}' must be a string or a non-empty list of token ids")
+            raise InputError(f"{where}: '{key}' must be a string or a non-empty list of token ids "
+                             f"(whole numbers from 0 to {MAX_TOKEN_ID - 1:,})")
     raise InputError(f"{where}: no 'prompt', 'text' or 'messages' key")
 
 
@@ -86,8 +100,11 @@ def _max_tokens_of(obj: object, where: str) -> int | None:
     if not isinstance(obj, dict) or "max_tokens" not in obj:
         return None
     value = obj["max_tokens"]
+    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_OUTPUT_TOKENS:
+        raise InputError(f"{where}: 'max_tokens' must be at most {MAX_OUTPUT_TOKENS:,}, got {shown_value(value)}",
+                         hint="no model's context holds more output tokens; ask for the number you mean")
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InputError(f"{where}: 'max_tokens' must be a positive integer, got {value!r}",
+        raise InputError(f"{where}: 'max_tokens' must be a positive integer, got {shown_value(value)}",
                          hint='write it as a whole number of output tokens, e.g. "max_tokens": 256, or leave it '
                               "out for the command's default")
     return value
@@ -95,21 +112,15 @@ def _max_tokens_of(obj: object, where: str) -> int | None:
 
 def read_jsonl(path: Path) -> list[PromptLine]:
     """The requests of a JSONL prompts (workload) file, in file order; blank lines skipped."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"cannot read prompts file {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"cannot read prompts file {path}: not UTF-8 text ({exc.reason})") from exc
+    # A regular file within PROMPTS' limit (a FIFO or /dev/zero is refused, not read forever).
+    lines = read_text(path, PROMPTS).splitlines()
     out: list[PromptLine] = []
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        where = f"{path}:{n}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: not JSON: {exc.msg}") from exc
+        where = f"{shown_path(path)}:{n}"
+        # Nesting, 5,000-digit numbers and NaN are input errors naming the line, as a syntax error is.
+        obj = parse_json_text(line, where, one_line=True)
         out.append(PromptLine(_prompt_of(obj, where), _max_tokens_of(obj, where), where))
     if not out:
         raise InputError(f"{path}: no prompts")

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import psutil
 
 from dspark.bench.decision import Decision, DecisionRule, Setting, decide
 from dspark.bench.interrupt import Interrupted, raising_on_signals
+from dspark.bench.peers import PeerOutcome, PeerPlan, PeerProcess, PeerSetup, peer_launch_problems, stop_all, wait_exec
 from dspark.bench.results import BenchResult
 from dspark.bench.runner import BenchSpec, PassObserver, run_bench
 from dspark.bench.shard import ClientFailure
@@ -43,6 +45,8 @@ class PlannedLaunch:
     base_url: str | None = None  # default: http://HOST:PORT from the plan's --host/--port
     # Records the boot's KV pool and memory figures (dspark.planning.boot_records.BootRecorder); its lines are said.
     on_boot: Callable[[EngineLog], Sequence[str]] | None = None
+    # The other nodes of a native multi-node plan (rank >= 1), each started over ssh beside this one.
+    peers: tuple[PeerPlan, ...] = ()
 
 
 PlanBuilder = Callable[[int], PlannedLaunch]
@@ -175,10 +179,12 @@ class SettingResult:
     bench: BenchResult | None
     stop: StopOutcome | None
     problems: tuple[str, ...]  # anything that makes this setting's numbers unfit for the decision
+    peers: tuple[PeerOutcome, ...] = ()  # the other nodes' launches (native multi-node)
+    peer_lost: str | None = None  # a peer that died during this setting: the sweep runs no further setting
 
     @property
     def clean(self) -> bool:
-        """Launched as planned, 0 errors, 0 preemptions, and the engine lived through the bench."""
+        """Launched as planned (every node), 0 errors, 0 preemptions, and the engines lived through the bench."""
         return not self.problems
 
 
@@ -200,6 +206,7 @@ class SweepResult:
     # A signal ended the sweep early: `settings` are those that ran, and partial_reason says why.
     partial: bool = False
     partial_reason: str | None = None
+    interrupted: bool = False  # partial because of a signal (not because a peer died)
 
     @property
     def clean(self) -> bool:
@@ -329,7 +336,90 @@ def _check_responder(engine: EngineProcess, url: str) -> None:
         raise EngineFailure(foreign[0])
 
 
-def run_setting(
+class _PeerWatch:
+    """The peers of one setting, watched on a thread: the first that exits while it should run is recorded, and
+    the head's engine is stopped (SIGTERM, SIGKILL after stop_timeout_s: a head still joining its peers does not
+    answer SIGTERM) so that nothing waits on a rank that is gone (health, the bench)."""
+
+    def __init__(self, peers: Sequence[PeerProcess], engine: EngineProcess, stop_timeout_s: float,
+                 interval_s: float = 0.5) -> None:
+        self._peers = peers
+        self._engine = engine
+        self._stop_timeout = stop_timeout_s
+        self._interval = interval_s
+        self._done = threading.Event()
+        self.lost: str | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        if self._peers:
+            self._thread.start()
+
+    def check(self) -> str | None:
+        """The first peer seen gone (now or before), in words."""
+        if self.lost is None:
+            for p in self._peers:
+                if (rc := p.poll()) is not None:
+                    self.lost = f"{p.who} exited with code {rc} while it should serve: {p.failure_context()}"
+                    break
+        return self.lost
+
+    def _run(self) -> None:
+        while not self._done.wait(self._interval):
+            if self.check() is not None:
+                self._engine.stop(self._stop_timeout)  # the head cannot serve without its peer
+                return
+
+    def close(self) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5.0)
+
+
+def _peer_log(log_path: Path | None, plan: PeerPlan, seats: int) -> Path | None:
+    """<out-dir>/logs/peer-rank-R-HOST-N-seats.log beside the head's engine log."""
+    if log_path is None:
+        return None
+    host = "".join(c if c.isalnum() or c in ".-_" else "_" for c in plan.host)
+    return log_path.parent / "logs" / f"peer-rank{plan.rank}-{host}-{seats}-seats.log"
+
+
+def _start_nodes(engine: EngineProcess, peers: Sequence[PeerProcess], watch: _PeerWatch, label: str,
+                 say: Callable[[str], None]) -> None:
+    """The head's engine, then each peer's `dspark start` over ssh, then the watch on the peers."""
+    engine.start()
+    for peer in peers:
+        say(f"{label}: starting {peer.who} over ssh; log: {peer.log_path or '-'}")
+        try:
+            peer.start()
+        except OSError as exc:
+            raise EngineFailure(f"cannot run ssh for {peer.who}: {exc.strerror or exc}") from exc
+    watch.start()
+
+
+def _peer_problems(peers: Sequence[PeerProcess], watch: _PeerWatch) -> list[str]:
+    """Every peer's printed plan against its rank's, and a peer already gone."""
+    wait_exec(peers, 10.0)  # printed before the engine imports: long since, unless the peer never planned
+    out = [p for peer in peers for p in peer_launch_problems(peer.plan, peer.argv)]
+    if (lost := watch.check()) is not None:
+        out.append(lost)
+    return out
+
+
+def _stop_nodes(engine: EngineProcess, peers: Sequence[PeerProcess], stop_timeout_s: float, label: str,
+                say: Callable[[str], None]) -> tuple[StopOutcome, list[str]]:
+    """Stop the head's engine, then every peer (over ssh, at once); how each ended."""
+    stop = engine.stop(stop_timeout_s)
+    how = "killed (SIGKILL)" if stop.killed else "stopped (SIGTERM)"
+    say(f"{label}: {how} in {stop.seconds:.1f} s" + (f"; killed stragglers {stop.stragglers}" if stop.stragglers
+                                                    else ""))
+    peer_stops = stop_all(peers, stop_timeout_s) if peers else []
+    for peer, ended in zip(peers, peer_stops, strict=True):
+        say(f"{label}: {peer.who} {ended}")
+    return stop, peer_stops
+
+
+def run_setting(  # noqa: PLR0915 - one setting's steps in order; each is a helper or a line
     seats: int,
     launch: PlannedLaunch,
     bench: BenchSpec,
@@ -340,17 +430,21 @@ def run_setting(
     observer: PassObserver | None = None,
     say: Callable[[str], None] = lambda _m: None,
 ) -> SettingResult:
-    """Start, verify, bench and stop one setting; the engine is always stopped, and failures become problems."""
+    """Start, verify, bench and stop one setting (every node's engine); everything is always stopped, and
+    failures become problems."""
     label = f"{seats} seats"
     plan = launch.plan
     known = secret_argv_values(plan.argv) | secret_env_values(plan.env_overlay)
+    known |= {v for p in launch.peers for v in p.secrets()}
     say = _redacting(say, known)  # the plan's secrets never reach stderr, sweep.md or sweep.json
 
     url = launch.base_url or base_url_of(plan)
     espec = engine_spec(plan.engine)
     engine = EngineProcess(plan, log_format=espec.log_format, log_path=log_path)
+    peers = [PeerProcess(p, log_path=_peer_log(log_path, p, seats), secrets=frozenset(known)) for p in launch.peers]
+    watch = _PeerWatch(peers, engine, stop_timeout_s)
     problems: list[str] = []
-    startup = check = result = stop = None
+    startup = check = result = None
     if port_answers(url):
         problem = (f"something already answers at {url} before the engine started (another server, or another "
                    "sweep's engine on this port): it would be benchmarked as this setting; stop it, or give the "
@@ -362,37 +456,49 @@ def run_setting(
                              problems=(redact_text(problem, known),))
     say(f"{label}: starting {plan.engine} ({url}); log: {log_path or '-'}")
     try:
-        engine.start()
+        _start_nodes(engine, peers, watch, label, say)
         startup = engine.wait_healthy(url + "/health", health_timeout_s)
         _check_responder(engine, url)
         engine.log.kv_seen.wait(5.0)  # printed before the server answers; a short grace for the reader thread
         check = check_launch(plan.argv, seats, engine.log.engine_args, engine.log.kv_pool, launch.expected_pool_tokens,
                              seat_arg=espec.seat_arg)
-        problems += check.problems
+        problems += [*check.problems, *_peer_problems(peers, watch)]
         for line in launch.on_boot(engine.log) if launch.on_boot is not None else ():
             say(f"{label}: {line.removeprefix('dspark: ')}")
         pool = f"{check.kv_pool_tokens:,}" if check.kv_pool_tokens is not None else "?"
+        nodes = f" on {len(peers) + 1} nodes" if peers else ""
         say(f"{label}: healthy after {startup:.1f} s; KV pool {pool} tokens; "
-            + ("launch as planned" if not check.problems else "; ".join(check.problems)))
-        if not check.problems:
+            + (f"launch as planned{nodes}" if not problems else "; ".join(problems)))
+        if not problems:
             spec = dataclasses.replace(bench, client=dataclasses.replace(bench.client, base_url=url))
             obs = _Prefixed(observer, label) if observer is not None else None
             result = asyncio.run(run_bench(spec, obs))
+            if (lost := watch.check()) is not None:
+                problems.append(lost)  # the cause first: the bench's failures follow from it
             if result.partial_reason:
                 problems.append(result.partial_reason)
             problems += bench_problems(result)
-            if (rc := engine.poll()) is not None:
+            if lost is None and (rc := engine.poll()) is not None:
                 problems.append(f"the engine exited with code {rc} during the bench: {engine.log.failure_context()}")
-    except (EngineFailure, ClientFailure, InputError) as exc:
-        problems.append(exc.message)
-    except httpx.HTTPError as exc:
-        tail = f"; {engine.log.failure_context()}" if engine.poll() is not None else ""
-        problems.append(f"the bench could not reach the engine at {url}: {type(exc).__name__}: {exc}{tail}")
+    except (EngineFailure, ClientFailure, InputError, httpx.HTTPError) as exc:
+        if (lost := watch.check()) is not None and lost not in problems:
+            problems.append(lost)  # the cause, before what the head's end looked like
+        if isinstance(exc, httpx.HTTPError):
+            tail = f"; {engine.log.failure_context()}" if engine.poll() is not None else ""
+            problems.append(f"the bench could not reach the engine at {url}: {type(exc).__name__}: {exc}{tail}")
+        else:
+            problems.append(exc.message)
     finally:
-        stop = engine.stop(stop_timeout_s)
-        how = "killed (SIGKILL)" if stop.killed else "stopped (SIGTERM)"
-        say(f"{label}: {how} in {stop.seconds:.1f} s" + (f"; killed stragglers {stop.stragglers}" if stop.stragglers
-                                                        else ""))
+        watch.close()
+        stop, peer_stops = _stop_nodes(engine, peers, stop_timeout_s, label, say)
+    problems += [f"{p.who} {how}" for p, how in zip(peers, peer_stops, strict=True)
+                 if how.startswith(("could not", "never"))]
+    outcomes = tuple(
+        PeerOutcome(host=p.plan.host, rank=p.plan.rank, log_path=str(p.log_path) if p.log_path else None,
+                    argv=p.argv, returncode=p.poll(), stop=how,
+                    problems=tuple(redact_text(x, known) for x in problems if x.startswith(p.who)))
+        for p, how in zip(peers, peer_stops, strict=True)
+    )
     return SettingResult(
         seats=seats,
         label=label,
@@ -404,6 +510,8 @@ def run_setting(
         bench=result,
         stop=stop,
         problems=tuple(redact_text(p, known) for p in problems),
+        peers=outcomes,
+        peer_lost=redact_text(watch.lost, known) if watch.lost else None,
     )
 
 
@@ -424,6 +532,7 @@ def run_sweep(
     say(f"decision rule (fixed before the runs): {rule.describe()}")
     results: list[SettingResult] = []
     partial: str | None = None
+    interrupted = False
     current = seats[0] if seats else 0
     try:
         with raising_on_signals():
@@ -443,10 +552,16 @@ def run_sweep(
                 if results[-1].bench is not None and results[-1].bench.partial:
                     partial = (f"interrupted during {n} seats ({results[-1].bench.partial_reason}): "
                                f"{len(results)} of {len(seats)} seat count(s) run")
+                    interrupted = True
+                    break
+                if results[-1].peer_lost is not None:
+                    partial = (f"stopped at {n} seats: {results[-1].peer_lost}; every node's engine stopped, "
+                               f"{len(results)} of {len(seats)} seat count(s) run")
                     break
     except Interrupted as exc:
         partial = (f"interrupted by {exc.signame} at {current} seats (its engine stopped): {len(results)} of "
                    f"{len(seats)} seat count(s) run")
+        interrupted = True
     if partial:
         say(partial)
     settings = [
@@ -463,6 +578,7 @@ def run_sweep(
         decision=_decision(rule, settings, partial),
         partial=partial is not None,
         partial_reason=partial,
+        interrupted=interrupted,
     )
 
 
@@ -475,8 +591,9 @@ def _decision(rule: DecisionRule, settings: Sequence[Setting], partial: str | No
                     verdicts=verdicts, chosen=None, summary=f"no decision: {partial}")
 
 
-def start_plan_builder(request: StartRequest) -> PlanBuilder:
-    """Seats -> the plan `dspark start` would exec with --max-num-seqs SEATS, and its predicted KV pool."""
+def start_plan_builder(request: StartRequest, peers: PeerSetup | None = None) -> PlanBuilder:
+    """Seats -> the plan `dspark start` would exec with --max-num-seqs SEATS, and its predicted KV pool; on a
+    native multi-node plan, each peer's `dspark start --node-rank R` (one --peer per rank >= 1) beside it."""
     from dspark.planning.start import boot_recorder, plan_start  # noqa: PLC0415 - planning loads only for a sweep
 
     def build(seats: int) -> PlannedLaunch:
@@ -484,9 +601,53 @@ def start_plan_builder(request: StartRequest) -> PlanBuilder:
         req = dataclasses.replace(request, validate=dataclasses.replace(request.validate, flags=flags))
         result = plan_start(req)
         return PlannedLaunch(plan=result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens,
-                             on_boot=boot_recorder(result, req.validate.env))
+                             on_boot=boot_recorder(result, req.validate.env),
+                             peers=peer_plans(request, result, seats, peers))
 
     return build
+
+
+def peer_plans(request: StartRequest, result: Any, seats: int, peers: PeerSetup | None) -> tuple[PeerPlan, ...]:
+    """Each rank >= 1's `dspark start` over ssh, and the flags its engine argv must carry: those of the rank's own
+    plan (the adapter's, for node_rank R) that differ from the head's, and the seat count. InputError when the
+    hosts do not match the plan's nodes."""
+    settings = result.report.settings
+    nodes, runtime = settings.nnodes.value, settings.distributed_runtime.value
+    hosts = peers.hosts if peers is not None else ()
+    if runtime != "native" or nodes <= 1:
+        if hosts:
+            where = "runs on Ray: its workers come from the Ray cluster" if runtime != "native" else "runs on one node"
+            raise InputError(f"--peer {hosts[0]}: this plan {where}, so there is no peer to start",
+                             hint="drop --peer (a Ray plan needs `ray start --address HEAD:PORT` on each worker)")
+        return ()
+    if len(hosts) != nodes - 1:
+        raise InputError(
+            f"the plan spans {nodes} nodes (nnodes from {settings.nnodes.source}) but {len(hosts)} --peer given",
+            hint=f"give one --peer HOST per rank 1..{nodes - 1}, in rank order (each runs `dspark start "
+            "--node-rank R` over ssh), or run each node's `dspark start` yourself and bench with `dspark bench`")
+    if peers is None:  # unreachable: hosts came from it
+        return ()
+    from dspark.config.knobs import KNOBS  # noqa: PLC0415
+
+    by_name = {k.name: k for k in KNOBS}
+    forwarded: list[str] = []
+    for name, value in request.validate.flags.items():
+        knob = by_name.get(name)
+        if value is None or knob is None or knob.flag is None or name in ("node_rank", "max_num_seqs"):
+            continue
+        forwarded += [knob.flag, str(value)]
+    adapter = result.report.spec.adapter()
+    head = planned_flags(result.plan.argv)
+    seat_arg = engine_spec(result.plan.engine).seat_arg
+    out: list[PeerPlan] = []
+    for rank, host in enumerate(hosts, start=1):
+        worker = planned_flags(adapter.build_plan(dataclasses.replace(result.report.serve, node_rank=rank),
+                                                  None).argv)
+        expected: dict[str, str | bool] = {k: v for k, v in worker.items() if head.get(k) != v}
+        expected[seat_arg] = str(seats)
+        command = peers.command(request.validate.recipe, rank, seats, forwarded, request.validate.engine_flags)
+        out.append(PeerPlan(host=host, rank=rank, ssh=peers.ssh, command=command, expected=expected))
+    return tuple(out)
 
 
 def plan_launches(seats: Sequence[int], build: PlanBuilder) -> dict[int, PlannedLaunch]:

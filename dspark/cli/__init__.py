@@ -157,6 +157,13 @@ def _remember_secrets(args: list[str]) -> None:
     remember(secret_argv_values(args) | secret_env_values(os.environ))
 
 
+def _cut_long_words(text: str) -> str:
+    """A click message with any over-long word (a value or path of thousands of characters) cut to its start."""
+    import re  # noqa: PLC0415 - only an error message needs it
+
+    return re.sub(r"\S{200,}", lambda m: f"{m.group()[:60]}… ({len(m.group()):,} characters)", text)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; click usage errors exit 2 (one JSON object on stdout with --json)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -178,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         from dspark.core.redact import shown  # noqa: PLC0415 - loads only on an error
 
-        exc.message = shown(exc.message)  # type: ignore[misc]  # click reads it back in format_message()
+        exc.message = _cut_long_words(shown(exc.message))  # type: ignore[misc]  # click reads it back
         if as_json:
             _emit_error("usage_error", exc.format_message(), None, int(ExitCode.USAGE), as_json=True)
         else:

@@ -9,6 +9,7 @@ takes the one declaration `but` with its own. The knob options are generated fro
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,6 +20,43 @@ import click
 from dspark.config.knobs import KNOBS
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+# Numbers on the command line are bounded before any command sees them: 400 or 5,000 digits are exit 2 naming the
+# option and the bound, never Python's int-from-str limit, a float that overflowed to inf, or a run that never ends.
+NUMBER_DIGITS = 40  # no count, length, rate or duration has more
+NUMBER_BOUND = 10**12  # far above any real value of these options, far below what float arithmetic would lose
+
+
+class _Bounded(click.ParamType):  # type: ignore[type-arg]  # generic in the installed click, not in every release
+    """click's int or float, with at most NUMBER_DIGITS digits and a magnitude of at most NUMBER_BOUND; "inf" and
+    "nan" stay what float() makes of them (the commands say where they are allowed)."""
+
+    def __init__(self, kind: type[int] | type[float]) -> None:
+        self.kind = kind
+        self.name = "integer" if kind is int else "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            number: int | float = value
+        else:
+            text = str(value).strip()
+            digits = sum(c.isdigit() for c in text)
+            if digits > NUMBER_DIGITS:
+                self.fail(f"a number of {digits:,} digits; at most {NUMBER_BOUND:,} in magnitude is accepted",
+                          param, ctx)
+            try:
+                number = self.kind(text)
+            except ValueError:
+                self.fail(f"{text[:40]!r} is not a valid {self.name}", param, ctx)
+        if isinstance(number, float) and not math.isfinite(number):
+            return number
+        if abs(number) > NUMBER_BOUND:
+            self.fail(f"{number:g} is beyond the bound: at most {NUMBER_BOUND:,} in magnitude", param, ctx)
+        return number
+
+
+WHOLE = _Bounded(int)
+REAL = _Bounded(float)
 
 
 class Option(NamedTuple):
@@ -164,12 +202,12 @@ START: tuple[Option, ...] = (
 )
 
 # The workload advise predicts and bench sends, declared once; each command keeps its own default and wording.
-INPUT_LEN = Option(("--input-len",), "input_len", "workload", type=int, show_default=True)
-REQUESTS = Option(("--requests",), "requests", "workload", type=int)
+INPUT_LEN = Option(("--input-len",), "input_len", "workload", type=WHOLE, show_default=True)
+REQUESTS = Option(("--requests",), "requests", "workload", type=WHOLE)
 PROMPTS = Option(("--prompts",), "prompts_file", "workload", type=click.Path(exists=True, dir_okay=False,
                                                                               path_type=Path))
-REQUEST_RATE = Option(("--request-rate",), "request_rate", "workload", type=float, metavar="R")
-BURSTINESS = Option(("--burstiness",), "burstiness", "workload", type=float, default=1.0, show_default=True)
+REQUEST_RATE = Option(("--request-rate",), "request_rate", "workload", type=REAL, metavar="R")
+BURSTINESS = Option(("--burstiness",), "burstiness", "workload", type=REAL, default=1.0, show_default=True)
 
 # The decision rule sweep applies and advise recommends by (dspark.bench.decision.make_rule's spellings).
 SECONDARY = Option(("--secondary",), "secondaries", "rule", metavar="M,M,...")
@@ -186,13 +224,13 @@ SEATS = Option(("--seats",), "seats", "call", required=True, metavar="N,N,...")
 ADVISE: tuple[Option, ...] = (
     *PLAN,
     SEATS.but(to="advise", help="Seat counts to predict, baseline first."),
-    Option(("--clients",), "clients", "advise", "Closed-loop clients.", type=int, default=32, show_default=True),
+    Option(("--clients",), "clients", "advise", "Closed-loop clients.", type=WHOLE, default=32, show_default=True),
     REQUESTS.but(help="Requests in the workload (default: 100, or the prompts file's)."),
     INPUT_LEN.but(default=2048, help="Prompt tokens per request."),
-    Option(("--output-len",), "output_len", "advise", "Output tokens per request.", type=int, default=512,
+    Option(("--output-len",), "output_len", "advise", "Output tokens per request.", type=WHOLE, default=512,
            show_default=True),
     Option(("--prefix-hit-rate",), "prefix_hit_rate", "advise", "Share of each prompt already in the prefix cache.",
-           type=float, default=0.0, show_default=True),
+           type=REAL, default=0.0, show_default=True),
     PROMPTS.but(flags=("--workload", "--prompts"),
                 help="JSONL requests: {\"prompt\": token ids or text, \"max_tokens\": N} or {\"messages\": [...]}; "
                 "text through the model's own tokenizer. --prompts is the same option."),
@@ -201,7 +239,7 @@ ADVISE: tuple[Option, ...] = (
     Option(("--warm",), "warm", "advise", "Re-send every request, in order, after the first pass (a warm re-run).",
            is_flag=True),
     Option(("--shared-prefix",), "shared_prefix", "advise",
-           "Synthetic prompts share this many leading tokens (a system prompt).", type=int, default=0,
+           "Synthetic prompts share this many leading tokens (a system prompt).", type=WHOLE, default=0,
            show_default=True, metavar="TOKENS"),
     Option(("--simulator",), "simulator", "advise",
            "auto: the installed engine's own scheduler, else dspark's model; engine: require the former.",
@@ -210,7 +248,7 @@ ADVISE: tuple[Option, ...] = (
            "A `dspark bench --json` result or a sweep.json of this deployment; repeatable.", metavar="FILE",
            multiple=True),
     Option(("--accepted-tokens",), "accepted_tokens", "advise",
-           "Tokens a seat keeps per decode step, 1 + accepted speculative tokens (default: estimated).", type=float,
+           "Tokens a seat keeps per decode step, 1 + accepted speculative tokens (default: estimated).", type=REAL,
            metavar="N"),
     *RULE,
     SECONDARY.but(help="Secondary metrics (as sweep; 'none')."),
@@ -224,13 +262,13 @@ RENDER_K8S: tuple[Option, ...] = (
            metavar="IMAGE"),
     Option(("--name",), "name", "render", "Name of the objects (default: from the served model or recipe).",
            metavar="NAME"),
-    Option(("--replicas",), "replicas", "render", "Engine replicas (LWS groups or pods).", type=int, default=1,
+    Option(("--replicas",), "replicas", "render", "Engine replicas (LWS groups or pods).", type=WHOLE, default=1,
            show_default=True),
     Option(("--hf-secret",), "hf_secret", "render",
            "Secret holding the Hugging Face token (key 'token' unless given); never inlined.", default="hf-token",
            show_default=True, metavar="SECRET[:KEY]"),
     Option(("--ready-delay",), "ready_delay", "render",
-           "Seconds before the first readiness probe (default: estimated from the weights per node).", type=int,
+           "Seconds before the first readiness probe (default: estimated from the weights per node).", type=WHOLE,
            metavar="SECONDS"),
     Option(("--shm-size",), "shm_size", "render",
            "Size of the pod's shared-memory volume (default: the engine's figure per GPU).", metavar="SIZE"),
@@ -258,21 +296,21 @@ LOAD: tuple[Option, ...] = (
     Option(("--prompt-kind",), "prompt_kind", "load",
            "Synthetic prompts as token ids (servers without a tokenizer) or text; auto: ids for completions, text "
            "for chat.", type=click.Choice(["auto", "ids", "text"]), default="auto", show_default=True),
-    Option(("--vocab-size",), "vocab_size", "load", "Synthetic token ids are drawn from [10, N).", type=int,
+    Option(("--vocab-size",), "vocab_size", "load", "Synthetic token ids are drawn from [10, N).", type=WHOLE,
            default=500, show_default=True),
     REQUESTS.but(flags=("--requests", "-n"), default=64, show_default=True, help="Requests per repetition."),
     Option(("--concurrency", "-c"), "concurrency", "load",
            "Concurrent clients, each streaming one request at a time (with --request-rate: the most requests in "
-           "flight).", type=int, default=8, show_default=True),
+           "flight).", type=WHOLE, default=8, show_default=True),
     REQUEST_RATE.but(help="Open loop: R requests per second, Poisson arrivals (see --burstiness); default: closed "
                      "loop."),
     BURSTINESS.but(help="Gamma shape of the arrival intervals with --request-rate (1: Poisson; lower: burstier)."),
-    Option(("--max-tokens",), "max_tokens", "load", "Output tokens per request.", type=int, default=128,
+    Option(("--max-tokens",), "max_tokens", "load", "Output tokens per request.", type=WHOLE, default=128,
            show_default=True),
     Option(("--ignore-eos/--no-ignore-eos",), "ignore_eos", "load",
            "Decode exactly --max-tokens per request (vLLM/SGLang extension).", default=True, show_default=True,
            is_flag=True),
-    Option(("--reps",), "reps", "load", "Repetitions.", type=int, default=1, show_default=True),
+    Option(("--reps",), "reps", "load", "Repetitions.", type=WHOLE, default=1, show_default=True),
     Option(("--warm-rerun",), "warm_rerun", "load",
            "Send the last repetition's prompts again; report that pass's prefix-cache hit rate and wall time.",
            is_flag=True),
@@ -282,12 +320,12 @@ LOAD: tuple[Option, ...] = (
            metavar="URL"),
     Option(("--sample-interval",), "sample_interval_s", "load",
            "Seconds between /metrics samples during a pass (each scrape costs the engine's API server CPU time: "
-           "vLLM renders /metrics on its event loop).", type=float, default=5.0, show_default=True),
-    Option(("--timeout",), "timeout_s", "load", "Seconds one request may take.", type=float, default=600.0,
+           "vLLM renders /metrics on its event loop).", type=REAL, default=5.0, show_default=True),
+    Option(("--timeout",), "timeout_s", "load", "Seconds one request may take.", type=REAL, default=600.0,
            show_default=True),
-    Option(("--seed",), "seed", "load", "Seed of the synthetic prompts.", type=int, default=0, show_default=True),
+    Option(("--seed",), "seed", "load", "Seed of the synthetic prompts.", type=WHOLE, default=0, show_default=True),
     Option(("--client-processes",), "client_processes", "load",
-           "Processes the clients run in; 0: one per 64 streams, at most one per CPU.", type=int, default=0,
+           "Processes the clients run in; 0: one per 64 streams, at most one per CPU.", type=WHOLE, default=0,
            show_default=True),
     Option(("--no-progress",), "no_progress", "call", "No progress bar.", is_flag=True, field="progress",
            convert=operator.not_),
@@ -302,15 +340,15 @@ BENCH: tuple[Option, ...] = (
            type=click.Path(dir_okay=False, path_type=Path)),
     Option(("--seats",), "seats", "call",
            "The server's seats (max_num_seqs / --max-running-requests), recorded in the JSON for `dspark advise "
-           "--calibrate`; needed when its /metrics cannot be read (e.g. behind a proxy).", type=int, metavar="N"),
+           "--calibrate`; needed when its /metrics cannot be read (e.g. behind a proxy).", type=WHOLE, metavar="N"),
     # vllm bench serve's and guidellm's workload options (dspark.bench.datasets, dspark.bench.rates).
     Option(("--output-len",), "output_len", "load",
            "Output tokens per request (as vllm bench serve's --random-output-len; default: --max-tokens); with "
-           "--dataset, every request's, instead of the reply's length.", type=int, metavar="N"),
+           "--dataset, every request's, instead of the reply's length.", type=WHOLE, metavar="N"),
     Option(("--range-ratio",), "range_ratio", "load",
            "Synthetic lengths uniform in [L·(1−R), L·(1+R)] around --input-len and --output-len, R in [0, 1) "
            "(vllm bench serve's --random-range-ratio; the same draws for the same --seed where numpy is "
-           "installed).", type=float, default=0.0, show_default=True, metavar="R"),
+           "installed).", type=REAL, default=0.0, show_default=True, metavar="R"),
     Option(("--dataset",), "dataset", "load",
            "Requests from a local dataset: ShareGPT-style JSON (the first human turn is the prompt, the reply's "
            "length the output length) or JSONL ({\"prompt\"} or {\"messages\"} lines).",
@@ -327,7 +365,7 @@ BENCH: tuple[Option, ...] = (
            "single: one bench; sweep: guidellm's request-rate sweep (a synchronous run, a throughput run, then "
            "--sweep-points rates between).", type=click.Choice(["single", "sweep"]), default="single",
            show_default=True),
-    Option(("--sweep-points",), "sweep_points", "call", "Rates between the sweep's two ends.", type=int,
+    Option(("--sweep-points",), "sweep_points", "call", "Rates between the sweep's two ends.", type=WHOLE,
            default=5, show_default=True, metavar="N"),
 )
 
@@ -340,9 +378,22 @@ SWEEP: tuple[Option, ...] = (
     Option(("--out-dir",), "out_dir", "call", "Where sweep.json, sweep.md, sweep.png and the engine logs go.",
            type=click.Path(file_okay=False, path_type=Path), default=Path("sweep-results"), show_default=True),
     Option(("--health-timeout",), "health_timeout", "call", "Seconds an engine may take to answer /health.",
-           type=float, default=900.0, show_default=True, field="health_timeout_s"),
-    Option(("--stop-timeout",), "stop_timeout", "call", "Seconds after SIGTERM before SIGKILL.", type=float,
+           type=REAL, default=900.0, show_default=True, field="health_timeout_s"),
+    Option(("--stop-timeout",), "stop_timeout", "call", "Seconds after SIGTERM before SIGKILL.", type=REAL,
            default=30.0, show_default=True, field="stop_timeout_s"),
+    Option(("--peer",), "peer", "call",
+           "Host of the next node (rank 1, 2, ...) of a native multi-node plan: the sweep runs its `dspark start "
+           "--node-rank R` over ssh at each seat count; repeat per rank.", metavar="HOST", multiple=True,
+           field="peers", convert=tuple),
+    Option(("--peer-ssh-config",), "peer_ssh_config", "call", "ssh_config file for reaching the peers (ssh -F).",
+           type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="FILE"),
+    Option(("--peer-ssh-option",), "peer_ssh_option", "call", "An ssh -o option for the peers; repeatable.",
+           metavar="NAME=VALUE", multiple=True, field="peer_ssh_options", convert=tuple),
+    Option(("--peer-dspark",), "peer_dspark", "call", "The dspark command on the peers.", default="dspark",
+           show_default=True, metavar="COMMAND"),
+    Option(("--peer-env",), "peer_env", "call",
+           "NAME=VALUE set for the peers' `dspark start` (e.g. DSPARK_ENGINE_PYTHON); repeatable.",
+           metavar="NAME=VALUE", multiple=True, convert=tuple),
 )
 
 PROBE: tuple[Option, ...] = (
@@ -358,9 +409,9 @@ PROBE: tuple[Option, ...] = (
 TOP: tuple[Option, ...] = (
     Option(("URL",), "url", "args", argument=True, required=True),
     Option(("--interval",), "interval", "call",
-           "Seconds between two reads of /metrics (the window rates and percentiles cover).", type=float,
+           "Seconds between two reads of /metrics (the window rates and percentiles cover).", type=REAL,
            default=2.0, show_default=True, metavar="SECONDS"),
-    Option(("--seats",), "seats", "call", "The server's seat count, to show seats used of N.", type=int,
+    Option(("--seats",), "seats", "call", "The server's seat count, to show seats used of N.", type=WHOLE,
            metavar="N"),
     Option(("--once",), "once", "call", "Read twice, print one view and exit.", is_flag=True),
     Option(("--json",), "as_json", "call", "One view as one JSON object (implies --once).", is_flag=True),

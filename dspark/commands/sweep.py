@@ -14,12 +14,13 @@ from dspark.advise.build import sweep_prediction
 from dspark.bench.decision import DecisionRule, make_rule, parse_seats
 from dspark.bench.load import LoadOptions, bench_spec
 from dspark.bench.outputs import check_out_dir, exclusive, write_set
+from dspark.bench.peers import PeerSetup, SshOptions, check_env, check_host, check_ssh_option
 from dspark.bench.plot import sweep_png
 from dspark.bench.report import sweep_text, to_json
 from dspark.bench.sweep import PlanBuilder, SweepResult, plan_launches, run_sweep, start_plan_builder
 from dspark.bench.url import finite_positive
 from dspark.commands.bench import RichProgress
-from dspark.core.errors import ExitCode
+from dspark.core.errors import ExitCode, InputError
 from dspark.core.extras import require_extra
 from dspark.planning.start import StartRequest
 
@@ -81,7 +82,7 @@ def sweep(
     else:
         stream.write(sweep_text(result))
         stream.write(f"wrote {paths['json']}, {paths['table']}, {paths['plot']}\n")
-    if result.partial:
+    if result.partial and result.interrupted:
         return int(ExitCode.INTERRUPTED)
     return int(ExitCode.OK if result.clean else ExitCode.REFUSED)
 
@@ -101,18 +102,33 @@ def sweep_command(
     health_timeout_s: float = 900.0,
     stop_timeout_s: float = 30.0,
     explain: bool = False,
+    peers: Sequence[str] = (),
+    peer_ssh_config: Path | None = None,
+    peer_ssh_options: Sequence[str] = (),
+    peer_dspark: str = "dspark",
+    peer_env: Sequence[str] = (),
 ) -> int:
     """`dspark sweep` from its command-line spellings: seats '8,16', the rule's metric names and percentages.
 
     explain: print each setting's source (the baseline's plan) on stderr before any engine starts.
+    peers: one host per rank >= 1 of a native multi-node plan, whose `dspark start --node-rank R` the sweep runs
+    over ssh (with peer_ssh_config / peer_ssh_options, peer_dspark as the command, peer_env set for it).
     """
     seat_list = parse_seats(seats)
+    setup = PeerSetup(
+        hosts=tuple(check_host(h) for h in peers),
+        ssh=SshOptions(config=peer_ssh_config, options=tuple(check_ssh_option(o) for o in peer_ssh_options)),
+        dspark=peer_dspark, env=tuple(check_env(e) for e in peer_env),
+    ) if peers else None
+    if setup is None and (peer_ssh_config or peer_ssh_options or peer_env or peer_dspark != "dspark"):
+        raise InputError("--peer-ssh-config, --peer-ssh-option, --peer-env and --peer-dspark apply to the peers: "
+                         "no --peer given", hint="give --peer HOST per rank >= 1 of a multi-node plan, or drop them")
     rule = make_rule(primary, adopt_at, max_regression, secondaries)
     if explain:
         from dspark.commands.advise import explain_settings  # noqa: PLC0415
 
         sys.stderr.write(explain_settings(request.validate, seats))
-    return sweep(seat_list, load, rule, start_plan_builder(request), out_dir=out_dir, as_json=as_json,
+    return sweep(seat_list, load, rule, start_plan_builder(request, setup), out_dir=out_dir, as_json=as_json,
                  progress=progress, health_timeout_s=health_timeout_s, stop_timeout_s=stop_timeout_s,
                  prediction=sweep_prediction(request.validate, seats, load, primary, adopt_at, max_regression,
                                              secondaries))

@@ -12,7 +12,7 @@ from dspark.config.knobs import BY_NAME
 from dspark.config.recipe_keys import FLAG_FIELDS, RUN_FLAGS
 from dspark.config.recipe_model import Parallel, Recipe, Speculative
 from dspark.config.recipe_yaml import Problem
-from dspark.engines import engine_spec
+from dspark.engines import foreign_knobs
 
 _WHOLE_METRICS = frozenset({"kv_pool_tokens", "cudagraph_max_capture_size"})
 _NEEDS_DRAFT_MODEL = frozenset({"eagle", "eagle3", "dflash", "draft_model"})
@@ -54,7 +54,7 @@ def _foreign_keys(recipe: Recipe) -> Iterator[Problem]:
     """The recipe keys of knobs its engine has no such setting for: the settings' knob x engine rule
     (EngineSpec.foreign_knobs), said at the key's line when the recipe loads."""
     engine = recipe.engine
-    for name, instead in engine_spec(engine).foreign_knobs:
+    for name, instead in foreign_knobs(engine):
         path = BY_NAME[name].recipe_path
         if path is None:
             continue

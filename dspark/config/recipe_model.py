@@ -225,12 +225,12 @@ class Observation:
         Whole | None, Field(ge=1, le=MAX_NUM_SEQS_LIMIT, description="max_num_seqs in force.")
     ] = None
     max_model_len: Annotated[
-        Whole | None, Field(ge=1, description="Window the figure refers to; default the recipe's.")
+        Whole | None, Field(ge=1, le=1 << 40, description="Window the figure refers to; default the recipe's.")
     ] = None
     workload: Annotated[
         str | None, Field(description="The benchmark workload, for throughput and latency figures.")
     ] = None
-    reps: Annotated[Whole | None, Field(ge=1, description="Runs averaged.")] = None
+    reps: Annotated[Whole | None, Field(ge=1, le=1_000_000, description="Runs averaged.")] = None
     engine_version: Annotated[
         str | None,
         Field(description="The engine version it was measured with; default the recipe's engine_version."),

@@ -21,8 +21,9 @@ def size_value(value: object) -> object:
 
 
 def count_value(value: object) -> object:
-    """An int for a token count written as "256K", before pydantic checks it; other types fall through."""
-    if isinstance(value, str):
+    """An int for a token count written as "256K" (bounded, as an int is), before pydantic checks it; other types
+    fall through."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         return parse_count(value)
     return value
 

@@ -90,6 +90,29 @@ def _parse_with_libyaml(text: str, source: str) -> tuple[Node | None, object] | 
     return root, data
 
 
+def _long_number(loader: yaml.SafeLoader) -> tuple[int, str, int] | None:
+    """(line, dotted key, digits) of the first integer scalar too long for int() in the document being built."""
+    root = getattr(loader, "_dspark_root", None)
+    stack: list[tuple[Node, tuple[str | int, ...]]] = [(root, ())] if root is not None else []
+    seen: set[int] = set()
+    while stack:
+        node, loc = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            digits = sum(c.isdigit() for c in str(node.value))
+            if node.tag == "tag:yaml.org,2002:int" and digits > 4300:
+                return node.start_mark.line + 1, dotted(loc) or "(top)", digits
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, (*loc, i)) for i, item in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.append((key, loc))
+                stack.append((value, (*loc, str(key.value)[:40])))
+    return None
+
+
 def _parse_pure(text: str, source: str) -> tuple[Node | None, object]:
     """The pure-Python parser's tree and data; RecipeError naming the file, line and problem otherwise."""
     try:
@@ -98,6 +121,7 @@ def _parse_pure(text: str, source: str) -> tuple[Node | None, object]:
         raise RecipeError(f"{source}: not valid YAML: {_reader_problem(exc)}") from None
     try:
         root = loader.get_single_node()
+        loader._dspark_root = root  # type: ignore[attr-defined]  # for _long_number's message
         if root is not None:
             _check_shape(root, source)
         data = loader.construct_document(root) if root is not None else None
@@ -112,6 +136,11 @@ def _parse_pure(text: str, source: str) -> tuple[Node | None, object]:
             f"{source}: not valid YAML for a recipe: nested deeper than {MAX_YAML_DEPTH} levels"
         ) from None
     except (yaml.YAMLError, ValueError) as exc:
+        too_long = _long_number(loader)
+        if too_long is not None:  # int() refuses past 4,300 digits, in words about sys.set_int_max_str_digits
+            line, key, digits = too_long
+            raise RecipeError(f"{source}:{line}: {key}: a number of {digits:,} digits; no recipe value has that many",
+                              hint="write the number you mean (sizes may take a unit: 28GiB)") from None
         # No message text: a constructor's message may quote the value.
         raise RecipeError(f"{source}: not valid YAML ({type(exc).__name__})") from None
     finally:

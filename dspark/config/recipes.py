@@ -31,6 +31,7 @@ from dspark.config.recipe_schema import recipe_json_schema, recipe_validator, re
 from dspark.config.recipe_yaml import Problem, dotted, duplicate_keys, parse_yaml
 from dspark.core.constants import DEFAULT_RECIPE
 from dspark.core.errors import RecipeError
+from dspark.core.files import RECIPE, exists_for_reading, read_text
 from dspark.core.suggest import closest
 
 __all__ = [
@@ -56,16 +57,8 @@ __all__ = [
 def load_recipe(path: str | os.PathLike[str]) -> Recipe:
     """Read and validate a recipe file, or raise RecipeError naming the file, line and key."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RecipeError(f"{p}: recipe file not found") from None
-    except IsADirectoryError:
-        raise RecipeError(f"{p}: is a directory, not a recipe file") from None
-    except UnicodeDecodeError:
-        raise RecipeError(f"{p}: is not UTF-8 text") from None
-    except OSError as exc:
-        raise RecipeError(f"{p}: cannot read the recipe ({exc.strerror})") from None
+    # A regular file of at most RECIPE's limit: a FIFO, /dev/zero or a 50 MB file is refused before parsing.
+    text = read_text(p, RECIPE, error=RecipeError)
     return load_recipe_text(text, str(p))
 
 
@@ -127,9 +120,9 @@ def find_recipe(name_or_path: str) -> Recipe:
     if looks_like_path:
         return load_recipe(Path(name_or_path).expanduser())
     shipped = shipped_recipes_dir() / f"{name_or_path}.yaml"
-    if shipped.is_file():
+    if os.path.isfile(shipped):  # noqa: PTH113 - False (not OSError) for a name too long to be a shipped one
         return load_recipe(shipped)
-    if Path(name_or_path).is_file():
+    if exists_for_reading(name_or_path):
         return load_recipe(name_or_path)
     names = shipped_recipe_names()
     close = closest(name_or_path, names)

@@ -25,7 +25,7 @@ from dspark.core.constants import DEFAULT_RECIPE
 from dspark.core.errors import SettingsError
 from dspark.core.redact import printable
 from dspark.core.suggest import closest
-from dspark.engines import ENGINE_NAMES, engine_spec, pool_pins
+from dspark.engines import ENGINE_NAMES, engine_spec, foreign_knobs, pool_pins
 
 if TYPE_CHECKING:  # pydantic models cost start-up time; settings only reads recipe attributes
     from dspark.config.recipes import Recipe
@@ -72,7 +72,8 @@ class ResolvedSettings:
 
     The fields are the recipe, then the knob table's names in its order, each typed as its converter returns
     (None where the knob has no default): typed here for mypy, held equal to the table by
-    tests/config/test_knobs.py.
+    tests/config/test_knobs.py. A knob an engine package declares that no field types (a new engine's, before
+    it earns a field) is in `engine_settings`; `setting(name)` reads either.
     """
 
     recipe: Setting[str | None]
@@ -101,10 +102,20 @@ class ResolvedSettings:
     host: Setting[str | None]
     port: Setting[int | None]
     notes: tuple[str, ...] = ()  # what resolution decided that a user should see (ignored values, blanks)
+    engine_settings: Mapping[str, Setting[Any]] = field(default_factory=dict)  # engine knobs without a field
+
+    def setting(self, name: str) -> Setting[Any]:
+        """The Setting of knob `name` (a field, or one of engine_settings); KeyError for a name that is neither."""
+        if name in self.engine_settings:
+            return self.engine_settings[name]
+        found = getattr(self, name, None) if name in _TYPED else None
+        if not isinstance(found, Setting):
+            raise KeyError(name)
+        return found
 
     def settings(self) -> dict[str, Setting[Any]]:
-        """Name -> Setting, in declaration order."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "notes"}
+        """Name -> Setting: the recipe, then the knob table's order."""
+        return {"recipe": self.recipe, **{name: self.setting(name) for name in KNOB_NAMES}}
 
     @property
     def max_num_seqs_is_fallback(self) -> bool:
@@ -132,14 +143,16 @@ class ResolvedSettings:
     def with_computed(self, **values: object) -> ResolvedSettings:
         """Fill in values another layer derived; only knobs that nothing else set (source default or computed)."""
         changes: dict[str, Any] = {}
+        engine = dict(self.engine_settings)
         for name, value in values.items():
-            current = getattr(self, name, None)
-            if not isinstance(current, Setting):
-                raise KeyError(name)
+            current = self.setting(name)
             if current.layer not in ("default", "computed"):
                 raise ValueError(f"{name} was set by {current.source}; a computed value must not replace it")
-            changes[name] = Setting(value, "computed")
-        return replace(self, **changes)
+            if name in engine:
+                engine[name] = Setting(value, "computed")
+            else:
+                changes[name] = Setting(value, "computed")
+        return replace(self, **changes, engine_settings=engine)
 
     def missing_for_launch(self) -> tuple[str, ...]:
         """What `start` still needs that planning does not (the address of node 0 for a multi-node launch)."""
@@ -152,6 +165,10 @@ class ResolvedSettings:
         if self.model.value is None:
             missing.append("no model: give a recipe or --model DIR")
         return tuple(missing)
+
+
+# The knobs ResolvedSettings types as fields (the rest of the table is in its engine_settings).
+_TYPED = frozenset(f.name for f in fields(ResolvedSettings)) - {"recipe", "notes", "engine_settings"}
 
 
 def _shown(name: str, value: object, source: str) -> str:
@@ -218,7 +235,9 @@ def resolve_settings(
     choice = select_recipe(cli_recipe if isinstance(cli_recipe, str) else None, env, model_given=recipe is None)
     if recipe is not None and choice.layer == "default":
         choice = Setting(recipe.name, "default")
-    return ResolvedSettings(recipe=choice, notes=tuple(notes), **values)
+    typed = {name: setting for name, setting in values.items() if name in _TYPED}
+    untyped = {name: setting for name, setting in values.items() if name not in _TYPED}
+    return ResolvedSettings(recipe=choice, notes=tuple(notes), engine_settings=untyped, **typed)
 
 
 def _resolve_one(
@@ -281,18 +300,25 @@ def _over_alias(knob: Knob, setting: Setting[Any], env: Mapping[str, str], notes
     return setting
 
 
+def _shown_raw(raw: object) -> str:
+    """A raw value for a message: whole, or its start and length when it is longer than a line (5,000 digits)."""
+    text = repr(raw) if not isinstance(raw, int) or raw.bit_length() < 256 else f"<a {raw.bit_length():,}-bit number>"
+    return text if len(text) <= 80 else f"{text[:40]}… ({len(text):,} characters)"
+
+
 def _convert(knob: Knob, raw: object, where: str) -> object:
     try:
         return knob.convert(raw)
     except Invalid as exc:
         # where: dspark's flag (--x), the engine's flags after -- (ENGINE_FLAG), or a variable (its own or an alias).
         from_env = not where.startswith("--") and where != ENGINE_FLAG
+        value = _shown_raw(raw)
         if from_env:
-            shown = f"{where}={raw!r}"
+            shown = f"{where}={value}"
         elif where == ENGINE_FLAG:
-            shown = f"{knob.name} {raw!r} (an engine flag after --)"
+            shown = f"{knob.name} {value} (an engine flag after --)"
         else:
-            shown = f"{where} {raw!r}"
+            shown = f"{where} {value}"
         hint = None
         if from_env:
             fallback = "the recipe's value" + (f" or the default ({knob.default})" if knob.default is not None else "")
@@ -406,12 +432,13 @@ _WRITTEN = ("flag", "env", "recipe")  # layers a user wrote; default and compute
 def _check_engine_reads(values: dict[str, Setting[Any]]) -> None:
     """The knob x engine rule: a setting the engine does not read is a SettingsError naming it, never a no-op.
 
-    From the engine's spec: a knob it has no such setting for (foreign_knobs), a platform it has no build for
-    (platforms), a value its parser does not take for a knob both engines read (knob_values).
+    From the engine's spec: a knob it has no such setting for (dspark.engines.foreign_knobs: its spec's, and
+    every other engine's own knob it does not read), a platform it has no build for (platforms), a value its
+    parser does not take for a knob both engines read (knob_values).
     """
     engine = values["engine"].value
     spec = engine_spec(engine)
-    for name, instead in spec.foreign_knobs:
+    for name, instead in foreign_knobs(engine):
         setting = values[name]
         if setting.value is not None:
             raise SettingsError(

@@ -1,53 +1,58 @@
 """JSON files users hand to dspark (config.json, saved probes, safetensors indexes), read with bounds.
 
-A config.json nested 100,000 levels deep, or one that is not UTF-8, is bad input like a syntax error:
-InputError naming the file, never a RecursionError or UnicodeDecodeError escaping as an internal error.
+A config.json nested 100,000 levels deep, a number of 5,000 digits, or one that is not UTF-8, is bad input like a
+syntax error: InputError naming the file, never a RecursionError, ValueError or UnicodeDecodeError escaping as an
+internal error. The file itself is read by dspark.core.files (a regular file, within its kind's size limit).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
+import os
+import sys
 from typing import Any
 
 from dspark.core.errors import InputError
+from dspark.core.files import MODEL_CONFIG, FileKind, read_text, shown_path
 
 # Real configs nest a few levels (text_config.rope_scaling...); this is far above them and far below
 # what would exhaust the stack in the code that walks the result.
 MAX_JSON_DEPTH = 64
+# Python's own cap on the digits of an integer read from text (sys.get_int_max_str_digits, 4,300 by default).
+_INT_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 4300)() or 4300
 
 
-def read_json_file(path: Path, *, what: str = "", hint: str | None = None) -> Any:
+def read_json_file(path: str | os.PathLike[str], kind: FileKind = MODEL_CONFIG, *, what: str = "",
+                   hint: str | None = None) -> Any:
     """The file's JSON value; InputError naming the file (and line and column of a syntax error)."""
-    label = f"{what} {path}".strip()
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{label}: no such file", hint=hint) from None
-    except OSError as exc:
-        raise InputError(f"{label}: cannot be read ({exc.strerror or exc})", hint=hint) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{label}: not UTF-8 text (byte {exc.start})", hint=hint) from None
+    label = f"{what} {shown_path(path)}".strip()
+    text = read_text(path, kind)
     return parse_json_text(text, label, hint=hint)
 
 
-def parse_json_text(text: str, label: str, *, hint: str | None = None) -> Any:
-    """JSON text to a value: no nesting past MAX_JSON_DEPTH, no NaN/Infinity; InputError naming `label`."""
+def parse_json_text(text: str | bytes, label: str, *, hint: str | None = None, one_line: bool = False) -> Any:
+    """JSON text to a value: no nesting past MAX_JSON_DEPTH, no NaN/Infinity, no integer of more digits than
+    Python reads; InputError naming `label` (one_line: a line of a JSONL file, which `label` names)."""
     try:
         value = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{label}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
-                         hint=hint) from None
+        at = f"column {exc.colno}" if one_line else f"line {exc.lineno}, column {exc.colno}"
+        raise InputError(f"{label}: not JSON at {at}: {exc.msg}" if one_line
+                         else f"{label}: not valid JSON at {at}: {exc.msg}", hint=hint) from None
     except RecursionError:
         raise InputError(f"{label}: JSON nested deeper than {MAX_JSON_DEPTH} levels", hint=hint) from None
-    except ValueError as exc:  # _no_constant
-        raise InputError(f"{label}: {exc}", hint=hint) from None
-    problem = _shape_problem(value)
-    if problem:
-        raise InputError(f"{label}: {problem}", hint=hint)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{label}: not UTF-8 text (byte {exc.start})", hint=hint) from None
+    except ValueError as exc:  # _no_constant, or an integer past Python's digit limit
+        problem = str(exc)
+        if "integer string conversion" in problem:
+            problem = (f"a number with more than {_INT_DIGITS:,} digits (Python's limit for reading an integer); "
+                       "no real value has that many")
+        raise InputError(f"{label}: {problem}", hint=hint) from None
+    shape = _shape_problem(value)
+    if shape:
+        raise InputError(f"{label}: {shape}", hint=hint)
     return value
 
 

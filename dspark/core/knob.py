@@ -61,6 +61,8 @@ def whole(lo: int, hi: int | None = None) -> Convert:
         if isinstance(raw, int):
             value = raw
         elif isinstance(raw, str) and re.fullmatch(r"\s*[+-]?\d+\s*", raw):
+            if len(raw.strip()) > 20:  # beyond any bound here, and past 4,300 digits int() itself refuses
+                raise Invalid("out of range")
             value = int(raw)
         else:
             raise Invalid("not a whole number")

@@ -24,6 +24,13 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+# Bounds on every count and size dspark reads: far above any real one (a 1Ti-token context, an EiB of memory),
+# far below what float arithmetic on them would overflow. A number with more digits than MAX_DIGITS is refused
+# before it is converted (Python refuses past 4,300 digits, with words about sys.set_int_max_str_digits).
+MAX_TOKENS = 1 << 40
+MAX_BYTES = 1 << 60
+MAX_DIGITS = 40
+
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _LETTERS = frozenset("kmgtKMGT")
@@ -48,6 +55,7 @@ def suffixed_int(value: str) -> int:
     for decimal letters (so "1.005k" is 1,004, as vLLM reads it), int(n) * mult for binary ones.
     """
     text = value.strip()
+    _check_digits(text)
     match = _SUFFIXED_RE.fullmatch(text)
     if match is None:
         try:
@@ -61,6 +69,19 @@ def suffixed_int(value: str) -> int:
         raise ValueError(f"decimals are not allowed with binary suffixes like {suffix} (vLLM refuses {value.strip()}); "
                          f"did you mean {number}{suffix.lower()}?")
     return int(number) * _BINARY[suffix.lower()]
+
+
+def _check_digits(text: str) -> None:
+    """ValueError for a number written with more digits than any count or size has (never echoing them)."""
+    digits = sum(c.isdigit() for c in text)
+    if digits > MAX_DIGITS:
+        raise ValueError(f"a number of {digits:,} digits; no count or size dspark reads has more than {MAX_DIGITS}")
+
+
+def _bounded(value: int, limit: int, what: str) -> int:
+    if value > limit:
+        raise ValueError(f"more {what} than dspark plans with (at most {limit:,})")
+    return value
 
 
 def _multiplier(unit: str) -> int | None:
@@ -82,8 +103,13 @@ def parse_size(value: str | int) -> int:
     if isinstance(value, int):
         if value < 0:
             raise ValueError("a size cannot be negative")
-        return value
+        return _bounded(value, MAX_BYTES, "bytes")
     text = value.strip()
+    _check_digits(text)
+    return _bounded(_parse_size_text(text), MAX_BYTES, "bytes")
+
+
+def _parse_size_text(text: str) -> int:
     match = _SIZE_RE.fullmatch(text)
     if match is None:
         raise ValueError(f"not a size; use {SIZE_UNITS_HELP}")
@@ -110,15 +136,16 @@ def parse_count(value: str | int) -> int:
     if isinstance(value, bool):
         raise TypeError("expected a whole number, got a boolean")
     if isinstance(value, int):
-        return value
+        return _bounded(value, MAX_TOKENS, "tokens")
     text = value.strip()
+    _check_digits(text)
     if re.fullmatch(r"\d+", text):
-        return int(text)
+        return _bounded(int(text), MAX_TOKENS, "tokens")
     if _SUFFIXED_RE.fullmatch(text) is None:
         if re.fullmatch(r"\d*\.\d+", text):
             raise ValueError("not a whole number of tokens")
         raise ValueError("not a whole number of tokens (suffixes: k/m/g decimal, K/M/G binary)")
-    return suffixed_int(text)
+    return _bounded(suffixed_int(text), MAX_TOKENS, "tokens")
 
 
 def format_size(num_bytes: int) -> str:

@@ -18,7 +18,12 @@ if TYPE_CHECKING:
     from dspark.core.knob import Knob
     from dspark.engines.spec import AnyEngineSpec, Engine
 
-ENGINE_NAMES = ("vllm", "sglang")
+# One line per engine: its package is dspark.engines.<name> (and its interpreter's tools dspark_inside.<name>);
+# the first is the default. Adding an engine adds its line here and touches nothing else outside its packages.
+ENGINE_NAMES = (
+    "vllm",
+    "sglang",
+)
 DEFAULT_ENGINE = ENGINE_NAMES[0]  # when neither a flag, the environment nor a recipe names one
 
 
@@ -53,12 +58,32 @@ def engine_knob_declarations() -> tuple[Knob, ...]:
     return tuple(knobs)
 
 
+def foreign_knobs(name: str) -> tuple[tuple[str, str], ...]:
+    """(knob, the knob to use instead) for each engine's own knob that `name` does not read: its spec's
+    foreign_knobs, then every other engine's knob it neither declares nor reads as a shared capacity input
+    (a CapacityInputs field: the byte pin), pointed at its own knob in the same slot (else its pool pin).
+
+    So that a knob a new engine adds is refused, not ignored, by every engine already here, with no edit to them.
+    """
+    from dataclasses import fields  # noqa: PLC0415 - the registry stays cheap to import
+
+    from dspark.capacity.result import CapacityInputs  # noqa: PLC0415
+
+    spec = engine_spec(name)
+    out = list(spec.foreign_knobs)
+    skip = {knob for knob, _ in out} | set(spec.engine_knobs) | {f.name for f in fields(CapacityInputs)}
+    own = {knob.slot: knob.name for knob in engine_knobs_module(name).KNOBS}
+    out += [(knob.name, own.get(knob.slot, spec.pool_pin_knob)) for knob in engine_knob_declarations()
+            if knob.name not in skip]
+    return tuple(out)
+
+
 def get_engine(name: str) -> Engine:
     """The adapter for `name` (launch plan and parser check); unknown names are an input error."""
     return engine_spec(name).adapter()
 
 
 __all__ = [
-    "DEFAULT_ENGINE", "ENGINE_NAMES", "engine_knob_declarations", "engine_knobs_module", "engine_spec", "get_engine",
-    "pool_pins",
+    "DEFAULT_ENGINE", "ENGINE_NAMES", "engine_knob_declarations", "engine_knobs_module", "engine_spec", "foreign_knobs",
+    "get_engine", "pool_pins",
 ]

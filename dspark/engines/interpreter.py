@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from importlib.util import find_spec
@@ -19,6 +18,8 @@ from typing import TYPE_CHECKING
 from dspark.core.errors import EngineNotInstalledError, SettingsError
 
 if TYPE_CHECKING:
+    import subprocess
+
     from dspark.engines.spec import AnyEngineSpec, Engine
 
 
@@ -26,7 +27,22 @@ Runner = Callable[[Sequence[str], str, float], "subprocess.CompletedProcess[str]
 
 
 def run_captured(argv: Sequence[str], stdin: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    import subprocess  # noqa: PLC0415 - a plan that starts nothing (validate) never loads it
+
     return subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _check_interpreter(candidate: str, where: str) -> None:
+    """A named interpreter must be a file this user may run: a directory (the virtualenv itself) or a file without
+    the execute bit is a wrong setting, refused as one (exit 2), never an internal error when it is run."""
+    path = Path(candidate) if Path(candidate).exists() else Path(shutil.which(candidate) or candidate)
+    if path.is_dir():
+        hint = next((f"did you mean {where} {path / sub}?" for sub in ("bin/python", "bin/python3")
+                     if (path / sub).is_file()), f"give the python executable, e.g. {path / 'bin' / 'python'}")
+        raise SettingsError(f"{where} {candidate!r} is a directory, not a python interpreter", hint=hint)
+    if not os.access(path, os.X_OK):
+        raise SettingsError(f"{where} {candidate!r} is not executable (no execute permission for this user)",
+                            hint=f"give the python of the engine's virtualenv, or `chmod +x {path}` if it is one")
 
 
 def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping[str, str] | None = None) -> str:
@@ -40,11 +56,18 @@ def find_engine_python(engine: Engine, explicit: str | None = None, env: Mapping
                             hint=f"unset {where} to use this interpreter or the engine's command on PATH")
     candidate = named
     if candidate:
+        where = "--engine-python" if explicit is not None else "DSPARK_ENGINE_PYTHON"
+        parts = Path(candidate).parts
+        if len(candidate) > 4000 or any(len(part.encode()) > 255 for part in parts) or "\x00" in candidate:
+            raise SettingsError(f"{where}: {candidate[:60]!r}… ({len(candidate):,} characters) is not a path a file "
+                                "can have (too long, or a NUL byte)",
+                                hint="point it at the python of the engine's virtualenv")
         if not Path(candidate).exists() and shutil.which(candidate) is None:
             raise EngineNotInstalledError(
                 f"engine interpreter {candidate!r} does not exist",
                 hint="point --engine-python / DSPARK_ENGINE_PYTHON at the python of the engine's virtualenv",
             )
+        _check_interpreter(candidate, where)
         return candidate
     if find_spec(engine.module) is not None:
         return sys.executable
@@ -80,6 +103,8 @@ def installed_version(spec: AnyEngineSpec, python: str, runner: Runner = run_cap
     found = _dist_info_version(Path(python), spec.distributions)
     if found is not None:
         return found
+    import subprocess  # noqa: PLC0415 - see run_captured
+
     try:
         proc = runner([python, "-c", _VERSION_PROBE, *spec.distributions], "", 30.0)
     except (OSError, subprocess.TimeoutExpired):

@@ -62,7 +62,7 @@ def parse_engine_flags(engine: AnyEngineSpec, argv: tuple[str, ...], version: st
 
 def _foreign_hint(engine: AnyEngineSpec, flag: str) -> str | None:
     """`that is sglang's flag; vllm's is --kv-cache-memory-bytes`, for another engine's flag that sets a knob."""
-    from dspark.engines import ENGINE_NAMES, engine_spec  # noqa: PLC0415 - the registry imports this module's users
+    from dspark.engines import ENGINE_NAMES, engine_spec, foreign_knobs  # noqa: PLC0415 - the registry imports this module's users
 
     for name in ENGINE_NAMES:
         other_table = flag_table(name, None)
@@ -71,7 +71,7 @@ def _foreign_hint(engine: AnyEngineSpec, flag: str) -> str | None:
         knob = engine_spec(name).flag_knobs.get(flag[2:].replace("-", "_"))
         if knob is None:
             return f"{flag} is {name}'s flag, not {engine.name}'s"
-        instead = dict(engine.foreign_knobs).get(knob, knob)
+        instead = dict(foreign_knobs(engine.name)).get(knob, knob)
         own = [f"--{attr.replace('_', '-')}" for attr, k in engine.flag_knobs.items() if k == instead]
         return (f"{flag} is {name}'s flag ({knob}); {engine.name}'s is {' or '.join(own)}" if own else
                 f"{flag} is {name}'s flag ({knob}); {engine.name} has no flag for it")

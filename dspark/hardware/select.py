@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dspark.core.errors import InputError, RefusedError
+from dspark.core.files import exists_for_reading
 from dspark.hardware import GpuInfo, HardwareSnapshot, HardwareSource
 from dspark.hardware.nvml import NvmlSource, NvmlUnavailable
 from dspark.hardware.profiles import DEFAULT_PROFILE, get_profile, is_profile, profile_names
@@ -38,11 +39,11 @@ def resolve_hardware(
             return _fallback(default_profile, exc.reason)
     if is_profile(spec):
         return get_profile(spec)
-    if ":" in spec and not Path(spec).expanduser().exists():
+    if ":" in spec and not exists_for_reading(Path(spec).expanduser()):
         return get_profile(spec)  # "h200:x" / "nope:8": the profile's own error names the part that is wrong
     path = Path(spec).expanduser()
-    if path.exists():
-        return load_snapshot(path)
+    if exists_for_reading(path):
+        return load_snapshot(path)  # a FIFO, a directory or a name too long: the reader names it
     shown = f"{origin} {spec!r}" if origin.startswith("-") else f"{origin}={spec!r}"
     raise InputError(
         f"{shown} is neither a built-in profile nor an existing file",
@@ -137,7 +138,7 @@ def resolve_cpu_host(spec: str | None, *, origin: str = "--hardware",
     hint = ("save the CPU host with `dspark probe --platform cpu --json > host.json` on it and give that file, "
             "or leave the hardware out to plan against this host")
     path = Path(spec).expanduser()
-    if is_profile(spec) or not path.is_file():
+    if is_profile(spec) or not exists_for_reading(path):
         # Never silently dropped: the built-in profiles are GPUs; a CPU host is this one or a saved one.
         raise InputError(f"{shown} does not apply with platform cpu: it is not a saved CPU host", hint=hint)
     saved = load_snapshot(path)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dspark.core.errors import InputError
+from dspark.core.files import SNAPSHOT
 from dspark.core.jsonfile import read_json_file
 from dspark.hardware import GpuInfo, GpuProcess, HardwareSnapshot
 
@@ -79,7 +80,7 @@ def save_snapshot(snapshot: HardwareSnapshot, path: Path) -> None:
 def load_snapshot(path: Path) -> HardwareSnapshot:
     """A saved probe as a snapshot of source "file"; InputError naming the file and the problem."""
     hint = "make it with `dspark probe --json > FILE` on the machine it describes"
-    data = read_json_file(path, what="hardware file", hint=hint)
+    data = read_json_file(path, SNAPSHOT, what="hardware file", hint=hint)
     try:
         saved = snapshot_from_dict(data)
     except (TypeError, ValueError) as exc:
@@ -116,12 +117,48 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts) + more
 
 
+# Bounds on a saved probe's figures: far above any machine (an EiB of memory, 1,024 nodes as --nnodes allows).
+MAX_FIGURE = 1 << 60
+MAX_NODES = 1024
+MAX_GPUS = 64
+
+
+def _figure(value: float) -> str:
+    """A figure for a message: whole, or its size in bits when it is far too long to print (10**400)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"a {value.bit_length():,}-bit number"
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def _numbers(snapshot: HardwareSnapshot) -> list[tuple[str, float]]:
+    """Every number in the snapshot, named by its key (gpus.0.total_bytes, gpus.0.processes.1.used_bytes)."""
+    found: list[tuple[str, float]] = []
+
+    def walk(prefix: str, value: object) -> None:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for f in dataclasses.fields(value):
+                walk(f"{prefix}{f.name}", getattr(value, f.name))
+        elif isinstance(value, tuple):
+            for i, item in enumerate(value):
+                walk(f"{prefix}.{i}" if not dataclasses.is_dataclass(item) else f"{prefix}.{i}.", item)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            found.append((prefix, value))
+
+    walk("", snapshot)
+    return found
+
+
 def _check_figures(snapshot: HardwareSnapshot) -> None:
     """Figures a planner could not use: no GPUs, negative bytes, free above total."""
     if not snapshot.gpus:
         raise ValueError("gpus is empty")
-    if snapshot.nodes < 1:
-        raise ValueError(f"nodes is {snapshot.nodes}, must be at least 1")
+    if not 1 <= snapshot.nodes <= MAX_NODES:
+        raise ValueError(f"nodes is {_figure(snapshot.nodes)}, must be from 1 to {MAX_NODES}")
+    if len(snapshot.gpus) > MAX_GPUS:
+        raise ValueError(f"gpus lists {len(snapshot.gpus)} GPUs, more than a node holds (at most {MAX_GPUS})")
+    for where, value in _numbers(snapshot):
+        if abs(value) > MAX_FIGURE:
+            raise ValueError(f"{where} is {_figure(value)}, beyond any real figure (at most {MAX_FIGURE:,})")
     for i, gpu in enumerate(snapshot.gpus):
         for name in ("total_bytes", "free_bytes", "used_bytes", "reserved_bytes"):
             if getattr(gpu, name) < 0:

@@ -10,11 +10,18 @@ Sources (docs/advise.md has the table with links):
   precision step and for sparsity).
 - Achieved fractions: large reads reach ~0.8 of peak bandwidth (the seed deployment's decode read 78-85% of
   GB10's 273 GB/s; aiconfigurator prices its elementwise ops at 0.8 of bandwidth); decode attention reads paged
-  KV (vLLM's 16-token blocks, scattered in the pool) at ~0.65 (the H200's decode steps at 64-128 streams: 11.1
-  and 18.9 ms TPOT with 1k prompts); the best single BF16 GEMM reaches ~0.8 of dense peak (measured ~790 of 989
-  TFLOP/s on the lent H200) and a decoder layer's GEMMs (QKV, O, gate-up, down: different shapes, each with its
-  tail wave) ~0.72 (the H200's 8B prefill: ~720 TFLOP/s at 1-4k-token prompts); attention kernels
-  (FlashAttention-3 on Hopper) ~0.5 of dense peak in prefill.
+  KV (vLLM's 16-token blocks, scattered in the pool) at ~0.8 on Hopper (the H200's pure decode steps, the median
+  inter-token gap, at 8-128 streams: 3.4-4.2 TB/s of KV beyond the one-stream step) and 0.65 where nothing was
+  measured (the seed deployment's SGLang 27B steps at 1, 8 and 18 seats fit with it); the GEMMs of a decoder layer
+  reach ~0.8 of dense peak at the rated clock (~790 of 989 TFLOP/s measured on the lent H200; aiconfigurator's
+  H200 table for vLLM 0.24's torch linear: 780-860 TFLOP/s for the Qwen3-8B layer shapes at 1-4k tokens);
+  attention kernels in prefill ~0.62 of dense peak (FlashAttention-3 on Hopper, causal, head dim 128: ~610-660
+  TFLOP/s of 989 at 2-16k tokens, Shah et al. 2024).
+- Sustained clock: dense tensor-core work holds the board at its power cap, where the SM clock settles below
+  the one the peak is quoted at (989 TFLOP/s = 132 SMs × 4,096 BF16 FLOP per clock × 1.83 GHz): the lent H200
+  (700 W) ran at 1,395-1,530 MHz in its prompt-heavy stretches (nvidia-smi once a second, up to 696 W), 0.80 of
+  1.83 GHz, and its prompts priced at the rated clock come out 10-25% fast at 16-128 streams. GPUs without a
+  measurement get 0.9 (their GEMM rate as before: 0.72 of peak).
 - Interconnect for tensor parallelism: NVLink 4 (H100/H200, 450 GB/s per direction) and NVLink 5 (B200, 900),
   PCIe 5 x16 (RTX 5090, ~64 GB/s per direction, ~50 usable), ConnectX-7 200 Gb/s between two DGX Sparks
   (25 GB/s); each all-reduce also pays a latency (~10 µs NVLink, ~25 µs PCIe, ~40 µs over the network).
@@ -38,8 +45,11 @@ class GpuPerf:
     collective_latency_s: float  # one all-reduce's fixed cost
     bandwidth_fraction: float = 0.80  # large streaming reads: weights, activations
     kv_fraction: float = 0.65  # paged KV reads of decode attention (16-token blocks scattered in the pool)
-    gemm_fraction: float = 0.72  # a layer's GEMMs (below the best single GEMM's ~0.8)
-    attention_fraction: float = 0.50
+    gemm_fraction: float = 0.80  # a layer's GEMMs at the rated clock (tile and wave quantization)
+    attention_fraction: float = 0.62
+    # The SM clock that long tensor-core work sustains at the board's power cap, over the clock the datasheet's
+    # peak is quoted at: the rates above are reached at the rated clock, prompts run at this one.
+    sustained_clock: float = 0.90
     source: str = ""
 
 
@@ -47,9 +57,12 @@ GPUS: tuple[GpuPerf, ...] = (
     # More specific names first (an "H100 PCIe" is not an H100 SXM).
     GpuPerf("h100 pcie", "H100 PCIe", 2000.0, 756.0, 1513.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (PCIe)"),
     GpuPerf("h100 nvl", "H100 NVL", 3900.0, 835.0, 1671.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (NVL)"),
-    GpuPerf("h200", "H200", 4800.0, 989.0, 1979.0, 450.0, 10e-6,
-            source="NVIDIA H200 datasheet; GEMM fraction measured on the lent H200 (~790 of 989 TFLOP/s)"),
-    GpuPerf("h100", "H100 SXM", 3350.0, 989.0, 1979.0, 450.0, 10e-6, source="NVIDIA H100 datasheet (SXM)"),
+    GpuPerf("h200", "H200", 4800.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.80, sustained_clock=0.80,
+            source="NVIDIA H200 datasheet; GEMM fraction measured on the lent H200 (~790 of 989 TFLOP/s); "
+                   "sustained clock 1,395-1,530 MHz under prompt-heavy load at its 700 W cap (nvidia-smi, "
+                   "tests/device/results/2026-12-02-clock) of the 1,830 MHz its 989 TFLOP/s is rated at"),
+    GpuPerf("h100", "H100 SXM", 3350.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.80, sustained_clock=0.80,
+            source="NVIDIA H100 datasheet (SXM); the H200's GH100 die at the same 700 W cap"),
     GpuPerf("b200", "B200", 8000.0, 2250.0, 4500.0, 900.0, 10e-6, source="NVIDIA DGX B200 datasheet"),
     GpuPerf("rtx 5090", "RTX 5090", 1792.0, 209.5, 419.0, 50.0, 25e-6,
             source="NVIDIA RTX Blackwell GPU architecture whitepaper (GeForce RTX 5090)"),
@@ -64,7 +77,8 @@ GPUS: tuple[GpuPerf, ...] = (
 
 # No figure for the device (a CPU engine, an unknown GPU): placeholders, labelled as such wherever shown.
 CPU = GpuPerf("cpu", "CPU (placeholder)", 20.0, 0.5, 0.5, 10.0, 50e-6, bandwidth_fraction=1.0, kv_fraction=1.0,
-              gemm_fraction=1.0, attention_fraction=1.0, source="a placeholder: dspark has no figures for a CPU engine")
+              gemm_fraction=1.0, attention_fraction=1.0, sustained_clock=1.0,
+              source="a placeholder: dspark has no figures for a CPU engine")
 UNKNOWN = GpuPerf("?", "unknown GPU (placeholder)", 1000.0, 100.0, 200.0, 50.0, 25e-6,
                   source="a placeholder: dspark has no figures for this GPU")
 

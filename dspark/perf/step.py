@@ -64,6 +64,10 @@ class StepCosts:
     launch_s: float = 0.0  # CPU cost of launching one kernel without CUDA graphs
     cpu_per_row_s: float = 0.0  # CPU per scheduled request per step
     kv_bandwidth_bytes_per_s: float = 0.0  # achieved rate of paged KV reads (0: bandwidth_bytes_per_s)
+    expert_flops_per_s: float = 0.0  # the fused-MoE kernel's rate at large per-expert token counts (0: flops_per_s)
+    arrival_hop_s: float = 0.0  # client -> engine core (and first token -> client): HTTP, API server, IPC
+    api_per_request_s: float = 0.0  # the API server's own time per request, one request after another
+    intake_s: float = 0.0  # an idle engine core: from the first request's arrival to its first schedule()
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ class StepShape:
     attention_flops_per_pair: float = 0.0  # 4 × attention layers × query heads × head dim, per GPU
     activation_bytes_per_token: float = 0.0  # activations read and written by the elementwise kernels
     kernels_per_step: int = 0  # kernels one forward launches (layers × kernels per layer + the sampler's)
+    launches_per_step: int = 0  # launches of a step run without a graph, host-side ops included (0: kernels)
     graph_sizes: tuple[int, ...] = ()  # captured CUDA-graph batch sizes, ascending (empty: none)
     eager: bool = False  # no CUDA graphs (--enforce-eager)
     async_scheduling: bool = False
@@ -156,12 +161,13 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
     sampled = rows * q + (1 if prefill else 0)  # the logits: every verified position, a prompt's last token
     compute = float(cost.get("logits_flops_per_row") or 0.0) * sampled / (flops * sampled / (sampled + half))
     if gemm_tokens > 0:
-        compute = float(cost.get("dense_flops_per_token") or 0.0) * gemm_tokens / (
+        compute += float(cost.get("dense_flops_per_token") or 0.0) * gemm_tokens / (
             flops * gemm_tokens / (gemm_tokens + half))
         if experts and top_k:
             per_expert = max(gemm_tokens * top_k / experts, 1.0)
+            expert_rate = float(cost.get("expert_flops_per_s") or 0.0) or flops  # the fused-MoE kernel's own
             compute += float(cost.get("expert_flops_per_token") or 0.0) * gemm_tokens / (
-                flops * per_expert / (per_expert + half))
+                expert_rate * per_expert / (per_expert + half))
     weights = (float(cost.get("dense_weight_bytes") or 0.0)
                + float(cost.get("expert_weight_bytes") or 0.0) * coverage) / bw
     if pairs is None:
@@ -188,7 +194,8 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
     gpu = math.fsum(terms.values())
     # Without a captured graph (eager, or a batch above the largest captured size) each kernel is launched alone.
     ungraphed = eager or bool(sizes and tokens > sizes[-1])
-    launch = float(cost.get("kernels_per_step") or 0.0) * float(cost.get("launch_s") or 0.0) if ungraphed else 0.0
+    launches = float(cost.get("launches_per_step") or cost.get("kernels_per_step") or 0.0)
+    launch = launches * float(cost.get("launch_s") or 0.0) if ungraphed else 0.0
     cpu = float(cost.get("fixed_s") or 0.0) + float(cost.get("cpu_per_row_s") or 0.0) * (rows + (1 if prefill else 0))
     if cost.get("async_scheduling"):
         # The CPU schedules the next step while the GPU runs this one; without graphs it also launches this
@@ -200,6 +207,18 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
         terms["cpu"] = cpu
         terms["launch_gap"] = max(0.0, launch - gpu)
     return terms
+
+
+def cpu_seconds(cost: Mapping[str, Any], rows: int, prefill: int) -> float:
+    """The engine's CPU path of one step, as step_terms prices it: schedule, prepare the inputs and, without a
+    captured graph, launch each kernel. The engine core schedules the next step only after this (one thread)."""
+    tokens = rows * float(cost.get("query_len") or 1.0) + prefill
+    sizes: Sequence[int] = cost.get("graph_sizes") or ()
+    ungraphed = bool(cost.get("eager")) or bool(sizes and tokens > sizes[-1])
+    launches = float(cost.get("launches_per_step") or cost.get("kernels_per_step") or 0.0)
+    launch = launches * float(cost.get("launch_s") or 0.0) if ungraphed else 0.0
+    return (float(cost.get("fixed_s") or 0.0) + float(cost.get("cpu_per_row_s") or 0.0) * (rows + (1 if prefill else 0))
+            + launch)
 
 
 def step_seconds(cost: Mapping[str, Any], rows: int, context: float, prefill: int,

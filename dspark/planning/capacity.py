@@ -47,7 +47,7 @@ def capacity_inputs(engine: AnyEngineSpec, s: ResolvedSettings, recipe: Recipe |
         speculative=(SpeculativeInputs(spec.method, spec.num_speculative_tokens, spec.draft_model)
                      if spec is not None else None),
         recipe_env=dict(recipe.env) if recipe is not None else {},
-        engine_values={k: getattr(s, k).value for k in engine.engine_knobs if k not in shared},
+        engine_values={k: s.setting(k).value for k in engine.engine_knobs if k not in shared},
     )
 
 

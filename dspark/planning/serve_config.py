@@ -32,7 +32,7 @@ def serve_config(
         }
         if drafter_model:
             speculative["model"] = drafter_model
-    engine_values = {knob: getattr(s, knob).value for knob in engine.engine_knobs}
+    engine_values = {knob: s.setting(knob).value for knob in engine.engine_knobs}
     if engine.pool_pin == "tokens" and engine_values[engine.pool_pin_knob] is None and cap.kv_pool_tokens > 0:
         # SGLang takes min(profiled, --max-total-tokens): pinning the validated pool never grows it, and a
         # start on busier memory cannot silently shrink it below what was validated without saying so.

@@ -249,7 +249,7 @@ def _dry_run_hardware(report: ValidationReport) -> list[Finding]:
 def engine_serve(report: ValidationReport) -> Any:
     """The launch values for the report's capacity: a token pin (SGLang) follows the figure launched on."""
     pin = report.spec.pool_pin_knob
-    if report.spec.pool_pin != "tokens" or getattr(report.settings, pin).value is not None:
+    if report.spec.pool_pin != "tokens" or report.settings.setting(pin).value is not None:
         return report.serve
     return replace(report.serve, engine_values={**report.serve.engine_values, pin: report.capacity.kv_pool_tokens})
 

@@ -81,3 +81,34 @@ def test_more_seats_more_throughput_less_per_stream() -> None:
 def test_bad_workloads_are_refused() -> None:
     with pytest.raises(ValueError, match="must be positive"):
         simulate(COSTS, DENSE, Workload(1, 1, 10, 0), seats=1)
+
+
+def test_async_scheduling_fixes_a_step_before_the_one_it_follows_ends() -> None:
+    """vLLM's batch queue of 2: step k is scheduled when step k - 2 returns (and step k - 1 is launched), so a request
+    that reaches the engine core while step k - 1 runs waits for step k + 1. Two clients; the API server takes 5 ms
+    a request, so A reaches the engine core at 5 ms, B at 10. A's prompt runs alone (10 ms of weights + 100 × 0.1 ms:
+    20 ms, ending at 25); step 2 was fixed at 5 ms (right after step 1's launch, no CPU cost here): A's decode
+    only, 10 ms. B's prompt goes in step 3 with A's last decode (20 ms): its first token at 55 ms, 60 at the client.
+    Without async scheduling step 2 is fixed when step 1 ends and takes B: first token at 45 ms, 50 at the client."""
+    shape = StepShape(10e6, 0.0, None, None, 0.0, 0.0, 0, 1.0, async_scheduling=True)
+    costs = StepCosts(0.0, 1e9, 0.0, 0.0001, arrival_hop_s=0.005, api_per_request_s=0.005)
+    load = Workload(clients=2, requests=2, input_len=100, output_len=3)
+    sim = simulate(costs, shape, load, seats=2)
+    assert sim.ttft_mean_s == pytest.approx((0.030 + 0.060) / 2)
+    assert sim.queue_mean_s == pytest.approx((0.0 + 0.015) / 2)  # B: at the engine core at 10 ms, scheduled at 25
+    assert sim.prefill_mean_s == pytest.approx((0.020 + 0.030) / 2)
+    assert sim.wall_time_s == pytest.approx(0.075)  # B's two decodes after its first token: 55 + 2 × 10 ms
+    sync = simulate(costs, StepShape(10e6, 0.0, None, None, 0.0, 0.0, 0, 1.0), load, seats=2)
+    assert sync.ttft_mean_s == pytest.approx((0.030 + 0.050) / 2)
+
+
+def test_requests_sent_together_reach_the_engine_one_after_another() -> None:
+    """Eight clients at once, 1 ms of the API server each: the idle engine's first step holds the first request
+    only (the next is 1 ms behind), the second step the seven that came while the first was readied and launched
+    (its CPU path: 10 ms here)."""
+    shape = StepShape(0.0, 0.0, None, None, 0.0, 0.0, 0, 1.0, async_scheduling=True)
+    costs = StepCosts(0.010, 1e9, 0.0, 0.0001, arrival_hop_s=0.001, api_per_request_s=0.001)
+    sim = simulate(costs, shape, Workload(clients=8, requests=8, input_len=100, output_len=1), seats=8)
+    # Step 1 (A alone): max(10 ms prompt, 10 ms CPU) from 1 ms to 11 ms. Step 2, fixed at 1 + 10 = 11 ms with the
+    # other seven (arrived at 2-8 ms): 700 × 0.1 = 70 ms, ending at 81 ms. Client TTFTs: 12 ms, and 82 ms for seven.
+    assert sim.ttft_mean_s == pytest.approx((0.012 + 7 * 0.082) / 8)

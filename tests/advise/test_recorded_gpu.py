@@ -7,7 +7,8 @@ its "config" beside the bench's own keys. config: model_config (a name in tests/
 input_len, output_len, concurrency, requests, engine_flags, max_model_len, and prompts ("prefix48": the harness's
 48 seeded prompts). Each point must land within 10% on aggregate decode, per-stream decode, TTFT mean (or within
 20 ms where TTFT is under 200 ms) and wall time, but for the known gaps (KNOWN_GAPS: each with its reason and a
-looser bound, still asserted); the table is printed either way, a figure beyond 10% marked *.
+looser bound, still asserted; an entry goes only when its point passes the strict 10%); the table is printed
+either way, a figure beyond 10% marked *.
 
 Without the recorded files, the figures measured there are the target: a Qwen3-8B shape, 1,024 + 256 tokens,
 2 × streams requests, TPOT 5.2 ms at 1 stream and 18.9 ms at 128 (the issue's 14 ms did not say how many
@@ -20,6 +21,8 @@ import io
 import json
 import os
 import random
+import re
+import tarfile
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -102,17 +105,25 @@ def predict(config: dict[str, Any], tmp: Path) -> dict[str, Any]:
 # What the model does not follow yet, each with its own looser bound (still asserted, so a regression shows) and the
 # reason; every other (point, metric) is held to 10%. (point substring, metric or "*", bound, why)
 KNOWN_GAPS: tuple[tuple[str, str, float, str], ...] = (
-    ("qwen3-30b-a3b-s128/m-in1024-out256-c8", "*", 0.95,
+    ("qwen3-30b-a3b-s128/m-in1024-out256-c8", "*", 0.90,
      "a one-time fused-MoE Triton JIT during the run (the harness's README; re-measured as -wide-warmup)"),
-    ("qwen3-30b-a3b", "ttft_mean_s", 0.85,
-     "the Triton fused-MoE kernel prefills far slower than its FLOPs and bytes (90 ms for 1,024 tokens at one "
-     "stream, 45 predicted)"),
-    ("qwen3-30b-a3b", "*", 0.20, "the same kernel: its prompts slow the decode steps they land in"),
+    ("qwen3-30b-a3b-s128/m-in1024-out256-c32", "ttft_mean_s", 0.65,
+     "the first MoE run's JIT again: the same point after a warm-up at every concurrency measured 0.371 s, not 0.809"),
+    ("qwen3-30b-a3b-s128-wide-warmup/m-in1024-out256-c64", "*", 0.30,
+     "the GPU sat idle about 2 s mid-run (nvidia-smi.csv: 42%, 0%, 0%, 73% utilisation as the second wave's prompts "
+     "came): a fused-MoE Triton compile for a batch the one-wave warm-up never formed, not a steady cost"),
+    ("qwen3-30b-a3b-s128-wide-warmup/m-in1024-out256-c128", "*", 0.22,
+     "the same 2 s of idle GPU mid-run (0% in two samples); run B's same point, without it, is within 2% on "
+     "aggregate and wall"),
+    ("qwen3-30b-a3b", "ttft_mean_s", 0.22,
+     "MoE prompts under load: the engine takes 20-40 ms longer per first token than the modelled fused-MoE prompt "
+     "steps at 8 and 128 streams (request_prefill_time 0.112 s against 0.091 at 8)"),
+    ("qwen3-8b-s128/d-in1024-out256-c32", "ttft_mean_s", 0.20,
+     "the 8B's 32-stream TTFT: the engine's requests wait 0.1 s longer before their first schedule than the "
+     "model's (queue plus input wait 0.217 s against 0.130), their prefill matches (0.333 against 0.339 s)"),
     ("qwen3-8b-s128-eager/e-in1024-out256-c32", "*", 0.25,
-     "the measured eager step at 32 streams is shorter than at 1 (18.4 against 21.3 ms TPOT)"),
-    ("", "ttft_mean_s", 0.55,
-     "TTFT under load: first tokens come later than the prefill steps explain (the API server's own time per "
-     "request and per streamed token is not modelled)"),
+     "eager steps are bimodal at 1-8 streams (p50 18.4 ms, p90 33.4 at one stream) and not at 32 (p50 17.4, p90 "
+     "18.9): the one per-kernel launch cost, fitted to the one-stream mean, is too slow at 32"),
 )
 
 
@@ -199,3 +210,75 @@ def test_the_replanning_reads_the_harness_records_and_catches_a_miss(tmp_path: P
         else:
             with pytest.raises(AssertionError, match=r"d-c8\.json aggregate_decode_tps"):
                 test_recorded_gpu_points_are_replanned_within_10_percent(tmp_path)
+
+
+# The engine's own histograms in each archive's /metrics snapshots (before and after every point).
+_HISTOGRAMS = ("request_queue_time_seconds", "request_prefill_time_seconds", "time_to_first_token_seconds")
+_SAMPLE = re.compile(r"^vllm:(\w+)_(sum|count)\{[^}]*\} (\S+)$", re.MULTILINE)
+# Points whose engine time a one-time Triton JIT set (KNOWN_GAPS), and those whose snapshots span two passes.
+_NOT_STEADY = ("qwen3-30b-a3b-s128/m-in1024-out256-c8", "qwen3-30b-a3b-s128/m-in1024-out256-c32",
+               "wide-warmup/m-in1024-out256-c64", "wide-warmup/m-in1024-out256-c128", "prefix48")
+
+
+# Where the model's requests wait less than the engine's before their first schedule (the TTFT gap left at 16-32
+# streams, KNOWN_GAPS): engine 0.075 / 0.216 / 0.191 s, model 0.027 / 0.130 / 0.131; their prefill matches.
+_WAIT_GAPS = {"qwen3-8b-s128/d-in1024-out256-c16": 0.70, "qwen3-8b-s128/d-in1024-out256-c32": 0.45,
+              "qwen3-8b-s128-eager/e-in1024-out256-c32": 0.35}
+
+
+def engine_split() -> dict[str, dict[str, float]]:
+    """ENGINE/POINT -> the mean of each histogram over the point (after - before), from the clock-*.tar.gz."""
+    snapshots: dict[str, dict[str, str]] = {}
+    for archive in sorted(RESULTS.glob("clock-*.tar.gz")) if RESULTS.is_dir() else []:
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                m = re.search(r"([^/]+/[^/]+)\.metrics-(before|after)\.txt$", member.name)
+                handle = tar.extractfile(member) if m else None
+                if m and handle is not None:
+                    snapshots.setdefault(m.group(1), {})[m.group(2)] = handle.read().decode()
+    out: dict[str, dict[str, float]] = {}
+    for point, pair in snapshots.items():
+        if set(pair) != {"before", "after"}:
+            continue
+        values = [{(name, kind): float(v) for name, kind, v in _SAMPLE.findall(pair[when])} for when in
+                  ("before", "after")]
+        means = {}
+        for name in _HISTOGRAMS:
+            count = values[1].get((name, "count"), 0.0) - values[0].get((name, "count"), 0.0)
+            if count > 0:
+                means[name] = (values[1][(name, "sum")] - values[0].get((name, "sum"), 0.0)) / count
+        out[point] = means
+    return out
+
+
+def test_ttft_splits_as_the_engine_splits_it(tmp_path: Path) -> None:
+    """The model's prefill (first scheduled to first token) against vLLM's request_prefill_time_seconds, and its
+    wait before the first schedule against the engine's queue time plus the wait before the scheduler has the
+    request (time_to_first_token - queue - prefill), at every steady point: within 20% (or 20 ms)."""
+    split = engine_split()
+    points = [(name, config) for name, config, _ in recorded()]
+    if not list(RESULTS.glob("clock-*.tar.gz")) if RESULTS.is_dir() else True:
+        return  # a results folder without the archives (DSPARK_CLOCK_RESULTS): nothing to split
+    assert split and points
+    rows, misses = [], []
+    for name, config in points:
+        point = name.removeprefix("points/").removesuffix(".json")
+        engine = split.get(point, {})
+        if "request_prefill_time_seconds" not in engine:
+            continue
+        pred = predict(config, tmp_path)
+        prefill = engine["request_prefill_time_seconds"]
+        wait = engine["time_to_first_token_seconds"] - prefill
+        queue = engine["request_queue_time_seconds"]
+        rows.append(f"| {point} | {queue:.3f} + {wait - queue:.3f} / {pred['queue_mean_s']:.3f} | {prefill:.3f} / "
+                    f"{pred['prefill_mean_s']:.3f} |")
+        if any(p in point for p in _NOT_STEADY):
+            continue
+        for what, measured, predicted in (("prefill", prefill, pred["prefill_mean_s"]),
+                                          ("wait", wait, pred["queue_mean_s"])):
+            bound = _WAIT_GAPS.get(point, 0.20) if what == "wait" else 0.20
+            if abs(predicted - measured) > max(bound * measured, 0.020):
+                misses.append(f"{point} {what}: engine {measured:.3f} s, model {predicted:.3f} s")
+    print("\n| point | queue + input wait: engine / model | prefill: engine / model |\n|---|---|---|")
+    print("\n".join(rows))
+    assert rows and not misses, "\n".join(misses)

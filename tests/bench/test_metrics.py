@@ -143,10 +143,9 @@ def test_a_trickling_or_huge_metrics_reply_is_cut_off() -> None:
             slow = srv.add(Behaviour(trickle_metrics=True)) + "/metrics"
             big = srv.add(Behaviour(metrics=b"x" * (3 << 20))) + "/metrics"
             async with httpx.AsyncClient(timeout=10.0) as client:
-                t0 = time.monotonic()
+                # The server trickles forever: only the deadline can end this read (a hang is the suite's timeout).
                 with pytest.raises(httpx.ReadTimeout, match="no complete reply within 1 s"):
                     await scrape(client, slow, deadline_s=1.0)
-                assert time.monotonic() - t0 < 3.0
                 with pytest.raises(httpx.DecodingError, match="exceeds 1,048,576 bytes"):
                     await scrape(client, big, limit=1 << 20)
         finally:

@@ -109,10 +109,9 @@ def test_write_set_replaces_all_or_none(tmp_path: Path, monkeypatch: pytest.Monk
 def test_the_lock_refuses_a_second_holder_and_is_removed(tmp_path: Path) -> None:
     lock = tmp_path / ".x.lock"
     holder = subprocess.Popen([sys.executable, "-c", (
-        f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from pathlib import Path; "
-        "from dspark.bench.outputs import exclusive\n"
+        "import time; from pathlib import Path; from dspark.bench.outputs import exclusive\n"
         f"with exclusive(Path({str(lock)!r}), 'x'):\n    print('held', flush=True); time.sleep(30)")],
-        stdout=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})  # this checkout's dspark
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(InputError, match=rf"x is in use by another dspark run \(pid {holder.pid}\)"), \

@@ -402,7 +402,7 @@ def test_load_recipe_names_missing_and_unreadable_files(tmp_path: Path) -> None:
         load_recipe(tmp_path)
     bad = tmp_path / "latin1.yaml"
     bad.write_bytes(b"name: caf\xe9\n")
-    with pytest.raises(RecipeError, match=f"^{bad}: is not UTF-8 text$"):
+    with pytest.raises(RecipeError, match=rf"^{bad}: is not UTF-8 text \(byte 9\)$"):
         load_recipe(bad)
 
 

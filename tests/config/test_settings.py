@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -386,8 +387,23 @@ def test_missing_for_launch() -> None:
 
 
 def test_every_knob_has_a_resolved_field_and_every_field_a_knob() -> None:
-    fields = set(ResolvedSettings.__dataclass_fields__) - {"notes", "recipe"}
+    fields = set(ResolvedSettings.__dataclass_fields__) - {"notes", "recipe", "engine_settings"}
     assert fields == set(KNOB_NAMES)
+
+
+def test_setting_reads_a_field_or_an_engine_setting_and_nothing_else() -> None:
+    """An engine knob without a field (a new engine's) reads, lists and computes like a typed one."""
+    resolved = resolve_settings({}, {}, None)
+    assert resolved.engine_settings == {}
+    assert resolved.setting("max_num_seqs") is resolved.max_num_seqs
+    for name in ("notes", "recipe", "engine_settings", "not_a_knob", "settings"):
+        with pytest.raises(KeyError):
+            resolved.setting(name)
+    extra = dataclasses.replace(resolved, engine_settings={"extra_pin": Setting(None, "computed")})
+    assert extra.setting("extra_pin") == Setting(None, "computed")
+    computed = extra.with_computed(extra_pin=7, max_num_seqs=3)
+    assert computed.setting("extra_pin") == Setting(7, "computed")
+    assert computed.max_num_seqs == Setting(3, "computed")
 
 
 @pytest.mark.parametrize("knob", [k for k in KNOBS if k.recipe_path is not None], ids=lambda k: k.name)

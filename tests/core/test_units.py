@@ -7,10 +7,19 @@ tests/real_engines/test_argv_readers.py; here, the grammar's cases one by one.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
-from dspark.core.units import SIZE_PATTERN, format_size, parse_count, parse_size, suffixed_int
+from dspark.core.units import (
+    MAX_BYTES,
+    MAX_TOKENS,
+    SIZE_PATTERN,
+    format_size,
+    parse_count,
+    parse_size,
+    suffixed_int,
+)
 
 HELP = (
     "use bytes as an int, or a number with a unit: GB/MB/KB/TB decimal (28GB = 28e9), "
@@ -150,3 +159,25 @@ def test_suffixed_int_is_vllms_human_readable_int(text: str, expected: int) -> N
 def test_suffixed_int_refuses(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         suffixed_int(text)
+
+
+# --- issue 26: every count and size is bounded --------------------------------------------------------------
+
+@pytest.mark.parametrize("digits", [41, 400, 4301, 5000])
+@pytest.mark.parametrize("parse", [parse_count, parse_size, suffixed_int])
+def test_a_number_of_hundreds_of_digits_is_refused_in_words(parse: Any, digits: int) -> None:
+    """Never Python's 'Exceeds the limit (4300 digits) for integer string conversion', never the digits echoed."""
+    with pytest.raises(ValueError, match=rf"a number of {digits:,} digits; no count or size dspark reads") as info:
+        parse("9" * digits)
+    assert "9" * 41 not in str(info.value) and "set_int_max_str_digits" not in str(info.value)
+
+
+def test_counts_and_sizes_stop_at_their_bounds() -> None:
+    assert parse_count(str(MAX_TOKENS)) == MAX_TOKENS
+    assert parse_size(f"{MAX_BYTES}") == MAX_BYTES
+    for value in (str(MAX_TOKENS + 1), MAX_TOKENS + 1, "2000T"):
+        with pytest.raises(ValueError, match=rf"more tokens than dspark plans with \(at most {MAX_TOKENS:,}\)"):
+            parse_count(value)
+    for size in (MAX_BYTES + 1, str(MAX_BYTES + 1), "2000000TiB"):
+        with pytest.raises(ValueError, match="more bytes than dspark plans with"):
+            parse_size(size)

@@ -30,8 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_rows import BY_NAME, COMMON, ROWS, Row
+from gpu_rows import BY_NAME, COMMON, ROWS, Row  # beside this script, which Python puts first on sys.path
 
 HERE = Path(__file__).resolve().parent
 ENGINE_VERSION_PLANNED = os.environ.get("DSPARK_GPU_ENGINE_VERSION", "0.25.0")  # the release that runs there

@@ -27,3 +27,11 @@ def test_a_pcie_h100_is_not_taken_for_an_sxm_one() -> None:
     assert gpu_perf("NVIDIA H100 PCIe").bandwidth_gbps == 2000.0
     assert gpu_perf("NVIDIA H100 80GB HBM3").bandwidth_gbps == 3350.0
     assert gpu_perf("NVIDIA A100-SXM4-80GB").label == "A100"
+
+
+def test_the_sustained_clock_is_a_fraction_and_measured_where_the_h200_says_so() -> None:
+    for perf in (*[gpu_perf(get_profile(n).gpus[0].name) for n in profile_names()], CPU, UNKNOWN):
+        assert 0.5 < perf.sustained_clock <= 1.0, perf.label
+    h200 = gpu_perf("NVIDIA H200")
+    assert h200.sustained_clock == 0.80 and "1,395-1,530 MHz" in h200.source
+    assert CPU.sustained_clock == 1.0

@@ -3,11 +3,12 @@ the eager launch gap, async scheduling's overlap, and the engine-side copy agree
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
-from dspark.perf.step import StepCosts, StepShape, cost_table, step_seconds, step_terms
+from dspark.perf.step import StepCosts, StepShape, cost_table, cpu_seconds, step_seconds, step_terms
 from dspark_inside.replay import step_seconds as inside_step_seconds
 
 # An 8B dense shape on an H200-like device (figures rounded): 15 GB of weights, 147 kB of KV per token.
@@ -137,10 +138,39 @@ def test_tensor_parallel_all_reduces_cost_latency_and_bytes() -> None:
 def test_the_engine_side_copy_is_the_same_function() -> None:
     """The replay evaluates its own copy of step_seconds in the engine's interpreter: it must agree everywhere."""
     rng = random.Random(3)  # noqa: S311 - reproducible inputs, not secrets
-    for shape in (DENSE, MOE, StepShape(**{**DENSE.__dict__, "eager": True, "async_scheduling": False})):
-        table = cost_table(H200ISH, shape)
+    moe_costs = StepCosts(**{**H200ISH.__dict__, "expert_flops_per_s": 400e12})
+    for costs, shape in ((H200ISH, DENSE), (H200ISH, MOE), (moe_costs, StepShape(**{**MOE.__dict__,
+                                                                                     "launches_per_step": 1800})),
+                         (H200ISH, StepShape(**{**DENSE.__dict__, "eager": True, "async_scheduling": False}))):
+        table = cost_table(costs, shape)
         for _ in range(200):
             rows, ctx, prefill = rng.randint(0, 256), rng.uniform(0, 5e5), rng.choice([0, rng.randint(1, 8192)])
             pairs = rng.choice([None, rng.uniform(0, 1e8)])
             assert inside_step_seconds(table, rows, ctx, prefill, pairs) == step_seconds(table, rows, ctx, prefill,
                                                                                          pairs)
+
+
+def test_the_fused_moe_kernel_prices_the_experts_compute_not_their_reading() -> None:
+    """The expert GEMMs at the fused-MoE kernel's own rate: a long prompt (compute-bound) costs more at half the
+    rate, a one-row decode step (reading the experts it touches) nothing more."""
+    slow = StepCosts(**{**H200ISH.__dict__, "expert_flops_per_s": H200ISH.flops_per_s / 2})
+    prompt, decode = (0, 0.0, 8192), (1, 1024.0, 0)
+    fast_terms, slow_terms = step_terms(cost_table(H200ISH, MOE), *prompt), step_terms(cost_table(slow, MOE), *prompt)
+    per_expert = 8192 * 8 / 128
+    expert = 4e9 * 8192 / (H200ISH.flops_per_s * per_expert / (per_expert + 48.0))  # at flops_per_s
+    assert slow_terms["gemm"] - fast_terms["gemm"] == pytest.approx(expert)  # twice as long at half the rate
+    assert step_seconds(cost_table(slow, MOE), *decode) == step_seconds(cost_table(H200ISH, MOE), *decode)
+
+
+def test_a_step_without_a_graph_pays_its_host_side_launches_and_the_cpu_path_says_so() -> None:
+    """launches_per_step (an MoE layer's host-side ops beyond its kernels) counts only where no graph is captured:
+    a 1,024-token prompt above the largest size (512), not a 64-row decode step."""
+    heavy = StepShape(**{**MOE.__dict__, "launches_per_step": 1800})
+    table, plain = cost_table(H200ISH, heavy), cost_table(H200ISH, MOE)
+    assert cpu_seconds(table, 0, 1024) == pytest.approx(1.5e-3 + 10e-6 + 1800 * 12e-6)
+    assert cpu_seconds(plain, 0, 1024) == pytest.approx(1.5e-3 + 10e-6 + 600 * 12e-6)
+    assert cpu_seconds(table, 64, 0) == cpu_seconds(plain, 64, 0) == pytest.approx(1.5e-3 + 64 * 10e-6)
+    assert step_seconds(table, 64, 64 * 1024.0, 0) == step_seconds(plain, 64, 64 * 1024.0, 0)
+    # Async scheduling: the step is the longer of the GPU's work and the CPU's path.
+    gpu = math.fsum(v for k, v in step_terms(table, 0, 0.0, 1024).items() if k not in ("cpu", "launch_gap"))
+    assert step_seconds(table, 0, 0.0, 1024) == pytest.approx(max(gpu, cpu_seconds(table, 0, 1024)))

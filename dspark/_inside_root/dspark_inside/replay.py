@@ -52,12 +52,13 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
     sampled = rows * q + (1 if prefill else 0)  # the logits: every verified position, a prompt's last token
     compute = float(cost.get("logits_flops_per_row") or 0.0) * sampled / (flops * sampled / (sampled + half))
     if gemm_tokens > 0:
-        compute = float(cost.get("dense_flops_per_token") or 0.0) * gemm_tokens / (
+        compute += float(cost.get("dense_flops_per_token") or 0.0) * gemm_tokens / (
             flops * gemm_tokens / (gemm_tokens + half))
         if experts and top_k:
             per_expert = max(gemm_tokens * top_k / experts, 1.0)
+            expert_rate = float(cost.get("expert_flops_per_s") or 0.0) or flops  # the fused-MoE kernel's own
             compute += float(cost.get("expert_flops_per_token") or 0.0) * gemm_tokens / (
-                flops * per_expert / (per_expert + half))
+                expert_rate * per_expert / (per_expert + half))
     weights = (float(cost.get("dense_weight_bytes") or 0.0)
                + float(cost.get("expert_weight_bytes") or 0.0) * coverage) / bw
     if pairs is None:
@@ -84,7 +85,8 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
     gpu = math.fsum(terms.values())
     # Without a captured graph (eager, or a batch above the largest captured size) each kernel is launched alone.
     ungraphed = eager or bool(sizes and tokens > sizes[-1])
-    launch = float(cost.get("kernels_per_step") or 0.0) * float(cost.get("launch_s") or 0.0) if ungraphed else 0.0
+    launches = float(cost.get("launches_per_step") or cost.get("kernels_per_step") or 0.0)
+    launch = launches * float(cost.get("launch_s") or 0.0) if ungraphed else 0.0
     cpu = float(cost.get("fixed_s") or 0.0) + float(cost.get("cpu_per_row_s") or 0.0) * (rows + (1 if prefill else 0))
     if cost.get("async_scheduling"):
         # The CPU schedules the next step while the GPU runs this one; without graphs it also launches this
@@ -106,10 +108,16 @@ def step_seconds(cost: Mapping[str, Any], rows: int, context: float, prefill: in
 
 
 class Arrivals:
-    """A pass's arrivals: {clients: N} (closed loop) or {times: [s, ...]} (open loop, one per request)."""
+    """A pass's arrivals: {clients: N} (closed loop) or {times: [s, ...]} (open loop, one per request).
+
+    queued (optional, default false): every request of an instant is in the engine's input queue before the
+    engine looks at it (an engine paused while they are sent, resumed once all wait); otherwise they reach it
+    one at a time, as an API server hands over the requests a client sends at once.
+    """
 
     def __init__(self, arrivals: dict[str, Any], n: int) -> None:
         self.n = n
+        self.queued = bool(arrivals.get("queued"))
         self.clients = int(arrivals.get("clients") or 0)
         # (arrival time, index): a heap, so requests arriving together are added in file order.
         if self.clients:
@@ -118,11 +126,14 @@ class Arrivals:
             self.pending = [(float(t), i) for i, t in enumerate(arrivals["times"])]
         heapq.heapify(self.pending)
         self.sent = len(self.pending)
+        self.due_at: dict[int, float] = {}  # each request taken by due(): when it arrived (its client's send)
 
     def due(self, now: float) -> Iterator[int]:
         """The index of every request whose arrival time has come by `now`, in arrival (then file) order."""
         while self.pending and self.pending[0][0] <= now:
-            yield heapq.heappop(self.pending)[1]
+            at, i = heapq.heappop(self.pending)
+            self.due_at[i] = at
+            yield i
 
     def next_at(self) -> float:
         """When the next pending request arrives (call only while some are pending)."""

@@ -71,7 +71,13 @@ def capacity(arch: ModelArchitecture, options: SglangOptions, s: CapacityInputs,
         engine_version=version or MODELLED_VERSIONS[-1],
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,  # SGLang's own pin: the tokens that budget buys
     )
-    findings = [Finding("fail", r.code, r.message) for r in cap.refusals]
+    from dspark.engines.parallelism import parallel_finding  # noqa: PLC0415
+    from dspark.engines.sglang.parallel import tp_problems  # noqa: PLC0415
+
+    dp, dp_attention = data_parallel(opts)
+    attn_tp = max(1, int(opts.tp_size or 1) // dp) if dp_attention else int(opts.tp_size or 1)
+    refused_tp = parallel_finding("SGLang", attn_tp, lambda size: tp_problems(arch, size))
+    findings = [*([refused_tp] if refused_tp else []), *(Finding("fail", r.code, r.message) for r in cap.refusals)]
     for note in cap.notes:
         findings.append(Finding("info", "engine-note", note))
     summary = cap.summary()

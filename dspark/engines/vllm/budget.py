@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from dspark.core.errors import InputError
+from dspark.engines.vllm.graph_memory import profile_cudagraph_memory
 from dspark.engines.vllm.graphs import VllmGraphPlan
 from dspark.engines.vllm.kv_types import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -46,6 +47,9 @@ def _pinned_budget(
     return None, None
 
 
+CUBLAS_WORKSPACE_BYTES = 32 << 20  # torch's cuBLAS workspace on Hopper (CUBLAS_WORKSPACE_CONFIG :4096:8), per GPU
+
+
 def moe_workspace_bytes(arch: ModelArchitecture, r: Resolved) -> int:
     """The fused-MoE workspace profile_run allocates for max_num_batched_tokens tokens (unquantised Triton experts).
 
@@ -65,34 +69,85 @@ def moe_workspace_bytes(arch: ModelArchitecture, r: Resolved) -> int:
 def runtime_overhead(
     arch: ModelArchitecture, r: Resolved, graphs: VllmGraphPlan, runner: Literal["v1", "v2"] = "v2"
 ) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
-    """What a CUDA worker holds beside weights and KV (activation peak, non-torch, graphs): heuristics, named."""
+    """What a CUDA worker holds beside weights and KV (activation peak, non-torch, graphs), each term named."""
     act_bytes = dtype_bytes(r.model_dtype)
-    tokens = r.max_num_batched_tokens
+    hidden_row = r.max_num_batched_tokens * arch.hidden_size * act_bytes  # one hidden-wide profile activation
     # Heuristic: profile_run's transient peak is ~16 hidden-wide activations of max_num_batched_tokens tokens
     # through a block (measured on an H200 with 0.25.0: 0.96-1.29 GiB for 4,096-hidden dense models at 8,192).
-    transient = tokens * arch.hidden_size * act_bytes * 16
+    transient = hidden_row * 16
     # The fused-MoE workspace (TritonExperts.workspace_shapes): persistent through the profile, on top.
     workspace = moe_workspace_bytes(arch, r)
-    # The V1 runner's _dummy_sampler_run runs top-k/top-p over max_num_seqs fp32 logit rows; the V2 runner's
-    # skips them ("the sampler may skip top_k, top_p, and logprobs"), and its peak stays the forward's.
+    # _dummy_run runs the MTP drafter's forward on the same max_num_batched_tokens after the target's (0.25 V1
+    # GPUModelRunner._dummy_run -> drafter.dummy_run; V2 speculator.propose(dummy_run=True)): its layer peaks as a
+    # target layer does, on top of the target's output hidden states, the drafter's embeddings and their concat
+    # (Qwen3_5MultiTokenPredictor.forward: cat([embeds, hidden]) -> fc): 4 hidden-wide rows. Measured on the H200
+    # (Qwen3.5-27B, 3 MTP tokens): the profile's peak 352 MiB above the same model's without MTP; this gives 320.
+    drafter = 4 * hidden_row if r.spec_method == "mtp" else 0
+    # Compiled (0.25): the profile's peak holds a transient the size of the embedding table (vocab padded to 64,
+    # sharded by TP) beside ~1.5 hidden-wide rows and 32 MiB: a peak of its own, reached where the forward's is
+    # lower (Qwen3-8B, Llama-3.1-8B, Gemma 3, Qwen3.5; not Mistral's 32k vocab). Likely Inductor benchmarking the
+    # embedding gather at compile time on a random copy of the table (versions.py, docs/gpu-truth.md fix 14).
+    embedding = 0
+    if graphs.compiled and r.release.compiled_profile_embedding_transient:
+        vocab_rank = -(-(-(-arch.vocab_size // 64) * 64) // r.tp)
+        embedding = vocab_rank * arch.hidden_size * act_bytes + hidden_row * 3 // 2 + CUBLAS_WORKSPACE_BYTES
+    forward = max(transient + workspace, embedding) + drafter
+    # The sampler's dummy batch runs after the forward, with the forward's output and the MoE workspace still
+    # allocated; the profile's peak is the larger of the two (0.25: the probe's forward and sampler peaks). The V1
+    # runner's _dummy_sampler_run runs top-k/top-p over max_num_seqs fp32 logit rows; the V2 runner's skips them
+    # ("the sampler may skip top_k, top_p, and logprobs"), and its peak stays the forward's.
     sampler = r.max_num_seqs * arch.vocab_size * 8 if runner == "v1" else 0
-    activation = transient + workspace + sampler
+    activation = max(forward, hidden_row + workspace + sampler) if sampler else forward
     # Heuristic: CUDA context growth after the snapshot (cuBLAS workspaces, attention buffers), NCCL at TP>1.
     non_torch = r.release.non_torch_bytes + (256 * (1 << 20) if r.tp * r.pp > 1 else 0)
-    # Heuristic: profile_cudagraph_memory, ~2 MiB per captured size; 0.25's V2 runner profiles none.
     profiles_graphs = runner == "v1" or r.release.v2_runner_profiles_cudagraphs
-    graph_bytes = len(graphs.applied.sizes) * 2 * (1 << 20) if profiles_graphs else 0
+    if not profiles_graphs:
+        graph_bytes = 0
+        graph_note = f"CUDA-graph memory: none (vLLM {r.release.version}'s V2 model runner profiles no graphs)"
+    elif runner == "v1" and r.release.v1_graph_profile_two_samples and graphs.applied.sizes:
+        estimate = profile_cudagraph_memory(
+            sizes=graphs.applied.sizes, cudagraph_mode=graphs.cudagraph_mode, max_num_seqs=r.max_num_seqs,
+            num_speculative_tokens=r.num_spec, layers=arch.num_layers, hidden_size=arch.hidden_size,
+            is_hybrid=arch.is_hybrid, is_moe=arch.moe is not None,
+        )
+        graph_bytes, graph_note = estimate.bytes, estimate.assumption
+    else:
+        # Heuristic: profile_cudagraph_memory, ~2 MiB per captured size (0.32/0.33 account graphs their own way).
+        graph_bytes = len(graphs.applied.sizes) * 2 * (1 << 20)
+        graph_note = "CUDA-graph memory (heuristic) = 2 MiB per capture size (0 when eager / on CPU)"
     terms = (("activation_peak", activation), ("non_torch", non_torch), ("cudagraphs", graph_bytes))
     assumptions = [
-        "activation peak (heuristic) = max_num_batched_tokens x hidden x dtype x 16"
+        f"activation peak (heuristic; {_measured_activation_range(arch, r)}) = max_num_batched_tokens x hidden x "
+        "dtype x 16"
         + (" + the fused-MoE workspace (TritonExperts.workspace_shapes)" if workspace else "")
-        + (" + max_num_seqs x vocab x 8 (V1 runner's sampler)" if sampler else ""),
+        + (", or the compiled run's embedding-table transient (vocab x hidden x dtype / TP + 1.5 hidden rows + "
+           "32 MiB; measured with 0.25, likely Inductor's compile-time benchmarking) when larger" if embedding else "")
+        + (" + 4 x max_num_batched_tokens x hidden x dtype (the MTP drafter's dummy forward)" if drafter else "")
+        + (", or the forward's output + max_num_seqs x vocab x 8 (V1 runner's sampler) when larger"
+           if sampler else ""),
         f"non-torch memory (heuristic) = {r.release.non_torch_bytes >> 20} MiB, + 256 MiB NCCL buffers "
         "when TP x PP > 1",
-        "CUDA-graph memory (heuristic) = 2 MiB per capture size (0 when eager / on CPU)" if profiles_graphs
-        else f"CUDA-graph memory: none (vLLM {r.release.version}'s V2 model runner profiles no graphs)",
+        graph_note,
     ]
     return terms, tuple(assumptions)
+
+
+# What the engine's own profile peak (Worker.determine_available_memory's torch peak increase) was against this
+# estimate on the H200 with vLLM 0.25.0 (tests/device/results/2026-12-01, docs/gpu-truth.md), per class.
+_ACTIVATION_MEASURED = {
+    "hybrid": "the engine's peak was 1.03x this for a GDN hybrid (Qwen3.5-27B, with and without MTP)",
+    "moe": "the engine's peak was 0.81-1.12x this for MoE (Qwen3-30B-A3B eager and compiled, DeepSeek-V2-Lite)",
+    "dense": "the engine's peak was 0.93-1.00x this compiled for dense Qwen3/Llama/Mistral/Gemma 3 shapes, "
+             "0.84-1.10x eager",
+}
+
+
+def _measured_activation_range(arch: ModelArchitecture, r: Resolved) -> str:
+    """The estimate's measured error for the model's class, in words (measured with 0.25.0 only)."""
+    if not r.release.compiled_profile_embedding_transient:
+        return f"not measured on a GPU with vLLM {r.release.version}"
+    cls = "hybrid" if arch.is_hybrid else "moe" if arch.moe is not None else "dense"
+    return _ACTIVATION_MEASURED[cls] + " on an H200 with 0.25.0"
 
 
 def rotary_cache_bytes(arch: ModelArchitecture, model_dtype: str) -> int:

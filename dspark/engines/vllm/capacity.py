@@ -247,6 +247,8 @@ def _graphs(
             cudagraph_capture_sizes=options.cudagraph_capture_sizes,
             cudagraph_mode=options.cudagraph_mode,
             model_runner=runner,
+            add_uniform_decode=r.release.capture_sizes_add_uniform_decode,
+            blackwell_ceiling=r.release.blackwell_capture_ceiling,
         )
     except CaptureSizeError as exc:
         raise InputError(f"CUDA-graph settings vLLM would refuse: {exc}") from None

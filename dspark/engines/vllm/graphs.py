@@ -39,17 +39,23 @@ class VllmGraphPlan:
     applied: CaptureSizes  # what this launch captures: empty on CPU and with --enforce-eager
     reason: str  # why `applied` differs from `on_cuda`, "" when it does not
     notes: tuple[str, ...] = ()
+    cudagraph_mode: str = "FULL_AND_PIECEWISE"  # compilation_config.cudagraph_mode, upper case
+    compiled: bool = True  # torch.compile runs (off with --enforce-eager and on CPU here; cudagraph_mode NONE keeps it)
+
+
+def _ceiling(compute_capability: tuple[int, int] | None, blackwell_ceiling: int) -> int:
+    blackwell = compute_capability is not None and compute_capability[0] == 10
+    return blackwell_ceiling if blackwell else DEFAULT_MAX_GRAPH_SIZE
 
 
 def default_max_capture_size(
-    max_num_seqs: int, num_speculative_tokens: int, compute_capability: tuple[int, int] | None
+    max_num_seqs: int, num_speculative_tokens: int, compute_capability: tuple[int, int] | None,
+    blackwell_ceiling: int = BLACKWELL_DC_MAX_GRAPH_SIZE,
 ) -> int:
-    """min(seats x (1 + spec) x 2, 512, or 1024 on SM 10.x): the cap before max_num_batched_tokens."""
-    ceiling = (
-        BLACKWELL_DC_MAX_GRAPH_SIZE
-        if compute_capability is not None and compute_capability[0] == 10
-        else DEFAULT_MAX_GRAPH_SIZE
-    )
+    """min(seats x (1 + spec) x 2, 512, or 1024 on SM 10.x): the cap before max_num_batched_tokens.
+
+    blackwell_ceiling: the SM 10.x ceiling (0.25/0.26: 512 there too, no device family case)."""
+    ceiling = _ceiling(compute_capability, blackwell_ceiling)
     decode_query_len = 1 + num_speculative_tokens  # VllmConfig.uniform_decode_query_len
     return min(max_num_seqs * decode_query_len * 2, ceiling)
 
@@ -87,19 +93,22 @@ def vllm_capture_sizes(
     performance_mode: str = "balanced",
     max_cudagraph_capture_size: int | None = None,
     cudagraph_capture_sizes: Sequence[int] | None = None,
+    add_uniform_decode: bool = True,
+    blackwell_ceiling: int = BLACKWELL_DC_MAX_GRAPH_SIZE,
 ) -> CaptureSizes:
-    """compilation_config.cudagraph_capture_sizes and its max after VllmConfig._set_cudagraph_sizes (0.32.0)."""
-    ceiling = (
-        BLACKWELL_DC_MAX_GRAPH_SIZE
-        if compute_capability is not None and compute_capability[0] == 10
-        else DEFAULT_MAX_GRAPH_SIZE
-    )
+    """compilation_config.cudagraph_capture_sizes and its max after VllmConfig._set_cudagraph_sizes (0.32.0).
+
+    add_uniform_decode False and blackwell_ceiling 512: 0.25/0.26, whose default sizes are the token grid (and
+    max_num_batched_tokens) only, under min(seats x (1 + spec) x 2, 512) on every device.
+    """
+    ceiling = _ceiling(compute_capability, blackwell_ceiling)
     max_size = max_cudagraph_capture_size
     uniform_decode_sizes: list[int] = []
     if max_size is None:
         decode_query_len = 1 + num_speculative_tokens
-        max_size = default_max_capture_size(max_num_seqs, num_speculative_tokens, compute_capability)
-        if decode_query_len > 1:
+        max_size = default_max_capture_size(max_num_seqs, num_speculative_tokens, compute_capability,
+                                            blackwell_ceiling)
+        if add_uniform_decode and decode_query_len > 1:
             # Speculative decoding: every uniform decode batch (n requests x query length) is appended,
             # so dispatch always finds an exact multiple of the query length.
             uniform_decode_sizes = sorted(
@@ -109,7 +118,7 @@ def vllm_capture_sizes(
                     if n * decode_query_len <= max_size
                 }
             )
-        elif max_num_seqs <= max_size:
+        elif add_uniform_decode and max_num_seqs <= max_size:
             uniform_decode_sizes = [max_num_seqs]
     max_size = min(max_num_batched_tokens, max_size)
     if max_size < 1:
@@ -168,6 +177,8 @@ def vllm_graph_plan(
     cudagraph_capture_sizes: Sequence[int] | None = None,
     cudagraph_mode: str | None = None,
     model_runner: Literal["v1", "v2"] = "v2",
+    add_uniform_decode: bool = True,
+    blackwell_ceiling: int = BLACKWELL_DC_MAX_GRAPH_SIZE,
 ) -> VllmGraphPlan:
     """Capture sizes for CUDA, and what applies given the platform, --enforce-eager and cudagraph_mode."""
     on_cuda = vllm_capture_sizes(
@@ -178,6 +189,8 @@ def vllm_graph_plan(
         performance_mode=performance_mode,
         max_cudagraph_capture_size=max_cudagraph_capture_size,
         cudagraph_capture_sizes=cudagraph_capture_sizes,
+        add_uniform_decode=add_uniform_decode,
+        blackwell_ceiling=blackwell_ceiling,
     )
     notes: list[str] = []
     mode = (cudagraph_mode or "FULL_AND_PIECEWISE").upper()
@@ -188,9 +201,9 @@ def vllm_graph_plan(
         notes.append(f"V1 model runner: sizes rounded up to multiples of {1 + num_speculative_tokens}")
     none = CaptureSizes(max_capture_size=0, sizes=())
     if platform == "cpu":
-        return VllmGraphPlan(on_cuda, none, "CPU platform captures no CUDA graphs", tuple(notes))
+        return VllmGraphPlan(on_cuda, none, "CPU platform captures no CUDA graphs", tuple(notes), mode, False)
     if enforce_eager:
-        return VllmGraphPlan(on_cuda, none, "--enforce-eager disables CUDA graphs", tuple(notes))
+        return VllmGraphPlan(on_cuda, none, "--enforce-eager disables CUDA graphs", tuple(notes), mode, False)
     if mode == "NONE":
-        return VllmGraphPlan(on_cuda, none, "cudagraph_mode NONE", tuple(notes))
-    return VllmGraphPlan(on_cuda, on_cuda, "", tuple(notes))
+        return VllmGraphPlan(on_cuda, none, "cudagraph_mode NONE", tuple(notes), mode)
+    return VllmGraphPlan(on_cuda, on_cuda, "", tuple(notes), mode)

@@ -73,6 +73,7 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
 
     cpu_flags / cpu_arch: the host CPU, for the CPU build (vLLM picks kernels and state dtypes by them).
     """
+    from dspark.engines.parallelism import parallel_finding  # noqa: PLC0415
     from dspark.engines.vllm.capacity import compute_vllm_capacity  # noqa: PLC0415 - only the engine in use is imported
     from dspark.engines.vllm.versions import MODELLED_VERSIONS  # noqa: PLC0415
 
@@ -95,8 +96,9 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
         )
 
     cap = at(opts, weights_per_gpu)
-    findings = [*_weights_fit(cap, weights, at, opts),
-                *(Finding("fail", r.code, r.message + _suggestion(r, cap, weights, at, opts))
+    refused_tp = parallel_finding("vLLM", cap.tensor_parallel_size, lambda size: _tp_problems(arch, size))
+    findings = [*([refused_tp] if refused_tp else []), *_weights_fit(cap, weights, at, opts, arch),
+                *(Finding("fail", r.code, r.message + _suggestion(r, cap, weights, at, opts, arch))
                   for r in (*cap.refusals, *cap.checks))]
     if cap.budget.source == "estimate":
         findings.append(Finding("info", "kv-budget-estimate",
@@ -107,7 +109,8 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
     return CapacityResult(cap.summary(), tuple(findings), footprint, cap)
 
 
-def _weights_fit(cap: VllmCapacity, weights: WeightBytes | None, at: Any, opts: VllmOptions) -> list[Finding]:
+def _weights_fit(cap: VllmCapacity, weights: WeightBytes | None, at: Any, opts: VllmOptions,
+                 arch: ModelArchitecture) -> list[Finding]:
     """CUDA, KV estimated: the weights per GPU must fit beside the runtime, or vLLM has no memory left for a single
     cache block; when they do not, say by how much and the smallest tensor-parallel size whose plan starts.
 
@@ -128,17 +131,18 @@ def _weights_fit(cap: VllmCapacity, weights: WeightBytes | None, at: Any, opts: 
         f"{gib(terms['requested'])} (gpu_memory_utilization x total) less {gib(runtime)} of runtime leaves "
         f"{gib(max(0, room))} for weights, {gib(weights.per_gpu_bytes - room)} short, and nothing for the KV cache"
     )
-    wider = _wider_tp(cap, weights, at, opts)
+    wider = _wider_tp(cap, weights, at, opts, arch)
     message += f"; {wider}" if wider else "; no tensor-parallel size up to 64 makes it start on this GPU"
     return [Finding("fail", "weights-do-not-fit", message)]
 
 
-def _wider_tp(cap: VllmCapacity, weights: WeightBytes, at: Any, opts: VllmOptions) -> str | None:
+def _wider_tp(cap: VllmCapacity, weights: WeightBytes, at: Any, opts: VllmOptions,
+              arch: ModelArchitecture) -> str | None:
     """`--tp 2 would put ... and start with a pool of ...`: the smallest wider TP whose plan starts, or None."""
     tp = cap.tensor_parallel_size
     for size in (2, 4, 8, 16, 32, 64):
-        if size <= tp:
-            continue
+        if size <= tp or _tp_problems(arch, size):
+            continue  # not wider, or a size vLLM refuses for this model's heads
         per_gpu = weights.per_gpu_bytes * tp // size  # TP shards the weights (a few replicated tensors aside)
         try:
             wider = at(replace(opts, tensor_parallel_size=size), per_gpu)
@@ -150,13 +154,19 @@ def _wider_tp(cap: VllmCapacity, weights: WeightBytes, at: Any, opts: VllmOption
     return None
 
 
+def _tp_problems(arch: ModelArchitecture, size: int) -> list[str]:
+    from dspark.engines.vllm.parallel import tp_problems  # noqa: PLC0415
+
+    return tp_problems(arch, size)
+
+
 def _suggestion(refusal: VllmRefusal, cap: VllmCapacity, weights: WeightBytes | None, at: Any,
-                opts: VllmOptions) -> str:
+                opts: VllmOptions, arch: ModelArchitecture) -> str:
     extra = []
     if refusal.suggested_max_model_len:
         extra.append(f"max_model_len ≤ {refusal.suggested_max_model_len:,} would fit")
         if refusal.code == "max_model_len_does_not_fit" and cap.platform == "cuda" and weights is not None:
-            wider = _wider_tp(cap, weights, at, opts)
+            wider = _wider_tp(cap, weights, at, opts, arch)
             if wider:
                 extra.append(f"or, keeping the window, {wider}")
     if refusal.suggested_max_num_seqs:

@@ -41,6 +41,23 @@ class VllmRelease:
     v2_runner_moe_architectures: frozenset[str] | None = None
     # The V2 runner's profile_cudagraph_memory measures graph memory (False: it returns 0, nothing is reserved).
     v2_runner_profiles_cudagraphs: bool = True
+    # The V1 runner's profile_cudagraph_memory captures the two largest descriptors per mode and extrapolates
+    # (0.25, and 0.26 the same on CUDA: largest + (graphs - 1) x the second; dspark.engines.vllm.graph_memory);
+    # False: not modelled so (0.32/0.33 keep the per-size heuristic).
+    v1_graph_profile_two_samples: bool = False
+    # VllmConfig._set_cudagraph_sizes adds the uniform decode batches (max_num_seqs, or n x (1 + spec) on the
+    # request grid) to the default capture sizes (0.32); False: the token grid and max_num_batched_tokens only
+    # (0.25 and 0.26 have no request_counts grid).
+    capture_sizes_add_uniform_decode: bool = True
+    # _set_cudagraph_sizes' default ceiling on SM 10.x (B200/B300): 1024 (0.32, is_device_capability_family(100));
+    # 0.25/0.26 cap every device at min(max_num_seqs x (1 + spec) x 2, 512).
+    blackwell_capture_ceiling: int = 1024
+    # The compiled profile run's peak holds a transient the size of the (per-rank) embedding table, with ~1.5
+    # hidden-wide rows of the batch and 32 MiB beside it (measured on the H200 with 0.25.0: Qwen3-8B,
+    # Llama-3.1-8B, Gemma-3-12B at 1.52 / 1.50 / 1.47 rows; Qwen3.5-27B 2.36). Likely Inductor's compile-time
+    # combo-kernel benchmarking (CompilationConfig turns on benchmark_combo_kernel), whose random inputs
+    # (get_args -> rand_strided) include the whole table for the embedding gather. False: not measured, not counted.
+    compiled_profile_embedding_transient: bool = False
     # Sliding-window / chunked-local admission (max_admission_blocks_per_request) counts the in-flight tokens of
     # every concurrent batch (VllmConfig.max_in_flight_tokens); False: max_num_batched_tokens only.
     admission_counts_in_flight: bool = True
@@ -63,6 +80,10 @@ V0_25_0 = VllmRelease(
     v2_runner_moe_architectures=frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM",
                                            "GraniteMoeForCausalLM"}),
     v2_runner_profiles_cudagraphs=False,
+    v1_graph_profile_two_samples=True,
+    capture_sizes_add_uniform_decode=False,
+    blackwell_capture_ceiling=512,
+    compiled_profile_embedding_transient=True,
     admission_counts_in_flight=False,
     # Measured on the H200 (tests/device/results/2026-12-01): non_torch_increase 225-240 MiB in all 13 rows.
     non_torch_bytes=240 << 20,

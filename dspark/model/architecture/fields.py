@@ -193,7 +193,8 @@ class ConfigFields:
             self.fail(f"'{self.where(key)}' must be an integer, got {value!r}")
         limit = INT_LIMITS.get(key, DEFAULT_INT_LIMIT)
         if value > limit:
-            self.fail(f"'{self.where(key)}' is {int(value):.3g}, above the largest dspark accepts ({limit:,})")
+            shown = f"{int(value):.3g}" if value < 1e300 else f"a {int(value).bit_length():,}-bit number"
+            self.fail(f"'{self.where(key)}' is {shown}, above the largest dspark accepts ({limit:,})")
         return int(value)
 
 

@@ -117,3 +117,32 @@ def test_plan_applies_only_on_cuda_without_eager() -> None:
     assert cuda.applied == cuda.on_cuda and cuda.applied.max_capture_size == 80
     v1 = vllm_graph_plan(platform="cuda", enforce_eager=False, model_runner="v1", **common)  # type: ignore[arg-type]
     assert v1.applied.sizes == (5, 10, 20, 25, 35, 40, 50, 60, 65, 75, 80)
+
+
+def test_025_default_sizes_are_the_token_grid_only() -> None:
+    """0.25/0.26 VllmConfig._set_cudagraph_sizes: no uniform decode batches (0.32 adds max_num_seqs, or n x q)."""
+    from dspark.engines.vllm.graphs import vllm_capture_sizes  # noqa: PLC0415
+
+    for seats, spec in ((35, 0), (27, 3), (23, 0), (5, 1)):
+        v032 = vllm_capture_sizes(max_num_seqs=seats, num_speculative_tokens=spec, max_num_batched_tokens=8192,
+                                  compute_capability=(9, 0))
+        v025 = vllm_capture_sizes(max_num_seqs=seats, num_speculative_tokens=spec, max_num_batched_tokens=8192,
+                                  compute_capability=(9, 0), add_uniform_decode=False)
+        cap = min(seats * (1 + spec) * 2, 512)
+        grid = [s for s in (1, 2, 4) if s <= cap] + list(range(8, min(cap + 1, 256), 8))
+        assert list(v025.sizes) == grid and v025.max_capture_size == grid[-1]  # truncated to the largest size
+        assert set(v025.sizes) <= set(v032.sizes)
+    assert 35 in vllm_capture_sizes(max_num_seqs=35, num_speculative_tokens=0, max_num_batched_tokens=8192,
+                                    compute_capability=(9, 0)).sizes
+
+
+def test_025_caps_blackwell_at_512_too() -> None:
+    """0.25/0.26: min(seats x (1 + spec) x 2, 512) on every device; 0.32 lets SM 10.x reach 1024."""
+    from dspark.engines.vllm.graphs import vllm_capture_sizes  # noqa: PLC0415
+
+    for seats in (304, 400, 512):  # 2 x seats on the 16-step grid
+        v032 = vllm_capture_sizes(max_num_seqs=seats, num_speculative_tokens=0, max_num_batched_tokens=8192,
+                                  compute_capability=(10, 0))
+        v025 = vllm_capture_sizes(max_num_seqs=seats, num_speculative_tokens=0, max_num_batched_tokens=8192,
+                                  compute_capability=(10, 0), add_uniform_decode=False, blackwell_ceiling=512)
+        assert v025.max_capture_size == 512 and v032.max_capture_size == min(seats * 2, 1024)

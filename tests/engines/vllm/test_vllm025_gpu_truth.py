@@ -2,19 +2,22 @@
 
 The rows in tests/device/results/2026-12-01 hold what vLLM 0.25.0 printed and the exact terms its worker computed
 (Worker.determine_available_memory), with the machine's NVML snapshot. Replanned here without a GPU: given the
-engine's own budget, the pool must be the engine's to the token; unpinned, the estimate must be within 1%.
+engine's own budget, the pool must be the engine's to the token; unpinned, the estimate must be within 0.5%.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import tarfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 
-from dspark.engines.vllm.budget import moe_workspace_bytes
+from dspark.engines.vllm.budget import CUBLAS_WORKSPACE_BYTES, moe_workspace_bytes
+from dspark.engines.vllm.graph_memory import capture_descriptors
 from dspark.engines.vllm.resolve import Resolved, model_runner
 from dspark.engines.vllm.versions import RELEASES
 from dspark.model.architecture import parse_config
@@ -25,9 +28,9 @@ RESULTS = ROOT / "tests/device/results/2026-12-01"
 CONFIGS = ROOT / "tests/device/configs"
 ROWS = [json.loads(line) for line in (RESULTS / "rows.jsonl").read_text().splitlines() if line.strip()]
 RAN = [r for r in ROWS if r.get("probe")]
-# The rows the estimate does not bring within 1% (docs/gpu-truth.md says why: the compiled forward's activation
-# peak, and the hybrid's CUDA-graph memory); their bounds are still asserted.
-OPEN_ROWS = {"gemma-3-12b-text": 0.015, "qwen3.5-27b": 0.025, "qwen3.5-27b-mtp3": 0.035}
+# Every row's estimate within the issue's goal (0.5%); docs/gpu-truth.md says which method made each term.
+GOAL = 0.005
+CLOCK = ROOT / "tests/device/results/2026-12-02-clock"
 
 
 def _plan(rec: dict[str, Any], tmp: Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -63,14 +66,14 @@ def test_given_the_engines_budget_the_pool_is_the_engines(rec: dict[str, Any], t
 
 
 @pytest.mark.parametrize("rec", RAN, ids=[r["row"] for r in RAN])
-def test_the_estimate_is_within_one_percent_of_the_engine(rec: dict[str, Any], tmp_path: Path) -> None:
+def test_the_estimate_is_within_half_a_percent_of_the_engine(rec: dict[str, Any], tmp_path: Path) -> None:
     cap = _plan(rec, tmp_path)
     probe = rec["probe"]
     # request_memory: ceil(CUDA's total x utilisation), CUDA's total being NVML's less the driver reservation.
     assert cap["details"]["kv_budget_terms"]["requested"] == probe["requested"]
     error = (cap["kv_budget_bytes"] - probe["available_kv"]) / probe["available_kv"]
-    assert abs(error) < OPEN_ROWS.get(rec["row"], 0.01), f"{rec['row']}: {error:+.2%}"
-    assert abs(cap["kv_pool_tokens"] - _tokens(rec)) / _tokens(rec) < OPEN_ROWS.get(rec["row"], 0.01)
+    assert abs(error) < GOAL, f"{rec['row']}: {error:+.2%}"
+    assert abs(cap["kv_pool_tokens"] - _tokens(rec)) / _tokens(rec) < GOAL
 
 
 @pytest.mark.parametrize("row", ["qwen3-30b-a3b", "deepseek-v2-lite"])
@@ -131,3 +134,106 @@ def test_language_model_only_drops_exactly_the_vision_tower(tmp_path: Path) -> N
     assert arch.parameters is not None
     without = _plan(rec, tmp_path / "b")["details"]["kv_budget_terms"]["weights"]
     assert with_tower - without == arch.parameters.vision * 2
+
+
+GRAPHED = [r for r in RAN if r["probe"]["graph_samples"]]
+
+
+def _descs(rec: dict[str, Any], cap: dict[str, Any]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    probe = rec["probe"]
+    spec = cap["details"]["num_speculative_tokens"]
+    return capture_descriptors(cap["cudagraph_capture_sizes"], probe["cudagraph_mode"].split(".")[-1],
+                               probe["max_num_seqs"], 1 + spec)
+
+
+@pytest.mark.parametrize("rec", GRAPHED, ids=[r["row"] for r in GRAPHED])
+def test_the_graph_estimate_is_the_runners_arithmetic_on_its_own_samples(rec: dict[str, Any], tmp_path: Path) -> None:
+    """profile_cudagraph_memory (0.25): per mode the two largest descriptors are captured; max(first) + sum of
+    max(second, 1 MiB) x (descriptors - 1). dspark's descriptors, fed the engine's samples, give its estimate."""
+    cap = _plan(rec, tmp_path)
+    probe = rec["probe"]
+    assert list(cap["cudagraph_capture_sizes"]) == probe["cudagraph_capture_sizes"]
+    samples = probe["graph_samples"]
+    descs = _descs(rec, cap)
+    assert [(s["mode"].split(".")[-1], s["num_tokens"]) for s in samples] == [
+        (mode, n) for mode, sizes in descs for n in sizes[:2]]
+    first, rest = [], 0
+    for mode, sizes in descs:
+        mine = [s["bytes"] for s in samples if s["mode"].endswith(mode)]
+        first.append(mine[0])
+        rest += max(mine[1], 1 << 20) * (len(sizes) - 1)
+    assert max(first) + rest == probe["cudagraph_estimate"]
+
+
+@pytest.mark.parametrize("rec", GRAPHED, ids=[r["row"] for r in GRAPHED])
+def test_the_modelled_graph_memory_is_the_engines(rec: dict[str, Any], tmp_path: Path) -> None:
+    """The samples modelled per class (graph_memory.py): the estimate within 2% of the engine's (in-sample)."""
+    terms = _plan(rec, tmp_path)["details"]["kv_budget_terms"]
+    assert abs(terms["cudagraphs"] - rec["probe"]["cudagraph_estimate"]) <= rec["probe"]["cudagraph_estimate"] * 0.02
+
+
+def test_the_modelled_graph_memory_carries_to_a_start_it_was_not_read_from(tmp_path: Path) -> None:
+    """Qwen3-30B-A3B at 128 seats (clock run, 2026-12-02): 35 PIECEWISE and 19 FULL graphs up to 256 tokens, where
+    the MoE row had 8 and 5 up to 40; the engine printed 'Estimated CUDA graph memory: 0.30 GiB total'."""
+    with tarfile.open(CLOCK / "clock-B.tar.gz") as tar:
+        member = tar.extractfile("clock-B/qwen3-30b-a3b-s128/engine.log")
+        assert member is not None
+        log = member.read().decode()
+    printed = re.search(r"Estimated CUDA graph memory: ([0-9.]+) GiB total", log)
+    counts = re.search(r"Profiling CUDA graph memory: PIECEWISE=(\d+) \(largest=(\d+)\), FULL=(\d+) "
+                       r"\(largest=(\d+)\)", log)
+    assert printed is not None and counts is not None
+    start = next(json.loads(line) for line in (CLOCK / "engines.jsonl").read_text().splitlines()
+                 if json.loads(line)["engine_config"] == "qwen3-30b-a3b-s128")
+    rec = {"model": "qwen3-30b-a3b", "argv": start["argv"], "hardware": None}
+    cap = _plan(rec, tmp_path)
+    descs = dict(capture_descriptors(cap["cudagraph_capture_sizes"], "FULL_AND_PIECEWISE", cap["max_num_seqs"], 1))
+    assert (len(descs["PIECEWISE"]), descs["PIECEWISE"][0], len(descs["FULL"]), descs["FULL"][0]) == tuple(
+        int(g) for g in counts.groups())
+    # %.2f of the estimate in GiB: within half a hundredth of 0.30 GiB.
+    assert abs(cap["details"]["kv_budget_terms"]["cudagraphs"] / (1 << 30) - float(printed.group(1))) <= 0.005
+
+
+COMPILED_V2_DENSE = [r for r in RAN if r["row"] in ("qwen3-8b", "llama-3.1-8b", "gemma-3-12b-text")]
+
+
+@pytest.mark.parametrize("rec", COMPILED_V2_DENSE, ids=[r["row"] for r in COMPILED_V2_DENSE])
+def test_the_compiled_peak_is_the_embedding_table_plus_one_and_a_half_rows(rec: dict[str, Any]) -> None:
+    """Three dense shapes (vocab 128k-262k, hidden 3,840-4,096): the compiled profile's torch peak is the embedding
+    table's bytes + the cuBLAS workspace + 1.5 hidden-wide rows of the batch, to 0.05 of a row (budget.py)."""
+    arch = parse_config(json.loads((CONFIGS / f"{rec['model']}.json").read_text()))
+    probe = rec["probe"]
+    row = probe["max_num_batched_tokens"] * arch.hidden_size * 2
+    table = -(-arch.vocab_size // 64) * 64 * arch.hidden_size * 2
+    rows = (probe["torch_peak_increase"] - table - CUBLAS_WORKSPACE_BYTES) / row
+    assert abs(rows - 1.5) < 0.05
+    # ... and the same shape eager holds no such transient: its peak is below the table.
+    eager = next((r for r in RAN if r["row"] == f"{rec['row']}-eager"), None)
+    if eager is not None:
+        assert eager["probe"]["torch_peak_increase"] < table + CUBLAS_WORKSPACE_BYTES
+
+
+@pytest.mark.parametrize("rec", RAN, ids=[r["row"] for r in RAN])
+def test_an_eager_plan_counts_no_compile_transient(rec: dict[str, Any], tmp_path: Path) -> None:
+    terms = _plan(rec, tmp_path)["details"]["kv_budget_terms"]
+    arch = parse_config(json.loads((CONFIGS / f"{rec['model']}.json").read_text()))
+    table = -(-arch.vocab_size // 64) * 64 * arch.hidden_size * 2
+    if "--enforce-eager" in rec["flags"]:
+        assert terms["activation_peak"] == rec["probe"]["max_num_batched_tokens"] * arch.hidden_size * 2 * 16 + (
+            moe_workspace_bytes(arch, cast(Resolved, SimpleNamespace(
+                max_num_batched_tokens=rec["probe"]["max_num_batched_tokens"], tp=1, model_dtype="bfloat16"))))
+    else:
+        assert terms["activation_peak"] >= table
+
+
+STARTS = [json.loads(line) for line in (CLOCK / "engines.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("start", STARTS, ids=[s["engine_config"] for s in STARTS])
+def test_the_estimate_holds_on_the_clock_runs_starts(start: dict[str, Any], tmp_path: Path) -> None:
+    """The six unpinned starts of 2026-12-02 (128, 8 and 16 seats, 8,192-token windows, graphs up to 256): the
+    pool within the 0.5% goal of the engine's (`GPU KV cache size` in each start's log)."""
+    model = Path(start["argv"][2]).name
+    cap = _plan({"model": model, "argv": start["argv"], "hardware": None}, tmp_path)
+    engine = int(str(start["kv_tokens"]).replace(",", ""))
+    assert abs(cap["kv_pool_tokens"] - engine) / engine < GOAL

@@ -7,11 +7,13 @@ The Scheduler and its KVCacheManager are vLLM's own, built on the KVCacheConfig 
 dspark's plan (vllm.kv_plan, the witness's planning), set up as EngineCore sets them up
 (num_gpu_blocks, block size, the block sizes resolve_kv_cache_block_sizes gives, the request block hasher),
 with the plan's seats, batched-token budget, chunked prefill, prefix caching, mamba cache mode and
-speculative method. Each step is schedule() -> a made-up ModelRunnerOutput -> update_from_output(): a request
-whose prompt is computed samples one token per step, or with speculation 1 + accepted of its scheduled draft
-tokens (a fixed pattern whose mean is the accepted-token rate), and every running request is handed drafts
-as the model runner would (update_draft_token_ids). Steps advance a virtual clock by the step cost of what
-they hold; arrivals follow that clock.
+speculative method, under every release dspark models (0.25.0, 0.26.0, 0.32.0, 0.33.0: cpu_platform and
+arch_config are what 0.25 and 0.26 need of it). Each step is schedule() -> a made-up ModelRunnerOutput ->
+update_from_output(): a request whose prompt is computed samples one token per step, or with speculation 1 +
+accepted of its scheduled draft tokens (a fixed pattern whose mean is the accepted-token rate), and every running
+request is handed drafts as the model runner would (update_draft_token_ids). Steps advance a virtual clock by the
+step cost of what they hold; arrivals follow that clock, and an idle engine steps with the first of them alone
+(_Pass._arrive).
 
 The scheduler class is the one the engine builds (EngineCore.__init__: vllm_config.scheduler_config.
 get_scheduler_cls()): AsyncScheduler where the plan's platform turns async scheduling on (CUDA by default in
@@ -94,7 +96,19 @@ def _model_config(max_model_len: int) -> Any:
                                 "skip_tokenizer_init": True})
     # supports_multimodal_inputs answers from this cache, keyed as _cached_supports_multimodal_inputs keys it.
     object.__setattr__(model, "_supports_multimodal_inputs_cache", {(False, "generate", None): False})
+    arch_config(model)
     return model
+
+
+def arch_config(model: Any) -> None:
+    """The model_arch_config ModelConfig.__post_init__ sets (0.25 on), by the release's own get_model_arch_config.
+
+    Its getters (architectures, get_num_experts, ...) read it; the scheduler's VllmConfig.use_v2_model_runner
+    asks is_moe where Triton is active (0.25, 0.26: before its Triton check, on any host).
+    """
+    build = getattr(model, "get_model_arch_config", None)
+    if build is not None and getattr(model, "model_arch_config", None) is None:
+        object.__setattr__(model, "model_arch_config", build())
 
 
 def _speculative_config(spec: dict[str, Any] | None) -> Any:
@@ -231,8 +245,11 @@ class _Pass:
         item = self.items[i]
         params = SamplingParams(max_tokens=int(item["max_tokens"]), ignore_eos=True)
         rid = f"{self.tag}{i}"
-        request = Request(rid, list(item["prompt"]), params, None, arrival_time=self.now, block_hasher=self.hasher)
-        self.arrival[i] = self.now
+        # When its client sent it (a request that came during a step, or waited for the engine's next look at
+        # its queue, is added later): what TTFT is measured from, and the priority order's arrival time.
+        sent = self.arrivals.due_at.get(i, self.now)
+        request = Request(rid, list(item["prompt"]), params, None, arrival_time=sent, block_hasher=self.hasher)
+        self.arrival[i] = sent
         self.reqs[rid] = request
         return request
 
@@ -332,15 +349,26 @@ class _Pass:
                                "(a prompt longer than the pool can hold?)")
         self._finish(batch, pool)
 
-    def _arrive(self) -> None:
-        """Add every request whose arrival time has come."""
+    def _arrive(self, idle: bool) -> None:
+        """Add every request whose arrival time has come; an idle engine wakes on the first and steps with it.
+
+        EngineCore._process_input_queue (0.25 to 0.33): with no work it blocks on its input queue for one
+        request, then takes what else is queued, and steps. Requests a client sends at once reach that queue
+        one by one through the API server (each parsed, processed and sent on its own), so the first step holds
+        the first alone and the others are in by the next (the 0.32 CPU engine, 16 uneven prompts on a pool they
+        outgrow, sent one each 20 ms apart: its warm-pass hits to the token on 8 draws; all 16 in the first
+        step gave up to 7 blocks more). Arrivals marked queued (a paused engine) are all in the first step.
+        While the engine runs, whatever arrived during a step is in the next one.
+        """
         for i in self.arrivals.due(self.now):
             self.sched.add_request(self._request(i))
+            if idle and not self.arrivals.queued:
+                break
 
     def _run_sync(self, pool: Any) -> None:
         sched = self.sched
         while self.done < len(self.items):
-            self._arrive()
+            self._arrive(idle=not sched.has_unfinished_requests())
             if sched.has_unfinished_requests():
                 self._step(pool)
             elif self.arrivals.pending:
@@ -354,7 +382,7 @@ class _Pass:
         queue: collections.deque[tuple[Any, list[str], Any, float, int]] = collections.deque()
         empty = 0
         while self.done < len(self.items):
-            self._arrive()
+            self._arrive(idle=not sched.has_unfinished_requests() and not queue)  # EngineCore.has_work
             if sched.has_requests():
                 batch = self._schedule()
                 queue.appendleft(batch)
@@ -395,9 +423,34 @@ class _Pass:
         }
 
 
+def cpu_platform(platforms: Any, modules: dict[str, Any]) -> str:
+    """Make vLLM's CPU platform the current one; how it came to be (for the answer).
+
+    0.32 and 0.33 pick it from VLLM_TARGET_DEVICE=cpu (cpu_platform_plugin). 0.25 and 0.26 read that variable
+    only when built: they take the host's platform (a GPU host's CUDA, else UnspecifiedPlatform, on which
+    VllmConfig() stops at "Failed to infer device type"), and `import vllm` resolves it already
+    (utils.torch_utils asks is_pin_memory_available). There the CPU platform replaces it in the lazy
+    current_platform's own store (platforms._current_platform) and in every module imported so far that bound
+    the old one by name (`from vllm.platforms import current_platform`); modules imported later get the new one.
+    modules: sys.modules.
+    """
+    current = platforms.current_platform
+    if getattr(current, "device_type", None) == "cpu":
+        return "cpu"
+    from vllm.platforms.cpu import CpuPlatform  # noqa: PLC0415
+
+    cpu = CpuPlatform()
+    platforms._current_platform = cpu  # what platforms.__getattr__ hands out
+    for module in list(modules.values()):  # each module's own names: no lazy __getattr__ is woken
+        if module is not platforms and getattr(module, "__dict__", {}).get("current_platform") is current:
+            module.current_platform = cpu
+    return f"cpu (in place of {type(current).__name__})"
+
+
 def _setup(req: dict[str, Any], answer: dict[str, Any]) -> Replay:
-    """The engine's version, then the set-up replay."""
+    """The engine's version, the CPU platform, then the set-up replay."""
     answer["engine_version"] = kv_plan.engine_version()
+    answer["platform"] = cpu_platform(importlib.import_module("vllm.platforms"), sys.modules)
     return Replay(req)
 
 
