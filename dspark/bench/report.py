@@ -14,6 +14,7 @@ from rich.table import Table
 
 from dspark.bench.outputs import write_atomic
 from dspark.bench.results import (
+    GOODPUT_METRICS,
     METRICS,
     SPREAD_SUFFIX,
     VLLM_BENCH_METRICS,
@@ -87,7 +88,7 @@ def bench_table(result: BenchResult) -> Table:
     per = [pass_values(p) for p in result.reps]
     warm = pass_values(result.warm) if result.warm else None
     for name, info in METRICS.items():
-        if name.startswith("warm_"):
+        if name.startswith("warm_") or (name in GOODPUT_METRICS and result.goodput is None):
             continue
         mean = result.summary.get(name)
         row = [info.label, *(fmt_value(info, v.get(name)) for v in per), fmt_value(info, mean)]
@@ -240,6 +241,13 @@ def bench_text(result: BenchResult) -> str:
             lines.append(f"{p.label}: engine metrics unavailable ({p.metrics_error})")
         if p.metrics_warning:
             lines.append(f"warning: {p.label}: {p.metrics_warning}")
+    if result.goodput is not None:
+        g = result.goodput
+        slos = ", ".join(f"{k} ≤ {v:g} ms" for k, v in g["slos_ms"].items())
+        rate, frac = g.get("request_goodput"), g.get("fraction")
+        lines.append(f"Goodput ({slos}, as vllm bench serve --goodput): "
+                     + ("–" if rate is None else f"{rate:.3g} req/s")
+                     + ("" if frac is None else f", {frac:.1%} of requests met every SLO"))
     lines += [f"hint: {h}" for h in result.hints]
     return "\n".join(lines) + "\n"
 

@@ -36,6 +36,8 @@ METRICS: dict[str, MetricInfo] = {
     "itl_p99_ms": MetricInfo("Inter-token latency, p99, ms", "lower", "seconds"),
     "e2e_mean_ms": MetricInfo("End-to-end latency, mean, ms", "lower", "seconds"),
     "request_throughput": MetricInfo("Request throughput, req/s", "higher", "rate"),
+    "request_goodput": MetricInfo("Request goodput (every SLO met), req/s", "higher", "rate"),
+    "goodput_fraction": MetricInfo("Requests meeting every SLO", "higher", "fraction"),
     "total_token_throughput": MetricInfo("Total token throughput, tok/s", "higher", "rate"),
     "kv_usage_peak": MetricInfo("KV pool used, peak", None, "fraction"),
     "running_peak": MetricInfo("Running requests, peak", None, "count"),
@@ -49,7 +51,10 @@ METRICS: dict[str, MetricInfo] = {
 
 # `vllm bench serve`'s latency and throughput figures: in the bench table and JSON, not in the sweep's table.
 VLLM_BENCH_METRICS = frozenset({"tpot_mean_ms", "tpot_p99_ms", "itl_mean_ms", "itl_p99_ms", "e2e_mean_ms",
-                                "request_throughput", "total_token_throughput"})
+                                "request_throughput", "total_token_throughput", "request_goodput",
+                                "goodput_fraction"})
+# Shown only where --goodput gave SLOs.
+GOODPUT_METRICS = frozenset({"request_goodput", "goodput_fraction"})
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,9 @@ class BenchResult:
     partial: bool = False
     partial_reason: str | None = None
     hints: tuple[str, ...] = ()  # what the figures suggest doing differently (e.g. a prefix cache already warm)
+    # --goodput: the SLOs (ms, vLLM's names), the goodput (req/s) and the fraction of requests meeting them all,
+    # means over the repetitions; None without SLOs.
+    goodput: dict[str, Any] | None = None
 
     @property
     def passes(self) -> tuple[PassResult, ...]:
@@ -122,6 +130,8 @@ PASS_METRICS = (
     "e2e_mean_ms",
     "request_throughput",
     "total_token_throughput",
+    "request_goodput",
+    "goodput_fraction",
     "kv_usage_peak",
     "running_peak",
     "prefix_hit_rate",
@@ -151,6 +161,8 @@ def pass_values(p: PassResult) -> dict[str, float | None]:
         "e2e_mean_ms": _finite(s.e2e_ms.mean),
         "request_throughput": _finite(s.request_throughput),
         "total_token_throughput": _finite(s.total_token_throughput),
+        "request_goodput": _finite(s.request_goodput),
+        "goodput_fraction": s.good_requests / s.requests if s.good_requests is not None and s.requests else None,
         "kv_usage_peak": e.kv_usage_peak if e else None,
         "running_peak": e.running_peak if e else None,
         "prefix_hit_rate": e.prefix_hit_rate if e else None,

@@ -56,6 +56,7 @@ class BenchSpec:
     schedule_for_rep: Callable[[int], Sequence[float]] | None = None  # open loop: arrival times per rep
     metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # argv, load mode: recorded as given
     seats: int | None = None  # the server's seats as the user said them (--seats); None: not given, never guessed
+    slos_ms: Mapping[str, float] = dataclasses.field(default_factory=dict)  # --goodput, by vLLM's names
 
 
 async def _scrape_or_error(client: httpx.AsyncClient, url: str) -> tuple[EngineSnapshot | None, str | None]:
@@ -109,7 +110,7 @@ async def _one_pass(
             samples.insert(0, Sample(t=0.0, running=before.running, waiting=before.waiting, kv_usage=before.kv_usage))
         if observer is not None:
             observer.end()
-    stats = summarize(records, wall)
+    stats = summarize(records, wall, spec.slos_ms)
     engine = None
     warning = None
     if before is not None:
@@ -218,6 +219,8 @@ async def run_bench(spec: BenchSpec, observer: PassObserver | None = None) -> Be
         partial=partial is not None,
         partial_reason=partial,
         hints=tuple(_hints(spec, reps)),
+        goodput={"slos_ms": dict(spec.slos_ms), "request_goodput": summary.get("request_goodput"),
+                 "fraction": summary.get("goodput_fraction")} if spec.slos_ms else None,
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -69,6 +69,9 @@ class PassStats:
     request_throughput: float = math.nan  # successful requests per second of wall time
     total_token_throughput: float = math.nan  # (prompt + output tokens) per second of wall time
     prompt_tokens_mean: float = math.nan  # the server's usage count, over successful requests
+    # --goodput: requests that met every SLO (None: no SLOs given), and those per second of wall time.
+    good_requests: int | None = None
+    request_goodput: float = math.nan
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -97,8 +100,36 @@ def stream_decode_tps(rec: RequestRecord) -> float | None:
     return (rec.output_tokens - 1) / span if span > 0 else None
 
 
-def summarize(records: Sequence[RequestRecord], wall_time_s: float) -> PassStats:
-    """Pass statistics; failed requests count as errors and add no tokens or latencies."""
+def vllm_latency(r: RequestRecord) -> float:
+    """A request's latency as vllm bench serve measures it: from the send to the last chunk with a choice (its
+    `most_recent_timestamp`), not to the end of the stream (the usage chunk and [DONE] after it)."""
+    return (r.last_token if r.last_token is not None else r.end) - r.start
+
+
+# The SLO names vLLM's --goodput takes (ms): time to first token, time per output token, end-to-end latency.
+SLO_NAMES = ("ttft", "tpot", "e2el")
+
+
+def good_requests(records: Sequence[RequestRecord], slos_ms: Mapping[str, float]) -> int:
+    """Successful requests meeting every SLO, as vLLM's calculate_metrics counts them: TTFT, TPOT ((latency −
+    TTFT) / (output tokens − 1), taken as 0 for one token or none) and end-to-end latency each at most its SLO."""
+    count = 0
+    for r in records:
+        if not r.ok or r.first_token is None:
+            continue
+        ttft = r.first_token - r.start
+        latency = vllm_latency(r)
+        figures = {"ttft": ttft, "tpot": (latency - ttft) / (r.output_tokens - 1) if r.output_tokens > 1 else 0.0,
+                   "e2el": latency}
+        if all(slo / 1000.0 >= figures[name] for name, slo in slos_ms.items()):
+            count += 1
+    return count
+
+
+def summarize(records: Sequence[RequestRecord], wall_time_s: float,
+              slos_ms: Mapping[str, float] | None = None) -> PassStats:
+    """Pass statistics; failed requests count as errors and add no tokens or latencies. With SLOs (ms, by the
+    names in SLO_NAMES) the requests that met them all, and the goodput: those per second of wall time."""
     good = [r for r in records if r.ok]
     ttfts = [r.first_token - r.start for r in good if r.first_token is not None]
     # Pooled rather than a mean of per-request rates: a stream whose tokens arrived in one burst (the server's
@@ -107,11 +138,12 @@ def summarize(records: Sequence[RequestRecord], wall_time_s: float) -> PassStats
     decode_tokens = sum(r.output_tokens - 1 for r in streams)
     decode_time = math.fsum((r.last_token or 0.0) - (r.first_token or 0.0) for r in streams)
     tokens = sum(r.output_tokens for r in good)
-    # vLLM's TPOT counts requests with more than one output token; the latency ends with the stream.
-    tpots = [(r.end - r.start - (r.first_token - r.start)) / (r.output_tokens - 1)
+    # vLLM's TPOT counts requests with more than one output token; its latency ends at the last output chunk.
+    tpots = [(vllm_latency(r) - (r.first_token - r.start)) / (r.output_tokens - 1)
              for r in good if r.first_token is not None and r.output_tokens > 1]
     prompts = [r.prompt_tokens for r in good if r.prompt_tokens is not None]
     rate = (lambda n: n / wall_time_s) if wall_time_s > 0 else (lambda _n: math.nan)
+    met = good_requests(records, slos_ms) if slos_ms else None
     return PassStats(
         requests=len(records),
         errors=len(records) - len(good),
@@ -126,11 +158,13 @@ def summarize(records: Sequence[RequestRecord], wall_time_s: float) -> PassStats
         error_messages=tuple(sorted({r.error for r in records if r.error is not None})),
         tpot_ms=Distribution.of_seconds(tpots),
         itl_ms=Distribution.of_seconds([gap for r in good for gap in r.itl]),
-        e2e_ms=Distribution.of_seconds([r.end - r.start for r in good]),
+        e2e_ms=Distribution.of_seconds([vllm_latency(r) for r in good]),
         ttft_ms=Distribution.of_seconds(ttfts),
         request_throughput=rate(len(good)),
         total_token_throughput=rate(tokens + sum(prompts)),
         prompt_tokens_mean=mean([float(p) for p in prompts]),
+        good_requests=met,
+        request_goodput=rate(met) if met is not None else math.nan,
     )
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -13,7 +15,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from dspark.bench.load import LoadOptions, bench_once, bench_spec
 from dspark.bench.outputs import check_out_file, exclusive, lock_beside, write_atomic
+from dspark.bench.rates import check_points, run_rate_sweep, sweep_json, sweep_table_text
 from dspark.bench.report import bench_text, to_json
+from dspark.bench.results import BenchResult
 from dspark.bench.stats import RequestRecord
 from dspark.core.errors import ExitCode
 
@@ -63,13 +67,18 @@ class RichProgress:
 
 
 def bench(load: LoadOptions, *, url: str, as_json: bool = False, out_file: Path | None = None,
-          progress: bool = True, out: IO[str] | None = None, seats: int | None = None) -> int:
+          progress: bool = True, out: IO[str] | None = None, seats: int | None = None, profile: str = "single",
+          sweep_points: int = 5) -> int:
     """Run the bench at `url`; print the table (or JSON), write JSON to out_file; exit 1 when a request failed.
 
     out_file is checked (and locked against another run writing it) before the first request. A SIGINT or
     SIGTERM during the run keeps what was measured: written and printed marked partial, exit 130.
     seats: the server's seat count, recorded in the result for `dspark advise --calibrate`.
+    profile "sweep": guidellm's request-rate sweep (dspark.bench.rates), sweep_points rates between its ends.
     """
+    if profile == "sweep":
+        return _rate_sweep(load, url=url, as_json=as_json, out_file=out_file, progress=progress, out=out,
+                           seats=seats, points=sweep_points)
     spec = bench_spec(load, url, argv=sys.argv, seats=seats)
     if out_file is not None:
         check_out_file(out_file)
@@ -89,3 +98,33 @@ def bench(load: LoadOptions, *, url: str, as_json: bool = False, out_file: Path 
         sys.stderr.write(f"dspark: {result.partial_reason}" + (f"; wrote {out_file}" if out_file else "") + "\n")
         return int(ExitCode.INTERRUPTED)
     return int(ExitCode.REFUSED if result.summary.get("errors") else ExitCode.OK)
+
+
+def _rate_sweep(load: LoadOptions, *, url: str, as_json: bool, out_file: Path | None, progress: bool,
+                out: IO[str] | None, seats: int | None, points: int) -> int:
+    """`--profile sweep`: every point a bench; one JSON object (and table) for the whole sweep."""
+    check_points(points)
+    if out_file is not None:
+        check_out_file(out_file)
+    with exclusive(lock_beside(out_file), f"--out {out_file}") if out_file is not None else contextlib.nullcontext():
+        observer = RichProgress() if progress else None
+
+        def run_one(one: LoadOptions, label: str) -> BenchResult:
+            spec = bench_spec(one, url, argv=sys.argv, seats=seats)
+            spec = dataclasses.replace(spec, metadata={**spec.metadata, "sweep_point": label})
+            return bench_once(spec, observer)
+
+        try:
+            sweep = run_rate_sweep(load, url, points, run_one)
+        finally:
+            if observer is not None:
+                observer.close()
+        text = json.dumps(sweep_json(sweep), indent=2, allow_nan=False) + "\n"
+        if out_file is not None:
+            write_atomic(out_file, text)
+    (out or sys.stdout).write(text if as_json else sweep_table_text(sweep))
+    if sweep.partial:
+        sys.stderr.write(f"dspark: {sweep.partial_reason}" + (f"; wrote {out_file}" if out_file else "") + "\n")
+        interrupted = any(p.result.partial for p in sweep.points)
+        return int(ExitCode.INTERRUPTED if interrupted else ExitCode.REFUSED)
+    return int(ExitCode.OK if sweep.clean else ExitCode.REFUSED)

@@ -341,6 +341,32 @@ BENCH: tuple[Option, ...] = (
     Option(("--seats",), "seats", "call",
            "The server's seats (max_num_seqs / --max-running-requests), recorded in the JSON for `dspark advise "
            "--calibrate`; needed when its /metrics cannot be read (e.g. behind a proxy).", type=WHOLE, metavar="N"),
+    # vllm bench serve's and guidellm's workload options (dspark.bench.datasets, dspark.bench.rates).
+    Option(("--output-len",), "output_len", "load",
+           "Output tokens per request (as vllm bench serve's --random-output-len; default: --max-tokens); with "
+           "--dataset, every request's, instead of the reply's length.", type=WHOLE, metavar="N"),
+    Option(("--range-ratio",), "range_ratio", "load",
+           "Synthetic lengths uniform in [L·(1−R), L·(1+R)] around --input-len and --output-len, R in [0, 1) "
+           "(vllm bench serve's --random-range-ratio; the same draws for the same --seed where numpy is "
+           "installed).", type=REAL, default=0.0, show_default=True, metavar="R"),
+    Option(("--dataset",), "dataset", "load",
+           "Requests from a local dataset: ShareGPT-style JSON (the first human turn is the prompt, the reply's "
+           "length the output length) or JSONL ({\"prompt\"} or {\"messages\"} lines).",
+           type=click.Path(dir_okay=False, path_type=Path), metavar="FILE"),
+    Option(("--tokenizer",), "tokenizer", "load",
+           "Model directory (or tokenizer.json) whose tokenizer measures --dataset's lengths and filters them as "
+           "vLLM's bench does; without it text is sent as is and the server's usage counts the tokens.",
+           type=click.Path(exists=True, path_type=Path), metavar="DIR"),
+    Option(("--goodput",), "goodput", "load",
+           "An SLO, NAME:MS with NAME ttft, tpot or e2el (repeatable, or 'ttft:500,tpot:50'): the goodput, "
+           "requests/s meeting every SLO, as vllm bench serve --goodput computes it.", multiple=True,
+           metavar="NAME:MS"),
+    Option(("--profile",), "profile", "call",
+           "single: one bench; sweep: guidellm's request-rate sweep (a synchronous run, a throughput run, then "
+           "--sweep-points rates between).", type=click.Choice(["single", "sweep"]), default="single",
+           show_default=True),
+    Option(("--sweep-points",), "sweep_points", "call", "Rates between the sweep's two ends.", type=WHOLE,
+           default=5, show_default=True, metavar="N"),
 )
 
 SWEEP: tuple[Option, ...] = (

@@ -1,7 +1,8 @@
 """dspark's optional dependencies (its extras): found when a command needs one, else an exit-2 error saying how.
 
 The core install plans and validates without them; `[plot]` (matplotlib) draws PNGs, `[hub]` (huggingface-hub)
-finds a model by its repo id in the local Hugging Face cache.
+finds a model by its repo id in the local Hugging Face cache, `[tokenizer]` (tokenizers) measures a bench
+dataset's lengths with the model's tokenizer.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from importlib.util import find_spec
 from dspark.core.errors import MissingExtraError
 
 # extra -> the module it installs (pyproject.toml [project.optional-dependencies] has the same names).
-EXTRAS = {"plot": "matplotlib", "hub": "huggingface_hub"}
+EXTRAS = {"plot": "matplotlib", "hub": "huggingface_hub", "tokenizer": "tokenizers"}
 
 
 def require_extra(extra: str, purpose: str) -> None:

@@ -291,6 +291,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--fail-every", type=int, default=0)
     p.add_argument("--preempt-every", type=int, default=0)
     p.add_argument("--chunk-batch", type=int, default=1)
+    p.add_argument("--step-fixed", type=float, default=0.0,
+                   help="a continuously batched engine: seconds per step, plus --step-per-running per running "
+                        "request, at most --max-num-seqs running (0: off)")
+    p.add_argument("--step-per-running", type=float, default=0.0)
     p.add_argument("--report-seats", type=int, help="print this seat count instead (a lying engine)")
     p.add_argument("--report-pool", type=int, help="print this KV pool instead")
     p.add_argument("--die-after", type=float, default=0.0, help="exit 1 this many seconds after serving")
@@ -316,7 +320,8 @@ def main(argv: list[str]) -> int:
 
     async def serve() -> None:
         cfg = FakeConfig(token_delay=a.token_delay, fail_every=a.fail_every, preempt_every=a.preempt_every,
-                         chunk_batch=a.chunk_batch)
+                         chunk_batch=a.chunk_batch, step_fixed_s=a.step_fixed,
+                         step_per_running_s=a.step_per_running, seats=a.max_num_seqs)
         srv = FakeServer(cfg, a.host, a.port)
         await srv.start()
         print(f"serving on {srv.url}", flush=True)
