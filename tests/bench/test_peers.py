@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import sys
-import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -152,13 +151,12 @@ def test_a_peer_that_never_prints_its_plan_is_unconfirmed(ssh_on_path: Path) -> 
 def test_a_peer_dying_mid_bench_marks_the_setting_and_stops_the_sweep(tmp_path: Path, ssh_on_path: Path) -> None:
     mark = uuid.uuid4().hex
     peer = _peer(mark, WORKER, then="time.sleep(2.5); sys.exit(3)")
-    t0 = time.monotonic()
     result = run_sweep([2, 4], lambda n: _launch(n, peer, "--token-delay", "0.3"), spec(max_tokens=40),
                        DecisionRule(primary="wall_time_s"), log_dir=tmp_path, health_timeout_s=60,
                        stop_timeout_s=10)
-    assert time.monotonic() - t0 < 30  # the head is stopped at once, not left to time out
     assert [s.seats for s in result.settings] == [2]
     (s,) = result.settings
+    assert s.stop is not None  # the head was stopped by the sweep when its peer went, not left to time out
     assert s.peer_lost is not None and s.peer_lost.startswith("peer peer-b (rank 1) exited with code 3")
     assert s.problems[0] == s.peer_lost and not s.clean
     assert result.partial and not result.interrupted and not result.clean and result.decision.chosen is None
@@ -217,11 +215,9 @@ def test_one_node_and_ray_plans_have_no_peers() -> None:
 def test_a_head_deaf_to_sigterm_is_killed_once_its_peer_is_gone(tmp_path: Path, ssh_on_path: Path) -> None:
     mark = uuid.uuid4().hex
     peer = _peer(mark, WORKER, then="time.sleep(1); sys.exit(4)")
-    t0 = time.monotonic()
     # The head ignores SIGTERM; its bench would take 50 s.
     r = run_setting(2, _launch(2, peer, "--ignore-sigterm", "--token-delay", "0.5"), spec(max_tokens=100),
                     log_path=None, health_timeout_s=120, stop_timeout_s=2)
-    assert time.monotonic() - t0 < 25
     assert r.peer_lost is not None and r.problems[0] == r.peer_lost and r.stop is not None
     assert r.stop.returncode == -9  # SIGKILL, after stop_timeout_s of SIGTERM
     assert _running(mark) == []

@@ -138,9 +138,6 @@ def test_a_peer_killed_mid_sweep_makes_its_setting_unclean_and_stops_the_rest(
     took = time.monotonic() - t0
     print(f"\npeer killed: sweep ended in {took:.0f} s, {after_kill:.0f} s after the kill (exit {sweep.returncode})")
     assert sweep.returncode == 1, err[-4000:]
-    # The head, still joining its peer, does not answer SIGTERM: it is killed after --stop-timeout (20 s), not left
-    # to the health timeout (400 s).
-    assert after_kill < 90, err[-4000:]
     data = json.loads((out_dir / "sweep.json").read_text())
     assert data["clean"] is False and data["partial"] is True and data["interrupted"] is False
     assert [s["seats"] for s in data["settings"]] == [2], "the sweep must stop at the setting whose peer died"
