@@ -319,7 +319,8 @@ LOAD: tuple[Option, ...] = (
     Option(("--metrics-url",), "metrics_url", "load", "Where /metrics is (default: the server's /metrics).",
            metavar="URL"),
     Option(("--sample-interval",), "sample_interval_s", "load",
-           "Seconds between /metrics samples during a pass (each scrape costs the engine's API server CPU time: "
+           "The longest gap in seconds between /metrics samples during a pass: sampling starts every 0.2 s and "
+           "widens to a tenth of the time elapsed, up to this (each scrape costs the engine's API server CPU time: "
            "vLLM renders /metrics on its event loop).", type=REAL, default=5.0, show_default=True),
     Option(("--timeout",), "timeout_s", "load", "Seconds one request may take.", type=REAL, default=600.0,
            show_default=True),
@@ -331,17 +332,9 @@ LOAD: tuple[Option, ...] = (
            convert=operator.not_),
 )
 
-BENCH: tuple[Option, ...] = (
-    Option(("--url",), "url", "call", "The server, http://HOST:PORT (OpenAI-compatible).", required=True,
-           metavar="URL"),
-    *LOAD,
-    JSON,
-    Option(("--out",), "out_file", "call", "Also write the JSON here (atomically).",
-           type=click.Path(dir_okay=False, path_type=Path)),
-    Option(("--seats",), "seats", "call",
-           "The server's seats (max_num_seqs / --max-running-requests), recorded in the JSON for `dspark advise "
-           "--calibrate`; needed when its /metrics cannot be read (e.g. behind a proxy).", type=WHOLE, metavar="N"),
-    # vllm bench serve's and guidellm's workload options (dspark.bench.datasets, dspark.bench.rates).
+# vllm bench serve's and guidellm's workload options (dspark.bench.datasets, dspark.bench.rates): fields of the
+# load both bench and sweep send.
+PARITY_LOAD: tuple[Option, ...] = (
     Option(("--output-len",), "output_len", "load",
            "Output tokens per request (as vllm bench serve's --random-output-len; default: --max-tokens); with "
            "--dataset, every request's, instead of the reply's length.", type=WHOLE, metavar="N"),
@@ -361,6 +354,19 @@ BENCH: tuple[Option, ...] = (
            "An SLO, NAME:MS with NAME ttft, tpot or e2el (repeatable, or 'ttft:500,tpot:50'): the goodput, "
            "requests/s meeting every SLO, as vllm bench serve --goodput computes it.", multiple=True,
            metavar="NAME:MS"),
+)
+
+BENCH: tuple[Option, ...] = (
+    Option(("--url",), "url", "call", "The server, http://HOST:PORT (OpenAI-compatible).", required=True,
+           metavar="URL"),
+    *LOAD,
+    JSON,
+    Option(("--out",), "out_file", "call", "Also write the JSON here (atomically).",
+           type=click.Path(dir_okay=False, path_type=Path)),
+    Option(("--seats",), "seats", "call",
+           "The server's seats (max_num_seqs / --max-running-requests), recorded in the JSON for `dspark advise "
+           "--calibrate`; needed when its /metrics cannot be read (e.g. behind a proxy).", type=WHOLE, metavar="N"),
+    *PARITY_LOAD,
     Option(("--profile",), "profile", "call",
            "single: one bench; sweep: guidellm's request-rate sweep (a synchronous run, a throughput run, then "
            "--sweep-points rates between).", type=click.Choice(["single", "sweep"]), default="single",
@@ -373,6 +379,7 @@ SWEEP: tuple[Option, ...] = (
     *PLAN,
     SEATS.but(help="Seat counts to run, baseline first."),
     *LOAD,
+    *PARITY_LOAD,
     *RULE,
     SECONDARY.but(help="Secondary metrics (default: aggregate, per-stream decode, TTFT, wall, warm wall; 'none')."),
     Option(("--out-dir",), "out_dir", "call", "Where sweep.json, sweep.md, sweep.png and the engine logs go.",
