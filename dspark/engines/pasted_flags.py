@@ -184,3 +184,21 @@ def data_parallel_of(engine: AnyEngineSpec, options: Any) -> tuple[int, bool]:
     Plain DP adds replicas of TP × PP GPUs each; DP attention runs the DP ranks inside the TP group (no extra GPUs).
     """
     return engine.data_parallel(options)
+
+
+# Launch-only or identity fields: they do not change what the engine holds in memory (the model is keyed by its
+# config, not its path); `unknown` is kept by flag name only, never with values (which may be secrets).
+_NOT_MEMORY = frozenset({"model", "model_path", "served_model_name", "host", "port", "unknown", "ambiguous"})
+
+
+def memory_flags(options: Any) -> dict[str, object]:
+    """The parsed engine flags (either engine's options dataclass) that change the engine's memory, for the key
+    of a recorded boot; secret-free."""
+    import dataclasses  # noqa: PLC0415
+
+    out: dict[str, object] = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)
+                              if f.name not in _NOT_MEMORY and getattr(options, f.name) is not None}
+    names = sorted({arg.split("=", 1)[0] for arg in getattr(options, "unknown", ()) if arg.startswith("-")})
+    if names:
+        out["unread_flags"] = names
+    return out

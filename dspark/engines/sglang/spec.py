@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dspark.engines import pasted_flags
 from dspark.engines.sglang import POOL_PIN, logs, plan, replay_input
 from dspark.engines.sglang.adapter import SglangEngine
 from dspark.engines.sglang.knobs import KNOBS
@@ -53,7 +54,7 @@ SPEC: EngineSpec[SglangOptions, SglangCapacity] = EngineSpec(
     kv_log_pattern=logs.KV_POOL_PATTERN,
     engine_args_log=logs.engine_args,
     memory_log=logs.memory_terms,
-    memory_flags=plan.memory_flags,
+    memory_flags=pasted_flags.memory_flags,
     capacity=plan.capacity,
     witness_request=plan.witness_request,
     kv_counting=plan.kv_counting,

@@ -242,18 +242,3 @@ def drafter_flags(options: VllmOptions) -> tuple[str | None, str | None]:
     return options.speculative_method, options.speculative_model
 
 
-# Launch-only or identity fields: they do not change what the engine holds in memory (the model is keyed by its
-# config, not its path); `unknown` is kept by flag name only, never with values (which may be secrets).
-_NOT_MEMORY = frozenset({"model", "model_path", "served_model_name", "host", "port", "unknown", "ambiguous"})
-
-
-def memory_flags(options: Any) -> dict[str, object]:
-    """The parsed engine flags that change the engine's memory, for the key of a recorded boot; secret-free."""
-    import dataclasses  # noqa: PLC0415
-
-    out: dict[str, object] = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)
-                              if f.name not in _NOT_MEMORY and getattr(options, f.name) is not None}
-    names = sorted({arg.split("=", 1)[0] for arg in getattr(options, "unknown", ()) if arg.startswith("-")})
-    if names:
-        out["unread_flags"] = names
-    return out

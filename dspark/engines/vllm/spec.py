@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dspark.engines import pasted_flags
 from dspark.engines.spec import EngineSpec
 from dspark.engines.vllm import POOL_PIN, logs, plan, replay_input
 from dspark.engines.vllm.adapter import VllmEngine
@@ -67,7 +68,7 @@ SPEC: EngineSpec[VllmOptions, VllmCapacity] = EngineSpec(
     kv_log_pattern=logs.KV_POOL_PATTERN,
     engine_args_log=logs.engine_args,
     memory_log=logs.memory_terms,
-    memory_flags=plan.memory_flags,
+    memory_flags=pasted_flags.memory_flags,
     capacity=plan.capacity,
     observed_capacity=plan.observed_capacity,
     witness_request=plan.witness_request,
