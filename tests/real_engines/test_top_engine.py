@@ -58,7 +58,7 @@ def _load(url: str, stop: threading.Event, answers: list[int]) -> None:
     model = httpx.get(url + "/v1/models", timeout=10).json()["data"][0]["id"]
 
     def one(i: int) -> None:
-        with httpx.Client(timeout=120) as client:
+        with httpx.Client(timeout=900) as client:  # a loaded 2-core host queues them for minutes
             while not stop.is_set():
                 body = {"model": model, "prompt": list(range(1, 200 + i)), "max_tokens": 1500, "ignore_eos": True}
                 try:
