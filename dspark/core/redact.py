@@ -14,6 +14,7 @@ came from inputs, before they reach a terminal.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 
@@ -61,6 +62,7 @@ def is_secret_name(name: str) -> bool:
             or any(part in norm for part in _SECRET_PARTS))
 
 
+@functools.lru_cache(maxsize=4096)  # a plan redacts the same argv several times (table, JSON, plan); pure
 def is_secret_flag(flag: str) -> bool:
     """True for a flag that holds a secret as the engines' parsers read it: a secret name, an abbreviation of a
     secret flag (`--api-ke`), or a misspelling of one (`--apikey`, `--api-kye`, `--hf_tokn`)."""
