@@ -84,8 +84,16 @@ def _fallback(profile: str, reason: str) -> HardwareSnapshot:
 _CPU_FLAGS_OF_INTEREST = frozenset({"amx_tile", "amx_bf16", "avx512f", "avx512_bf16"})
 
 
-def read_cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, ...]:
-    """The ISA flags of interest from /proc/cpuinfo's first `flags` line (empty where there is none)."""
+def read_cpu_flags(cpuinfo: Path | None = None) -> tuple[str, ...]:
+    """The ISA flags of interest: this CPU's as its engine's torch reads them (CPUID, hardware/cpuid.py), else
+    /proc/cpuinfo's; a given cpuinfo file's first `flags` line instead (empty where there is none)."""
+    if cpuinfo is None:
+        from dspark.hardware.cpuid import x86_isa_flags  # noqa: PLC0415 - ctypes: only a CPU plan asks
+
+        flags = x86_isa_flags()
+        if flags is not None:
+            return flags
+        cpuinfo = Path("/proc/cpuinfo")
     try:
         text = cpuinfo.read_text(errors="replace")
     except OSError:
@@ -98,9 +106,10 @@ def read_cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, ...]:
 
 
 def host_snapshot(
-    read: Callable[[], HostMemory] = read_host_memory, cpuinfo: Path = Path("/proc/cpuinfo")
+    read: Callable[[], HostMemory] = read_host_memory, cpuinfo: Path | None = None
 ) -> HardwareSnapshot:
-    """This host's memory as the one device of a CPU engine (vLLM's CPU build keeps its KV cache there)."""
+    """This host's memory as the one device of a CPU engine (vLLM's CPU build keeps its KV cache there), and its
+    CPU's ISA flags (cpuinfo: a saved /proc/cpuinfo to read them from instead)."""
     import socket  # noqa: PLC0415 - its enums cost milliseconds; only a CPU plan names this host
 
     host = read()
