@@ -426,14 +426,25 @@ def _kv_dtype_refusals(
         ))
     if release.cpu_checks_kv_dtype and platform == "cpu" and kv_flag not in ("auto", "bfloat16", "float16"):
         # CpuPlatform.get_attn_backend_cls (0.33): MLA takes none; CPU_ATTN's fp8 needs AVX-512 or AMX.
+        # The engine's words, then why and what to do (its message gives neither).
         if arch.uses_mla:
             out.append(VllmRefusal(
-                "cpu_kv_cache_dtype", f"--kv-cache-dtype {kv_flag} is not supported by MLA attention on CPU."
+                "cpu_kv_cache_dtype", f"--kv-cache-dtype {kv_flag} is not supported by MLA attention on CPU. "
+                "CPU_MLA keeps the model's dtype: use --kv-cache-dtype auto (or bfloat16, float16).",
             ))
-        elif kv_flag not in ("fp8", "fp8_e4m3", "fp8_e5m2") or not (cpu.amx or cpu.avx512):
+        elif kv_flag not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
             out.append(VllmRefusal(
                 "cpu_kv_cache_dtype",
-                f"--kv-cache-dtype {kv_flag} is not supported by the CPU attention backend on this host.",
+                f"--kv-cache-dtype {kv_flag} is not supported by the CPU attention backend on this host. "
+                "CPU_ATTN stores auto, bfloat16, float16 and, on x86 with AVX-512 or AMX, fp8 (fp8_e4m3, "
+                "fp8_e5m2): use one of those.",
+            ))
+        elif not (cpu.amx or cpu.avx512):
+            out.append(VllmRefusal(
+                "cpu_kv_cache_dtype",
+                f"--kv-cache-dtype {kv_flag} is not supported by the CPU attention backend on this host. "
+                "Its fp8 KV cache needs x86 with AVX-512 or AMX (as torch reads the CPU) and this host has "
+                "neither: use --kv-cache-dtype auto here, or an x86 host with AVX-512 or AMX.",
             ))
     return out
 

@@ -163,9 +163,10 @@ def test_cpu_mla_refuses_fp8_in_0_33() -> None:
     assert cpu(mla, argv, "0.32.0", features).kv_line is not None
     refused = cpu(mla, argv, "0.33.0", features)
     assert refused.kv_line is None
-    assert [(r.code, r.message) for r in refused.refusals] == [
-        ("cpu_kv_cache_dtype", "--kv-cache-dtype fp8 is not supported by MLA attention on CPU.")
-    ]
+    (refusal,) = refused.refusals
+    assert refusal.code == "cpu_kv_cache_dtype"
+    assert refusal.message.startswith("--kv-cache-dtype fp8 is not supported by MLA attention on CPU. ")  # vLLM's
+    assert refusal.message.endswith("use --kv-cache-dtype auto (or bfloat16, float16).")  # and the fix
 
 
 def test_cpu_fp8_attention_needs_avx512_in_0_33() -> None:
@@ -173,7 +174,16 @@ def test_cpu_fp8_attention_needs_avx512_in_0_33() -> None:
     argv = ["--max-model-len", "1000", "--kv-cache-dtype", "fp8", "--kv-cache-memory-bytes", "123456789"]
     assert cpu(dense, argv, "0.33.0", CpuFeatures(amx=False, avx512_bf16=True, avx512=True)).kv_line is not None
     avx2 = cpu(dense, argv, "0.33.0", CpuFeatures(amx=False, avx512_bf16=False, avx512=False))
-    assert [r.code for r in avx2.refusals] == ["cpu_kv_cache_dtype"]
+    (refusal,) = avx2.refusals
+    assert refusal.code == "cpu_kv_cache_dtype" and avx2.kv_line is None  # 0.33 refuses at config time
+    # CpuPlatform.get_attn_backend_cls's words, then the reason and the fix it does not give.
+    assert refusal.message.startswith("--kv-cache-dtype fp8 is not supported by the CPU attention backend on this "
+                                      "host. Its fp8 KV cache needs x86 with AVX-512 or AMX")
+    assert refusal.message.endswith("use --kv-cache-dtype auto here, or an x86 host with AVX-512 or AMX.")
+    amx_only = CpuFeatures(amx=True, avx512_bf16=False, avx512=False)
+    assert not cpu(dense, argv, "0.33.0", amx_only).refusals  # AMX alone will do
+    (other,) = cpu(dense, [*argv[:3], "fp8_inc", *argv[4:]], "0.33.0", CpuFeatures()).refusals
+    assert "CPU_ATTN stores auto, bfloat16, float16 and, on x86 with AVX-512 or AMX, fp8" in other.message
 
 
 def test_a_float_kv_dtype_other_than_the_model_is_rejected_in_0_33() -> None:
