@@ -142,7 +142,8 @@ def serve_kv_line(vllm_python: str, tiny_models: Path) -> Iterator[Callable[...,
             # shared); one more start decides.
             text, exited, seconds = start_once(case, timeout)
         match = parse_line(text)
-        error = None if match else f"no KV line; exit {exited}; output ends:\n{text[-4000:]}"
+        # A worker's root cause sits above the API server's own traceback (some 10,000 characters of it).
+        error = None if match else f"no KV line; exit {exited}; output ends:\n{text[-16000:]}"
         return OracleResult(
             case_id=case.id,
             line=match.group("line") if match else None,

