@@ -66,7 +66,8 @@ esac
 
 if [ $# -eq 0 ]; then
   set -- tests/hardware/test_cpuid.py tests/hardware/test_resolve_hardware.py tests/commands/test_cpu_host.py \
-    tests/test_doc_commands.py tests/test_docs.py tests/real_engines/test_fp8_cpu_start.py
+    tests/test_doc_commands.py tests/test_docs.py tests/real_engines/test_fp8_cpu_start.py \
+    tests/real_engines/test_vllm_dsv4_planner.py::test_the_cpu_build_starts_a_tiny_deepseek_v4_and_prints_dsparks_line
 fi
 start=$(date +%s)
 python -m pytest -q -p no:cacheprovider "$@"
