@@ -51,6 +51,8 @@ for engine in "$engines"/*/; do
   esac
 done
 export PATH="$work/py/bin:$PATH" DSPARK_ENGINES_DIR="$work/engines" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# The engine tests' start-up limits (tests/real_engines/vllm_harness.py) and pytest's per-test limit, stretched.
+export ENGINE_TEST_TIME_SCALE=${ENGINE_TEST_TIME_SCALE:-10}
 
 # What each layer sees on the emulated CPU, beside the host's /proc/cpuinfo.
 host=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -x -E 'avx2|avx512f|avx512_bf16|amx_tile' | tr '\n' ' ' || true)
@@ -70,5 +72,5 @@ if [ $# -eq 0 ]; then
     tests/real_engines/test_vllm_dsv4_planner.py::test_the_cpu_build_starts_a_tiny_deepseek_v4_and_prints_dsparks_line
 fi
 start=$(date +%s)
-python -m pytest -q -p no:cacheprovider "$@"
+python -m pytest -q -p no:cacheprovider --timeout "$((900 * ENGINE_TEST_TIME_SCALE))" "$@"
 echo "ci-avx2: $(($(date +%s) - start)) s on the emulated AVX2-only CPU"

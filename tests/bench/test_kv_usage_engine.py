@@ -39,6 +39,7 @@ OUT_TOKENS = 100
 KV_BYTES = 40_000_000  # hybrid: 61 blocks of 640 tokens; 4 requests take 4 × (6 state + 2 attention) of 60
 MTP2 = '{"method":"mtp","num_speculative_tokens":2}'
 REPO = Path(__file__).resolve().parents[2]
+TIME_SCALE = float(os.environ.get("ENGINE_TEST_TIME_SCALE", "1"))  # scripts/ci-avx2.sh: an emulated, slower CPU
 
 # Run by the engine's python: the oracle tests' tiny Qwen3-Next with GDN heads of 128, MTP weights included.
 _BUILD_HYBRID = """
@@ -60,7 +61,7 @@ def tiny_hybrid(tmp_path_factory: pytest.TempPathFactory, vllm_python: str) -> P
     """A tiny random-weight Qwen3-Next (not under a path naming the project: vLLM renames MTP there)."""
     out = tmp_path_factory.mktemp("tiny-hybrid") / "qwen3-next-tiny"
     proc = subprocess.run([vllm_python, "-c", _BUILD_HYBRID, str(out)], capture_output=True, text=True,
-                          timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          timeout=300 * TIME_SCALE, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
     if proc.returncode != 0:
         pytest.fail(f"building the tiny hybrid failed: {proc.stderr[-2000:]}", pytrace=False)
     return out
@@ -80,7 +81,7 @@ def _engine_peak(vllm_python: str, model: Path, kv: int, flags: list[str], tmp_p
     out = tmp_path / f"{name}-bench.json"
     try:
         engine.start()
-        engine.wait_healthy(url + "/health", 300)
+        engine.wait_healthy(url + "/health", 300 * TIME_SCALE)
         rc = main(["bench", "--url", url, "--requests", str(requests), "--concurrency", str(SEATS), "--max-tokens",
                    str(OUT_TOKENS), "--input-len", str(IN_TOKENS), "--vocab-size", "500", "--sample-interval", "0.1",
                    "--no-progress", "--json", "--out", str(out)])
@@ -104,7 +105,7 @@ def _advised(model: Path, kv: int, flags: list[str], requests: int,
 
 
 @pytest.mark.engine
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(600 * TIME_SCALE)
 @pytest.mark.parametrize("case", ["hybrid-mtp2", "dense"])
 def test_predicted_kv_peak_is_the_engines_own(case: str, tiny_hybrid: Path, tiny_model: Path, vllm_python: str,
                                               tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

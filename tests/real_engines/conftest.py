@@ -25,6 +25,7 @@ from vllm_harness import (
     ENGINE_ENV,
     HERE,
     MODELS,
+    TIME_SCALE,
     OracleCase,
     OracleResult,
     free_port,
@@ -81,7 +82,7 @@ def run_oracle(vllm_python: str, tiny_models: Path) -> Callable[[Sequence[Oracle
         ]
         results: dict[str, OracleResult] = {}
         while pending:
-            done, out = run_batch(vllm_python, pending, timeout=900)
+            done, out = run_batch(vllm_python, pending, timeout=900 * TIME_SCALE)
             if not done:
                 pytest.fail(f"the engine runner produced no result; its output ends:\n{out[-6000:]}", pytrace=False)
             if len(done) > 1 and done[-1].error is not None:
@@ -135,7 +136,7 @@ def serve_kv_line(vllm_python: str, tiny_models: Path) -> Iterator[Callable[...,
                 kill_group(proc)
             return log_path.read_text(errors="replace"), exited, time.monotonic() - start
 
-    def serve(case: OracleCase, timeout: float = 300.0) -> OracleResult:
+    def serve(case: OracleCase, timeout: float = 300.0 * TIME_SCALE) -> OracleResult:
         text, exited, seconds = start_once(case, timeout)
         if exited is not None and exited < 0 and not text.strip():
             # Killed by a signal before it printed anything: not the engine's answer (the machine is
