@@ -26,6 +26,18 @@ def _cpu(max_leaf: int = 0x1F, ecx1: int = OSXSAVE, valid: int = XCR0_AVX512, eb
             (7, 0): (1, ebx7, 0, edx7), (7, 1): (eax71, 0, 0, 0)}
 
 
+class _Cpuid:
+    """CPUID over a table of leaves (absent ones read zero), called as the machine code is: (leaf, sub, out)."""
+
+    def __init__(self, leaves: Leaves) -> None:
+        self.leaves = leaves
+
+    def __call__(self, leaf: int, sub: int, out: Any) -> None:
+        regs = out._obj  # ctypes.byref's target
+        for i, value in enumerate(self.leaves.get((leaf, sub), (0, 0, 0, 0))):
+            regs[i] = value
+
+
 AVX2 = 1 << 5
 AVX512F = 1 << 16
 AMX_BF16, AMX_TILE = 1 << 22, 1 << 24
@@ -52,18 +64,6 @@ def test_xgetbv_is_not_executed_where_the_os_has_not_enabled_it() -> None:
         raise AssertionError("XGETBV without OSXSAVE is #UD: the process would die of SIGILL")
 
     assert _flags(_Cpuid(_cpu(ecx1=1 << 26, ebx7=AVX512F)), fault) == ()
-
-
-class _Cpuid:
-    """CPUID over a table of leaves (absent ones read zero), called as the machine code is: (leaf, sub, out)."""
-
-    def __init__(self, leaves: Leaves) -> None:
-        self.leaves = leaves
-
-    def __call__(self, leaf: int, sub: int, out: Any) -> None:
-        regs = out._obj  # ctypes.byref's target
-        for i, value in enumerate(self.leaves.get((leaf, sub), (0, 0, 0, 0))):
-            regs[i] = value
 
 
 def test_the_live_cpu_is_read_by_cpuid_first(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
