@@ -448,7 +448,7 @@ def profile_points(data: Mapping[str, Any], source: str, max_num_batched_tokens:
         if batch < 1:
             continue
         label = f"{source} (batch {batch}, {prompt}-token prompts, {p.get('source', '?')})"
-        summary = p.get("summary") if isinstance(p.get("summary"), dict) else {}
+        summary: Mapping[str, Any] = p["summary"] if isinstance(p.get("summary"), dict) else {}
 
         def figure(name: str, summary: Mapping[str, Any] = summary) -> float | None:
             v = summary.get(name)
@@ -462,7 +462,7 @@ def profile_points(data: Mapping[str, Any], source: str, max_num_batched_tokens:
                             max_num_batched_tokens=max_num_batched_tokens)
             out.append(Measured(seats=batch, source=label, workload=load, aggregate_decode_tps=wave[0],
                                 per_stream_decode_tps=wave[1], ttft_mean_s=wave[2]))
-        itl_ms = p.get("itl_ms") if isinstance(p.get("itl_ms"), dict) else {}
+        itl_ms: Mapping[str, Any] = p["itl_ms"] if isinstance(p.get("itl_ms"), dict) else {}
         median = itl_ms.get("p50")
         itl = p.get("itl_mean_s")
         if isinstance(median, (int, float)) and median > 0 and math.isfinite(median):
