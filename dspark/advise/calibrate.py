@@ -422,16 +422,24 @@ def points_from_json(data: Mapping[str, Any], source: str, *, seats: int | None 
         return [_bench_point(data, source, seats, max_num_batched_tokens)]
     if data.get("kind") == PROFILE_KIND:
         _check_origin(data, source, plan)
-        return profile_points(data, source)
+        return profile_points(data, source, max_num_batched_tokens)
     raise ValueError(f"{source}: neither a `dspark bench --json` result, a sweep.json nor a `dspark profile` JSON")
 
 
 PROFILE_KIND = "dspark-profile"  # dspark.bench.profile.PROFILE_KIND
 
 
-def profile_points(data: Mapping[str, Any], source: str) -> list[Measured]:
-    """A `dspark profile` JSON's measured points: the step time at each batch (the mean inter-token latency, the
-    engine's own where it exports it) at the point's mean context, and a one-stream prompt's prefill time."""
+def profile_points(data: Mapping[str, Any], source: str, max_num_batched_tokens: int = 8192) -> list[Measured]:
+    """A `dspark profile` JSON's measured points.
+
+    Each point is one wave of `batch` requests sent at once, and it is read as the bench it is: its workload
+    simulated as any bench is, against the client's aggregate and per-stream decode and TTFT. The wave's first
+    steps hold the prompts of the requests that arrive after the first, so its mean inter-token gap is not a
+    decode step's (a wave of 64 × 256-token prompts computes 16k prompt tokens in the steps of the first
+    requests' decode); the simulation puts them where the engine does. Beside it: the decode step alone, the
+    median inter-token gap where the profile records it (the steps without a prompt in them), else the mean gap
+    where no summary is recorded (an old profile), and a one-stream prompt's prefill time (the engine's own).
+    """
     out: list[Measured] = []
     for p in data.get("points") or []:
         if not isinstance(p, dict):
@@ -440,9 +448,31 @@ def profile_points(data: Mapping[str, Any], source: str) -> list[Measured]:
         if batch < 1:
             continue
         label = f"{source} (batch {batch}, {prompt}-token prompts, {p.get('source', '?')})"
+        summary: Mapping[str, Any] = p["summary"] if isinstance(p.get("summary"), dict) else {}
+
+        def figure(name: str, summary: Mapping[str, Any] = summary) -> float | None:
+            v = summary.get(name)
+            return float(v) if isinstance(v, (int, float)) and v > 0 and math.isfinite(v) else None
+
+        wave = [figure(m) for m in ("aggregate_decode_tps", "per_stream_decode_tps", "ttft_mean_s")]
+        if prompt > 0 and output > 1 and any(f is not None for f in wave):
+            hit = summary.get("prefix_hit_rate")
+            load = Workload(clients=batch, requests=int(p.get("requests") or batch), input_len=prompt,
+                            output_len=output, prefix_hit_rate=float(hit) if isinstance(hit, (int, float)) else 0.0,
+                            max_num_batched_tokens=max_num_batched_tokens)
+            out.append(Measured(seats=batch, source=label, workload=load, aggregate_decode_tps=wave[0],
+                                per_stream_decode_tps=wave[1], ttft_mean_s=wave[2]))
+        itl_ms: Mapping[str, Any] = p["itl_ms"] if isinstance(p.get("itl_ms"), dict) else {}
+        median = itl_ms.get("p50")
         itl = p.get("itl_mean_s")
-        if isinstance(itl, (int, float)) and itl > 0 and math.isfinite(itl):
-            out.append(Measured(seats=batch, source=label, step_s=float(itl), context_tokens=prompt + output / 2))
+        if isinstance(median, (int, float)) and median > 0 and math.isfinite(median):
+            step: float | None = float(median) / 1e3
+        elif not summary and isinstance(itl, (int, float)) and itl > 0 and math.isfinite(itl):
+            step = float(itl)
+        else:
+            step = None
+        if step is not None:
+            out.append(Measured(seats=batch, source=label, step_s=step, context_tokens=prompt + output / 2))
         prefill = p.get("prefill_mean_s")
         if batch == 1 and isinstance(prefill, (int, float)) and prefill > 0 and math.isfinite(prefill):
             out.append(Measured(seats=1, source=label, prefill_tokens=prompt, prefill_s=float(prefill)))

@@ -84,6 +84,9 @@ def point_record(point: ProfilePoint, bench: Mapping[str, Any], means: Mapping[s
     itl = bench.get("itl_ms") or {}
     record: dict[str, Any] = {"batch": point.batch, "input_len": point.input_len, "output_len": point.output_len,
                               "requests": point.batch, "summary": dict(summary)}
+    for dist in ("itl_ms", "ttft_ms", "tpot_ms"):  # the client's distributions: the median gap is a pure decode step
+        if isinstance(bench.get(dist), dict):
+            record[dist] = dict(bench[dist])
     if "itl" in means:
         record["itl_mean_s"], record["source"] = means["itl"], "engine /metrics"
     elif isinstance(itl.get("mean"), (int, float)):

@@ -205,3 +205,23 @@ def test_a_zero_running_peak_read_from_metrics_is_not_called_unread(
     with pytest.raises(ValueError, match=r"/metrics, read, never showed a request running") as info:
         points_from_json(peak_zero, "short.json")
     assert "was not read" not in str(info.value)
+
+
+def test_a_profile_wave_is_read_as_the_bench_it_is_and_its_median_gap_as_the_decode_step() -> None:
+    """A wave of 64 prompts puts their prefill into the first requests' decode: its mean gap (11 ms) is not a
+    decode step; the wave is simulated as a bench, the median gap (8 ms) is the step. An old profile without
+    the bench's summary keeps its mean gap as the step."""
+    wave = {"batch": 64, "input_len": 256, "output_len": 48, "requests": 64, "itl_mean_s": 0.011,
+            "itl_ms": {"mean": 11.0, "p50": 8.0}, "summary": {"aggregate_decode_tps": 4000.0,
+                                                               "per_stream_decode_tps": 90.0, "ttft_mean_s": 0.3}}
+    one = {"batch": 1, "input_len": 2048, "output_len": 48, "itl_mean_s": 0.0052, "prefill_mean_s": 0.05}
+    points = calibrate.profile_points({"kind": calibrate.PROFILE_KIND, "points": [wave, one]}, "p.json", 4096)
+    bench, step, old_step, prefill = points
+    assert bench.workload == Workload(clients=64, requests=64, input_len=256, output_len=48,
+                                      max_num_batched_tokens=4096)
+    assert (bench.aggregate_decode_tps, bench.per_stream_decode_tps, bench.ttft_mean_s) == (4000.0, 90.0, 0.3)
+    assert (step.seats, step.step_s, step.context_tokens) == (64, 0.008, 256 + 24)
+    assert (old_step.seats, old_step.step_s, prefill.prefill_tokens, prefill.prefill_s) == (1, 0.0052, 2048, 0.05)
+    assert not any(p.step_s == 0.011 for p in points)
+    with pytest.raises(ValueError, match="no step figure"):
+        calibrate.profile_points({"kind": calibrate.PROFILE_KIND, "points": [{"batch": 4, "summary": {}}]}, "q")
