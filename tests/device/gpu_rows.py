@@ -58,6 +58,11 @@ ROWS: tuple[Row, ...] = (
         start_s=200, what="the hybrid with its own MTP layer drafting 3 tokens (speculative decoding)"),
     Row("gemma-3-12b-text-eager", "gemma-3-12b-text", ("--enforce-eager",),
         what="the Gemma row without torch.compile and CUDA graphs: separates compilation from the model"),
+    Row("gemma-3-12b-text-nobench", "gemma-3-12b-text",
+        ("--compilation-config",
+         '{"inductor_compile_config": {"combo_kernels": true, "benchmark_combo_kernel": false}}'),
+        what="the compiled Gemma row with Inductor's combo-kernel benchmarking off (combo kernels kept): is the "
+             "compiled profile's embedding-table transient that benchmarking's random inputs?"),
     # Public shapes not run before 2026-12-02 (issue 28): each config.json is the HF repo's, named in `what`.
     Row("mixtral-8x7b-v0.1", "mixtral-8x7b-v0.1", start_s=170,
         what="MoE, 8 experts top-2 (mistralai/Mixtral-8x7B-v0.1): the expert intermediate (14,336) is wider than "
