@@ -85,10 +85,14 @@ def runtime_overhead(
     drafter = 4 * hidden_row if r.spec_method == "mtp" else 0
     # Compiled (0.25): the profile's peak holds a transient the size of the embedding table (vocab padded to 64,
     # sharded by TP) beside ~1.5 hidden-wide rows and 32 MiB: a peak of its own, reached where the forward's is
-    # lower (Qwen3-8B, Llama-3.1-8B, Gemma 3, Qwen3.5; not Mistral's 32k vocab). Likely Inductor benchmarking the
-    # embedding gather at compile time on a random copy of the table (versions.py, docs/gpu-truth.md fix 14).
+    # lower (Qwen3-8B, Llama-3.1-8B, Gemma 3, Qwen3.5; not Mistral's 32k vocab). The mechanism, from the code:
+    # 0.25's CompilationConfig.__post_init__ turns on Inductor's combo_kernels and benchmark_combo_kernel on CUDA
+    # when the argv sets neither; Inductor's Scheduler.speedup_by_combo_kernel then benchmarks each candidate at
+    # compile time (inside the profile run) on fresh random tensors of every kernel argument
+    # (TritonScheduling.benchmark_fused_nodes -> the module's get_args(): rand_strided), the embedding gather's
+    # whole table among them. The 1.5 rows and 32 MiB are read from three rows (docs/gpu-truth.md fix 14).
     embedding = 0
-    if graphs.compiled and r.release.compiled_profile_embedding_transient:
+    if graphs.compiled and graphs.combo_kernel_benchmark and r.release.compiled_profile_embedding_transient:
         vocab_rank = -(-(-(-arch.vocab_size // 64) * 64) // r.tp)
         embedding = vocab_rank * arch.hidden_size * act_bytes + hidden_row * 3 // 2 + CUBLAS_WORKSPACE_BYTES
     forward = max(transient + workspace, embedding) + drafter

@@ -47,3 +47,28 @@ def test_the_mtp_drafter_adds_four_rows() -> None:
     config = json.loads((ROOT / "tests/device/configs/qwen3.5-27b.json").read_text())
     spec = ["--language-model-only", "--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 3})]
     assert _activation(config, spec) - _activation(config, ["--language-model-only"]) == 4 * 8192 * 5120 * 2
+
+
+@pytest.mark.parametrize(
+    ("inductor", "transient"),
+    [
+        (None, True),  # vLLM 0.25 turns combo_kernels and benchmark_combo_kernel on when neither is given
+        ({}, True),
+        ({"max_autotune": False}, True),
+        ({"combo_kernels": True, "benchmark_combo_kernel": False}, False),
+        ({"benchmark_combo_kernel": False}, False),
+        ({"combo_kernels": False}, False),  # vLLM then sets neither; Inductor's default benchmark is off
+        ({"combo_kernels": True}, False),
+        ({"benchmark_combo_kernel": True}, False),  # benchmarking without combo kernels has nothing to time
+        ({"combo_kernels": True, "benchmark_combo_kernel": True}, True),
+    ],
+)
+def test_the_transient_follows_inductors_combo_kernel_benchmarking(
+    inductor: dict[str, object] | None, transient: bool
+) -> None:
+    row = 8192 * 4096 * 2
+    flags = [] if inductor is None else ["--compilation-config", json.dumps({"inductor_compile_config": inductor})]
+    assert (_activation(QWEN3_8B, flags) > 16 * row) == transient
+    if inductor:
+        dotted = [f"-cc.inductor_compile_config.{k}={str(v).lower()}" for k, v in inductor.items()]
+        assert (_activation(QWEN3_8B, dotted) > 16 * row) == transient
