@@ -20,9 +20,11 @@ from dspark.engines.vllm.kv_types import (
 from dspark.engines.vllm.options import VllmOptions
 from dspark.engines.vllm.resolve import Resolved
 from dspark.model.architecture import (
+    AttentionLayer,
     ModelArchitecture,
     dtype_bytes,
 )
+from dspark.model.architecture.fields import QK_NORM
 
 # ---------------------------------------------------------------------------------------------
 # 5. KV budget
@@ -53,9 +55,11 @@ CUBLAS_WORKSPACE_BYTES = 32 << 20  # torch's cuBLAS workspace on Hopper (CUBLAS_
 def moe_workspace_bytes(arch: ModelArchitecture, r: Resolved) -> int:
     """The fused-MoE workspace profile_run allocates for max_num_batched_tokens tokens (unquantised Triton experts).
 
-    TritonExperts.workspace_shapes (same in 0.25.0 and 0.32.0): workspace1 (M, topk, max(N/2, K)), workspace2
-    (M, topk, max(N, K)) and the output (M, K), with M the batched tokens, N = 2 x the per-rank expert
-    intermediate (gate and up), K = hidden; it stays allocated through the profile (the worker's workspace).
+    TritonExperts.workspace_shapes (same in 0.25.0, 0.32.0 and 0.33.0): workspace1 (M, topk, max(N/2, K)),
+    workspace2 (M, topk, max(N, K)) and the output (M, K), with M the batched tokens, N = 2 x the per-rank expert
+    intermediate (gate and up), K = hidden. FusedMoEKernel._allocate_buffers (modular_kernel.py) takes one buffer
+    of max(workspace1, output) elements, the output reusing workspace1's memory, and workspace2 beside it, from the
+    worker's WorkspaceManager.get_simultaneous (each rounded up to 256 B); it stays allocated through the profile.
     """
     moe = arch.moe
     if moe is None or not moe.moe_intermediate_size:
@@ -63,7 +67,49 @@ def moe_workspace_bytes(arch: ModelArchitecture, r: Resolved) -> int:
     act_bytes = dtype_bytes(r.model_dtype)
     m, k, topk = r.max_num_batched_tokens, arch.hidden_size, moe.top_k
     n = 2 * -(-moe.moe_intermediate_size // r.tp)
-    return (m * topk * max(n // 2, k) + m * topk * max(n, k) + m * k) * act_bytes
+    common = max(m * topk * max(n // 2, k), m * k) * act_bytes
+    return _round_up(common, 256) + _round_up(m * topk * max(n, k) * act_bytes, 256)
+
+
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+_NON_INPLACE_NORM = frozenset({"gemma", "gemma2", "gemma3"})  # GemmaRMSNorm: its fused add returns new tensors
+
+
+def forward_live_bytes(arch: ModelArchitecture, r: Resolved) -> int | None:
+    """The profile forward's live activations at its largest layer block, counted from the layer code; None where
+    not modelled (MLA, Gated-DeltaNet and Mamba2 layers, no dense width).
+
+    A llama-style decoder layer (Qwen3, Llama, Mistral, Gemma, Mixtral, Qwen3-MoE; vllm/model_executor/models/)
+    holds, at its attention's o_proj: the layer's input (normed in place by the fused add-norm, and still the
+    caller's), the residual, qkv_proj's output, q and k again where q/k-norm makes new tensors, the attention's
+    output (the profile skips the kernel, not Attention.forward's torch.empty) and o_proj's output; at the MLP's
+    down_proj: the caller's input, the residual, the MLP's input, gate_up_proj's output (2 x intermediate, alive
+    until the MLP returns), the activation's output (intermediate) and down_proj's output; at a fused-MoE block:
+    the same four hidden rows and the router logits, its intermediates living in the persistent workspace
+    (moe_workspace_bytes). Gemma's norms return new tensors, so the caller's residual stays beside the new one
+    (one more row at the MLP, two at the attention). In hidden-width columns of the batch, x M x dtype.
+    """
+    if arch.is_hybrid or arch.uses_mla or arch.num_attention_heads <= 0:
+        return None
+    attention_layers = [layer for layer in arch.layers if isinstance(layer, AttentionLayer)]
+    if not attention_layers:
+        return None
+    layer, h, tp = attention_layers[0], arch.hidden_size, r.tp
+    q = -(-arch.num_attention_heads // tp) * layer.head_dim
+    kv = max(1, layer.num_kv_heads // tp) * layer.head_dim
+    extra_rows = 1 if arch.model_type in _NON_INPLACE_NORM else 0
+    qk_norm = q + kv if arch.model_type in QK_NORM else 0
+    attention = (2 + 2 * extra_rows) * h + (q + 2 * kv) + qk_norm + q + h
+    if arch.moe is not None:
+        block = 4 * h + arch.moe.num_experts
+    elif arch.intermediate_size:
+        block = (4 + extra_rows) * h + 3 * -(-arch.intermediate_size // tp)
+    else:
+        return None
+    return max(attention, block) * r.max_num_batched_tokens * dtype_bytes(r.model_dtype)
 
 
 def runtime_overhead(
@@ -72,9 +118,11 @@ def runtime_overhead(
     """What a CUDA worker holds beside weights and KV (activation peak, non-torch, graphs), each term named."""
     act_bytes = dtype_bytes(r.model_dtype)
     hidden_row = r.max_num_batched_tokens * arch.hidden_size * act_bytes  # one hidden-wide profile activation
-    # Heuristic: profile_run's transient peak is ~16 hidden-wide activations of max_num_batched_tokens tokens
+    live = forward_live_bytes(arch, r) if r.release.profile_forward_live_rows else None
+    # Counted: the layer code's live tensors at the peak block, beside the cuBLAS workspace the first GEMM
+    # allocates. Heuristic (layers not counted): ~16 hidden-wide activations of max_num_batched_tokens tokens
     # through a block (measured on an H200 with 0.25.0: 0.96-1.29 GiB for 4,096-hidden dense models at 8,192).
-    transient = hidden_row * 16
+    transient = live + CUBLAS_WORKSPACE_BYTES if live is not None else hidden_row * 16
     # The fused-MoE workspace (TritonExperts.workspace_shapes): persistent through the profile, on top.
     workspace = moe_workspace_bytes(arch, r)
     # _dummy_run runs the MTP drafter's forward on the same max_num_batched_tokens after the target's (0.25 V1
@@ -101,7 +149,8 @@ def runtime_overhead(
     # runner's _dummy_sampler_run runs top-k/top-p over max_num_seqs fp32 logit rows; the V2 runner's skips them
     # ("the sampler may skip top_k, top_p, and logprobs"), and its peak stays the forward's.
     sampler = r.max_num_seqs * arch.vocab_size * 8 if runner == "v1" else 0
-    activation = max(forward, hidden_row + workspace + sampler) if sampler else forward
+    # What the sampler starts beside: the forward's output, the MoE workspace and the cuBLAS workspace.
+    activation = max(forward, hidden_row + workspace + CUBLAS_WORKSPACE_BYTES + sampler) if sampler else forward
     # Heuristic: CUDA context growth after the snapshot (cuBLAS workspaces, attention buffers), NCCL at TP>1.
     non_torch = r.release.non_torch_bytes + (256 * (1 << 20) if r.tp * r.pp > 1 else 0)
     profiles_graphs = runner == "v1" or r.release.v2_runner_profiles_cudagraphs
@@ -120,9 +169,14 @@ def runtime_overhead(
         graph_bytes = len(graphs.applied.sizes) * 2 * (1 << 20)
         graph_note = "CUDA-graph memory (heuristic) = 2 MiB per capture size (0 when eager / on CPU)"
     terms = (("activation_peak", activation), ("non_torch", non_torch), ("cudagraphs", graph_bytes))
+    peak_words = (
+        "the layer code's live tensors at its largest block (attention: input, residual, qkv, q/k-norm copies, "
+        "output, o_proj; MLP: four hidden rows + 3 x intermediate) x max_num_batched_tokens + the 32 MiB cuBLAS "
+        "workspace" if live is not None else "max_num_batched_tokens x hidden x dtype x 16"
+    )
     assumptions = [
-        f"activation peak (heuristic; {_measured_activation_range(arch, r)}) = max_num_batched_tokens x hidden x "
-        "dtype x 16"
+        f"activation peak ({'counted' if live is not None else 'heuristic'}; {_measured_activation_range(arch, r)})"
+        f" = {peak_words}"
         + (" + the fused-MoE workspace (TritonExperts.workspace_shapes)" if workspace else "")
         + (", or the compiled run's embedding-table transient (vocab x hidden x dtype / TP + 1.5 hidden rows + "
            "32 MiB; measured with 0.25, likely Inductor's compile-time benchmarking) when larger" if embedding else "")

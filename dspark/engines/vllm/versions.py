@@ -58,6 +58,10 @@ class VllmRelease:
     # combo-kernel benchmarking (CompilationConfig turns on benchmark_combo_kernel), whose random inputs
     # (get_args -> rand_strided) include the whole table for the embedding gather. False: not measured, not counted.
     compiled_profile_embedding_transient: bool = False
+    # The profile forward's peak is the live tensors of its largest llama-style layer block, counted from the layer
+    # code (budget.forward_live_bytes; measured with 0.25.0 on the H200 to the 2 KB eager); False: the 16-row
+    # heuristic (not measured there).
+    profile_forward_live_rows: bool = False
     # Sliding-window / chunked-local admission (max_admission_blocks_per_request) counts the in-flight tokens of
     # every concurrent batch (VllmConfig.max_in_flight_tokens); False: max_num_batched_tokens only.
     admission_counts_in_flight: bool = True
@@ -84,6 +88,7 @@ V0_25_0 = VllmRelease(
     capture_sizes_add_uniform_decode=False,
     blackwell_capture_ceiling=512,
     compiled_profile_embedding_transient=True,
+    profile_forward_live_rows=True,
     admission_counts_in_flight=False,
     # Measured on the H200 (tests/device/results/2026-12-01): non_torch_increase 225-240 MiB in all 13 rows.
     non_torch_bytes=240 << 20,

@@ -111,7 +111,14 @@ def parse_config(config: Mapping[str, Any], source: str = "") -> ModelArchitectu
         vision_tower=_vision_tower(f),
         wraps_text_config=bool(f.nested),
         rotary_tables=_ropes(f, family, parsed.layers),
+        intermediate_size=_dense_width(f),
     )
+
+
+def _dense_width(f: ConfigFields) -> int | None:
+    """intermediate_size when it is one positive integer (some configs give a list per layer: not read)."""
+    raw = f.raw("intermediate_size")
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else None
 
 
 def _ropes(f: ConfigFields, family: str, layers: list[Any]) -> tuple[RotaryTable, ...]:
