@@ -52,11 +52,10 @@ class VllmRelease:
     # _set_cudagraph_sizes' default ceiling on SM 10.x (B200/B300): 1024 (0.32, is_device_capability_family(100));
     # 0.25/0.26 cap every device at min(max_num_seqs x (1 + spec) x 2, 512).
     blackwell_capture_ceiling: int = 1024
-    # The compiled profile run's peak holds a transient the size of the (per-rank) embedding table, with ~1.5
-    # hidden-wide rows of the batch and 32 MiB beside it (measured on the H200 with 0.25.0: Qwen3-8B,
-    # Llama-3.1-8B, Gemma-3-12B at 1.52 / 1.50 / 1.47 rows; Qwen3.5-27B 2.36). Likely Inductor's compile-time
-    # combo-kernel benchmarking (CompilationConfig turns on benchmark_combo_kernel), whose random inputs
-    # (get_args -> rand_strided) include the whole table for the embedding gather. False: not measured, not counted.
+    # The compiled profile run's peak holds a transient: the (per-rank) embedding table and two hidden-wide rows of
+    # the batch, the random arguments Inductor's compile-time combo-kernel benchmarking gives the fused embedding
+    # gather + RMSNorm kernel (budget.py; measured on the H200 with 0.25.0: Llama-3.1-8B and Gemma-3-12B to
+    # 43 KB, Qwen3-8B 1 MiB above, Qwen3.5-27B 0.76 row above). False: not measured, not counted.
     compiled_profile_embedding_transient: bool = False
     # The profile forward's peak is the live tensors of its largest llama-style layer block, counted from the layer
     # code (budget.forward_live_bytes; measured with 0.25.0 on the H200 to the 2 KB eager); False: the 16-row

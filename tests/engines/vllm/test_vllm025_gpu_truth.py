@@ -200,15 +200,15 @@ COMPILED_V2_DENSE = [r for r in RAN if r["row"] in ("qwen3-8b", "llama-3.1-8b", 
 
 
 @pytest.mark.parametrize("rec", COMPILED_V2_DENSE, ids=[r["row"] for r in COMPILED_V2_DENSE])
-def test_the_compiled_peak_is_the_embedding_table_plus_one_and_a_half_rows(rec: dict[str, Any]) -> None:
-    """Three dense shapes (vocab 128k-262k, hidden 3,840-4,096): the compiled profile's torch peak is the embedding
-    table's bytes + the cuBLAS workspace + 1.5 hidden-wide rows of the batch, to 0.05 of a row (budget.py)."""
+def test_the_compiled_peak_is_the_embedding_table_plus_two_rows(rec: dict[str, Any]) -> None:
+    """Three dense shapes (vocab 128k-262k, hidden 3,840-4,096): the compiled profile's torch peak is the random
+    arguments of the fused embedding gather + RMSNorm kernel Inductor benchmarks at compile time: the table's
+    bytes and two hidden-wide rows of the batch (its outputs), to 1.1 MiB (budget.py)."""
     arch = parse_config(json.loads((CONFIGS / f"{rec['model']}.json").read_text()))
     probe = rec["probe"]
     row = probe["max_num_batched_tokens"] * arch.hidden_size * 2
     table = -(-arch.vocab_size // 64) * 64 * arch.hidden_size * 2
-    rows = (probe["torch_peak_increase"] - table - CUBLAS_WORKSPACE_BYTES) / row
-    assert abs(rows - 1.5) < 0.05
+    assert 0 <= probe["torch_peak_increase"] - table - 2 * row < 1_100_000
     # ... and the same shape eager holds no such transient: its peak is below the table.
     eager = next((r for r in RAN if r["row"] == f"{rec['row']}-eager"), None)
     if eager is not None:
