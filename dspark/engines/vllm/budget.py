@@ -176,7 +176,8 @@ def runtime_overhead(
         "workspace" if live is not None else "max_num_batched_tokens x hidden x dtype x 16"
     )
     assumptions = [
-        f"activation peak ({'counted' if live is not None else 'heuristic'}; {_measured_activation_range(arch, r)})"
+        f"activation peak ({'counted' if live is not None else 'heuristic'}; "
+        f"{_measured_activation_range(arch, r, live is not None)})"
         f" = {peak_words}"
         + (" + the fused-MoE workspace (TritonExperts.workspace_shapes)" if workspace else "")
         + (", or the compiled run's embedding-table transient (vocab x hidden x dtype / TP + 2 hidden rows: "
@@ -196,18 +197,20 @@ def runtime_overhead(
 # What the engine's own profile peak (Worker.determine_available_memory's torch peak increase) was against this
 # estimate on the H200 with vLLM 0.25.0 (tests/device/results/2026-12-01, docs/gpu-truth.md), per class.
 _ACTIVATION_MEASURED = {
-    "hybrid": "the engine's peak was 1.03x this for a GDN hybrid (Qwen3.5-27B, with and without MTP)",
-    "moe": "the engine's peak was 0.81-1.12x this for MoE (Qwen3-30B-A3B eager and compiled, DeepSeek-V2-Lite)",
-    "dense": "the engine's peak was 0.93-1.00x this compiled for dense Qwen3/Llama/Mistral/Gemma 3 shapes, "
-             "0.84-1.10x eager",
+    "hybrid": "the engine's peak was 1.02-1.03x this for a GDN hybrid (Qwen3.5-27B, with and without MTP)",
+    "mla": "the engine's peak was 1.16x this for MLA + MoE (DeepSeek-V2-Lite), whose layers are not counted",
+    "counted": "the engine's peak was this to 2 KB eager and 1.00-1.04x compiled for the Qwen3, Llama, Mistral, "
+               "Gemma 3 and Qwen3-MoE shapes",
 }
 
 
-def _measured_activation_range(arch: ModelArchitecture, r: Resolved) -> str:
+def _measured_activation_range(arch: ModelArchitecture, r: Resolved, counted: bool) -> str:
     """The estimate's measured error for the model's class, in words (measured with 0.25.0 only)."""
     if not r.release.compiled_profile_embedding_transient:
         return f"not measured on a GPU with vLLM {r.release.version}"
-    cls = "hybrid" if arch.is_hybrid else "moe" if arch.moe is not None else "dense"
+    cls = "counted" if counted else "hybrid" if arch.is_hybrid else "mla" if arch.uses_mla else None
+    if cls is None:
+        return "not measured for this layer class"
     return _ACTIVATION_MEASURED[cls] + " on an H200 with 0.25.0"
 
 
