@@ -80,8 +80,9 @@ _NON_INPLACE_NORM = frozenset({"gemma", "gemma2", "gemma3"})  # GemmaRMSNorm: it
 
 def forward_live_bytes(arch: ModelArchitecture, r: Resolved) -> int | None:
     """The profile forward's live activations at its largest layer block, counted from the layer code; None where
-    not modelled (MLA, Gated-DeltaNet and Mamba2 layers, no dense width).
+    not modelled (Gated-DeltaNet and Mamba2 layers, no dense width).
 
+    MLA models (DeepSeek) get their MLP and MoE blocks counted so, and 16 hidden rows for the attention block.
     A llama-style decoder layer (Qwen3, Llama, Mistral, Gemma, Mixtral, Qwen3-MoE; vllm/model_executor/models/)
     holds, at its attention's o_proj: the layer's input (normed in place by the fused add-norm, and still the
     caller's), the residual, qkv_proj's output, q and k again where q/k-norm makes new tensors, the attention's
@@ -92,24 +93,44 @@ def forward_live_bytes(arch: ModelArchitecture, r: Resolved) -> int | None:
     (moe_workspace_bytes). Gemma's norms return new tensors, so the caller's residual stays beside the new one
     (one more row at the MLP, two at the attention). In hidden-width columns of the batch, x M x dtype.
     """
-    if arch.is_hybrid or arch.uses_mla or arch.num_attention_heads <= 0:
+    if arch.is_hybrid or arch.num_attention_heads <= 0:
         return None
-    attention_layers = [layer for layer in arch.layers if isinstance(layer, AttentionLayer)]
-    if not attention_layers:
-        return None
-    layer, h, tp = attention_layers[0], arch.hidden_size, r.tp
-    q = -(-arch.num_attention_heads // tp) * layer.head_dim
-    kv = max(1, layer.num_kv_heads // tp) * layer.head_dim
+    h, tp = arch.hidden_size, r.tp
     extra_rows = 1 if arch.model_type in _NON_INPLACE_NORM else 0
-    qk_norm = q + kv if arch.model_type in QK_NORM else 0
-    attention = (2 + 2 * extra_rows) * h + (q + 2 * kv) + qk_norm + q + h
+    attention_layers = [layer for layer in arch.layers if isinstance(layer, AttentionLayer)]
+    if arch.uses_mla:
+        # MLA's attention block is not counted (its q/v head widths are not read): 16 hidden rows stand for it.
+        attention = 16 * h
+    elif attention_layers:
+        layer = attention_layers[0]
+        q = -(-arch.num_attention_heads // tp) * layer.head_dim
+        kv = max(1, layer.num_kv_heads // tp) * layer.head_dim
+        qk_norm = q + kv if arch.model_type in QK_NORM else 0
+        attention = (2 + 2 * extra_rows) * h + (q + 2 * kv) + qk_norm + q + h
+    else:
+        return None
+    dense = (4 + extra_rows) * h + 3 * -(-arch.intermediate_size // tp) if arch.intermediate_size else None
     if arch.moe is not None:
-        block = 4 * h + arch.moe.num_experts
-    elif arch.intermediate_size:
-        block = (4 + extra_rows) * h + 3 * -(-arch.intermediate_size // tp)
+        # The shared expert runs as a dense MLP beside the routed ones (gate_up, activation, its output).
+        moe = arch.moe
+        shared = arch.shared_expert_intermediate_size or moe.num_shared_experts * (moe.moe_intermediate_size or 0)
+        block = 4 * h + moe.num_experts + (3 * -(-shared // tp) + h if shared else 0)
+        if dense is not None and _has_dense_layers(arch):
+            block = max(block, dense)
+    elif dense is not None:
+        block = dense
     else:
         return None
     return max(attention, block) * r.max_num_batched_tokens * dtype_bytes(r.model_dtype)
+
+
+def _has_dense_layers(arch: ModelArchitecture) -> bool:
+    """Some decoder layers of an MoE model are dense MLPs (first_k_dense_replace, mlp_only_layers): from the
+    parameter estimate's layers; without one, assumed when the config names a dense width apart from the experts'."""
+    if arch.parameters is not None:
+        return any(layer.routed_experts == 0 for layer in arch.parameters.layers)
+    moe = arch.moe
+    return moe is not None and arch.intermediate_size not in (None, moe.moe_intermediate_size)
 
 
 def runtime_overhead(
@@ -198,9 +219,8 @@ def runtime_overhead(
 # estimate on the H200 with vLLM 0.25.0 (tests/device/results/2026-12-01, docs/gpu-truth.md), per class.
 _ACTIVATION_MEASURED = {
     "hybrid": "the engine's peak was 1.02-1.03x this for a GDN hybrid (Qwen3.5-27B, with and without MTP)",
-    "mla": "the engine's peak was 1.16x this for MLA + MoE (DeepSeek-V2-Lite), whose layers are not counted",
-    "counted": "the engine's peak was this to 2 KB eager and 1.00-1.04x compiled for the Qwen3, Llama, Mistral, "
-               "Gemma 3 and Qwen3-MoE shapes",
+    "counted": "the engine's peak was this to 2 KB eager and 0.99-1.04x compiled for the Qwen3, Llama, Mistral, "
+               "Gemma 3, Qwen3-MoE and DeepSeek-V2-Lite shapes",
 }
 
 
@@ -208,7 +228,7 @@ def _measured_activation_range(arch: ModelArchitecture, r: Resolved, counted: bo
     """The estimate's measured error for the model's class, in words (measured with 0.25.0 only)."""
     if not r.release.compiled_profile_embedding_transient:
         return f"not measured on a GPU with vLLM {r.release.version}"
-    cls = "counted" if counted else "hybrid" if arch.is_hybrid else "mla" if arch.uses_mla else None
+    cls = "counted" if counted else "hybrid" if arch.is_hybrid else None
     if cls is None:
         return "not measured for this layer class"
     return _ACTIVATION_MEASURED[cls] + " on an H200 with 0.25.0"

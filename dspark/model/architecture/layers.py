@@ -199,6 +199,7 @@ class ModelArchitecture:
     wraps_text_config: bool = False  # the config nests its language model under text_config (a multimodal wrapper)
     rotary_tables: tuple[RotaryTable, ...] = ()  # the distinct ropes of its attention layers (none: not read)
     intermediate_size: int | None = None  # the dense MLP's width (config intermediate_size), when given
+    shared_expert_intermediate_size: int | None = None  # Qwen-MoE's shared expert width, when given
 
     @property
     def num_layers(self) -> int:

@@ -111,13 +111,14 @@ def parse_config(config: Mapping[str, Any], source: str = "") -> ModelArchitectu
         vision_tower=_vision_tower(f),
         wraps_text_config=bool(f.nested),
         rotary_tables=_ropes(f, family, parsed.layers),
-        intermediate_size=_dense_width(f),
+        intermediate_size=_dense_width(f, "intermediate_size"),
+        shared_expert_intermediate_size=_dense_width(f, "shared_expert_intermediate_size"),
     )
 
 
-def _dense_width(f: ConfigFields) -> int | None:
-    """intermediate_size when it is one positive integer (some configs give a list per layer: not read)."""
-    raw = f.raw("intermediate_size")
+def _dense_width(f: ConfigFields, key: str) -> int | None:
+    """An MLP width when it is one positive integer (some configs give a list per layer: not read)."""
+    raw = f.raw(key)
     return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else None
 
 

@@ -97,6 +97,8 @@ def _config(name: str) -> dict[str, Any]:
         # MoE: the attention block is the larger: 2 hidden + qkv + q/k-norm copies + attention output + o_proj.
         ("qwen3-30b-a3b", 2 * 2048 + (4096 + 2 * 512) + (4096 + 512) + 4096 + 2048),
         ("mixtral-8x7b-v0.1", 2 * 4096 + (4096 + 2 * 1024) + 4096 + 4096),  # no q/k-norm
+        # MLA + MoE with a dense first layer (first_k_dense_replace 1, intermediate 10,944): that MLP is the largest.
+        ("deepseek-v2-lite", 4 * 2048 + 3 * 10944),
     ],
 )
 def test_the_counted_forward_is_the_larger_block(name: str, columns: int) -> None:
@@ -113,7 +115,7 @@ def test_tensor_parallel_shards_the_projections_not_the_hidden_rows() -> None:
     assert forward_live_bytes(arch, _resolved(tp=16)) == max(attention, 4 * 4096 + 3 * 768) * 8192 * 2
 
 
-@pytest.mark.parametrize("name", ["qwen3.5-27b", "deepseek-v2-lite", "nemotron-nano-9b-v2"])
+@pytest.mark.parametrize("name", ["qwen3.5-27b", "nemotron-nano-9b-v2"])
 def test_layers_not_counted_keep_the_heuristic(name: str) -> None:
     assert forward_live_bytes(parse_config(_config(name)), _resolved()) is None
 
@@ -125,3 +127,16 @@ def test_the_moe_workspace_reuses_workspace1_for_the_output() -> None:
     # Top-1 over a narrow expert: the output (M x K) is the larger of the shared buffer's two uses.
     narrow = parse_config({**_config("mixtral-8x7b-v0.1"), "num_experts_per_tok": 1, "intermediate_size": 1024})
     assert moe_workspace_bytes(narrow, _resolved()) == (8192 * 4096 + 8192 * 4096) * 2
+
+
+def test_an_moe_models_shared_expert_and_dense_layers_count() -> None:
+    qwen3_moe = _config("qwen3-30b-a3b")
+    attention = 2 * 2048 + (4096 + 2 * 512) + (4096 + 512) + 4096 + 2048
+    # A Qwen2-MoE-style shared expert (gate_up + activation + its output) beside the routed ones.
+    shared = parse_config({**qwen3_moe, "shared_expert_intermediate_size": 5632})
+    assert forward_live_bytes(shared, _resolved()) == max(attention, 4 * 2048 + 128 + 3 * 5632 + 2048) * 8192 * 2
+    # Dense layers (mlp_only_layers): their MLP (intermediate_size 6,144) is a block of its own.
+    dense = parse_config({**qwen3_moe, "mlp_only_layers": [0]})
+    assert forward_live_bytes(dense, _resolved()) == (4 * 2048 + 3 * 6144) * 8192 * 2
+    # All sparse (the shape as published): the config's intermediate_size names no layer.
+    assert forward_live_bytes(parse_config(qwen3_moe), _resolved()) == attention * 8192 * 2

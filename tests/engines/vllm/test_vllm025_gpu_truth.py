@@ -244,14 +244,15 @@ def test_an_eager_plan_counts_no_compile_transient(rec: dict[str, Any], tmp_path
 
 
 LIVE = [r for r in RAN if r["row"] in ("qwen3-8b-eager", "qwen3-30b-a3b-eager", "gemma-3-12b-text-eager",
-                                       "qwen3-30b-a3b", "mistral-7b-v0.1")]
+                                       "qwen3-30b-a3b", "mistral-7b-v0.1", "deepseek-v2-lite")]
 
 
 @pytest.mark.parametrize("rec", LIVE, ids=_ids(LIVE))
 def test_the_counted_forward_is_the_engines_peak(rec: dict[str, Any], tmp_path: Path) -> None:
     """Where no compile transient is above it, the profile's peak is the layer code's live tensors at the largest
     block + the cuBLAS workspace (+ the MoE workspace): the three eager rows to 2 KB (dense MLP, MoE attention,
-    Gemma's non-in-place norms), the compiled MoE and Mistral rows within one 4,096-wide row of the batch."""
+    Gemma's non-in-place norms), the compiled MoE, Mistral and DeepSeek-V2-Lite (its dense first layer's MLP)
+    rows within one 4,096-wide row of the batch."""
     terms = _plan(rec, tmp_path)["details"]["kv_budget_terms"]
     peak = rec["probe"]["torch_peak_increase"]
     tolerance = 4096 if "--enforce-eager" in rec["flags"] else 8192 * 4096 * 2
