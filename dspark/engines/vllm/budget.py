@@ -78,20 +78,21 @@ def _round_up(n: int, to: int) -> int:
 _NON_INPLACE_NORM = frozenset({"gemma", "gemma2", "gemma3"})  # GemmaRMSNorm: its fused add returns new tensors
 
 
-def forward_live_bytes(arch: ModelArchitecture, r: Resolved) -> int | None:
-    """The profile forward's live activations at its largest layer block, counted from the layer code; None where
-    not modelled (Gated-DeltaNet and Mamba2 layers, no dense width).
+def forward_live_bytes(arch: ModelArchitecture, r: Resolved, compiled: bool = False) -> int | None:
+    """The profile forward's live activations at its largest layer block, counted from the layer code; None where not
+    modelled (Gated-DeltaNet and Mamba2 layers, no dense width).
 
-    MLA models (DeepSeek) get their MLP and MoE blocks counted so, and 16 hidden rows for the attention block.
     A llama-style decoder layer (Qwen3, Llama, Mistral, Gemma, Mixtral, Qwen3-MoE; vllm/model_executor/models/)
     holds, at its attention's o_proj: the layer's input (normed in place by the fused add-norm, and still the
-    caller's), the residual, qkv_proj's output, q and k again where q/k-norm makes new tensors, the attention's
-    output (the profile skips the kernel, not Attention.forward's torch.empty) and o_proj's output; at the MLP's
-    down_proj: the caller's input, the residual, the MLP's input, gate_up_proj's output (2 x intermediate, alive
-    until the MLP returns), the activation's output (intermediate) and down_proj's output; at a fused-MoE block:
-    the same four hidden rows and the router logits, its intermediates living in the persistent workspace
-    (moe_workspace_bytes). Gemma's norms return new tensors, so the caller's residual stays beside the new one
-    (one more row at the MLP, two at the attention). In hidden-width columns of the batch, x M x dtype.
+    caller's), the residual, qkv_proj's output, q and k again where q/k-norm (or, compiled, the native rotary
+    embedding) makes new tensors, the attention's output (the profile skips the kernel, not Attention.forward's
+    torch.empty) and o_proj's output; at the MLP's down_proj: the caller's input, the residual, the MLP's input,
+    gate_up_proj's output (2 x intermediate, alive until the MLP returns), the activation's output (intermediate)
+    and down_proj's output; at a fused-MoE block: the same four hidden rows and the router logits (and a shared
+    expert's MLP), its intermediates living in the persistent workspace (moe_workspace_bytes); an MoE model's dense
+    layers are an MLP block of their own. Gemma's norms return new tensors, so the caller's residual stays beside
+    the new one (one more row at the MLP, two at the attention). MLA models (DeepSeek) get their MLP and MoE blocks
+    counted so, and 16 hidden rows for the attention block. In hidden-width columns of the batch, x M x dtype.
     """
     if arch.is_hybrid or arch.num_attention_heads <= 0:
         return None
@@ -105,8 +106,10 @@ def forward_live_bytes(arch: ModelArchitecture, r: Resolved) -> int | None:
         layer = attention_layers[0]
         q = -(-arch.num_attention_heads // tp) * layer.head_dim
         kv = max(1, layer.num_kv_heads // tp) * layer.head_dim
-        qk_norm = q + kv if arch.model_type in QK_NORM else 0
-        attention = (2 + 2 * extra_rows) * h + (q + 2 * kv) + qk_norm + q + h
+        # New q and k: q/k-norm makes them; compiled, the native rotary embedding does too (eager, vLLM's rotary
+        # kernel rotates in place).
+        qk_copy = q + kv if arch.model_type in QK_NORM or compiled else 0
+        attention = (2 + 2 * extra_rows) * h + (q + 2 * kv) + qk_copy + q + h
     else:
         return None
     dense = (4 + extra_rows) * h + 3 * -(-arch.intermediate_size // tp) if arch.intermediate_size else None
@@ -139,7 +142,7 @@ def runtime_overhead(
     """What a CUDA worker holds beside weights and KV (activation peak, non-torch, graphs), each term named."""
     act_bytes = dtype_bytes(r.model_dtype)
     hidden_row = r.max_num_batched_tokens * arch.hidden_size * act_bytes  # one hidden-wide profile activation
-    live = forward_live_bytes(arch, r) if r.release.profile_forward_live_rows else None
+    live = forward_live_bytes(arch, r, graphs.compiled) if r.release.profile_forward_live_rows else None
     # Counted: the layer code's live tensors at the peak block, beside the cuBLAS workspace the first GEMM
     # allocates. Heuristic (layers not counted): ~16 hidden-wide activations of max_num_batched_tokens tokens
     # through a block (measured on an H200 with 0.25.0: 0.96-1.29 GiB for 4,096-hidden dense models at 8,192).

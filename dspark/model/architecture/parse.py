@@ -28,7 +28,7 @@ from dspark.model.architecture.layers import (
     RotaryTable,
 )
 from dspark.model.architecture.params import NoEstimate
-from dspark.model.architecture.quantization import read_quantization
+from dspark.model.architecture.quantization import block_scale_bytes, read_quantization
 from dspark.model.architecture.rope import rotary_tables
 
 
@@ -106,6 +106,7 @@ def parse_config(config: Mapping[str, Any], source: str = "") -> ModelArchitectu
         notes=tuple(notes),
         parameters=parameters,
         weight_format=weight_format,
+        block_scale_bytes_per_parameter=block_scale_bytes(f, weight_format),
         expert_weight_format=expert_format,
         tie_word_embeddings=tied,
         vision_tower=_vision_tower(f),

@@ -140,3 +140,14 @@ def test_an_moe_models_shared_expert_and_dense_layers_count() -> None:
     assert forward_live_bytes(dense, _resolved()) == (4 * 2048 + 3 * 6144) * 8192 * 2
     # All sparse (the shape as published): the config's intermediate_size names no layer.
     assert forward_live_bytes(parse_config(qwen3_moe), _resolved()) == attention * 8192 * 2
+
+
+def test_compiled_the_rotary_embedding_makes_new_q_and_k() -> None:
+    """Eager, vLLM's rotary kernel rotates q and k in place; compiled, the native rotary makes new ones (Mixtral:
+    no q/k-norm, so compiled holds q + kv more at the attention); with q/k-norm they are new either way."""
+    mixtral = parse_config(_config("mixtral-8x7b-v0.1"))
+    eager, compiled = (forward_live_bytes(mixtral, _resolved(), compiled=c) for c in (False, True))
+    assert eager is not None and compiled is not None
+    assert compiled - eager == (4096 + 1024) * 8192 * 2
+    qwen = parse_config(_config("qwen3-30b-a3b"))
+    assert forward_live_bytes(qwen, _resolved(), compiled=True) == forward_live_bytes(qwen, _resolved())

@@ -26,7 +26,7 @@ from dspark.planning.validate import ValidateRequest, validate
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "tests/device/results/2026-12-01"
 # Every recorded GPU-truth run (the first is the one the 0.25 model was read from); each row keeps its folder.
-RUNS = (RESULTS,)
+RUNS = (RESULTS, ROOT / "tests/device/results/2026-12-02-rows")
 CONFIGS = ROOT / "tests/device/configs"
 ROWS = [{**json.loads(line), "_dir": str(run)} for run in RUNS
         for line in (run / "rows.jsonl").read_text().splitlines() if line.strip()]
@@ -63,6 +63,8 @@ def test_the_recorded_rows_cover_the_factors() -> None:
     assert len(RAN) >= 12
     assert {"qwen3-8b", "qwen3-30b-a3b", "deepseek-v2-lite", "mistral-7b-v0.1", "qwen3-8b-fp8kv"} <= {
         r["row"] for r in RAN}
+    # Public shapes none of the 0.25 figures were read from (2026-12-02): another MoE, a Mamba2 hybrid, block FP8.
+    assert {"mixtral-8x7b-v0.1", "nemotron-nano-9b-v2", "qwen3-8b-fp8"} <= {r["row"] for r in RAN}
 
 
 @pytest.mark.parametrize("rec", RAN, ids=_ids(RAN))
@@ -182,9 +184,13 @@ def test_the_graph_estimate_is_the_runners_arithmetic_on_its_own_samples(rec: di
 
 @pytest.mark.parametrize("rec", GRAPHED, ids=_ids(GRAPHED))
 def test_the_modelled_graph_memory_is_the_engines(rec: dict[str, Any], tmp_path: Path) -> None:
-    """The samples modelled per class (graph_memory.py): the estimate within 2% of the engine's (in-sample)."""
+    """The samples modelled per class (graph_memory.py): the estimate within 2% of the engine's on the rows they
+    were read from (2026-12-01), within 10% on rows they were not (Mixtral-8x7B +1.3%, the Mamba2 hybrid
+    NVIDIA-Nemotron-Nano-9B-v2 +6.9% on the GDN hybrid's figures: 351 MiB against 328, 0.02% of its budget)."""
     terms = _plan(rec, tmp_path)["details"]["kv_budget_terms"]
-    assert abs(terms["cudagraphs"] - rec["probe"]["cudagraph_estimate"]) <= rec["probe"]["cudagraph_estimate"] * 0.02
+    bound = 0.02 if Path(rec["_dir"]) == RESULTS else 0.10
+    engine = rec["probe"]["cudagraph_estimate"]
+    assert abs(terms["cudagraphs"] - engine) <= engine * bound
 
 
 def test_the_modelled_graph_memory_carries_to_a_start_it_was_not_read_from(tmp_path: Path) -> None:
@@ -210,6 +216,18 @@ def test_the_modelled_graph_memory_carries_to_a_start_it_was_not_read_from(tmp_p
 
 
 COMPILED_V2_DENSE = [r for r in RAN if r["row"] in ("qwen3-8b", "llama-3.1-8b", "gemma-3-12b-text")]
+V1_HYBRIDS = [r for r in RAN if r["row"] in ("qwen3.5-27b", "nemotron-nano-9b-v2")]
+
+
+@pytest.mark.parametrize("rec", V1_HYBRIDS, ids=_ids(V1_HYBRIDS))
+def test_a_v1_hybrid_holds_most_of_a_row_beside_the_transient(rec: dict[str, Any]) -> None:
+    """Compiled on the V1 runner, the GDN (Qwen3.5-27B) and Mamba2 (Nemotron-Nano-9B-v2) hybrids' peak is the
+    table + 2 rows and 0.67-0.76 of a row more, not explained (docs/gpu-truth.md); dspark counts table + 2 rows."""
+    arch = parse_config(json.loads((CONFIGS / f"{rec['model']}.json").read_text()))
+    probe = rec["probe"]
+    row = probe["max_num_batched_tokens"] * arch.hidden_size * 2
+    table = -(-arch.vocab_size // 64) * 64 * arch.hidden_size * 2
+    assert 0.6 < (probe["torch_peak_increase"] - table - 2 * row) / row < 0.8
 
 
 @pytest.mark.parametrize("rec", COMPILED_V2_DENSE, ids=_ids(COMPILED_V2_DENSE))
@@ -244,15 +262,16 @@ def test_an_eager_plan_counts_no_compile_transient(rec: dict[str, Any], tmp_path
 
 
 LIVE = [r for r in RAN if r["row"] in ("qwen3-8b-eager", "qwen3-30b-a3b-eager", "gemma-3-12b-text-eager",
-                                       "qwen3-30b-a3b", "mistral-7b-v0.1", "deepseek-v2-lite")]
+                                       "qwen3-30b-a3b", "mistral-7b-v0.1", "deepseek-v2-lite", "mixtral-8x7b-v0.1")]
 
 
 @pytest.mark.parametrize("rec", LIVE, ids=_ids(LIVE))
 def test_the_counted_forward_is_the_engines_peak(rec: dict[str, Any], tmp_path: Path) -> None:
     """Where no compile transient is above it, the profile's peak is the layer code's live tensors at the largest
     block + the cuBLAS workspace (+ the MoE workspace): the three eager rows to 2 KB (dense MLP, MoE attention,
-    Gemma's non-in-place norms), the compiled MoE, Mistral and DeepSeek-V2-Lite (its dense first layer's MLP)
-    rows within one 4,096-wide row of the batch."""
+    Gemma's non-in-place norms), the compiled MoE, Mistral, DeepSeek-V2-Lite (its dense first layer's MLP) and
+    Mixtral-8x7B (compiled: the native rotary embedding's new q and k, read in the code after this row showed
+    them) rows within one 4,096-wide row."""
     terms = _plan(rec, tmp_path)["details"]["kv_budget_terms"]
     peak = rec["probe"]["torch_peak_increase"]
     tolerance = 4096 if "--enforce-eager" in rec["flags"] else 8192 * 4096 * 2
