@@ -1,8 +1,10 @@
 """dspark's vLLM 0.25.0 model against the real engine on an H200 (recorded by tests/device, docs/gpu-truth.md).
 
-The rows in tests/device/results/2026-12-01 hold what vLLM 0.25.0 printed and the exact terms its worker computed
-(Worker.determine_available_memory), with the machine's NVML snapshot. Replanned here without a GPU: given the
-engine's own budget, the pool must be the engine's to the token; unpinned, the estimate must be within 0.5%.
+The rows in tests/device/results/2026-12-01 (the ones the 0.25 model was read from) and 2026-12-02-rows (three
+public shapes none of its figures were read from: Mixtral-8x7B, NVIDIA-Nemotron-Nano-9B-v2, Qwen3-8B-FP8) hold
+what vLLM 0.25.0 printed and the exact terms its worker computed (Worker.determine_available_memory), with the
+machine's NVML snapshot. Replanned here without a GPU: given the engine's own budget, the pool must be the
+engine's to the token; unpinned, the estimate must be within 0.5%.
 """
 
 from __future__ import annotations
