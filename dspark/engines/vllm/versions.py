@@ -52,12 +52,15 @@ class VllmRelease:
     # _set_cudagraph_sizes' default ceiling on SM 10.x (B200/B300): 1024 (0.32, is_device_capability_family(100));
     # 0.25/0.26 cap every device at min(max_num_seqs x (1 + spec) x 2, 512).
     blackwell_capture_ceiling: int = 1024
-    # The compiled profile run's peak holds a transient the size of the (per-rank) embedding table, with ~1.5
-    # hidden-wide rows of the batch and 32 MiB beside it (measured on the H200 with 0.25.0: Qwen3-8B,
-    # Llama-3.1-8B, Gemma-3-12B at 1.52 / 1.50 / 1.47 rows; Qwen3.5-27B 2.36). Likely Inductor's compile-time
-    # combo-kernel benchmarking (CompilationConfig turns on benchmark_combo_kernel), whose random inputs
-    # (get_args -> rand_strided) include the whole table for the embedding gather. False: not measured, not counted.
+    # The compiled profile run's peak holds a transient: the (per-rank) embedding table and two hidden-wide rows of
+    # the batch, the random arguments Inductor's compile-time combo-kernel benchmarking gives the fused embedding
+    # gather + RMSNorm kernel (budget.py; measured on the H200 with 0.25.0: Llama-3.1-8B and Gemma-3-12B to
+    # 43 KB, Qwen3-8B 1 MiB above, Qwen3.5-27B 0.76 row above). False: not measured, not counted.
     compiled_profile_embedding_transient: bool = False
+    # The profile forward's peak is the live tensors of its largest llama-style layer block, counted from the layer
+    # code (budget.forward_live_bytes; measured with 0.25.0 on the H200 to the 2 KB eager); False: the 16-row
+    # heuristic (not measured there).
+    profile_forward_live_rows: bool = False
     # Sliding-window / chunked-local admission (max_admission_blocks_per_request) counts the in-flight tokens of
     # every concurrent batch (VllmConfig.max_in_flight_tokens); False: max_num_batched_tokens only.
     admission_counts_in_flight: bool = True
@@ -84,6 +87,7 @@ V0_25_0 = VllmRelease(
     capture_sizes_add_uniform_decode=False,
     blackwell_capture_ceiling=512,
     compiled_profile_embedding_transient=True,
+    profile_forward_live_rows=True,
     admission_counts_in_flight=False,
     # Measured on the H200 (tests/device/results/2026-12-01): non_torch_increase 225-240 MiB in all 13 rows.
     non_torch_bytes=240 << 20,
