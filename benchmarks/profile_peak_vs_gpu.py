@@ -1,0 +1,82 @@
+"""The traced profile-run peak (dspark_inside.vllm.profile_peak) against the H200's recorded torch peak increase.
+
+    python -m benchmarks.profile_peak_vs_gpu --python .engines/vllm/bin/python [--vllm-site DIR] [RESULTS]
+
+For every recorded GPU row (tests/device/results/DATE/rows.jsonl) with the worker's own terms, the release's
+profile run is traced on this host (one engine import for all rows) for the row's config.json and its
+max_num_batched_tokens / max_num_seqs / max_model_len / KV dtype, on the recorded GPU's facts, and compared with
+the probe's `torch_peak_increase` less torch's cuBLAS workspace (32 MiB on SM 9.0), which the trace does not
+count. `--vllm-site` puts a release's unpacked wheel first on PYTHONPATH (0.25.0, the release the rows ran).
+Compiled rows are listed too: the trace is the eager run's peak, and what compiling adds shows as their error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from dspark.engines.inside import run_inside
+
+ROOT = Path(__file__).resolve().parent.parent
+CUBLAS_WORKSPACE_SM90 = 32 << 20
+H200 = {"name": "NVIDIA H200", "capability": [9, 0], "total_bytes": 150754820096, "sm_count": 132}
+
+
+def _flag(flags: list[str], name: str) -> str | None:
+    return flags[flags.index(name) + 1] if name in flags else None
+
+
+def requests(rows: list[dict[str, object]]) -> list[tuple[dict[str, object], dict[str, object]]]:
+    """(row, trace request) for each row with probe terms."""
+    out = []
+    for row in rows:
+        probe = row.get("probe")
+        if not isinstance(probe, dict) or "torch_peak_increase" not in probe:
+            continue
+        argv = [str(a) for a in row["argv"]]  # type: ignore[attr-defined]
+        if "--speculative-config" in argv:
+            continue  # the drafter's dummy run is not traced
+        config = json.loads((ROOT / "tests" / "device" / "configs" / f"{row['model']}.json").read_text())
+        engine_args: dict[str, object] = {
+            "max_num_batched_tokens": probe["max_num_batched_tokens"], "max_num_seqs": probe["max_num_seqs"],
+            "max_model_len": int(_flag(argv, "--max-model-len") or 32768),
+        }
+        if (kv := _flag(argv, "--kv-cache-dtype")) is not None:
+            engine_args["kv_cache_dtype"] = kv
+        if "--language-model-only" in argv:
+            engine_args["language_model_only"] = True
+        out.append((row, {"config": config, "engine_args": engine_args, "device": H200}))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="?", default=str(ROOT / "tests" / "device" / "results" / "2026-12-01"))
+    ap.add_argument("--python", required=True, help="the engine's interpreter")
+    ap.add_argument("--vllm-site", help="an unpacked release to put first on PYTHONPATH")
+    args = ap.parse_args()
+    rows = [json.loads(line) for line in (Path(args.results) / "rows.jsonl").read_text().splitlines() if line]
+    pairs = requests(rows)
+    env = dict(os.environ)
+    if args.vllm_site:
+        env["PYTHONPATH"] = os.pathsep.join([args.vllm_site, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    answers = run_inside(args.python, "vllm.profile_peak", [r for _, r in pairs], 1200, env=env)
+    print(f"{'row':<24} {'runner':<6} {'mode':<9} {'engine peak - cuBLAS':>21} {'traced':>15} {'error':>8}")
+    for (row, _), ans in zip(pairs, answers, strict=True):
+        probe = row["probe"]
+        assert isinstance(probe, dict)
+        engine = int(probe["torch_peak_increase"]) - CUBLAS_WORKSPACE_SM90
+        mode = "eager" if probe.get("cudagraph_mode") == "NONE" else "compiled"
+        if not ans.get("ok"):
+            print(f"{row['row']:<24} {'':<6} {mode:<9} {engine:>21,} {'-':>15}  {ans.get('error')}")
+            continue
+        traced = int(ans["peak_bytes"])
+        print(f"{row['row']:<24} {ans['runner']:<6} {mode:<9} {engine:>21,} {traced:>15,} "
+              f"{(traced - engine) / engine:>+8.2%}  ({ans['seconds']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
