@@ -56,6 +56,7 @@ def main() -> int:
     ap.add_argument("results", nargs="?", default=str(ROOT / "tests" / "device" / "results" / "2026-12-01"))
     ap.add_argument("--python", required=True, help="the engine's interpreter")
     ap.add_argument("--vllm-site", help="an unpacked release to put first on PYTHONPATH")
+    ap.add_argument("--out", help="also write one JSON line per row (row, the engine's figures, the trace's)")
     args = ap.parse_args()
     rows = [json.loads(line) for line in (Path(args.results) / "rows.jsonl").read_text().splitlines() if line]
     pairs = requests(rows)
@@ -63,18 +64,25 @@ def main() -> int:
     if args.vllm_site:
         env["PYTHONPATH"] = os.pathsep.join([args.vllm_site, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     answers = run_inside(args.python, "vllm.profile_peak", [r for _, r in pairs], 1200, env=env)
+    records = []
     print(f"{'row':<24} {'runner':<6} {'mode':<9} {'engine peak - cuBLAS':>21} {'traced':>15} {'error':>8}")
     for (row, _), ans in zip(pairs, answers, strict=True):
         probe = row["probe"]
         assert isinstance(probe, dict)
         engine = int(probe["torch_peak_increase"]) - CUBLAS_WORKSPACE_SM90
         mode = "eager" if probe.get("cudagraph_mode") == "NONE" else "compiled"
+        keep = ("ok", "error", "engine_version", "runner", "forward_peak_bytes", "kept_bytes", "sampler_peak_bytes",
+                "peak_bytes", "sampler")
+        records.append({"row": row["row"], "mode": mode, "torch_peak_increase": probe["torch_peak_increase"],
+                        "available_kv": probe["available_kv"], "trace": {k: ans.get(k) for k in keep if k in ans}})
         if not ans.get("ok"):
             print(f"{row['row']:<24} {'':<6} {mode:<9} {engine:>21,} {'-':>15}  {ans.get('error')}")
             continue
         traced = int(ans["peak_bytes"])
         print(f"{row['row']:<24} {ans['runner']:<6} {mode:<9} {engine:>21,} {traced:>15,} "
               f"{(traced - engine) / engine:>+8.2%}  ({ans['seconds']} s)")
+    if args.out:
+        Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in records))
     return 0
 
 
