@@ -9,7 +9,11 @@ benchmarks/profile_peak_vs_gpu.py.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -74,3 +78,37 @@ def test_the_trace_counts_the_forwards_live_tensors(vllm_python: str) -> None:
     assert moe["kept_bytes"] - row - sampled == TOKENS * 2 * (64 + 64) * 2  # M x topk x (max(N/2,K) + max(N,K))
     assert moe["sampler_peak_bytes"] > 4 * 1024 * 4  # fp32 logits of 4 requests, and more
     assert moe["peak_bytes"] == max(moe["forward_peak_bytes"], moe["kept_bytes"] + moe["sampler_peak_bytes"])
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(150)
+def test_validate_plans_an_eager_gpu_launch_on_the_traced_peak(vllm_python: str, tmp_path: Path) -> None:
+    """DSPARK_PROFILE_TRACE=1: the installed 0.32.0 traces the plan's profile run once; the next validate reads
+    the cache; the budget's activation term is the traced peak + 32 MiB, the heuristic's line is gone."""
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(DENSE))
+    env = {**os.environ, "DSPARK_PROFILE_TRACE": "1", "DSPARK_ENGINE_PYTHON": vllm_python,
+           "DSPARK_DATA_DIR": str(tmp_path / "data")}
+    argv = [sys.executable, "-m", "dspark", "validate", "--model", str(model), "--hardware", "h200",
+            "--max-model-len", "1024", "--max-num-seqs", "4", "--json", "--", "--enforce-eager",
+            "--max-num-batched-tokens", str(TOKENS)]
+
+    def validate() -> dict[str, Any]:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=140, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        capacity: dict[str, Any] = json.loads(done.stdout)["capacity"]
+        return capacity
+
+    first = validate()
+    [traced] = [a for a in first["kv_budget_assumptions"] if a.startswith("activation peak")]
+    assert "traced: vLLM 0.32.0's own profile run, eager, V2 runner, run on this host" in traced
+    [cached] = [json.loads(p.read_text()) for p in (tmp_path / "data" / "profile-traces").glob("*.json")]
+    assert first["details"]["kv_budget_terms"]["activation_peak"] == cached["peak_bytes"] + (32 << 20)
+    again = validate()
+    assert any("cached on this host" in a for a in again["kv_budget_assumptions"])
+    assert again["kv_pool_tokens"] == first["kv_pool_tokens"]
+    compiled = subprocess.run([*argv[:-3], "--max-num-batched-tokens", str(TOKENS)], env=env, capture_output=True,
+                              text=True, timeout=60, check=False)
+    notes = json.loads(compiled.stdout)["capacity"]["details"]["notes"]
+    assert any(n.startswith("activation peak stays the heuristic: the plan is compiled") for n in notes)

@@ -24,12 +24,13 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dspark.engines.inside import InsideFailure, Runner, run_inside
+from dspark.engines.vllm.kv_types import KVBudget
 from dspark.runtime.boot_store import data_dir
 
 FORMAT = "dspark-profile-trace"
@@ -93,10 +94,17 @@ def trace_request(config: Mapping[str, Any], *, max_num_batched_tokens: int, max
     return {"config": dict(config), "engine_args": engine_args, "device": device.to_json()}
 
 
-def cache_key(request: Mapping[str, Any], engine_version: str) -> str:
-    """16 hex digits of the SHA-256 of everything the peak depends on (the request, the release, the tool)."""
+def engine_environment(env: Mapping[str, str] | None) -> dict[str, str]:
+    """The VLLM_* variables of the environment the tool runs in (the runner's choice, the sampler's, ...)."""
+    return {k: v for k, v in sorted((os.environ if env is None else env).items()) if k.startswith("VLLM_")}
+
+
+def cache_key(request: Mapping[str, Any], engine_version: str, env: Mapping[str, str] | None = None) -> str:
+    """16 hex digits of the SHA-256 of everything the peak depends on (the request, the release, the tool and
+    the engine's VLLM_* environment)."""
     canonical = json.dumps({"format": FORMAT, "version": VERSION, "engine_version": engine_version,
-                            "request": request}, sort_keys=True, separators=(",", ":"))
+                            "request": request, "engine_env": engine_environment(env)},
+                           sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -195,14 +203,14 @@ def traced_peak(python: str, request: Mapping[str, Any], engine_version: str, *,
     """The cached trace for the request, else the tool's (then cached); (None, why) when there is none.
 
     engine_version: the installed release the python runs (part of the key: a cached trace of another release
-    is never used for this one).
+    is never used for this one); env: the environment the tool runs in (default: this process's).
     """
-    key = cache_key(request, engine_version)
+    key = cache_key(request, engine_version, env)
     cached, problem = load(key, env)
     if cached is not None:
         return cached, None
     try:
-        answer = run_inside(python, TOOL, dict(request), timeout, runner=runner)
+        answer = run_inside(python, TOOL, dict(request), timeout, runner=runner, env=env)
     except InsideFailure as failure:
         return None, f"the profile trace did not run in {python}: {failure.detail} {failure.last(2)}".strip()
     try:
@@ -214,3 +222,105 @@ def traced_peak(python: str, request: Mapping[str, Any], engine_version: str, *,
     except OSError as exc:
         return peak, f"the profile trace could not be cached: {exc}" if problem is None else problem
     return peak, problem
+
+
+# ---------------------------------------------------------------------------------------------
+# At planning time (opt-in: DSPARK_PROFILE_TRACE=1): an eager CUDA plan's activation peak from the trace
+# ---------------------------------------------------------------------------------------------
+
+TRACE_ENV = "DSPARK_PROFILE_TRACE"
+DEFAULT_SM_COUNT = 132  # H100 / H200 SXM; only the V1 sampler's Triton buffer reads it (min(seats, SMs) rows)
+
+
+@dataclass(frozen=True)
+class TraceAsk:
+    """What the plan resolved that shapes the profile batch."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    max_model_len: int
+    dtype: str
+    kv_cache_dtype: str
+
+
+@dataclass(frozen=True)
+class TraceOutcome:
+    """The worker's torch peak increase from the trace (None: the heuristic stands) and the words for the plan."""
+
+    activation_bytes: int | None
+    words: str
+
+
+def with_traced_activation(terms: tuple[tuple[str, int], ...], assumptions: tuple[str, ...],
+                           traced: int) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...], int]:
+    """The estimate's terms and assumptions with the traced activation peak in place of the heuristic's.
+
+    Returns the new terms, the assumptions without the heuristic's activation line, and traced - heuristic
+    (what the KV budget loses).
+    """
+    heuristic = dict(terms).get("activation_peak")
+    if heuristic is None:
+        raise ValueError("the estimate has no activation_peak term")
+    new_terms = tuple((name, traced if name == "activation_peak" else value) for name, value in terms)
+    kept = tuple(a for a in assumptions if not a.startswith("activation peak (heuristic"))
+    return new_terms, kept, traced - heuristic
+
+
+def plan_tracer(config_path: str, device: DeviceFacts, engine_version: str, env: Mapping[str, str]
+                ) -> Callable[[TraceAsk], TraceOutcome]:
+    """The trace of an eager plan's profile run by the installed vLLM, when it is `engine_version` (cached)."""
+
+    def trace(ask: TraceAsk) -> TraceOutcome:
+        from dspark.core.errors import DsparkError  # noqa: PLC0415
+        from dspark.engines import engine_spec  # noqa: PLC0415 - the registry, only when a plan asks
+        from dspark.engines.interpreter import find_engine_python, installed_version  # noqa: PLC0415
+        from dspark.engines.version import normalize  # noqa: PLC0415
+
+        stays = "activation peak stays the heuristic:"
+        spec = engine_spec("vllm")
+        try:
+            python = find_engine_python(spec.adapter(), None, env)
+        except DsparkError as exc:
+            return TraceOutcome(None, f"{stays} no vLLM to trace the profile run with ({exc.message})")
+        raw = installed_version(spec, python)
+        installed = normalize(raw) if raw else None
+        if installed != engine_version:
+            return TraceOutcome(None, f"{stays} the installed vLLM is {installed or 'absent'}, the plan's "
+                                      f"{engine_version}")
+        try:
+            config = json.loads(Path(config_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return TraceOutcome(None, f"{stays} {config_path} could not be read again ({exc})")
+        request = trace_request(config, max_num_batched_tokens=ask.max_num_batched_tokens,
+                                max_num_seqs=ask.max_num_seqs, max_model_len=ask.max_model_len, dtype=ask.dtype,
+                                kv_cache_dtype=ask.kv_cache_dtype, device=device)
+        peak, problem = traced_peak(python, request, engine_version, env=env)
+        if peak is None:
+            return TraceOutcome(None, f"{stays} {problem}")
+        cublas = cublas_workspace_bytes(device.capability)
+        where = "cached" if peak.cached else "run"
+        return TraceOutcome(peak.torch_peak_increase(device.capability), (
+            f"activation peak (traced: vLLM {engine_version}'s own profile run, eager, {peak.runner.upper()} "
+            f"runner, {where} on this host) = {peak.peak_bytes:,} B + torch's cuBLAS workspace {cublas:,} B"
+            + ("" if peak.sampler_peak_bytes is not None else "; the V2 runner's dummy sampler is not traced")
+            + (f"; {problem}" if problem else "")))
+
+    return trace
+
+
+def apply_trace(budget: KVBudget, trace: Callable[[TraceAsk], TraceOutcome], ask: TraceAsk, *,
+                compiled: bool, parallel: int, speculative: bool) -> tuple[KVBudget, int, str]:
+    """The estimated budget on the traced activation peak where the trace is the engine's (eager, one rank, no
+    drafter); else the budget as it was. Returns the budget, what it lost (bytes) and the words for the plan."""
+    stays = "activation peak stays the heuristic:"
+    if compiled:
+        return budget, 0, (f"{stays} the plan is compiled, and the profile run compiles too (Inductor's "
+                           "compile-time buffers are not the eager run's peak the trace gives)")
+    if parallel != 1 or speculative:
+        return budget, 0, f"{stays} the trace covers one rank without a drafter"
+    outcome = trace(ask)
+    if outcome.activation_bytes is None:
+        return budget, 0, outcome.words
+    terms, assumptions, lost = with_traced_activation(budget.terms, budget.assumptions, outcome.activation_bytes)
+    traced = KVBudget(budget.bytes - lost, budget.source, budget.how, (*assumptions, outcome.words), terms)
+    return traced, lost, outcome.words

@@ -129,3 +129,79 @@ def test_a_tool_that_cannot_run_is_said(env: dict[str, str]) -> None:
 
     peak, problem = pt.traced_peak("/no/python", _request(), "0.32.0", env=env, runner=missing)
     assert peak is None and problem is not None and "did not run in /no/python" in problem
+
+
+# --- the plan on the traced figure (compute_vllm_capacity's activation_trace) -----------------------------------
+
+ROOT = Path(__file__).resolve().parents[3]
+QWEN3_8B = json.loads((ROOT / "tests/device/configs/qwen3-8b.json").read_text())
+TOTAL = 150754820096
+
+
+def _capacity(flags: list[str], trace: Any = None, tp: int = 1) -> Any:
+    from dspark.engines.vllm.capacity import compute_vllm_capacity  # noqa: PLC0415
+    from dspark.engines.vllm.options import parse_vllm_serve_flags  # noqa: PLC0415
+    from dspark.model.architecture import parse_config  # noqa: PLC0415
+
+    argv = ["--max-model-len", "32768", "--max-num-seqs", "24", "--tensor-parallel-size", str(tp), *flags]
+    return compute_vllm_capacity(
+        parse_config(QWEN3_8B), parse_vllm_serve_flags(argv), platform="cuda", device_total_bytes=TOTAL,
+        device_free_bytes=TOTAL, device_reserved_bytes=644_939_776, compute_capability=(9, 0),
+        weights_per_gpu_bytes=(16_394_145_792 - 10_485_760) // tp,  # the probe's weights less the rotary table
+        engine_version="0.25.0", activation_trace=trace)
+
+
+class Trace:
+    def __init__(self, outcome: pt.TraceOutcome) -> None:
+        self.outcome = outcome
+        self.asked: list[pt.TraceAsk] = []
+
+    def __call__(self, ask: pt.TraceAsk) -> pt.TraceOutcome:
+        self.asked.append(ask)
+        return self.outcome
+
+
+def test_an_eager_plan_stands_on_the_traced_peak() -> None:
+    heuristic = _capacity(["--enforce-eager"])
+    # What the H200 measured for this plan (qwen3-8b-eager): torch peak increase 905,971,712 B.
+    trace = Trace(pt.TraceOutcome(905_971_712, "activation peak (traced: test)"))
+    traced = _capacity(["--enforce-eager"], trace)
+    assert trace.asked == [pt.TraceAsk(8192, 24, 32768, "bfloat16", "auto")]
+    before, after = dict(heuristic.budget.terms), dict(traced.budget.terms)
+    assert after["activation_peak"] == 905_971_712 and before["activation_peak"] != 905_971_712
+    assert {k: v for k, v in after.items() if k != "activation_peak"} == {
+        k: v for k, v in before.items() if k != "activation_peak"}
+    lost = after["activation_peak"] - before["activation_peak"]
+    assert traced.budget.bytes == heuristic.budget.bytes - lost
+    assert traced.runtime_overhead_bytes == heuristic.runtime_overhead_bytes + lost
+    assert "activation peak (traced: test)" in traced.budget.assumptions
+    assert not any(a.startswith("activation peak (heuristic") for a in traced.budget.assumptions)
+    assert traced.num_blocks == traced.budget.bytes // traced.bytes_per_block  # the pool follows the budget
+    # The engine's budget for that row: 120,559,799,911 B available; the traced plan is 10 MiB under it (the
+    # non-torch heuristic's 240 MiB against the 230 MiB measured), closer than the activation heuristic's plan.
+    engine = 120_559_799_911
+    assert engine - traced.budget.bytes == 251_658_240 - 241_172_480
+    assert abs(heuristic.budget.bytes - engine) > abs(traced.budget.bytes - engine)
+
+
+@pytest.mark.parametrize(("flags", "tp", "why"), [
+    ([], 1, "the plan is compiled"),
+    (["--enforce-eager"], 2, "one rank without a drafter"),
+])
+def test_where_the_trace_is_not_the_engines_the_heuristic_stands(flags: list[str], tp: int, why: str) -> None:
+    trace = Trace(pt.TraceOutcome(1, "never used"))
+    plan = _capacity(flags, trace, tp)
+    assert trace.asked == [] and plan.budget == _capacity(flags, None, tp).budget
+    assert any(why in n and n.startswith("activation peak stays the heuristic") for n in plan.notes)
+
+
+def test_a_trace_without_figures_leaves_the_heuristic_and_says_why() -> None:
+    plan = _capacity(["--enforce-eager"], Trace(pt.TraceOutcome(None, "activation peak stays the heuristic: x")))
+    assert plan.budget == _capacity(["--enforce-eager"]).budget
+    assert "activation peak stays the heuristic: x" in plan.notes
+
+
+def test_a_pinned_budget_is_not_traced() -> None:
+    trace = Trace(pt.TraceOutcome(1, "never used"))
+    plan = _capacity(["--enforce-eager", "--kv-cache-memory-bytes", str(60 << 30)], trace)
+    assert trace.asked == [] and plan.budget.source == "pinned"
