@@ -9,10 +9,10 @@ answer into the torch peak increase Worker.determine_available_memory charges: t
 cuBLAS workspace, which the profile's first GEMM allocates (the trace does not count it).
 
 Measured against the H200 probe (vLLM 0.25.0, tests/device/results/2026-12-01, `python -m
-benchmarks.profile_peak_vs_gpu`): on the three eager rows (Qwen3-8B dense, Qwen3-30B-A3B MoE, Gemma-3-12B) the
-traced peak plus 32 MiB is the engine's torch peak increase to within 2 KiB. Compiled (the default), the
-profile run also compiles, and Inductor's compile-time buffers are not traced: the compiled rows' peaks are
-0.7-1.2 GiB above the trace on dense shapes with large vocabularies; a compiled plan keeps the heuristic.
+benchmarks.profile_peak_vs_gpu`, docs/profile-trace.md): on the three eager rows (Qwen3-8B dense, Qwen3-30B-A3B
+MoE, Gemma-3-12B) the traced peak plus 32 MiB is the engine's torch peak increase to within 2 KiB. Compiled (the
+default), the profile run also compiles, and Inductor's compile-time buffers are not traced: the compiled rows'
+peaks are 32 MiB to 1 GiB from the trace, so a compiled plan keeps the heuristic (apply_trace says so).
 
 Cache: `$DSPARK_DATA_DIR/profile-traces/<key>.json` (dspark's data directory, dspark.runtime.boot_store), one
 small JSON file per key, written atomically; a file that cannot be read is ignored and traced again.
