@@ -21,6 +21,8 @@ What is not the release's code, and why (all process-wide: the tool is a process
 - the ops the release registers with `direct_register_custom_op` (attention, fused MoE) run their own Python
   implementation on meta tensors, as the CUDA dispatch key does on the GPU, inside the counting mode;
 - `torch.cuda.Stream` and `empty_cache` are stand-ins (empty_cache frees no allocated bytes);
+- one-element parameters and buffers (checkpoint scales, which `process_weights_after_loading` reads) hold 1.0
+  on the CPU, and that processing is asked for the CPU so it moves nothing (weights' bytes, not the profile's);
 - a per-request `generator` is dropped from random fills (in place, no bytes).
 
 Not counted: torch's cuBLAS workspace, which the profile's first GEMM allocates on the GPU (dspark adds it per
@@ -62,6 +64,7 @@ IN_PLACE_KERNELS = frozenset({
     "fatrelu_and_mul", "swigluoai_and_mul", "gelu_fast", "gelu_new", "gelu_quick", "rotary_embedding",
     "reshape_and_cache_flash", "topk_softmax", "moe_align_block_size", "moe_sum",
     "static_scaled_fp8_quant", "dynamic_scaled_fp8_quant", "dynamic_per_token_scaled_fp8_quant",
+    "per_token_group_fp8_quant", "cutlass_scaled_mm",
 })
 OP_NAMESPACES = ("_C", "_moe_C", "_C_cache_ops", "_C_custom_ar")
 CUDA_EXTENSIONS = ("vllm._C_stable_libtorch", "vllm._moe_C_stable_libtorch", "vllm._qutlass_C")
@@ -374,8 +377,26 @@ def _model(vc: Any) -> Any:
     meta = torch.device("meta")
     with config.set_current_vllm_config(vc), torch_utils.set_default_torch_dtype(vc.model_config.dtype), meta:
         model = loader.initialize_model(vllm_config=vc)
-        loader.process_weights_after_loading(model, vc.model_config, meta)
+        _scalar_values(model)
+        # target "cpu": its device_loading_context then moves nothing (to the GPU, it moves CPU tensors there)
+        loader.process_weights_after_loading(model, vc.model_config, torch.device("cpu"))
     return model
+
+
+def _scalar_values(model: Any) -> None:
+    """One-element parameters and buffers (checkpoint scales) get a value on the CPU: the release reads them
+    (`layer.k_scale > 0.0`) while it processes the weights; a meta tensor has none. The dummy loader's values are
+    random; 1.0 is a scale the release accepts. Their bytes are the weights', before the profile run."""
+    import torch  # noqa: PLC0415
+
+    for module in model.modules():
+        for table in (module._parameters, module._buffers):
+            for name, tensor in list(table.items()):
+                if tensor is not None and tensor.is_meta and tensor.numel() == 1:
+                    value = torch.ones(tensor.shape, dtype=tensor.dtype, device="cpu")
+                    if isinstance(tensor, torch.nn.Parameter):
+                        value = torch.nn.Parameter(value, requires_grad=False)
+                    table[name] = value
 
 
 def _scheduled(num_tokens: int, max_num_seqs: int) -> list[int]:
