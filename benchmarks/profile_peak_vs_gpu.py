@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from dspark.engines.inside import run_inside
 
@@ -28,7 +29,8 @@ def _flag(flags: list[str], name: str) -> str | None:
     return flags[flags.index(name) + 1] if name in flags else None
 
 
-def requests(rows: list[dict[str, object]]) -> list[tuple[dict[str, object], dict[str, object]]]:
+def requests(rows: list[dict[str, object]], configs: Path = ROOT / "tests" / "device" / "configs"
+             ) -> list[tuple[dict[str, object], dict[str, object]]]:
     """(row, trace request) for each row with probe terms."""
     out = []
     for row in rows:
@@ -38,7 +40,7 @@ def requests(rows: list[dict[str, object]]) -> list[tuple[dict[str, object], dic
         argv = [str(a) for a in row["argv"]]  # type: ignore[attr-defined]
         if "--speculative-config" in argv:
             continue  # the drafter's dummy run is not traced
-        config = json.loads((ROOT / "tests" / "device" / "configs" / f"{row['model']}.json").read_text())
+        config = json.loads((configs / f"{row['model']}.json").read_text())
         engine_args: dict[str, object] = {
             "max_num_batched_tokens": probe["max_num_batched_tokens"], "max_num_seqs": probe["max_num_seqs"],
             "max_model_len": int(_flag(argv, "--max-model-len") or 32768),
@@ -57,13 +59,35 @@ def main() -> int:
     ap.add_argument("--python", required=True, help="the engine's interpreter")
     ap.add_argument("--vllm-site", help="an unpacked release to put first on PYTHONPATH")
     ap.add_argument("--out", help="also write one JSON line per row (row, the engine's figures, the trace's)")
+    ap.add_argument("--configs", default=str(ROOT / "tests" / "device" / "configs"), help="the rows' config.json files")
+    ap.add_argument("--row-env", action="append", default=[], metavar="ROW:KEY=VALUE",
+                    help="an engine variable a row ran with that rows.jsonl does not record (gpu_rows.py's env)")
     args = ap.parse_args()
     rows = [json.loads(line) for line in (Path(args.results) / "rows.jsonl").read_text().splitlines() if line]
-    pairs = requests(rows)
-    env = dict(os.environ)
+    pairs = requests(rows, Path(args.configs))
+    base = dict(os.environ)
     if args.vllm_site:
-        env["PYTHONPATH"] = os.pathsep.join([args.vllm_site, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
-    answers = run_inside(args.python, "vllm.profile_peak", [r for _, r in pairs], 1200, env=env)
+        rest = [base["PYTHONPATH"]] if base.get("PYTHONPATH") else []
+        base["PYTHONPATH"] = os.pathsep.join([args.vllm_site, *rest])
+    extra: dict[str, dict[str, str]] = {}
+    for item in args.row_env:
+        name, _, assignment = item.partition(":")
+        key, _, value = assignment.partition("=")
+        extra.setdefault(name, {})[key] = value
+    groups: dict[str, list[int]] = {}  # one engine import per distinct engine environment
+    envs: dict[str, dict[str, str]] = {}
+    for i, (row, _) in enumerate(pairs):
+        row_env = {str(k): str(v) for k, v in dict(row.get("dspark_env") or {}).items()  # type: ignore[call-overload]
+                   if str(k).startswith("VLLM_")}
+        row_env.update(extra.get(str(row["row"]), {}))
+        key = json.dumps(row_env, sort_keys=True)
+        groups.setdefault(key, []).append(i)
+        envs[key] = {**base, **row_env}
+    answers: list[dict[str, Any]] = [{} for _ in pairs]
+    for key, members in groups.items():
+        got = run_inside(args.python, "vllm.profile_peak", [pairs[i][1] for i in members], 1200, env=envs[key])
+        for i, ans in zip(members, got, strict=True):
+            answers[i] = ans
     records = []
     print(f"{'row':<24} {'runner':<6} {'mode':<9} {'engine peak - cuBLAS':>21} {'traced':>15} {'error':>8}")
     for (row, _), ans in zip(pairs, answers, strict=True):
