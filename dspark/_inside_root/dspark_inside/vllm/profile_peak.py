@@ -143,7 +143,7 @@ class _Ops:
         return getattr(self._real, name)  # the release's own op (and its registered fake), else AttributeError
 
 
-def _stand_in_torch(capability: int) -> None:
+def _stand_in_torch() -> None:
     import torch  # noqa: PLC0415 - the engine's torch, in its interpreter
 
     class Stream:
@@ -170,13 +170,16 @@ def _stand_in_torch(capability: int) -> None:
     }
     for ns in OP_NAMESPACES:
         setattr(torch.ops, ns, _Ops(ns, getattr(torch.ops, ns), queries))
-    del capability
 
 
 def _stand_in_triton() -> None:
     """Triton as on a CUDA host: one active NVIDIA driver; a launch is counted, not run (it allocates nothing)."""
-    backends = importlib.import_module("triton.backends").backends
-    jit = importlib.import_module("triton.runtime.jit")
+    try:
+        backends = importlib.import_module("triton.backends").backends
+        jit = importlib.import_module("triton.runtime.jit")
+    except ImportError:  # no Triton here: vLLM's placeholder stands, and a path that launches a kernel says so
+        STAND_INS.extensions.append("triton (absent)")
+        return
 
     if "nvidia" in backends:
         backends["nvidia"].driver.is_active = staticmethod(lambda: True)
@@ -254,9 +257,8 @@ def install(device: dict[str, Any]) -> None:
             raise ValueError("one device per process: the platform already answers for another device")
         return
     _INSTALLED.append(dict(device))
-    major, minor = (int(x) for x in device["capability"])
     _stand_in_extensions()
-    _stand_in_torch(major * 10 + minor)
+    _stand_in_torch()
     _stand_in_triton()
     _own_custom_ops()
     _stand_in_platform(device)
