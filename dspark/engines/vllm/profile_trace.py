@@ -262,7 +262,7 @@ def with_traced_activation(terms: tuple[tuple[str, int], ...], assumptions: tupl
     if heuristic is None:
         raise ValueError("the estimate has no activation_peak term")
     new_terms = tuple((name, traced if name == "activation_peak" else value) for name, value in terms)
-    kept = tuple(a for a in assumptions if not a.startswith("activation peak (heuristic"))
+    kept = tuple(a for a in assumptions if not a.startswith("activation peak ("))  # the estimate's own line
     return new_terms, kept, traced - heuristic
 
 
