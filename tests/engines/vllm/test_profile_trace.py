@@ -179,10 +179,9 @@ def test_an_eager_plan_stands_on_the_traced_peak() -> None:
     assert any(a.startswith("activation peak (") for a in heuristic.budget.assumptions)
     assert traced.num_blocks == traced.budget.bytes // traced.bytes_per_block  # the pool follows the budget
     # The engine's budget for that row: 120,559,799,911 B available; the traced plan is 10 MiB under it (the
-    # non-torch heuristic's 240 MiB against the 230 MiB measured), closer than the activation heuristic's plan.
+    # non-torch heuristic's 240 MiB against the 230 MiB measured): every other term is the engine's.
     engine = 120_559_799_911
     assert engine - traced.budget.bytes == 251_658_240 - 241_172_480
-    assert abs(heuristic.budget.bytes - engine) > abs(traced.budget.bytes - engine)
 
 
 @pytest.mark.parametrize(("flags", "tp", "why"), [
