@@ -5,8 +5,9 @@
 For every recorded GPU row (tests/device/results/DATE/rows.jsonl) with the worker's own terms, the release's
 profile run is traced on this host (one engine import for all rows) for the row's config.json and its
 max_num_batched_tokens / max_num_seqs / max_model_len / KV dtype, on the recorded GPU's facts, and compared with
-the probe's `torch_peak_increase` less torch's cuBLAS workspace (32 MiB on SM 9.0), which the trace does not
-count. `--vllm-site` puts a release's unpacked wheel first on PYTHONPATH (0.25.0, the release the rows ran).
+the probe's `torch_peak_increase` and what the forward left for the sampler (sampler_start - profile_start);
+the trace allocates torch's cuBLAS workspace (32 MiB on SM 9.0) at its first cuBLAS GEMM. `--vllm-site` puts a
+release's unpacked wheel first on PYTHONPATH (0.25.0, the release the rows ran).
 Compiled rows are listed too: the trace is the eager run's peak, and what compiling adds shows as their error.
 """
 
@@ -49,7 +50,8 @@ def requests(rows: list[dict[str, object]], configs: Path = ROOT / "tests" / "de
             engine_args["kv_cache_dtype"] = kv
         if "--language-model-only" in argv:
             engine_args["language_model_only"] = True
-        out.append((row, {"config": config, "engine_args": engine_args, "device": H200}))
+        out.append((row, {"config": config, "engine_args": engine_args, "device": H200,
+                          "cublas_workspace_bytes": CUBLAS_WORKSPACE_SM90}))
     return out
 
 
@@ -89,22 +91,25 @@ def main() -> int:
         for i, ans in zip(members, got, strict=True):
             answers[i] = ans
     records = []
-    print(f"{'row':<24} {'runner':<6} {'mode':<9} {'engine peak - cuBLAS':>21} {'traced':>15} {'error':>8}")
+    print(f"{'row':<24} {'runner':<6} {'mode':<9} {'engine peak':>15} {'traced':>15} {'error':>8} "
+          f"{'engine kept':>15} {'traced kept':>15}")
     for (row, _), ans in zip(pairs, answers, strict=True):
         probe = row["probe"]
         assert isinstance(probe, dict)
-        engine = int(probe["torch_peak_increase"]) - CUBLAS_WORKSPACE_SM90
+        engine = int(probe["torch_peak_increase"])
+        kept = int(probe["sampler_start_allocated"]) - int(probe["profile_start_allocated"])
         mode = "eager" if probe.get("cudagraph_mode") == "NONE" else "compiled"
         keep = ("ok", "error", "engine_version", "runner", "forward_peak_bytes", "kept_bytes", "sampler_peak_bytes",
-                "peak_bytes", "sampler")
+                "peak_bytes", "sampler", "cublas_at")
         records.append({"row": row["row"], "mode": mode, "torch_peak_increase": probe["torch_peak_increase"],
-                        "available_kv": probe["available_kv"], "trace": {k: ans.get(k) for k in keep if k in ans}})
+                        "available_kv": probe["available_kv"], "kept": kept,
+                        "trace": {k: ans.get(k) for k in keep if k in ans}})
         if not ans.get("ok"):
-            print(f"{row['row']:<24} {'':<6} {mode:<9} {engine:>21,} {'-':>15}  {ans.get('error')}")
+            print(f"{row['row']:<24} {'':<6} {mode:<9} {engine:>15,} {'-':>15}  {ans.get('error')}")
             continue
         traced = int(ans["peak_bytes"])
-        print(f"{row['row']:<24} {ans['runner']:<6} {mode:<9} {engine:>21,} {traced:>15,} "
-              f"{(traced - engine) / engine:>+8.2%}  ({ans['seconds']} s)")
+        print(f"{row['row']:<24} {ans['runner']:<6} {mode:<9} {engine:>15,} {traced:>15,} "
+              f"{(traced - engine) / engine:>+8.2%} {kept:>15,} {int(ans['kept_bytes']):>15,}  ({ans['seconds']} s)")
     if args.out:
         Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in records))
     return 0

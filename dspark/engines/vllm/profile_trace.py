@@ -5,12 +5,14 @@ profile run's dummy batch (max_num_batched_tokens tokens, then the dummy sampler
 counts the bytes of the tensors alive at each op (its docstring says what is stood in for). This module builds
 its request, keeps each answer in a cache keyed by everything the peak depends on (the model's config.json,
 the release, the engine arguments that shape the batch, the dtype and the device's facts), and turns the
-answer into the torch peak increase Worker.determine_available_memory charges: the traced peak plus torch's
-cuBLAS workspace, which the profile's first GEMM allocates (the trace does not count it).
+answer into the torch peak increase Worker.determine_available_memory charges. The request names torch's cuBLAS
+workspace for the device, which the tool allocates where the run's first cuBLAS GEMM is.
 
 Measured against the H200 probe (vLLM 0.25.0, tests/device/results/2026-12-01, `python -m
 benchmarks.profile_peak_vs_gpu`, docs/profile-trace.md): on the three eager rows (Qwen3-8B dense, Qwen3-30B-A3B
-MoE, Gemma-3-12B) the traced peak plus 32 MiB is the engine's torch peak increase to within 2 KiB. Compiled (the
+MoE, Gemma-3-12B) the traced peak is the engine's torch peak increase to within 2 KiB, and what the forward
+leaves for the sampler is the worker's to the byte on every row (17, three of them shapes first traced before
+their GPU run). Compiled (the
 default), the profile run also compiles, and Inductor's compile-time buffers are not traced: the compiled rows'
 peaks are 32 MiB to 1 GiB from the trace, so a compiled plan keeps the heuristic (apply_trace says so).
 
@@ -34,7 +36,7 @@ from dspark.engines.vllm.kv_types import KVBudget
 from dspark.runtime.boot_store import data_dir
 
 FORMAT = "dspark-profile-trace"
-VERSION = 1  # of the tool's accounting: a change to what it counts makes every cached trace stale
+VERSION = 2  # of the tool's accounting (2: the cuBLAS workspace at the first GEMM); a new one makes caches stale
 TOOL = "vllm.profile_peak"
 MAX_FILE_BYTES = 64 << 10
 TIMEOUT_S = 300.0
@@ -68,16 +70,17 @@ class TracedPeak:
     sampler: str
     cached: bool = False
 
-    def torch_peak_increase(self, capability: tuple[int, int]) -> int:
-        """What the worker measures: the traced peak plus the cuBLAS workspace its first GEMM allocates."""
-        return self.peak_bytes + cublas_workspace_bytes(capability)
+    def torch_peak_increase(self) -> int:
+        """What the worker measures: the traced peak (the cuBLAS workspace included where the first GEMM is)."""
+        return self.peak_bytes
 
 
 def cublas_workspace_bytes(capability: tuple[int, int]) -> int:
     """torch's default cuBLAS workspace for one handle (CUBLAS_WORKSPACE_CONFIG unset).
 
     32 MiB from compute capability 9.0 (the H200's probe: torch peak increase - traced peak = 32 MiB + 2 KiB on
-    every eager row); below, torch's ":4096:2:16:8" (8 MiB + 128 KiB), not measured here.
+    every eager row, and the sampler's start on every row whose forward runs a cuBLAS GEMM); below, torch's
+    ":4096:2:16:8" (8 MiB + 128 KiB), not measured here.
     """
     return 32 << 20 if capability >= (9, 0) else (4096 * 2 + 16 * 8) << 10
 
@@ -91,7 +94,8 @@ def trace_request(config: Mapping[str, Any], *, max_num_batched_tokens: int, max
         "max_model_len": max_model_len, "dtype": dtype, "kv_cache_dtype": kv_cache_dtype,
         **dict(extra_engine_args or {}),
     }
-    return {"config": dict(config), "engine_args": engine_args, "device": device.to_json()}
+    return {"config": dict(config), "engine_args": engine_args, "device": device.to_json(),
+            "cublas_workspace_bytes": cublas_workspace_bytes(device.capability)}
 
 
 def engine_environment(env: Mapping[str, str] | None) -> dict[str, str]:
@@ -299,10 +303,10 @@ def plan_tracer(config_path: str, device: DeviceFacts, engine_version: str, env:
             return TraceOutcome(None, f"{stays} {problem}")
         cublas = cublas_workspace_bytes(device.capability)
         where = "cached" if peak.cached else "run"
-        return TraceOutcome(peak.torch_peak_increase(device.capability), (
+        return TraceOutcome(peak.torch_peak_increase(), (
             f"activation peak (traced: vLLM {engine_version}'s own profile run, eager, {peak.runner.upper()} "
-            f"runner, {where} on this host) = {peak.peak_bytes:,} B + torch's cuBLAS workspace {cublas:,} B"
-            + ("" if peak.sampler_peak_bytes is not None else "; the V2 runner's dummy sampler is not traced")
+            f"runner, {where} on this host) = {peak.peak_bytes:,} B, torch's cuBLAS workspace ({cublas:,} B) "
+            "included" + ("; the V2 runner's sampling after its logits is not traced" if peak.runner == "v2" else "")
             + (f"; {problem}" if problem else "")))
 
     return trace

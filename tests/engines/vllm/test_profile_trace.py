@@ -79,12 +79,13 @@ def test_a_trace_is_run_once_then_read_from_the_cache(env: dict[str, str]) -> No
     assert tool.runs == 2
 
 
-def test_the_worker_figure_adds_the_cublas_workspace() -> None:
-    peak = pt.TracedPeak("k", "0.25.0", "v2", 872415232, 67305472, None, 872415232, "")
-    # The H200's probe: torch peak increase 905,971,712 for Qwen3-8B eager; the trace plus 32 MiB is 2,048 B short.
-    assert peak.torch_peak_increase((9, 0)) == 905969664
-    assert pt.cublas_workspace_bytes((8, 0)) == 8519680
+def test_the_request_names_the_devices_cublas_workspace() -> None:
+    assert _request()["cublas_workspace_bytes"] == 32 << 20  # H200: the probe's rows say 32 MiB
+    old = pt.DeviceFacts("NVIDIA A100", (8, 0), 80 << 30, 108)
+    assert _request(device=old)["cublas_workspace_bytes"] == 8519680 == pt.cublas_workspace_bytes((8, 0))
     assert pt.cublas_workspace_bytes((10, 0)) == 32 << 20
+    peak = pt.TracedPeak("k", "0.25.0", "v2", 905969664, 100859904, 0, 905969664, "")
+    assert peak.torch_peak_increase() == 905969664  # the workspace is in the traced peak already
 
 
 @pytest.mark.parametrize("text", [

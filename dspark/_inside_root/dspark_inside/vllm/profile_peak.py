@@ -25,16 +25,19 @@ What is not the release's code, and why (all process-wide: the tool is a process
   on the CPU, and that processing is asked for the CPU so it moves nothing (weights' bytes, not the profile's);
 - a per-request `generator` is dropped from random fills (in place, no bytes).
 
-Not counted: torch's cuBLAS workspace, which the profile's first GEMM allocates on the GPU (dspark adds it per
-device), and the caching allocator's own block reuse (a request served by a cached block less than 1 MiB larger
-counts that block's size). Not traced: tensor or pipeline parallelism (the request is refused), speculative
-decoding's drafter, the V2 runner's sampler (per its own comment it skips top-k/top-p; reported as such), and
-torch.compile: a compiled profile run also compiles, and Inductor's compile-time buffers are not the eager peak.
+torch's cuBLAS workspace (the request's `cublas_workspace_bytes`, per device) is allocated, never to be freed, at
+the first ATen GEMM the run reaches (`CUBLAS_GEMMS`): in the first layer for a bf16 model, in the sampler's
+logits for one whose linear layers are CUTLASS FP8 kernels. Not counted: the caching allocator's own block reuse
+(a request served by a cached block less than 1 MiB larger counts that block's size). Not traced: tensor or
+pipeline parallelism (the request is refused), speculative decoding's drafter, the V2 runner's sampling after its
+logits (per its own comment it skips top-k/top-p), and torch.compile: a compiled profile run also compiles, and
+Inductor's compile-time buffers are not the eager peak.
 
 Request: {"config": {config.json}, "engine_args": {EngineArgs fields}, "device": {"name", "capability": [9, 0],
-"total_bytes", "sm_count"}}. Answer: {"ok", "engine_version", "runner", "forward_peak_bytes", "kept_bytes",
-"sampler_peak_bytes", "peak_bytes", ...} with every peak above what was allocated before the profile run. A list
-of requests (one device) is answered with a list, from one engine import.
+"total_bytes", "sm_count"}, "cublas_workspace_bytes": int}. Answer: {"ok", "engine_version", "runner",
+"forward_peak_bytes", "kept_bytes", "sampler_peak_bytes", "peak_bytes", "cublas_at", ...} with every peak above
+what was allocated before the profile run. A list of requests (one device) is answered with a list, from one
+engine import.
 """
 
 from __future__ import annotations
@@ -264,7 +267,12 @@ def install(device: dict[str, Any]) -> None:
     _stand_in_platform(device)
 
 
-def _live_bytes_mode() -> Any:
+# The ATen GEMMs torch runs through cuBLAS / cuBLASLt on a GPU: the first one allocates the handle's workspace.
+CUBLAS_GEMMS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm",
+                          "aten::linear", "aten::matmul", "aten::_addmm_activation"})
+
+
+def _live_bytes_mode(cublas_workspace: int) -> Any:
     import torch  # noqa: PLC0415
     from torch.multiprocessing.reductions import StorageWeakRef  # noqa: PLC0415
     from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
@@ -280,6 +288,7 @@ def _live_bytes_mode() -> Any:
             self.peak = 0
             self.peak_live: list[tuple[int, str]] = []
             self.ops = 0
+            self.cublas_at: str | None = None  # the op that allocated the cuBLAS workspace (never freed)
 
         def sweep(self) -> int:
             for key in [k for k, (ref, _, _) in self.live.items() if ref.expired()]:
@@ -301,6 +310,10 @@ def _live_bytes_mode() -> Any:
                 kwargs = {k: v for k, v in kwargs.items() if k != "generator"}
             inputs = {t.untyped_storage()._cdata for t in tree_flatten((args, kwargs))[0]
                       if isinstance(t, torch.Tensor)}
+            name = getattr(getattr(func, "_schema", None), "name", "")
+            if self.cublas_at is None and cublas_workspace and name in CUBLAS_GEMMS:
+                self.cublas_at = f"{func} (op {self.ops + 1})"  # before its output: the handle comes first
+                self.current += cublas_workspace
             out = func(*args, **kwargs)
             self.ops += 1
             for t in tree_flatten(out)[0]:
@@ -432,6 +445,15 @@ def _forward(vc: Any, model: Any, mode: Any) -> tuple[Any, Any]:
     return hidden, rows
 
 
+def _logits_v2(model: Any, rows: Any, mode: Any) -> None:
+    """The V2 runner's _dummy_sampler_run as far as its logits (model.compute_logits on the sampler's rows)."""
+    import torch  # noqa: PLC0415
+
+    with torch.inference_mode(), mode:
+        logits = model.compute_logits(rows)
+        del logits
+
+
 def _sampler_v1(vc: Any, model: Any, rows: Any, mode: Any) -> None:
     """The V1 runner's own _dummy_sampler_run, on a stand-in runner holding what it reads."""
     import torch  # noqa: PLC0415
@@ -475,14 +497,16 @@ def trace(request: dict[str, Any]) -> dict[str, Any]:
     runner = "v2" if getattr(vc, "use_v2_model_runner", False) else "v1"
     with _worker(vc):
         model = _model(vc)
-        mode = _live_bytes_mode()
+        mode = _live_bytes_mode(int(request.get("cublas_workspace_bytes", 0)))
         hidden, rows = _forward(vc, model, mode)
         forward_peak, forward_live = mode.peak, list(mode.peak_live)
         kept = mode.reset_peak()  # profile_run holds the hidden states and the rows through the sampler
         sampler_peak: int | None = None
         if runner == "v1":
             _sampler_v1(vc, model, rows, mode)
-            sampler_peak = mode.peak - kept
+        else:
+            _logits_v2(model, rows, mode)
+        sampler_peak = mode.peak - kept
         del hidden, rows
     peak = max(forward_peak, kept + (sampler_peak or 0))
     return {
@@ -493,7 +517,9 @@ def trace(request: dict[str, Any]) -> dict[str, Any]:
         "forward_peak_bytes": forward_peak, "kept_bytes": kept, "sampler_peak_bytes": sampler_peak,
         "peak_bytes": peak,
         "sampler": "V1 GPUModelRunner._dummy_sampler_run" if runner == "v1" else
-                   "not traced: the V2 runner's dummy sampler (it skips top-k/top-p; the forward's peak stands)",
+                   "the V2 runner's dummy sampler up to its logits (its sampling, which skips top-k/top-p, "
+                   "is not traced)",
+        "cublas_workspace_bytes": int(request.get("cublas_workspace_bytes", 0)), "cublas_at": mode.cublas_at,
         "forward_peak_live": [[n, what] for n, what in forward_live],
         "ops": mode.ops, "stubbed_kernels": dict(STAND_INS.kernels), "triton_launches": dict(STAND_INS.launches),
         "stand_in_extensions": list(STAND_INS.extensions), "seconds": round(time.monotonic() - started, 2),
