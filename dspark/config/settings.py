@@ -39,7 +39,7 @@ FALLBACK_NOTICE = "MAX_NUM_SEQS not set, using default: {value}"
 
 # DSPARK_* names other parts of dspark read, so their presence is not reported as a typo.
 OTHER_DSPARK_ENV = frozenset({"DSPARK_DATA_DIR", "DSPARK_ENGINE_PYTHON", "DSPARK_ENGINE_VERSION", "DSPARK_ENGINES_DIR",
-                              "DSPARK_IMAGE"})
+                              "DSPARK_IMAGE", "DSPARK_PROFILE_TRACE"})
 
 _SOURCE_RANK = {"flag": 0, "env": 1, "recipe": 2, "default": 3, "computed": 3}
 
