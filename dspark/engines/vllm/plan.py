@@ -6,13 +6,13 @@ Pure. The accounting modules load when a hook is first called, so that the regis
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from dspark.capacity import CapacitySummary
 from dspark.capacity.result import CapacityDetail, CapacityInputs, CapacityResult
-from dspark.core.errors import InputError
+from dspark.core.errors import InputError, SettingsError
 from dspark.core.findings import Finding, gib
 from dspark.engines.spec import PlannerInput
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from dspark.capacity.usage import KVCounting
     from dspark.engines.vllm.kv_types import CpuFeatures, VllmCapacity, VllmRefusal
     from dspark.engines.vllm.options import VllmOptions
+    from dspark.engines.vllm.profile_trace import TraceAsk, TraceOutcome
     from dspark.hardware import GpuInfo
     from dspark.model.architecture import Drafter, ModelArchitecture
     from dspark.model.weights import WeightBytes
@@ -112,9 +113,13 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
 
 
 def _activation_tracer(arch: ModelArchitecture, gpu: GpuInfo | None, env: Mapping[str, str], version: str,
-                       platform: str) -> Any:
+                       platform: str) -> Callable[[TraceAsk], TraceOutcome] | None:
     """With DSPARK_PROFILE_TRACE=1, the installed release's traced profile run for an eager CUDA estimate."""
-    if env.get("DSPARK_PROFILE_TRACE", "").strip() != "1" or platform != "cuda" or gpu is None:
+    asked = env.get("DSPARK_PROFILE_TRACE", "").strip()
+    if asked not in ("", "0", "1"):
+        raise SettingsError(f"DSPARK_PROFILE_TRACE={asked!r} (environment): expected 1 (trace the engine's profile "
+                            "run for an eager estimate) or 0 / unset (the heuristic); fix: unset it or set 1")
+    if asked != "1" or platform != "cuda" or gpu is None:
         return None
     if gpu.compute_capability is None or not arch.source.endswith(".json"):
         return None

@@ -2,7 +2,7 @@
 
 tests/device/results/2026-12-01/profile-trace-0.25.0.jsonl is `python -m benchmarks.profile_peak_vs_gpu --python
 .engines/vllm/bin/python --vllm-site <vLLM 0.25.0 unpacked> --out ...` for the rows of rows.jsonl beside it (the
-probe's worker terms); 2026-12-02-faketrace/ the same for three shapes first run on 2026-12-02 (Mixtral-8x7B,
+probe's worker terms); 2026-12-02-rows/ the same for three shapes first run on 2026-12-02 (Mixtral-8x7B,
 Nemotron-Nano-9B-v2, Qwen3-8B-FP8; rows.jsonl and probe.json copied from the lead's run of enginemem2's call 1,
 09:03-09:22 UTC on the H200). What they show, held here so a re-recorded trace that says otherwise fails:
 - what the forward leaves allocated for the sampler (its output, the sampler's rows, the fused-MoE workspace and
@@ -21,7 +21,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parents[2] / "device" / "results"
 RESULTS = HERE / "2026-12-01"
-NEW = HERE / "2026-12-02-faketrace"
+NEW = HERE / "2026-12-02-rows"
 
 
 def _rows(results: Path = RESULTS) -> list[tuple[dict[str, Any], dict[str, Any]]]:
