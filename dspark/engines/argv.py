@@ -37,7 +37,7 @@ from dspark.core.errors import SettingsError
 
 # argparse's _negative_number_matcher: with no option that looks like a negative number (neither engine
 # declares one), "-1" and "-.5" are values, not options.
-_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+_NEGATIVE_NUMBER = r"^-\d+$|^-\d*\.\d+$"
 
 
 # Reads one flag's value: (the value, the flag as the engine names it) -> what the engine would hold, or a
@@ -99,7 +99,7 @@ class ReadArgv:
 
 def is_option(arg: str) -> bool:
     """Whether argparse reads `arg` as an option string (not a value such as "-1" or "-")."""
-    return arg.startswith("-") and arg != "-" and not _NEGATIVE_NUMBER.match(arg)
+    return arg.startswith("-") and arg != "-" and not re.match(_NEGATIVE_NUMBER, arg)
 
 
 def option_name(arg: str, *, underscores: bool = False) -> str:
