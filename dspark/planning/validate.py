@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dspark import __version__
 from dspark.capacity import CapacitySummary
@@ -236,8 +236,7 @@ def _generic_weights_findings(found: list[Finding], weights: WeightBytes | None,
                             hardware, settings, arch.num_attention_heads)
 
 
-@dataclass(frozen=True)
-class _Resolved:
+class _Resolved(NamedTuple):
     """A request resolved: its recipe, engine, version, pasted flags (as the engine's parser reads them) and
     settings, with what resolving them said."""
 
@@ -408,8 +407,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     )
 
 
-@dataclass(frozen=True)
-class _BootContext:
+class _BootContext(NamedTuple):
     """What a plan's recorded boot is looked up and replayed with (dspark.planning.boot_records)."""
 
     spec: AnyEngineSpec

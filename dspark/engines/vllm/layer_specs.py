@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from dspark.engines.vllm.groups import promote_sliding
 from dspark.engines.vllm.kv_types import (
@@ -48,8 +48,7 @@ def _indexer_per_token(index_head_dim: int) -> int:
     return index_head_dim + index_head_dim // 128 * 4
 
 
-@dataclass(frozen=True)
-class _MambaState:
+class _MambaState(NamedTuple):
     """The linear-attention state page: shapes x dtypes (mamba_utils.MambaStateShapeCalculator)."""
 
     conv_dtype: str
