@@ -30,8 +30,7 @@ import argparse
 import json
 import re
 from collections.abc import Callable, Container, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from dspark.core.errors import SettingsError
 
@@ -77,8 +76,7 @@ class ArgvParser(argparse.ArgumentParser):
         return frozenset(self._option_string_actions)
 
 
-@dataclass(frozen=True)
-class Grammar:
+class Grammar(NamedTuple):
     """What an engine's parser does before argparse sees the argv."""
 
     underscores: bool = False  # `--a_b` reads as `--a-b` (vLLM)
@@ -88,8 +86,7 @@ class Grammar:
     optimization_level: bool = False  # `-O3` / `-O 3` read as --optimization-level (vLLM)
 
 
-@dataclass(frozen=True)
-class ReadArgv:
+class ReadArgv(NamedTuple):
     """An argv as a reader saw it: the parsed flags, bare arguments in order, and what it set aside."""
 
     namespace: argparse.Namespace

@@ -10,8 +10,8 @@ settings are the recipe's, and its hardware is the recipe's `hardware` profile.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dspark.capacity import CapacitySummary, ObservedPool
 from dspark.config.settings import recipe_value
@@ -34,8 +34,7 @@ _PINS = ("kv_cache_memory_bytes", "max_total_tokens")
 _FRACTIONS = ("gpu_memory_utilization", "mem_fraction_static")
 
 
-@dataclass(frozen=True)
-class PlanIdentity:
+class PlanIdentity(NamedTuple):
     """What an observation must match: the engine version planned for, the GPU planned against, and the recipe's
     own settings (no flags, no environment), which an observation that records nothing else was taken with."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal, NamedTuple
 
 from dspark.engines.vllm.groups import promote_sliding
@@ -85,8 +85,7 @@ def _mamba_state(layer: LinearStateLayer, r: Resolved) -> _MambaState:
     return _MambaState(conv_dtype, ssm_dtype, page, checkpoint, (conv_shape, ssm_shape), mamba_type)
 
 
-@dataclass(frozen=True)
-class Hybrid:
+class Hybrid(NamedTuple):
     """What Platform._align_hybrid_block_size and MambaModelConfig decided."""
 
     block_size: int
