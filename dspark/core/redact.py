@@ -78,7 +78,14 @@ def is_secret_flag(flag: str) -> bool:
         rest = secret[len(spelt):]
         if len(spelt) - 2 >= _MIN_ABBREV and secret.startswith(spelt) and "-" not in rest:
             return True  # cuts into the secret flag's last word: only it can be meant
-    return any(_edits(spelt, secret) <= (1 if len(secret) < _LONG_FLAG else 2) for secret in _SECRET_FLAGS)
+    return any(_misspells(spelt, secret) for secret in _SECRET_FLAGS)
+
+
+def _misspells(spelt: str, secret: str) -> bool:
+    """Whether `spelt` is within the edits that read as a misspelling of `secret` (1, or 2 for a long flag)."""
+    limit = 1 if len(secret) < _LONG_FLAG else 2
+    # The distance is at least the difference in length: most flags are too long or short to be that close.
+    return abs(len(spelt) - len(secret)) <= limit and _edits(spelt, secret) <= limit
 
 
 def _edits(a: str, b: str) -> int:
