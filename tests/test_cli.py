@@ -310,7 +310,8 @@ print(json.dumps({"code": code, "modules": sorted(m for m in sys.modules if m.st
     (["probe", "--help"], ["dspark.cli.probe"]),
     (["recipes", "list", "--json"], ["dspark.cli.recipes"]),
     (["render", "--help"], ["dspark.cli.plan", "dspark.cli.render"]),  # render builds validate's request
-    (["sweep", "--help"], ["dspark.cli.plan"]),
+    (["sweep", "--help"], ["dspark.cli.plan", "dspark.cli.sweep"]),  # sweep builds validate's request
+    (["validate", "--help"], ["dspark.cli.plan"]),  # not start, advise or sweep
     (["nosuch"], []),
     (["--version"], []),
 ])
