@@ -470,7 +470,7 @@ def _plan_and_witness_request(
     plan = adapter.build_plan(serve, None)
     planner = spec.planner_input(detail, adapter.parser_argv(plan),
                                  user_pinned=any(pin.value is not None and pin.layer in ("flag", "env", "recipe")
-                                              for pin in (settings.max_total_tokens, settings.kv_cache_memory_bytes)))
+                                                 for pin in settings.pool_pin_settings))
     return plan, planner
 
 
