@@ -85,14 +85,14 @@ def _misspells(spelt: str, secret: str) -> bool:
     """Whether `spelt` is within the edits that read as a misspelling of `secret` (1, or 2 for a long flag)."""
     limit = 1 if len(secret) < _LONG_FLAG else 2
     # The distance is at least the difference in length: most flags are too long or short to be that close.
-    return abs(len(spelt) - len(secret)) <= limit and _edits(spelt, secret) <= limit
+    return abs(len(spelt) - len(secret)) <= limit and _edits(spelt, secret, limit) <= limit
 
 
-def _edits(a: str, b: str) -> int:
+def _edits(a: str, b: str, limit: int = 3) -> int:
     """Characters inserted, deleted, replaced or swapped with a neighbour to turn a into b (optimal string
-    alignment distance); stops counting past 3."""
-    if abs(len(a) - len(b)) > 3:
-        return 4
+    alignment distance); past `limit` it stops counting and answers limit + 1."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
     before: list[int] | None = None
     row = list(range(len(b) + 1))
     for i, ca in enumerate(a, 1):
@@ -101,8 +101,10 @@ def _edits(a: str, b: str) -> int:
             current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (ca != cb))
             if before is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
                 current[j] = min(current[j], before[j - 2] + 1)
+        if min(current) > limit and min(row) > limit:  # each later cell builds on these two rows: all past it
+            return limit + 1
         before, row = row, current
-    return row[-1]
+    return min(row[-1], limit + 1)
 
 
 def _is_option(arg: str) -> bool:
