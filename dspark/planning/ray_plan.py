@@ -173,7 +173,7 @@ def on_ray_cluster(request: ValidateRequest, settings: ResolvedSettings, *, dry_
                                 f"hardware {settings.hardware.value!r} ({settings.hardware.source}) is not used: "
                                 "each Ray node was probed where it is (set DSPARK_HARDWARE in a node's environment "
                                 "before its `ray start` to plan that node against a saved probe)"))
-    pinned = settings.kv_cache_memory_bytes.value is not None or settings.max_total_tokens.value is not None
+    pinned = any(pin.value is not None for pin in settings.pool_pin_settings)
     findings += node_findings(view, model, footprint=planned.footprint_bytes, world=world, pinned=pinned,
                               driver_needs_gpu=spec.ray.driver_needs_gpu({**request.env, **planned.serve.env}))
     return replace(planned, findings=tuple(drop_contradictions(findings)))

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Literal
 
 from dspark.core.errors import InputError
-from dspark.engines.vllm.graph_memory import profile_cudagraph_memory
 from dspark.engines.vllm.graphs import VllmGraphPlan
 from dspark.engines.vllm.kv_types import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -183,6 +182,8 @@ def runtime_overhead(
         graph_bytes = 0
         graph_note = f"CUDA-graph memory: none (vLLM {r.release.version}'s V2 model runner profiles no graphs)"
     elif runner == "v1" and r.release.v1_graph_profile_two_samples and graphs.applied.sizes:
+        from dspark.engines.vllm.graph_memory import profile_cudagraph_memory  # noqa: PLC0415 - 0.25/0.26 only
+
         estimate = profile_cudagraph_memory(
             sizes=graphs.applied.sizes, cudagraph_mode=graphs.cudagraph_mode, max_num_seqs=r.max_num_seqs,
             num_speculative_tokens=r.num_spec, layers=arch.num_layers, hidden_size=arch.hidden_size,

@@ -7,12 +7,12 @@ more entry here plus the code its new facts need.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class VllmRelease:
-    """What one vLLM release does that KV sizing depends on."""
+class VllmRelease(NamedTuple):
+    """What one vLLM release does that KV sizing depends on (a NamedTuple: a few immutable records, about half
+    a frozen dataclass's cost to create at start-up; a release derives from another by _replace)."""
 
     version: str
     # Speculative methods the V2 model runner cannot run (VllmConfig._get_v2_model_runner_unsupported_features).
@@ -70,7 +70,7 @@ class VllmRelease:
     # ModelConfig.is_prefix_caching_supported for a generative hybrid (GDN/Mamba): True turns prefix caching on
     # by default (mamba_cache_mode "align"); False leaves it off ("Hybrid models do not support prefix caching").
     hybrid_prefix_caching_default: bool = True
-    changes: tuple[str, ...] = field(default=(), compare=False)  # what differs from the previous release, in words
+    changes: tuple[str, ...] = ()  # what differs from the previous release, in words
 
 
 # vLLM 0.25.0: the release whose wheel pins the GPU image's torch 2.11.0 (docs/gpu-truth.md measured it on an
@@ -110,8 +110,7 @@ V0_25_0 = VllmRelease(
 # docs/version-matrix.md); the budget (Worker.determine_available_memory), batch defaults, capture sizes,
 # request_memory, hybrid prefix caching and the V2 runner's graph profile are 0.25.0's. 0.27.0 is not modelled:
 # it takes 0.32's budget accounting (free-memory drop plus transient headroom), which the GPU has not measured.
-V0_26_0 = replace(
-    V0_25_0,
+V0_26_0 = V0_25_0._replace(
     version="0.26.0",
     v2_runner_moe_architectures=frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
                                            "InklingForCausalLM", "InklingForConditionalGeneration",
@@ -129,8 +128,7 @@ V0_26_0 = replace(
     ),
 )
 V0_32_0 = VllmRelease("0.32.0")
-V0_33_0 = replace(
-    V0_32_0,
+V0_33_0 = V0_32_0._replace(
     version="0.33.0",
     v1_only_methods=frozenset({"suffix", "custom_class"}),
     async_any_method_on_v2=True,
