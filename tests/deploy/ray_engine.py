@@ -8,7 +8,8 @@ fake OpenAI API (tests/bench/fake_server.py) until SIGTERM/SIGINT, when it remov
 
 Environment: RAY_ADDRESS (the cluster), RAY_ENGINE_RECORD (a JSON-lines file: one line per start, {"pid", "seats",
 "world", "workers": [{"node_id", "pid"}]}), RAY_ENGINE_POOL (JSON {seats: KV pool tokens} to print; default
-16384).
+16384), RAY_ENGINE_LEAK (a name: the placement group is detached under that name and left behind at the
+stop, as a worker that outlives its engine holds its GPUs).
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ def main(argv: list[str]) -> int:
           f"{ {'model': model, **flags}!r}", flush=True)
     assert flags.get("distributed_executor_backend") == "ray", flags
     ray.init(address=os.environ["RAY_ADDRESS"], logging_level=logging.ERROR, log_to_driver=False)
-    pg = placement_group([{"GPU": 1}] * world, strategy="PACK")
+    leak = os.environ.get("RAY_ENGINE_LEAK", "")
+    pg = placement_group([{"GPU": 1}] * world, strategy="PACK", **({"name": leak, "lifetime": "detached"}
+                                                                   if leak else {}))
     ray.get(pg.ready(), timeout=120)
 
     @ray.remote(num_gpus=1, num_cpus=0)
@@ -105,7 +108,8 @@ def main(argv: list[str]) -> int:
     finally:
         for w in workers:
             ray.kill(w)
-        remove_placement_group(pg)
+        if not leak:
+            remove_placement_group(pg)
         ray.shutdown()
     return 0
 
