@@ -23,10 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from tests.bench.fake_server import FakeConfig, FakeServer  # noqa: E402 - after the checkout is on the path
+from tests.bench.fake_server import FakeConfig, FakeServer  # the checkout is on PYTHONPATH (the test sets it)
 
 
 def flags_of(argv: list[str]) -> tuple[str, dict[str, Any]]:
