@@ -135,8 +135,10 @@ KNOWN_GAPS: tuple[tuple[str, str, float, str], ...] = (
      "the 8B's 32-stream TTFT: the engine's requests wait 0.1 s longer before their first schedule than the "
      "model's (queue plus input wait 0.217 s against 0.130), their prefill matches (0.333 against 0.339 s)"),
     ("qwen3-8b-s128-eager/e-in1024-out256-c32", "*", 0.25,
-     "eager steps are bimodal at 1-8 streams (p50 18.4 ms, p90 33.4 at one stream) and not at 32 (p50 17.4, p90 "
-     "18.9): the one per-kernel launch cost, fitted to the one-stream mean, is too slow at 32"),
+     "eager steps at 1-8 streams run slow in stretches of seconds, whole requests at a time (nvidia-smi.csv of "
+     "clock-B: 15-21% GPU utilisation for 5-10 s, 26-41% between; gaps p50 18.4 ms, p90 33.4 at one stream), not "
+     "at 32 (p50 17.4, p90 18.9): the undisturbed eager step is ~17.5 ms at 1-32 streams (the median gaps), and the "
+     "one launch cost, fitted to the one-stream mean with its slow stretches, is too slow at 32"),
 )
 
 
