@@ -223,6 +223,12 @@ def test_a_profile_wave_is_read_as_the_bench_it_is_and_its_median_gap_as_the_dec
     assert (step.seats, step.step_s, step.context_tokens) == (64, 0.008, 256 + 24)
     assert (old_step.seats, old_step.step_s, prefill.prefill_tokens, prefill.prefill_s) == (1, 0.0052, 2048, 0.05)
     assert not any(p.step_s == 0.011 for p in points)
+    # the engine's own histograms where the profile read them: its pooled gaps for per-stream decode, its prefill
+    # time (first scheduled to first token) in place of the client's TTFT, which carries the API server's intake
+    engine = {**wave, "source": "engine /metrics", "prefill_mean_s": 0.2}
+    bench = calibrate.profile_points({"kind": calibrate.PROFILE_KIND, "points": [engine]}, "p.json")[0]
+    assert (bench.per_stream_decode_tps, bench.ttft_mean_s, bench.prefill_mean_s) == (1 / 0.011, None, 0.2)
+    assert bench.aggregate_decode_tps == 4000.0
     with pytest.raises(ValueError, match="no step figure"):
         calibrate.profile_points({"kind": calibrate.PROFILE_KIND, "points": [{"batch": 4, "summary": {}}]}, "q")
 
