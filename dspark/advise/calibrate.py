@@ -434,13 +434,15 @@ PROFILE_KIND = "dspark-profile"  # dspark.bench.profile.PROFILE_KIND
 def profile_points(data: Mapping[str, Any], source: str, max_num_batched_tokens: int = 8192) -> list[Measured]:
     """A `dspark profile` JSON's measured points.
 
-    Each point is one wave of `batch` requests sent at once, and it is read as the bench it is: its workload
-    simulated as any bench is, against the client's aggregate and per-stream decode and TTFT. The wave's first
-    steps hold the prompts of the requests that arrive after the first, so its mean inter-token gap is not a
-    decode step's (a wave of 64 × 256-token prompts computes 16k prompt tokens in the steps of the first
-    requests' decode); the simulation puts them where the engine does. Beside it: the decode step alone, the
-    median inter-token gap where the profile records it (the steps without a prompt in them), else the mean gap
-    where no summary is recorded (an old profile), and a one-stream prompt's prefill time (the engine's own).
+    Each point is a bench of `batch` streams (`requests` in all: one wave sent at once, or a closed loop), and it
+    is read as the bench it is: its workload simulated as any bench is, against its aggregate and per-stream
+    decode and its prompt figure: the engine's own where the profile read its /metrics (pooled inter-token gaps,
+    request_prefill_time), else the client's (per-stream decode, TTFT). A wave's first steps hold the prompts of
+    the requests that arrive after the first, so its mean inter-token gap is not a decode step's (a wave of 64 ×
+    256-token prompts computes 16k prompt tokens in the steps of the first requests' decode); the simulation
+    puts them where the engine does. Beside it: the decode step alone, the median inter-token gap where the
+    profile records it (the steps without a prompt in them), else the mean gap where no summary is recorded (an
+    old profile), and a one-stream prompt's prefill time (the engine's own).
     """
     out: list[Measured] = []
     for p in data.get("points") or []:

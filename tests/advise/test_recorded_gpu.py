@@ -318,8 +318,8 @@ CALIBRATED_GAPS: tuple[tuple[str, str, float, str], ...] = (
      "the Done-when's 5% is not met on the H200 (run D): `dspark profile`'s one-minute plan is six one-wave benches "
      "of 1-64 streams x 256 tokens and 1-4 x 2,048, 48 out (3.6 s on the H200), at boost clock and small batch; "
      "fitted to them the model moves its rates by 5-20% and misses 128 streams and 4k prompts by up to 15% where "
-     "the priors, uncalibrated, are within 6.3% on every decode and wall figure (TTFT aside); the profile needs "
-     "steadier points in the regime it is to predict (docs/advise.md)"),
+     "the priors, uncalibrated, are within 6.3% on every decode and wall figure (TTFT aside); the plan now adds "
+     "two closed-loop benches at 32 and 128 streams (docs/advise.md), not yet run on a GPU"),
 )
 
 
