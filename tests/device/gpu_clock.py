@@ -155,7 +155,11 @@ PLANS: dict[str, tuple[Engine, ...]] = {
                        *sweep("d", (2, 4, 8, 16, 32, 64, 128)),
                        Point("d-in4096-out256-c1", 4096, 256, 1, requests=4, est_s=8),
                        *sweep("d", (8, 32, 128), 4096))),
+        # vLLM's own per-iteration log on this one (prompt and decode requests and tokens of every step, and the
+        # wait for its output): which step took which prompts, the question of the 8B's 32-stream TTFT gap; one
+        # log line a step costs the engine core tens of µs, so not on the 8B whose points A already measured
         Engine("llama-3.1-8b-s128", "llama-3.1-8b", 128, start_est_s=135, profile="last",
+               flags=("--enable-logging-iteration-details",),
                points=(Point("l-in1024-out256-c1", 1024, 256, 1, requests=4, est_s=12),
                        *sweep("l", (8, 32, 128)), *sweep("l", (8,), 4096))),
     ),

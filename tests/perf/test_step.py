@@ -8,7 +8,10 @@ import random
 
 import pytest
 
+from dspark.advise.model import _Frontend
 from dspark.perf.step import StepCosts, StepShape, cost_table, cpu_seconds, step_seconds, step_terms
+from dspark_inside.replay import Arrivals, Frontend
+from dspark_inside.replay import cpu_seconds as inside_cpu_seconds
 from dspark_inside.replay import step_seconds as inside_step_seconds
 
 # An 8B dense shape on an H200-like device (figures rounded): 15 GB of weights, 147 kB of KV per token.
@@ -148,6 +151,37 @@ def test_the_engine_side_copy_is_the_same_function() -> None:
             pairs = rng.choice([None, rng.uniform(0, 1e8)])
             assert inside_step_seconds(table, rows, ctx, prefill, pairs) == step_seconds(table, rows, ctx, prefill,
                                                                                          pairs)
+            assert inside_cpu_seconds(table, rows, prefill) == cpu_seconds(table, rows, prefill)
+
+
+def test_the_engine_side_api_server_is_the_advisors() -> None:
+    """The replay's arrivals go through the same API server as the advisor's model: a hop after the send, one
+    request after another, `serial` seconds each; on the same sends both give the same arrival times."""
+    rng = random.Random(5)  # noqa: S311 - reproducible inputs, not secrets
+    for hop, serial in ((2.5e-3, 0.5e-3), (1e-3, 4e-3), (0.0, 0.0)):
+        mine, theirs = _Frontend(hop, serial), Frontend(hop, serial)
+        t = 0.0
+        for _ in range(300):
+            t += rng.choice([0.0, 0.0, rng.uniform(0, 5e-3)])  # requests sent together, and apart
+            assert theirs.arrival(t) == mine.arrival(t)
+
+
+def test_replay_arrivals_reach_the_engine_through_the_api_server() -> None:
+    """Four requests sent at once reach the engine core 2.5 ms, 3.0, 3.5 and 4.0 ms after the send; each is due
+    only then, and remembers its client's send (what TTFT counts from); a finished one's successor likewise."""
+    cost = cost_table(H200ISH, DENSE) | {"arrival_hop_s": 2.5e-3, "api_per_request_s": 0.5e-3, "intake_s": 0.75e-3}
+    arrivals = Arrivals({"clients": 4}, 6, cost)
+    assert (arrivals.hop, arrivals.intake) == (2.5e-3, 0.75e-3)
+    assert arrivals.next_at() == pytest.approx(2.5e-3)
+    assert list(arrivals.due(2.4e-3)) == []
+    assert list(arrivals.due(3.25e-3)) == [0, 1]  # what an idle engine woken 0.75 ms after the first has
+    assert list(arrivals.due(1.0)) == [2, 3] and arrivals.due_at == dict.fromkeys(range(4), 0.0)
+    arrivals.finished(2.0)
+    assert arrivals.next_at() == pytest.approx(2.0 + 2.5e-3) and list(arrivals.due(2.0025)) == [4]
+    assert arrivals.due_at[4] == 2.0
+    # open loop: sent at their times, taken in send order (then file order); without a cost, as sent
+    plain = Arrivals({"times": [0.3, 0.1, 0.1]}, 3)
+    assert list(plain.due(0.1)) == [1, 2] and plain.hop == 0.0
 
 
 def test_the_fused_moe_kernel_prices_the_experts_compute_not_their_reading() -> None:

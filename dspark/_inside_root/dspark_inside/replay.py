@@ -100,11 +100,38 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
     return terms
 
 
+def cpu_seconds(cost: Mapping[str, Any], rows: int, prefill: int) -> float:
+    """The engine's CPU path of one step, as step_terms prices it: a copy of dspark.perf.step.cpu_seconds (the
+    batch queue schedules the next step only after it: one thread)."""
+    tokens = rows * float(cost.get("query_len") or 1.0) + prefill
+    sizes: Sequence[int] = cost.get("graph_sizes") or ()
+    ungraphed = bool(cost.get("eager")) or bool(sizes and tokens > sizes[-1])
+    launches = float(cost.get("launches_per_step") or cost.get("kernels_per_step") or 0.0)
+    launch = launches * float(cost.get("launch_s") or 0.0) if ungraphed else 0.0
+    return (float(cost.get("fixed_s") or 0.0) + float(cost.get("cpu_per_row_s") or 0.0) * (rows + (1 if prefill else 0))
+            + launch)
+
+
 def step_seconds(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
                  pairs: float | None = None) -> float:
     """Seconds of one step: a copy of dspark.perf.step.step_seconds (dspark is not importable here; tests/perf
     checks the two agree)."""
     return math.fsum(step_terms(cost, rows, context, prefill, pairs).values())
+
+
+class Frontend:
+    """The API server: one process takes each request in turn (HTTP, input processing), `serial` seconds of it a
+    request, so requests sent together reach the engine core one after another, `hop` after each is sent (a copy
+    of dspark.advise.model._Frontend; tests/perf checks the two agree)."""
+
+    def __init__(self, hop: float, serial: float) -> None:
+        self.hop, self.serial = hop, min(serial, hop)
+        self.free = 0.0
+
+    def arrival(self, sent: float) -> float:
+        """When a request sent at `sent` reaches the engine core."""
+        self.free = max(sent, self.free) + self.serial
+        return self.free + self.hop - self.serial
 
 
 class Arrivals:
@@ -113,36 +140,51 @@ class Arrivals:
     queued (optional, default false): every request of an instant is in the engine's input queue before the
     engine looks at it (an engine paused while they are sent, resumed once all wait); otherwise they reach it
     one at a time, as an API server hands over the requests a client sends at once.
+
+    cost (the step cost table, optional): its arrival_hop_s and api_per_request_s put the API server between a
+    client's send and the engine core (Frontend: what the advisor's own model does), its intake_s is how long an
+    idle engine core takes from the first request's arrival to its first schedule(), and the first token reaches
+    the client arrival_hop_s after it is sampled (`hop`). Without them a request reaches the engine as it is sent.
     """
 
-    def __init__(self, arrivals: dict[str, Any], n: int) -> None:
+    def __init__(self, arrivals: dict[str, Any], n: int, cost: Mapping[str, Any] | None = None) -> None:
         self.n = n
         self.queued = bool(arrivals.get("queued"))
         self.clients = int(arrivals.get("clients") or 0)
-        # (arrival time, index): a heap, so requests arriving together are added in file order.
+        cost = cost or {}
+        self.hop = max(float(cost.get("arrival_hop_s") or 0.0), 0.0)
+        self.intake = max(float(cost.get("intake_s") or 0.0), 0.0)
+        self.frontend = Frontend(self.hop, max(float(cost.get("api_per_request_s") or 0.0), 0.0))
+        self.sent_at: dict[int, float] = {}
+        # (arrival at the engine core, index): a heap, so requests arriving together are added in file order.
         if self.clients:
-            self.pending = [(0.0, i) for i in range(min(self.clients, n))]
+            sends = [(0.0, i) for i in range(min(self.clients, n))]
         else:
-            self.pending = [(float(t), i) for i, t in enumerate(arrivals["times"])]
+            sends = sorted((float(t), i) for i, t in enumerate(arrivals["times"]))
+        self.pending = [self._send(t, i) for t, i in sends]  # the API server takes them in send order
         heapq.heapify(self.pending)
         self.sent = len(self.pending)
-        self.due_at: dict[int, float] = {}  # each request taken by due(): when it arrived (its client's send)
+        self.due_at: dict[int, float] = {}  # each request taken by due(): when its client sent it
+
+    def _send(self, t: float, i: int) -> tuple[float, int]:
+        self.sent_at[i] = t
+        return self.frontend.arrival(t), i
 
     def due(self, now: float) -> Iterator[int]:
-        """The index of every request whose arrival time has come by `now`, in arrival (then file) order."""
+        """The index of every request that has reached the engine core by `now`, in arrival (then file) order."""
         while self.pending and self.pending[0][0] <= now:
-            at, i = heapq.heappop(self.pending)
-            self.due_at[i] = at
+            _, i = heapq.heappop(self.pending)
+            self.due_at[i] = self.sent_at[i]
             yield i
 
     def next_at(self) -> float:
-        """When the next pending request arrives (call only while some are pending)."""
+        """When the next pending request reaches the engine core (call only while some are pending)."""
         return self.pending[0][0]
 
     def finished(self, now: float) -> None:
         """A request finished at `now`: a closed-loop client sends its next request at once."""
         if self.clients and self.sent < self.n:
-            heapq.heappush(self.pending, (now, self.sent))
+            heapq.heappush(self.pending, self._send(now, self.sent))
             self.sent += 1
 
 

@@ -125,7 +125,8 @@ class PassFigures(TypedDict, total=False):
     kv_mean_fraction: float  # over the virtual time
     running_peak: int
     arrival_s: list[float]
-    first_token_s: list[float]
+    first_token_s: list[float]  # when the engine sampled it
+    first_token_hop_s: float  # and how much later the client has it (the step cost's arrival_hop_s)
     finish_s: list[float]
     output_tokens: list[int]
     seconds: float
