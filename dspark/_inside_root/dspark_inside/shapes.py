@@ -106,7 +106,7 @@ class ReplayRequest(TypedDict, total=False):
     arrivals: dict[str, Any]  # {clients: N} (closed loop) | {times: [s, ...]} (open loop, one per request)
     warm: bool  # re-send every request after the cold pass ends, arriving the same way
     accepted_pattern: list[int]  # accepted draft tokens per decode step, cycled per request
-    step_cost: dict[str, float]  # the advisor's step cost terms (replay.step_seconds)
+    step_cost: dict[str, float]  # the advisor's step cost terms (step_cost.step_seconds)
     workers: int  # processes to spread the seat counts over (default: the CPUs; forked after the import)
     trace: bool  # SGLang: each pass also lists its prefill batches
 

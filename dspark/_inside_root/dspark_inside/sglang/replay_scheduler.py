@@ -50,8 +50,8 @@ from typing import Any
 
 from dspark_inside import protocol
 from dspark_inside import replay as shared
-from dspark_inside.replay import step_seconds
 from dspark_inside.shapes import ReplayAnswer, ReplayRequest
+from dspark_inside.step_cost import step_seconds
 
 _TOKEN = 1  # the made-up sampled and draft token: its value only feeds the radix keys past the prompt
 

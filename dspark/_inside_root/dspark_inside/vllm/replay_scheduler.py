@@ -47,8 +47,8 @@ from typing import Any
 
 from dspark_inside import protocol
 from dspark_inside import replay as shared
-from dspark_inside.replay import step_seconds
 from dspark_inside.shapes import ReplayAnswer, ReplayRequest
+from dspark_inside.step_cost import cpu_seconds, step_seconds
 from dspark_inside.vllm import kv_plan
 
 _TOKEN = 1  # the made-up sampled and draft token: its value only feeds block hashes past the prompt
@@ -321,7 +321,7 @@ class _Pass:
         so = self.sched.schedule()
         ids, out = self._output(so)
         rows, context, prefill = self._shape(so)
-        self.last_cpu = shared.cpu_seconds(self.cost, rows, prefill) if ids else 0.0
+        self.last_cpu = cpu_seconds(self.cost, rows, prefill) if ids else 0.0
         return so, ids, out, step_seconds(self.cost, rows, context, prefill, self.pairs) if ids else 0.0, prefill
 
     def _finish(self, batch: tuple[Any, list[str], Any, float, int], pool: Any, *, clock: bool = True) -> None:
