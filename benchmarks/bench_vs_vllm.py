@@ -314,7 +314,10 @@ def main() -> int:
     plan = LaunchPlan(engine="vllm", argv=(
         a.engine_python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--enforce-eager",
         "--max-num-seqs", str(a.concurrency), "--kv-cache-memory-bytes", str(64 << 20), "--max-model-len", "2048",
-        "--port", str(port), "--host", "127.0.0.1"))
+        "--port", str(port), "--host", "127.0.0.1",
+        # --parity: each tool re-sends its prompts of one --seed, and dspark's sweep gives each point fresh ones
+        # where vllm's runs re-send theirs: with the prefix cache on, the two would not run alike.
+        *(["--no-enable-prefix-caching"] if a.parity else [])))
     if a.server == "fake":  # tokens --token-delay apart per stream whatever the load: only the clients differ
         plan = LaunchPlan(engine="vllm", argv=(sys.executable, str(ROOT / "tests" / "bench" / "fake_server.py"),
                                                "--port", str(port), "--token-delay", str(a.token_delay)))

@@ -269,6 +269,21 @@ def test_the_dspark_command_loads_with_the_collector_paused_then_gives_it_back()
     assert proc.stdout.split()[-3:] == ["0", "True", "True"]  # ran, collector on, what loading made frozen
 
 
+def test_what_a_command_made_is_frozen_when_it_returns_so_the_collections_at_exit_walk_nothing() -> None:
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    script = ("import gc, sys\nsys.argv = ['dspark', 'validate', '--hardware', 'h200', '--json']\n"
+              "import dspark.__main__ as entry\ncode = entry.run()\n"
+              "print(code, len(gc.get_objects(0)) + len(gc.get_objects(1)) + len(gc.get_objects(2)), "
+              "gc.get_freeze_count())")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert proc.returncode == 0, proc.stderr
+    code, tracked, frozen = proc.stdout.split()[-3:]
+    assert code in ("0", "1") and int(tracked) < 100 and int(frozen) > 10_000  # the plan's objects are frozen
+
+
 def test_max_model_len_help_says_which_suffix_is_decimal_and_it_is_what_the_flag_reads(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -295,7 +310,8 @@ print(json.dumps({"code": code, "modules": sorted(m for m in sys.modules if m.st
     (["probe", "--help"], ["dspark.cli.probe"]),
     (["recipes", "list", "--json"], ["dspark.cli.recipes"]),
     (["render", "--help"], ["dspark.cli.plan", "dspark.cli.render"]),  # render builds validate's request
-    (["sweep", "--help"], ["dspark.cli.plan"]),
+    (["sweep", "--help"], ["dspark.cli.plan", "dspark.cli.sweep"]),  # sweep builds validate's request
+    (["validate", "--help"], ["dspark.cli.plan"]),  # not start, advise or sweep
     (["nosuch"], []),
     (["--version"], []),
 ])

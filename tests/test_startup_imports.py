@@ -37,6 +37,11 @@ NOT_FOR_VALIDATE = (
     "dspark.cli.probe",
     "dspark.cli.recipes",
     "dspark.cli.render",
+    "dspark.hardware.unified",  # host memory: a profile plan reads none
+    "dspark.runtime.engine_log",  # a started engine's log lines
+    "dspark.engines.witness",  # --engine-check
+    "dspark.runtime.boot_store",  # an empty store is one directory read (dspark.runtime.data_dir)
+    "dspark.engines.vllm.graph_memory",  # the CUDA-graph profile of vLLM 0.25/0.26
 )
 
 _SCRIPT = """
@@ -44,17 +49,18 @@ import contextlib, io, json, sys
 from dspark.cli import main
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
-    code = main(["validate", "--hardware", "h200", "--json"])
-json.loads(out.getvalue())  # the plan was made and printed
+    code = main(["validate", "--hardware", "h200", *sys.argv[1:]])
+assert out.getvalue().strip()  # the plan was made and printed
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 
-def _modules_after_validate() -> tuple[int, set[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DSPARK_")}
+def _modules_after_validate(*args: str) -> tuple[int, set[str]]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("DSPARK_") and k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, cwd=ROOT, capture_output=True, text=True,
-                          check=False, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, *(args or ("--json",))], env=env, cwd=ROOT,
+                          capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.splitlines()[-1])
     return int(result["code"]), set(result["modules"])
@@ -66,3 +72,11 @@ def test_validate_of_the_default_recipe_loads_only_what_planning_needs() -> None
     assert "dspark.planning.validate" in modules  # it did plan
     loaded = [m for m in NOT_FOR_VALIDATE if m in modules or any(k.startswith(m + ".") for k in modules)]
     assert not loaded, f"validate imported {loaded}: import them where they are used"
+
+
+def test_the_table_off_a_terminal_loads_no_rich() -> None:
+    """Piped, the table is drawn without rich (dspark.commands.plain_text): rich's console costs a sixth of the
+    floor to import."""
+    code, modules = _modules_after_validate("--explain")
+    assert code == 0 and "dspark.commands.plain_text" in modules
+    assert not [m for m in modules if m == "rich.console" or m.startswith("rich.table")]

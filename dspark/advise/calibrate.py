@@ -43,6 +43,8 @@ class Measured:
     aggregate_decode_tps: float | None = None
     per_stream_decode_tps: float | None = None
     ttft_mean_s: float | None = None
+    # the engine's own mean of first scheduled -> first token over the bench (vLLM's request_prefill_time_seconds)
+    prefill_mean_s: float | None = None
     prefill_tokens: int = 0  # prefill-time points: one prompt of this many tokens computed alone
     prefill_s: float | None = None
 
@@ -105,7 +107,7 @@ def terms_to_fit(points: Sequence[Measured], pinned: Sequence[str] = (), shape: 
     terms = ["fixed_s", "bandwidth_bytes_per_s", "kernel_floor_s"]
     if distinct >= 2:
         terms += ["cpu_per_row_s", "kv_bandwidth_bytes_per_s", "flops_per_s", "gemm_half_tokens"]
-    if any(p.prefill_s or (p.ttft_mean_s and p.workload is not None) for p in points):
+    if any(p.prefill_s or ((p.ttft_mean_s or p.prefill_mean_s) and p.workload is not None) for p in points):
         terms += [t for t in ("flops_per_s", "attention_flops_per_s") if t not in terms]
     if shape is not None and shape.eager:
         terms.append("launch_s")
@@ -131,7 +133,7 @@ def predictions(costs: StepCosts, shape: StepShape, point: Measured) -> dict[str
         out["prefill_s"] = prefill_seconds(costs, shape, point.prefill_tokens)
     if point.workload is not None:
         sim = simulate(costs, shape, point.workload, point.seats)
-        for name in ("aggregate_decode_tps", "per_stream_decode_tps", "ttft_mean_s"):
+        for name in ("aggregate_decode_tps", "per_stream_decode_tps", "ttft_mean_s", "prefill_mean_s"):
             if getattr(point, name) is not None:
                 out[name] = getattr(sim, name)
     return out
@@ -268,7 +270,7 @@ def fit(prior: StepCosts, shape: StepShape, points: Sequence[Measured], pinned: 
     """Fit the coefficients the points inform, within bounds; refused (the prior kept) if it fits them worse."""
     terms = terms_to_fit(points, pinned, shape)
     if prior.prefill_per_token_s > 0 and "prefill_per_token_s" not in pinned and any(
-            p.prefill_s or p.ttft_mean_s for p in points):
+            p.prefill_s or p.ttft_mean_s or p.prefill_mean_s for p in points):
         terms = (*terms, "prefill_per_token_s")  # a measured prompt cost is what the prompt points refit
     terms = tuple(t for t in terms if 0 < bounds(prior, t)[0] < bounds(prior, t)[1] < math.inf)
     costs = _fit_terms(prior, shape, points, terms)
@@ -422,16 +424,26 @@ def points_from_json(data: Mapping[str, Any], source: str, *, seats: int | None 
         return [_bench_point(data, source, seats, max_num_batched_tokens)]
     if data.get("kind") == PROFILE_KIND:
         _check_origin(data, source, plan)
-        return profile_points(data, source)
+        return profile_points(data, source, max_num_batched_tokens)
     raise ValueError(f"{source}: neither a `dspark bench --json` result, a sweep.json nor a `dspark profile` JSON")
 
 
 PROFILE_KIND = "dspark-profile"  # dspark.bench.profile.PROFILE_KIND
 
 
-def profile_points(data: Mapping[str, Any], source: str) -> list[Measured]:
-    """A `dspark profile` JSON's measured points: the step time at each batch (the mean inter-token latency, the
-    engine's own where it exports it) at the point's mean context, and a one-stream prompt's prefill time."""
+def profile_points(data: Mapping[str, Any], source: str, max_num_batched_tokens: int = 8192) -> list[Measured]:
+    """A `dspark profile` JSON's measured points.
+
+    Each point is a bench of `batch` streams (`requests` in all: one wave sent at once, or a closed loop), and it
+    is read as the bench it is: its workload simulated as any bench is, against its aggregate and per-stream
+    decode and its prompt figure: the engine's own where the profile read its /metrics (pooled inter-token gaps,
+    request_prefill_time), else the client's (per-stream decode, TTFT). A wave's first steps hold the prompts of
+    the requests that arrive after the first, so its mean inter-token gap is not a decode step's (a wave of 64 ×
+    256-token prompts computes 16k prompt tokens in the steps of the first requests' decode); the simulation
+    puts them where the engine does. Beside it: the decode step alone, the median inter-token gap where the
+    profile records it (the steps without a prompt in them), else the mean gap where no summary is recorded (an
+    old profile), and a one-stream prompt's prefill time (the engine's own).
+    """
     out: list[Measured] = []
     for p in data.get("points") or []:
         if not isinstance(p, dict):
@@ -440,10 +452,38 @@ def profile_points(data: Mapping[str, Any], source: str) -> list[Measured]:
         if batch < 1:
             continue
         label = f"{source} (batch {batch}, {prompt}-token prompts, {p.get('source', '?')})"
-        itl = p.get("itl_mean_s")
-        if isinstance(itl, (int, float)) and itl > 0 and math.isfinite(itl):
-            out.append(Measured(seats=batch, source=label, step_s=float(itl), context_tokens=prompt + output / 2))
-        prefill = p.get("prefill_mean_s")
+        summary: Mapping[str, Any] = p["summary"] if isinstance(p.get("summary"), dict) else {}
+
+        def figure(name: str, summary: Mapping[str, Any] = summary) -> float | None:
+            v = summary.get(name)
+            return float(v) if isinstance(v, (int, float)) and v > 0 and math.isfinite(v) else None
+
+        engine = str(p.get("source") or "").startswith("engine")
+        itl, prefill = p.get("itl_mean_s"), p.get("prefill_mean_s")
+        aggregate, per_stream, ttft = (figure(m) for m in ("aggregate_decode_tps", "per_stream_decode_tps",
+                                                            "ttft_mean_s"))
+        engine_prefill: float | None = None
+        if engine and isinstance(itl, (int, float)) and itl > 0 and math.isfinite(itl):
+            per_stream = 1.0 / float(itl)  # the engine's own inter-token gaps, pooled as per-stream decode pools them
+        if engine and isinstance(prefill, (int, float)) and prefill > 0 and math.isfinite(prefill):
+            engine_prefill, ttft = float(prefill), None  # its own prefill time, not the client's TTFT (below)
+        if prompt > 0 and output > 1 and any(f is not None for f in (aggregate, per_stream, ttft, engine_prefill)):
+            hit = summary.get("prefix_hit_rate")
+            load = Workload(clients=batch, requests=int(p.get("requests") or batch), input_len=prompt,
+                            output_len=output, prefix_hit_rate=float(hit) if isinstance(hit, (int, float)) else 0.0,
+                            max_num_batched_tokens=max_num_batched_tokens)
+            out.append(Measured(seats=batch, source=label, workload=load, aggregate_decode_tps=aggregate,
+                                per_stream_decode_tps=per_stream, ttft_mean_s=ttft, prefill_mean_s=engine_prefill))
+        itl_ms: Mapping[str, Any] = p["itl_ms"] if isinstance(p.get("itl_ms"), dict) else {}
+        median = itl_ms.get("p50")
+        if isinstance(median, (int, float)) and median > 0 and math.isfinite(median):
+            step: float | None = float(median) / 1e3
+        elif not summary and isinstance(itl, (int, float)) and itl > 0 and math.isfinite(itl):
+            step = float(itl)
+        else:
+            step = None
+        if step is not None:
+            out.append(Measured(seats=batch, source=label, step_s=step, context_tokens=prompt + output / 2))
         if batch == 1 and isinstance(prefill, (int, float)) and prefill > 0 and math.isfinite(prefill):
             out.append(Measured(seats=1, source=label, prefill_tokens=prompt, prefill_s=float(prefill)))
     if not out:

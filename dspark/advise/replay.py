@@ -185,7 +185,9 @@ def run_replays(python: str, tool: str, requests: Sequence[Mapping[str, Any]], t
 def pass_prediction(p: Mapping[str, Any]) -> PassPrediction:
     """A pass's figures from the replay's per-request times (virtual seconds) and the engine's counters."""
     arrival, first, finish, out = p["arrival_s"], p["first_token_s"], p["finish_s"], p["output_tokens"]
-    ttft = [f - a for a, f in zip(arrival, first, strict=True) if math.isfinite(f - a)]
+    # The client's TTFT: from its send to the first token's arrival, a hop after the engine samples it.
+    hop = float(p.get("first_token_hop_s") or 0.0)
+    ttft = [f - a + hop for a, f in zip(arrival, first, strict=True) if math.isfinite(f - a)]
     streams = [(fin - f, n) for f, fin, n in zip(first, finish, out, strict=True) if n > 1 and fin > f]
     span = math.fsum(s for s, _ in streams)
     wall = float(p["wall_time_s"])

@@ -67,6 +67,10 @@ class LoadOptions:
     dataset: Path | None = None
     tokenizer: Path | None = None
     goodput: tuple[str, ...] = ()
+    # Passes sent before this bench whose synthetic prompts it must not re-send (the sweep's earlier points, which
+    # filled the server's prefix cache with theirs): its prompts' content starts that many passes later; the
+    # lengths and arrival times, drawn from --seed, stay the same.
+    prompt_offset: int = 0
 
 
 def client_processes(requested: int, concurrency: int, cpus: int | None = None) -> int:
@@ -208,7 +212,7 @@ def bench_spec(load: LoadOptions, base_url: str, argv: Sequence[str] = (), seats
     def prompts_for_rep(rep: int) -> Sequence[Prompt]:
         if file_prompts is not None:
             return file_prompts
-        seed = load.seed + 1_000_003 * rep
+        seed = load.seed + 1_000_003 * (load.prompt_offset + rep)
         if lengths is not None:
             if kind == "ids":
                 return token_prompts_of(lengths.input, vocab_size=load.vocab_size, seed=seed)

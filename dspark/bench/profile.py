@@ -2,8 +2,13 @@
 `dspark advise --calibrate` fits the step-time model to (dspark.advise.calibrate reads it).
 
 The plan: decode batches of 1, 4, 16 and 64 streams with short prompts (the step time at each batch size), and a
-batch of 1 and 4 with long prompts (the prompt's compute), a few output tokens each, one wave per point: a
-minute or so on a datacenter GPU. Around each point /metrics is read twice; the engine's own histograms
+batch of 1 and 4 with long prompts (the prompt's compute), a few output tokens each, one wave per point; then two
+closed-loop benches in the regime a deployment runs in (32 and 128 streams of 1,024-token prompts, two requests a
+stream, 128 out: prompts landing in decode steps, the GPU at its sustained clock). On the H200 the six waves
+alone took 3.6 s, and fitted to them the model missed 32-128 streams and 4k prompts by up to 13% where it was
+within 6.3% uncalibrated; with two such benches beside them the held-out points of that run came within 6.6% on
+decode and wall (tests/device/results/2026-12-02-clock-D). Some 15-20 s on a datacenter GPU, a minute or two
+on smaller ones. Around each point /metrics is read twice; the engine's own histograms
 (vLLM: vllm:inter_token_latency_seconds, vllm:request_prefill_time_seconds, vllm:request_decode_time_seconds,
 vllm:iteration_tokens_total; the names are each engine's EngineSpec.metric_names) give the step figures, exact as
 sum ÷ count over the point. Where an engine exports none of them, the client's own inter-token latency and time
@@ -31,17 +36,25 @@ HISTOGRAMS = ("itl", "prefill_time", "decode_time", "iteration_tokens")
 
 @dataclass(frozen=True)
 class ProfilePoint:
-    """One bench of the profile: `batch` streams at once, each a prompt of input_len tokens and output_len out."""
+    """One bench of the profile: `batch` streams, each a prompt of input_len tokens and output_len out; `requests`
+    in all (0: one wave, a request a stream)."""
 
     batch: int
     input_len: int
     output_len: int
+    requests: int = 0
+
+    @property
+    def n(self) -> int:
+        """Requests sent."""
+        return self.requests or self.batch
 
 
 SHORT_PROMPT, LONG_PROMPT, OUTPUT_TOKENS = 256, 2048, 48
 PLAN: tuple[ProfilePoint, ...] = (
     *(ProfilePoint(b, SHORT_PROMPT, OUTPUT_TOKENS) for b in (1, 4, 16, 64)),
     *(ProfilePoint(b, LONG_PROMPT, OUTPUT_TOKENS) for b in (1, 4)),
+    *(ProfilePoint(b, 1024, 128, requests=2 * b) for b in (32, 128)),
 )
 
 
@@ -83,7 +96,10 @@ def point_record(point: ProfilePoint, bench: Mapping[str, Any], means: Mapping[s
     summary = bench.get("summary") or {}
     itl = bench.get("itl_ms") or {}
     record: dict[str, Any] = {"batch": point.batch, "input_len": point.input_len, "output_len": point.output_len,
-                              "requests": point.batch, "summary": dict(summary)}
+                              "requests": point.n, "summary": dict(summary)}
+    for dist in ("itl_ms", "ttft_ms", "tpot_ms"):  # the client's distributions: the median gap is a pure decode step
+        if isinstance(bench.get(dist), dict):
+            record[dist] = dict(bench[dist])
     if "itl" in means:
         record["itl_mean_s"], record["source"] = means["itl"], "engine /metrics"
     elif isinstance(itl.get("mean"), (int, float)):
@@ -112,7 +128,7 @@ def run_profile(url: str, *, model: str | None = None, plan: Sequence[ProfilePoi
     points: list[dict[str, Any]] = []
     identity: dict[str, Any] = {}
     for i, point in enumerate(plan):
-        load = LoadOptions(model=model, input_len=point.input_len, requests=point.batch, concurrency=point.batch,
+        load = LoadOptions(model=model, input_len=point.input_len, requests=point.n, concurrency=point.batch,
                            max_tokens=point.output_len, vocab_size=vocab_size, seed=seed + 7919 * i,
                            metrics_url=murl)
         try:

@@ -1,6 +1,7 @@
 """`dspark bench --profile sweep`: a request-rate sweep as guidellm runs one: a synchronous run (one request at a
 time) first, then a throughput run (every --concurrency stream busy), then N open-loop rates spaced evenly
-between the two measured request rates; each point a bench of its own, reported as `dspark bench` reports one.
+between the two measured request rates; each point a bench of its own, reported as `dspark bench` reports one,
+with fresh synthetic prompts of the same lengths (the earlier points' are in the server's prefix cache).
 
 The rates are guidellm's SweepProfile: linspace(synchronous rate, throughput rate, N + 2) without its ends, each
 sent with Poisson arrivals (--burstiness) and at most --concurrency requests in flight, as `vllm bench serve
@@ -80,6 +81,9 @@ def run_rate_sweep(load: LoadOptions, url: str, points: int, run_one: RunOne) ->
     done: list[RatePoint] = []
 
     def run(label: str, mode: str, one: LoadOptions) -> RatePoint | None:
+        # Fresh synthetic prompts at every point (the same lengths and arrivals): the earlier points' prompts
+        # are in the server's prefix cache, and re-sent they measure the cache (97% hits on an H200, 2026-12-02).
+        one = dataclasses.replace(one, prompt_offset=load.prompt_offset + len(done) * load.reps)
         result = run_one(one, label)
         done.append(RatePoint(label, mode, one.request_rate, one.concurrency, result))
         return None if result.partial else done[-1]

@@ -29,6 +29,7 @@ from dspark.core.errors import InputError
 from dspark.core.redact import is_secret_flag, redact_text, secret_argv_values, secret_env_values
 from dspark.engines import engine_spec
 from dspark.engines.argv import option_values
+from dspark.hardware.ray_nodes import RAY_ADDRESS_ENV, Placement, RayPlacements, RayUnavailable
 from dspark.runtime.launch import LaunchPlan, redact_argv, redact_env
 from dspark.runtime.supervise import EngineFailure, EngineLog, EngineProcess, KvPoolLine, StopOutcome
 
@@ -47,6 +48,42 @@ class PlannedLaunch:
     on_boot: Callable[[EngineLog], Sequence[str]] | None = None
     # The other nodes of a native multi-node plan (rank >= 1), each started over ssh beside this one.
     peers: tuple[PeerPlan, ...] = ()
+    # A plan on Ray: the ranks the engine's Ray executor places (one placement-group bundle each; 0: not on Ray)
+    # and the cluster's address (None: the local one).
+    ray_ranks: int = 0
+    ray_address: str | None = None
+
+
+class RayView:
+    """What the sweep reads of a Ray cluster: its placement groups, by id (RayPlacements, or a test's stand-in)."""
+
+    def groups(self) -> Mapping[str, Placement]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Disconnect."""
+
+
+class _ClusterView(RayView):
+    def __init__(self, address: str | None) -> None:
+        self.placements = RayPlacements(address)
+
+    def groups(self) -> Mapping[str, Placement]:
+        return self.placements.groups()
+
+    def close(self) -> None:
+        self.placements.__exit__()
+
+
+RayOpener = Callable[[str | None], RayView]
+
+
+@dataclass(frozen=True)
+class RayRanks:
+    """How many of the engine's ranks Ray placed on one node."""
+
+    node_id: str
+    ranks: int
 
 
 PlanBuilder = Callable[[int], PlannedLaunch]
@@ -181,6 +218,7 @@ class SettingResult:
     problems: tuple[str, ...]  # anything that makes this setting's numbers unfit for the decision
     peers: tuple[PeerOutcome, ...] = ()  # the other nodes' launches (native multi-node)
     peer_lost: str | None = None  # a peer that died during this setting: the sweep runs no further setting
+    ray_nodes: tuple[RayRanks, ...] = ()  # on Ray: where the engine's ranks ran (its placement groups' bundles)
 
     @property
     def clean(self) -> bool:
@@ -419,6 +457,91 @@ def _stop_nodes(engine: EngineProcess, peers: Sequence[PeerProcess], stop_timeou
     return stop, peer_stops
 
 
+RAY_PLACE_GRACE_S = 10.0  # placement groups exist before the engine answers; a short grace for the GCS
+
+
+def _rank_counts(mine: Mapping[str, Placement]) -> tuple[RayRanks, ...]:
+    counts: dict[str, int] = {}
+    for p in mine.values():
+        for node in p.gpu_nodes:
+            if node:
+                counts[node] = counts.get(node, 0) + 1
+    return tuple(RayRanks(n, k) for n, k in sorted(counts.items()))
+
+
+def ray_placed(view: RayView, before: set[str], ranks: int, grace_s: float | None = None
+               ) -> tuple[dict[str, Placement], tuple[RayRanks, ...], list[str]]:
+    """The placement groups created since the engine started (its ranks' GPU bundles), the ranks per node, and a
+    problem when fewer than the plan's ranks are placed (after RAY_PLACE_GRACE_S)."""
+    deadline = time.monotonic() + (RAY_PLACE_GRACE_S if grace_s is None else grace_s)
+    while True:
+        mine = {g: p for g, p in view.groups().items() if g not in before and p.live}
+        placed = _rank_counts(mine)
+        if sum(r.ranks for r in placed) >= ranks or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    got = sum(r.ranks for r in placed)
+    if got >= ranks:
+        return mine, placed, []
+    unplaced = sum(1 for p in mine.values() for n in p.gpu_nodes if not n)
+    return mine, placed, [
+        f"Ray placed {got} of the plan's {ranks} ranks ({len(mine)} placement group(s) created since the engine "
+        f"started{f', {unplaced} GPU bundle(s) waiting for a node' if unplaced else ''}): the engine's workers are "
+        "not where the plan put them"]
+
+
+def ray_released(view: RayView, mine: Mapping[str, Placement], timeout_s: float) -> list[str]:
+    """A problem per placement group of the engine still reserving GPUs `timeout_s` after it stopped."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        now = view.groups()
+        left = [now[g] for g in mine if g in now and now[g].live]
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    return [f"Ray placement group {p.group_id[:8]} still reserves {p.gpus:g} GPU(s) on "
+            f"{', '.join(sorted({n[:8] for n in p.gpu_nodes if n})) or 'no node yet'} {timeout_s:.0f} s after the "
+            "engine stopped: the next engine cannot have them (remove it with ray.util.remove_placement_group, or "
+            "restart Ray on those nodes)" for p in left]
+
+
+def _not_started(seats: int, plan: LaunchPlan, log_path: Path | None, problem: str) -> SettingResult:
+    """A setting whose engine was never started, and why (already redacted)."""
+    return SettingResult(seats=seats, label=f"{seats} seats", argv=tuple(redact_argv(plan.argv)),
+                         env=redact_env(plan.env_overlay), log_path=str(log_path) if log_path else None,
+                         startup_s=None, launch=None, bench=None, stop=None, problems=(problem,))
+
+
+class _RayCheck:
+    """Where a Ray launch's ranks run, across one setting: the placement groups created since the engine started
+    must hold every rank, and be gone after it stopped. Does nothing for a plan that is not on Ray."""
+
+    def __init__(self, launch: PlannedLaunch, open_ray: RayOpener) -> None:
+        self.ranks = launch.ray_ranks
+        self.view = open_ray(launch.ray_address) if self.ranks else None
+        self.before = set(self.view.groups()) if self.view is not None else set()
+        self.mine: dict[str, Placement] = {}
+        self.placed: tuple[RayRanks, ...] = ()
+
+    def after_start(self, label: str, say: Callable[[str], None]) -> list[str]:
+        if self.view is None:
+            return []
+        self.mine, self.placed, problems = ray_placed(self.view, self.before, self.ranks)
+        say(f"{label}: Ray placed {sum(r.ranks for r in self.placed)} of {self.ranks} ranks: "
+            + (", ".join(f"{r.ranks} on node {r.node_id[:8]}" for r in self.placed) or "none"))
+        return problems
+
+    def after_stop(self, timeout_s: float) -> list[str]:
+        if self.view is None:
+            return []
+        try:
+            return ray_released(self.view, self.mine, timeout_s)
+        except RayUnavailable as exc:
+            return [f"whether the engine's Ray workers ended could not be read: {exc.message}"]
+        finally:
+            self.view.close()
+
+
 def run_setting(  # noqa: PLR0915 - one setting's steps in order; each is a helper or a line
     seats: int,
     launch: PlannedLaunch,
@@ -429,9 +552,11 @@ def run_setting(  # noqa: PLR0915 - one setting's steps in order; each is a help
     stop_timeout_s: float,
     observer: PassObserver | None = None,
     say: Callable[[str], None] = lambda _m: None,
+    open_ray: RayOpener = _ClusterView,
 ) -> SettingResult:
     """Start, verify, bench and stop one setting (every node's engine); everything is always stopped, and
-    failures become problems."""
+    failures become problems. On Ray, the placement groups the engine created must hold every rank while it runs,
+    and be gone once it stopped."""
     label = f"{seats} seats"
     plan = launch.plan
     known = secret_argv_values(plan.argv) | secret_env_values(plan.env_overlay)
@@ -450,10 +575,14 @@ def run_setting(  # noqa: PLR0915 - one setting's steps in order; each is a help
                    "sweep's engine on this port): it would be benchmarked as this setting; stop it, or give the "
                    "sweep another --port")
         say(f"{label}: {problem}")
-        return SettingResult(seats=seats, label=label, argv=tuple(redact_argv(plan.argv)),
-                             env=redact_env(plan.env_overlay), log_path=str(log_path) if log_path else None,
-                             startup_s=None, launch=None, bench=None, stop=None,
-                             problems=(redact_text(problem, known),))
+        return _not_started(seats, plan, log_path, redact_text(problem, known))
+    try:
+        ray_check = _RayCheck(launch, open_ray)
+    except RayUnavailable as exc:
+        problem = f"the Ray cluster cannot be read, so where this setting's ranks run could not be verified: " \
+                  f"{exc.message}"
+        say(f"{label}: {problem}")
+        return _not_started(seats, plan, log_path, redact_text(problem, known))
     say(f"{label}: starting {plan.engine} ({url}); log: {log_path or '-'}")
     try:
         _start_nodes(engine, peers, watch, label, say)
@@ -463,10 +592,12 @@ def run_setting(  # noqa: PLR0915 - one setting's steps in order; each is a help
         check = check_launch(plan.argv, seats, engine.log.engine_args, engine.log.kv_pool, launch.expected_pool_tokens,
                              seat_arg=espec.seat_arg)
         problems += [*check.problems, *_peer_problems(peers, watch)]
+        problems += ray_check.after_start(label, say)
         for line in launch.on_boot(engine.log) if launch.on_boot is not None else ():
             say(f"{label}: {line.removeprefix('dspark: ')}")
         pool = f"{check.kv_pool_tokens:,}" if check.kv_pool_tokens is not None else "?"
-        nodes = f" on {len(peers) + 1} nodes" if peers else ""
+        placed = ray_check.placed
+        nodes = f" on {len(peers) + 1} nodes" if peers else f" on {len(placed)} Ray node(s)" if placed else ""
         say(f"{label}: healthy after {startup:.1f} s; KV pool {pool} tokens; "
             + (f"launch as planned{nodes}" if not problems else "; ".join(problems)))
         if not problems:
@@ -480,7 +611,7 @@ def run_setting(  # noqa: PLR0915 - one setting's steps in order; each is a help
             problems += bench_problems(result)
             if lost is None and (rc := engine.poll()) is not None:
                 problems.append(f"the engine exited with code {rc} during the bench: {engine.log.failure_context()}")
-    except (EngineFailure, ClientFailure, InputError, httpx.HTTPError) as exc:
+    except (EngineFailure, ClientFailure, InputError, RayUnavailable, httpx.HTTPError) as exc:
         if (lost := watch.check()) is not None and lost not in problems:
             problems.append(lost)  # the cause, before what the head's end looked like
         if isinstance(exc, httpx.HTTPError):
@@ -491,6 +622,7 @@ def run_setting(  # noqa: PLR0915 - one setting's steps in order; each is a help
     finally:
         watch.close()
         stop, peer_stops = _stop_nodes(engine, peers, stop_timeout_s, label, say)
+        problems += ray_check.after_stop(max(stop_timeout_s, 5.0))
     problems += [f"{p.who} {how}" for p, how in zip(peers, peer_stops, strict=True)
                  if how.startswith(("could not", "never"))]
     outcomes = tuple(
@@ -512,6 +644,7 @@ def run_setting(  # noqa: PLR0915 - one setting's steps in order; each is a help
         problems=tuple(redact_text(p, known) for p in problems),
         peers=outcomes,
         peer_lost=redact_text(watch.lost, known) if watch.lost else None,
+        ray_nodes=ray_check.placed,
     )
 
 
@@ -594,15 +727,20 @@ def _decision(rule: DecisionRule, settings: Sequence[Setting], partial: str | No
 def start_plan_builder(request: StartRequest, peers: PeerSetup | None = None) -> PlanBuilder:
     """Seats -> the plan `dspark start` would exec with --max-num-seqs SEATS, and its predicted KV pool; on a
     native multi-node plan, each peer's `dspark start --node-rank R` (one --peer per rank >= 1) beside it."""
+    from dspark.planning.ray_plan import ray_ranks  # noqa: PLC0415
     from dspark.planning.start import boot_recorder, plan_start  # noqa: PLC0415 - planning loads only for a sweep
 
     def build(seats: int) -> PlannedLaunch:
         flags = {**request.validate.flags, "max_num_seqs": seats}
         req = dataclasses.replace(request, validate=dataclasses.replace(request.validate, flags=flags))
         result = plan_start(req)
+        ranks = 0
+        if result.report.settings.distributed_runtime.value == "ray":  # the head's engine places every rank
+            ranks = ray_ranks(req.validate, result.report.settings)[0]
         return PlannedLaunch(plan=result.plan, expected_pool_tokens=result.report.capacity.kv_pool_tokens,
                              on_boot=boot_recorder(result, req.validate.env),
-                             peers=peer_plans(request, result, seats, peers))
+                             peers=peer_plans(request, result, seats, peers), ray_ranks=ranks,
+                             ray_address=req.validate.env.get(RAY_ADDRESS_ENV) or None)
 
     return build
 

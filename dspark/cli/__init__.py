@@ -129,15 +129,15 @@ class LazyGroup(click.Group):
 
 # Each command and the module that defines it (dspark/cli/<module>.py).
 COMMAND_MODULES = {
-    "advise": "dspark.cli.plan",
+    "advise": "dspark.cli.advise",
     "bench": "dspark.cli.bench",
     "observations": "dspark.cli.observations",
     "probe": "dspark.cli.probe",
     "profile": "dspark.cli.profile",
     "recipes": "dspark.cli.recipes",
     "render": "dspark.cli.render",
-    "start": "dspark.cli.plan",
-    "sweep": "dspark.cli.plan",
+    "start": "dspark.cli.start",
+    "sweep": "dspark.cli.sweep",
     "top": "dspark.cli.top",
     "validate": "dspark.cli.plan",
 }

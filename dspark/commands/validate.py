@@ -39,6 +39,9 @@ def run_validate(request: ValidateRequest, *, as_json: bool, explain: bool, out:
     if as_json:
         stream.write(json.dumps(report.to_json(), default=str) + "\n")
         explain_on_stderr(report, explain)
+    elif (text := plain_report(report, stream, explain=explain)) is not None:
+        stream.write(text)
+        stream.flush()
     else:
         render_report(report, make_console(stream), explain=explain)
     return int(ExitCode.REFUSED if report.verdict == "fail" else ExitCode.OK)
@@ -125,20 +128,13 @@ def _boot_rows(report: ValidationReport) -> list[tuple[str, str]]:
             *([("engine's memory terms", terms)] if terms else [])]
 
 
-def render_report(
-    report: ValidationReport, console: Console, *, explain: bool, extra: tuple[Finding, ...] = ()
-) -> None:
-    """The capacity figures, the findings (validate's, then `extra` from planning a launch) and the verdict."""
-    from rich.table import Table  # noqa: PLC0415
-
+def report_parts(report: ValidationReport, *, extra: tuple[Finding, ...] = ()) -> list[str | list[tuple[str, str]]]:
+    """What the report shows, in order: a str is a line of rich markup, a list the rows of a two-column table."""
     cap = report.capacity
     version = report.engine_version
     installed = f", installed {version.installed}" if version.installed and version.source != "installed" else ""
-    console.print(
-        f"[bold]{report.serve.engine}[/] {version.label()} ({version.source}{installed}) · "
-        f"{report.architecture.source} · {report.hardware.description}"
-    )
-    table = Table(show_header=False, box=None, pad_edge=False)
+    header = (f"[bold]{report.serve.engine}[/] {version.label()} ({version.source}{installed}) · "
+              f"{report.architecture.source} · {report.hardware.description}")
     rows: list[tuple[str, str]] = [
         ("KV bytes per token (per GPU)", _bytes_per_token(cap)),
         (
@@ -175,15 +171,54 @@ def render_report(
                 f"({'exact' if report.weights.exact else 'estimate'})",
             )
         )
-    for name, value in rows:
-        table.add_row(name, value)
-    console.print(table)
-    for note in cap.kv_budget_assumptions:
-        console.print(f"  [dim]assumes: {note}[/]")
     findings = (*report.findings, *extra)
-    for f in findings:
-        console.print(f"[{_STYLE[f.level]}]{f.level:>4}[/] {f.code}: {f.message}")
     verdict = verdict_of(findings)
-    console.print(f"verdict: [{_STYLE[verdict]}]{verdict}[/]")
+    return [
+        header,
+        rows,
+        *(f"  [dim]assumes: {note}[/]" for note in cap.kv_budget_assumptions),
+        *(f"[{_STYLE[f.level]}]{f.level:>4}[/] {f.code}: {f.message}" for f in findings),
+        f"verdict: [{_STYLE[verdict]}]{verdict}[/]",
+    ]
+
+
+def render_report(
+    report: ValidationReport, console: Console, *, explain: bool, extra: tuple[Finding, ...] = ()
+) -> None:
+    """The capacity figures, the findings (validate's, then `extra` from planning a launch) and the verdict."""
+    from rich.table import Table  # noqa: PLC0415
+
+    for part in report_parts(report, extra=extra):
+        if isinstance(part, str):
+            console.print(part)
+            continue
+        table = Table(show_header=False, box=None, pad_edge=False)
+        for name, value in part:
+            table.add_row(name, value)
+        console.print(table)
     if explain:
         console.print(report.settings.explain(), markup=False)
+
+
+def plain_report(
+    report: ValidationReport, stream: IO[str], *, explain: bool, extra: tuple[Finding, ...] = ()
+) -> str | None:
+    """What render_report writes on `stream` off a terminal, drawn without rich (dspark.commands.plain_text);
+    None where rich must draw it (a terminal, colour asked for, or text the plain drawing does not cover)."""
+    from dspark.commands.plain_text import draws_plain, markup_text, table_lines, unmarked_text  # noqa: PLC0415
+
+    width = output_width(stream)
+    if width is None or not draws_plain(stream):
+        return None
+    lines: list[str] = []
+    for part in report_parts(report, extra=extra):
+        drawn = [markup_text(part)] if isinstance(part, str) else table_lines(part, width)
+        if drawn is None or None in drawn:
+            return None
+        lines.extend(line for line in drawn if line is not None)
+    if explain:
+        text = unmarked_text(report.settings.explain())
+        if text is None:
+            return None
+        lines.append(text)
+    return "".join(f"{line}\n" for line in lines)

@@ -69,6 +69,9 @@ _TAIL = (
     "installed engine's, else the newest modelled |\n"
     '| `DSPARK_ENGINES_DIR` | where the test suite finds the engines it installs (default `.engines/`) |\n'
     '| `DSPARK_IMAGE` | the container image `launch/compose.spark-pair.yaml` runs |\n'
+    "| `DSPARK_PROFILE_TRACE` | `1`: an eager single-GPU vLLM estimate takes its activation peak from the "
+    "installed release's own profile run, traced on this host (tens of seconds once, then cached under "
+    '`profile-traces/` in the data directory) ([profile-trace.md](profile-trace.md)) |\n'
     '| `LWS_GROUP_SIZE`, `LWS_WORKER_INDEX`, `LWS_LEADER_ADDRESS` | set by a Kubernetes LeaderWorkerSet '
     'in every pod: nnodes, node_rank and master_addr, below `DSPARK_NNODES`, `DSPARK_NODE_RANK`, '
     '`DSPARK_MASTER_ADDR` (an explicit one wins; a disagreement is noted) ([deployment.md](deployment.md)) |\n'

@@ -172,6 +172,12 @@ ENV_NAMES = ("DSPARK_RECIPE", *(k.env for k in KNOBS))
 BY_NAME = {k.name: k for k in KNOBS}
 
 
+def slot_knobs(slot: str) -> tuple[str, ...]:
+    """The engines' own knobs in `slot` (SLOTS), in engine order: "kv_pin", each engine's KV-pool pin (vLLM's bytes,
+    SGLang's tokens); "kv_share", the share of memory each gives its pool. Generic code names them through this."""
+    return tuple(k.name for k in KNOBS if k.slot == slot)
+
+
 def reads_as(name: str, raw: object, value: object) -> bool:
     """Whether a raw value of knob `name` (dspark's grammar: '256K', '4') converts to `value`, e.g. an engine flag's."""
     if raw == value:

@@ -16,7 +16,7 @@ from dspark.engines import foreign_knobs
 
 _WHOLE_METRICS = frozenset({"kv_pool_tokens", "cudagraph_max_capture_size"})
 _NEEDS_DRAFT_MODEL = frozenset({"eagle", "eagle3", "dflash", "draft_model"})
-_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_NAME_RE = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
 def _flag_key(arg: str) -> str | None:
@@ -102,7 +102,7 @@ def _passthrough_problems(recipe: Recipe) -> Iterator[Problem]:
                 ("engine_args", i), f"{flag} belongs to one machine or run, not a recipe: use {RUN_FLAGS[key]}"
             )
     for name in recipe.env:
-        if not _ENV_NAME_RE.fullmatch(name):
+        if not re.fullmatch(_ENV_NAME_RE, name):
             yield Problem(("env", name), "is not a valid environment variable name")
         elif name == "MAX_NUM_SEQS" or name.startswith("DSPARK_"):
             yield Problem(

@@ -29,7 +29,7 @@ from dspark.engines import ENGINE_NAMES, engine_spec, foreign_knobs, pool_pins
 
 if TYPE_CHECKING:  # pydantic models cost start-up time; settings only reads recipe attributes
     from dspark.config.recipes import Recipe
-from dspark.config.knobs import BY_NAME, ENV_NAMES, KNOB_NAMES, KNOBS, Invalid, Knob
+from dspark.config.knobs import BY_NAME, ENV_NAMES, KNOB_NAMES, KNOBS, Invalid, Knob, slot_knobs
 from dspark.core.units import format_size
 
 T = TypeVar("T")
@@ -39,7 +39,7 @@ FALLBACK_NOTICE = "MAX_NUM_SEQS not set, using default: {value}"
 
 # DSPARK_* names other parts of dspark read, so their presence is not reported as a typo.
 OTHER_DSPARK_ENV = frozenset({"DSPARK_DATA_DIR", "DSPARK_ENGINE_PYTHON", "DSPARK_ENGINE_VERSION", "DSPARK_ENGINES_DIR",
-                              "DSPARK_IMAGE"})
+                              "DSPARK_IMAGE", "DSPARK_PROFILE_TRACE"})
 
 _SOURCE_RANK = {"flag": 0, "env": 1, "recipe": 2, "default": 3, "computed": 3}
 
@@ -118,6 +118,11 @@ class ResolvedSettings:
         return {"recipe": self.recipe, **{name: self.setting(name) for name in KNOB_NAMES}}
 
     @property
+    def pool_pin_settings(self) -> tuple[Setting[Any], ...]:
+        """Each engine's KV-pool pin (the knob table's kv_pin slot), set or not: at most the plan's engine's is."""
+        return tuple(self.setting(name) for name in slot_knobs("kv_pin"))
+
+    @property
     def max_num_seqs_is_fallback(self) -> bool:
         """True when nothing set the seats: the built-in default, or the safe count capacity computed for it."""
         return self.max_num_seqs.layer in ("default", "computed")
@@ -174,7 +179,7 @@ _TYPED = frozenset(f.name for f in fields(ResolvedSettings)) - {"recipe", "notes
 def _shown(name: str, value: object, source: str) -> str:
     if value is None:
         return "(computed later)" if source == "computed" else "(engine default)"
-    if name == "kv_cache_memory_bytes" and isinstance(value, int):
+    if isinstance(value, int) and (name, "bytes") in pool_pins():  # a pin in bytes: shown as a size too
         return f"{value} = {format_size(value)}"
     if isinstance(value, bool):
         return "true" if value else "false"

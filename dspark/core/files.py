@@ -17,8 +17,7 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from dspark.core.errors import InputError
 
@@ -27,8 +26,7 @@ MIB = 1 << 20
 GIB = 1 << 30
 
 
-@dataclass(frozen=True)
-class FileKind:
+class FileKind(NamedTuple):
     """What a file is to dspark (named in messages) and the most bytes a real one of its kind holds."""
 
     noun: str  # "recipe file", "model config", ...: "<path>: recipe file not found"

@@ -35,18 +35,20 @@ REDACTED = "***"
 # scheme://userinfo@ (RFC 3986): whatever precedes the last '@' of the authority.
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/?#\s@'\"]+)@")
 # NAME=value where NAME may be a variable or a flag; the value runs to whitespace, a quote or a delimiter.
-_ASSIGNMENT = re.compile(r"(?P<name>(?:--?)?[A-Za-z_][A-Za-z0-9_.-]*)=(?P<value>'[^']*'|\"[^\"]*\"|[^\s'\",;)\]}]+)")
+_ASSIGNMENT = r"(?P<name>(?:--?)?[A-Za-z_][A-Za-z0-9_.-]*)=(?P<value>'[^']*'|\"[^\"]*\"|[^\s'\",;)\]}]+)"
 # An option in text, bare or quoted ('--api-key' in a Python list), or a quoted dict key ('api_key':).
-_OPTION = re.compile(r"(?<![\w-])(?P<q>['\"]?)(?P<flag>--?[A-Za-z][A-Za-z0-9_.-]*)(?P=q)(?![\w.=-])"
-                     r"|(?P<k>['\"])(?P<key>[A-Za-z_]\w*)(?P=k):")
+_OPTION = (r"(?<![\w-])(?P<q>['\"]?)(?P<flag>--?[A-Za-z][A-Za-z0-9_.-]*)(?P=q)(?![\w.=-])"
+           r"|(?P<k>['\"])(?P<key>[A-Za-z_]\w*)(?P=k):")
 # One value after an option: quoted, or a run of characters that ends a word in argv, list or dict text.
-_VALUE = re.compile(r"(?P<sep>[ \t]*,?[ \t]*\[?[ \t]*)(?P<v>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\",\])}]+)")
+_VALUE = r"(?P<sep>[ \t]*,?[ \t]*\[?[ \t]*)(?P<v>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\",\])}]+)"
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 # A word of a sentence or a placeholder (NAME[:KEY]) after a flag, not a value: a key has digits, dashes, case
 # mixed. Values given on the command line or in a recipe are hidden wherever they appear (`known`) anyway.
-_PROSE = re.compile(r"[a-z]{1,12}[.,;:!?]?|[A-Z][A-Z_]*(?:\[[^\]\s]*\]?)?[.,;:]?")
+_PROSE = r"[a-z]{1,12}[.,;:!?]?|[A-Z][A-Z_]*(?:\[[^\]\s]*\]?)?[.,;:]?"
 # C0 and C1 controls, DEL, and the bidirectional overrides that reorder what a terminal shows.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
+# The patterns above left as text are compiled by re (and cached there) when text is first redacted: a plan
+# redacts only argv.
 _MIN_KNOWN = 4  # a known secret shorter than this is not searched for in text (it would hide ordinary words)
 
 
@@ -76,14 +78,21 @@ def is_secret_flag(flag: str) -> bool:
         rest = secret[len(spelt):]
         if len(spelt) - 2 >= _MIN_ABBREV and secret.startswith(spelt) and "-" not in rest:
             return True  # cuts into the secret flag's last word: only it can be meant
-    return any(_edits(spelt, secret) <= (1 if len(secret) < _LONG_FLAG else 2) for secret in _SECRET_FLAGS)
+    return any(_misspells(spelt, secret) for secret in _SECRET_FLAGS)
 
 
-def _edits(a: str, b: str) -> int:
+def _misspells(spelt: str, secret: str) -> bool:
+    """Whether `spelt` is within the edits that read as a misspelling of `secret` (1, or 2 for a long flag)."""
+    limit = 1 if len(secret) < _LONG_FLAG else 2
+    # The distance is at least the difference in length: most flags are too long or short to be that close.
+    return abs(len(spelt) - len(secret)) <= limit and _edits(spelt, secret, limit) <= limit
+
+
+def _edits(a: str, b: str, limit: int = 3) -> int:
     """Characters inserted, deleted, replaced or swapped with a neighbour to turn a into b (optimal string
-    alignment distance); stops counting past 3."""
-    if abs(len(a) - len(b)) > 3:
-        return 4
+    alignment distance); past `limit` it stops counting and answers limit + 1."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
     before: list[int] | None = None
     row = list(range(len(b) + 1))
     for i, ca in enumerate(a, 1):
@@ -92,8 +101,10 @@ def _edits(a: str, b: str) -> int:
             current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (ca != cb))
             if before is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
                 current[j] = min(current[j], before[j - 2] + 1)
+        if min(current) > limit and min(row) > limit:  # each later cell builds on these two rows: all past it
+            return limit + 1
         before, row = row, current
-    return row[-1]
+    return min(row[-1], limit + 1)
 
 
 def _is_option(arg: str) -> bool:
@@ -178,7 +189,7 @@ def redact_text(text: str, known: Iterable[str] = (), *, patterns: bool = True) 
     text = redact_url(text)
     if not patterns:
         return text
-    text = _ASSIGNMENT.sub(_assignment, text)
+    text = re.sub(_ASSIGNMENT, _assignment, text)
     return _redact_options(text)
 
 
@@ -191,17 +202,17 @@ def _assignment(m: re.Match[str]) -> str:
 def _redact_options(text: str) -> str:
     out: list[str] = []
     pos = 0
-    for m in _OPTION.finditer(text):
+    for m in re.finditer(_OPTION, text):
         flag, key = m.group("flag"), m.group("key")
         if m.start() < pos or not (is_secret_flag(flag) if flag else is_secret_name(key)):
             continue
         out.append(text[pos:m.end()])
         pos = m.end()
         # Every value up to the next option (vLLM's --api-key takes several), on this line only.
-        while (v := _VALUE.match(text, pos)) is not None and v.group("sep"):
+        while (v := re.compile(_VALUE).match(text, pos)) is not None and v.group("sep"):
             quote = v.group("v")[0] if v.group("v")[0] in "'\"" else ""
             word = v.group("v").strip("'\"")
-            if _is_option(word) or (not quote and _PROSE.fullmatch(word)):
+            if _is_option(word) or (not quote and re.fullmatch(_PROSE, word)):
                 break  # the next option, or the sentence goes on ("'--hf-secret' requires an argument")
             out.append(f"{v.group('sep')}{quote}{REDACTED}{quote}")
             pos = v.end()
@@ -227,7 +238,7 @@ def known_secrets() -> frozenset[str]:
 def printable(text: str) -> str:
     """text with control characters (escape sequences, carriage returns, bidi overrides) shown as escapes,
     keeping newlines and tabs: what an input says reaches a terminal as text, never as commands to it."""
-    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+    return re.sub(_CONTROL, lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
 
 
 def shown(text: str, known: Iterable[str] = ()) -> str:

@@ -38,7 +38,7 @@ _LETTERS = frozenset("kmgtKMGT")
 _NUMBER = r"(?P<number>\d+(?:\.\d+)?|\.\d+)"
 _SIZE_RE = re.compile(rf"{_NUMBER}\s*(?P<unit>[A-Za-z]*)")
 # vLLM's human_readable_int: re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value.strip())
-_SUFFIXED_RE = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_SUFFIXED_RE = r"(\d+(?:\.\d+)?)([kKmMgGtT])"
 
 SIZE_UNITS_HELP = (
     "bytes as an int, or a number with a unit: GB/MB/KB/TB decimal (28GB = 28e9), "
@@ -56,7 +56,7 @@ def suffixed_int(value: str) -> int:
     """
     text = value.strip()
     _check_digits(text)
-    match = _SUFFIXED_RE.fullmatch(text)
+    match = re.fullmatch(_SUFFIXED_RE, text)
     if match is None:
         try:
             return int(text)
@@ -125,7 +125,7 @@ def _parse_size_text(text: str) -> int:
 
 def _letter_size(text: str) -> int:
     """A size with a single-letter suffix: exactly as vLLM reads it (suffixed_int), digits right before it."""
-    if _SUFFIXED_RE.fullmatch(text) is None:
+    if re.fullmatch(_SUFFIXED_RE, text) is None:
         raise ValueError(f"write a single-letter unit right after the digits, as vLLM reads it (28G, 1.5g); "
                          f"or use {SIZE_UNITS_HELP}")
     return suffixed_int(text)
@@ -141,7 +141,7 @@ def parse_count(value: str | int) -> int:
     _check_digits(text)
     if re.fullmatch(r"\d+", text):
         return _bounded(int(text), MAX_TOKENS, "tokens")
-    if _SUFFIXED_RE.fullmatch(text) is None:
+    if re.fullmatch(_SUFFIXED_RE, text) is None:
         if re.fullmatch(r"\d*\.\d+", text):
             raise ValueError("not a whole number of tokens")
         raise ValueError("not a whole number of tokens (suffixes: k/m/g decimal, K/M/G binary)")

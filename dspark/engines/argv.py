@@ -30,14 +30,13 @@ import argparse
 import json
 import re
 from collections.abc import Callable, Container, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from dspark.core.errors import SettingsError
 
 # argparse's _negative_number_matcher: with no option that looks like a negative number (neither engine
 # declares one), "-1" and "-.5" are values, not options.
-_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+_NEGATIVE_NUMBER = r"^-\d+$|^-\d*\.\d+$"
 
 
 # Reads one flag's value: (the value, the flag as the engine names it) -> what the engine would hold, or a
@@ -77,8 +76,7 @@ class ArgvParser(argparse.ArgumentParser):
         return frozenset(self._option_string_actions)
 
 
-@dataclass(frozen=True)
-class Grammar:
+class Grammar(NamedTuple):
     """What an engine's parser does before argparse sees the argv."""
 
     underscores: bool = False  # `--a_b` reads as `--a-b` (vLLM)
@@ -88,8 +86,7 @@ class Grammar:
     optimization_level: bool = False  # `-O3` / `-O 3` read as --optimization-level (vLLM)
 
 
-@dataclass(frozen=True)
-class ReadArgv:
+class ReadArgv(NamedTuple):
     """An argv as a reader saw it: the parsed flags, bare arguments in order, and what it set aside."""
 
     namespace: argparse.Namespace
@@ -99,7 +96,7 @@ class ReadArgv:
 
 def is_option(arg: str) -> bool:
     """Whether argparse reads `arg` as an option string (not a value such as "-1" or "-")."""
-    return arg.startswith("-") and arg != "-" and not _NEGATIVE_NUMBER.match(arg)
+    return arg.startswith("-") and arg != "-" and not re.match(_NEGATIVE_NUMBER, arg)
 
 
 def option_name(arg: str, *, underscores: bool = False) -> str:

@@ -26,6 +26,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from dspark.core.errors import SettingsError
 from dspark.engines.argv import Grammar, is_option, option_name
@@ -96,8 +97,7 @@ def flag_table(engine: str, version: str | None) -> FlagTable | None:
     return FlagTable(engine, chosen, tables[chosen], exact=version is None or chosen == version)
 
 
-@dataclass(frozen=True)
-class EngineArgv:
+class EngineArgv(NamedTuple):
     """An argv as the engine's parser reads it: flags spelled out, and the flags it does not have."""
 
     argv: tuple[str, ...]

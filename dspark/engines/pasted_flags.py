@@ -10,8 +10,7 @@ lacks) and dspark.engines.pasted_flags (what the pasted flags set: knob values, 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dspark.core.errors import SettingsError
 from dspark.core.findings import Finding
@@ -20,8 +19,7 @@ from dspark.engines.parser_flags import EngineArgv, FlagTable, engine_argv, flag
 from dspark.engines.spec import AnyEngineSpec
 
 
-@dataclass(frozen=True)
-class PastedFlags:
+class PastedFlags(NamedTuple):
     """The pasted engine flags as the engine's parser reads them: spelled out, read, and what was said."""
 
     argv: tuple[str, ...]  # every abbreviation spelled out (the launch passes these)

@@ -10,13 +10,12 @@ whether the witness (the engine's own planner or sizing, run in its interpreter)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dspark.engines import engine_spec
 
 
-@dataclass(frozen=True)
-class MatrixEntry:
+class MatrixEntry(NamedTuple):
     """One release as the matrix saw it, beside the modelled release it was compared with."""
 
     engine: str

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias, Ty
 
 from dspark.core.knob import Knob
 from dspark.engines.argv import PLAIN, Grammar
-from dspark.runtime.engine_log import LogFormat
 
 if TYPE_CHECKING:
     from dspark.capacity import CapacitySummary
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
     from dspark.hardware import GpuInfo
     from dspark.model.architecture import Drafter, ModelArchitecture
     from dspark.model.weights import WeightBytes
+    from dspark.runtime.engine_log import LogFormat
     from dspark.runtime.launch import LaunchPlan
 
 # What an engine's flag reader returns (VllmOptions, SglangOptions): every hook that reads parsed flags takes it.
@@ -216,9 +216,18 @@ class EngineSpec(Generic[OptionsT, DetailT]):
         """The engine parser's dest name for the seat count."""
         return self.pinned["max_num_seqs"]
 
+    def planner_input(self, detail: DetailT | None, argv: Sequence[str] = (), *,
+                      user_pinned: bool = False) -> PlannerInput:
+        """What its own planner (the witness) is handed for a computed capacity, or why nothing (detail None)."""
+        if detail is None:
+            return PlannerInput(None, f"dspark computed no {self.name} plan for the witness to check")
+        return self.witness_request(detail, argv, user_pinned)
+
     @property
     def log_format(self) -> LogFormat:
         """How the supervisor reads this engine's start-up lines."""
+        from dspark.runtime.engine_log import LogFormat  # noqa: PLC0415 - only a started engine's log is read
+
         return LogFormat(self.kv_log_pattern, self.engine_args_log, self.memory_log)
 
 

@@ -15,7 +15,7 @@ from dspark.core.errors import InputError
 from dspark.engines.release_matrix import matrix_entry
 
 ENV_VAR = "DSPARK_ENGINE_VERSION"
-_VERSION = re.compile(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?[A-Za-z][0-9A-Za-z.+-]*|[+-][0-9A-Za-z.+-]*)?\s*")
+_VERSION = r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?[A-Za-z][0-9A-Za-z.+-]*|[+-][0-9A-Za-z.+-]*)?\s*"
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class EngineVersion:
 
 def version_key(text: str) -> tuple[int, int, int] | None:
     """(major, minor, patch) of a version string (local parts like +cpu and suffixes ignored); None if not one."""
-    m = _VERSION.fullmatch(text)
+    m = re.fullmatch(_VERSION, text)
     if m is None:
         return None
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)

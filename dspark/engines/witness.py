@@ -46,11 +46,10 @@ def witness_request(engine: str, detail: CapacityDetail | None, argv: Sequence[s
     """The planner request for a computed capacity, or the reason there is none (the engine's
     EngineSpec.witness_request builds it: what its planner is handed differs per engine).
     """
-    if detail is None:
-        return PlannerInput(None, f"dspark computed no {engine} plan for the witness to check")
     if engine not in ENGINE_NAMES:
-        return PlannerInput(None, f"no witness for engine {engine}")
-    return engine_spec(engine).witness_request(detail, argv, user_pinned)
+        return PlannerInput(None, f"dspark computed no {engine} plan for the witness to check" if detail is None
+                            else f"no witness for engine {engine}")
+    return engine_spec(engine).planner_input(detail, argv, user_pinned=user_pinned)
 
 
 def judge(answer: Mapping[str, Any], summary: CapacitySummary) -> Witness:

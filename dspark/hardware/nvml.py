@@ -11,12 +11,14 @@ import contextlib
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dspark.core.errors import HardwareError
 from dspark.hardware import GpuInfo, GpuProcess, HardwareSnapshot
-from dspark.hardware.unified import HostMemory, read_host_memory
+
+if TYPE_CHECKING:
+    from dspark.hardware.unified import HostMemory
 
 # NVML error codes (nvml.h); read from the module when it defines them, so a fake needs only what it uses.
 _NOT_SUPPORTED = 3
@@ -27,7 +29,7 @@ _ADDRESSING_MODE_ATS = 2  # NVML_DEVICE_ADDRESSING_MODE_ATS: GPU shares the CPU'
 
 # Parts whose GPU memory is the host's memory. The name is the one signal that does not depend on
 # driver behaviour: NVML has no "integrated" attribute (CUDA's cudaDevAttrIntegrated is not in NVML).
-_UNIFIED_NAMES = re.compile(r"\bGB10\b|\bJetson\b|\bOrin\b|\bThor\b|\bXavier\b|\bTegra\b", re.IGNORECASE)
+_UNIFIED_NAMES = r"\bGB10\b|\bJetson\b|\bOrin\b|\bThor\b|\bXavier\b|\bTegra\b"
 # A device whose memory is within this fraction of MemTotal is taken to be the host's memory.
 _UMA_TOTAL_TOLERANCE = 0.10
 _MIB = 1 << 20
@@ -41,8 +43,7 @@ class NvmlUnavailable(HardwareError):
         self.reason = reason
 
 
-@dataclass(frozen=True)
-class _Memory:
+class _Memory(NamedTuple):
     """One NVML memory reading; bytes."""
 
     total: int
@@ -50,6 +51,13 @@ class _Memory:
     used: int
     reserved: int
     query: str  # "v2" or "v1"
+
+
+def _read_host_memory() -> HostMemory:
+    """This host's memory (dspark.hardware.unified, loaded once there is a GPU to read)."""
+    from dspark.hardware.unified import read_host_memory  # noqa: PLC0415
+
+    return read_host_memory()
 
 
 def integrated_signal(
@@ -65,7 +73,7 @@ def integrated_signal(
     The NOT_SUPPORTED error alone is not proof (ollama #12619 review; docs/hardware.md): it must
     come with an integrated name, ATS addressing, or a device size equal to the host's.
     """
-    if _UNIFIED_NAMES.search(name):
+    if re.search(_UNIFIED_NAMES, name, flags=re.IGNORECASE):
         return f"{name} is a unified-memory part"
     near_host = device_total_bytes is not None and _near(device_total_bytes, host_total_bytes)
     if addressing_mode == _ADDRESSING_MODE_ATS and not memory_supported:
@@ -96,12 +104,12 @@ class NvmlSource:
         self,
         pynvml_module: Any | None = None,
         *,
-        host_memory: Callable[[], HostMemory] = read_host_memory,
+        host_memory: Callable[[], HostMemory] | None = None,
         hostname: Callable[[], str] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self._module = pynvml_module
-        self._host_memory = host_memory
+        self._host_memory = host_memory or _read_host_memory
         self._hostname = hostname or _hostname
         self._environ = environ
 

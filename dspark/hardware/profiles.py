@@ -6,7 +6,7 @@ profile describes an idle machine: free = total less any measured driver reserva
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dspark.core.errors import InputError
 from dspark.hardware import GpuInfo, HardwareSnapshot
@@ -14,8 +14,7 @@ from dspark.hardware import GpuInfo, HardwareSnapshot
 _MIB = 1 << 20
 _GIB = 1 << 30
 
-@dataclass(frozen=True)
-class _Spec:
+class _Spec(NamedTuple):
     """One GPU model's planning figures."""
 
     gpu_name: str

@@ -129,18 +129,24 @@ def _reachable(address: str) -> None:
                              hint=f"start it (`ray start --head`), or point {RAY_ADDRESS_ENV} at its head") from None
 
 
+def _join(ray: Any, address: str | None, namespace: str) -> str:
+    """ray.init as a driver of the cluster at `address` ("auto": the local one); the address joined."""
+    target = address or "auto"
+    _reachable(target)
+    try:
+        ray.init(address=target, namespace=namespace, log_to_driver=False, logging_level=logging.ERROR)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise RayUnavailable(f"could not join the Ray cluster at {target}: {exc}",
+                             hint=f"start one (`ray start --head`) or set {RAY_ADDRESS_ENV} to its address") from None
+    return target
+
+
 def inspect_cluster(address: str | None, timeout: float = PROBE_TIMEOUT_S) -> ClusterView:
     """Connect as a Ray driver, list the alive nodes, probe each where it is, disconnect; RayUnavailable if none."""
     ray = _import_ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
 
-    target = address or "auto"
-    _reachable(target)
-    try:
-        ray.init(address=target, namespace="dspark-probe", log_to_driver=False, logging_level=logging.ERROR)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise RayUnavailable(f"could not join the Ray cluster at {target}: {exc}",
-                             hint=f"start one (`ray start --head`) or set {RAY_ADDRESS_ENV} to its address") from None
+    target = _join(ray, address, "dspark-probe")
     try:
         local = ray.get_runtime_context().get_node_id()
         alive = [n for n in ray.nodes() if n.get("Alive")]
@@ -177,3 +183,57 @@ def _node(ray: Any, info: Mapping[str, Any], ref: Any, *, local: bool, timeout: 
     except (TypeError, ValueError) as exc:
         return replace(node, error=f"its probe's snapshot is unreadable ({exc}): is its dspark a different version?")
     return replace(node, snapshot=snapshot)
+
+
+# ---- where an engine's ranks run (the sweep's check of a Ray launch) -----------------------------------------
+
+@dataclass(frozen=True)
+class Placement:
+    """One placement group as the cluster records it: what vLLM's Ray executor reserves, one bundle per rank."""
+
+    group_id: str
+    state: str  # PENDING, CREATED, RESCHEDULING or REMOVED
+    gpu_nodes: tuple[str, ...]  # the node id of each bundle that reserves a GPU, in bundle order ("": unplaced)
+    gpus: float  # the GPUs its bundles reserve
+
+    @property
+    def live(self) -> bool:
+        """Still reserving (or waiting for) its resources."""
+        return self.state != "REMOVED"
+
+
+def placement_of(group_id: str, info: Mapping[str, Any]) -> Placement:
+    """A Placement from one entry of ray.util.placement_group_table()."""
+    bundles = info.get("bundles")
+    bundles = bundles if isinstance(bundles, dict) else {}
+    nodes = info.get("bundles_to_node_id")
+    nodes = nodes if isinstance(nodes, dict) else {}
+    gpu = {i: float((b or {}).get("GPU", 0)) for i, b in bundles.items()}
+    placed = tuple(str(nodes.get(i) or "") for i in sorted(gpu) if gpu[i] > 0)
+    return Placement(group_id=str(group_id), state=str(info.get("state", "?")), gpu_nodes=placed,
+                     gpus=sum(gpu.values()))
+
+
+class RayPlacements:
+    """A driver connection to the cluster that lists its placement groups; a context manager (disconnects)."""
+
+    def __init__(self, address: str | None) -> None:
+        self.ray = _import_ray()
+        self.address = _join(self.ray, address, "dspark-sweep")
+
+    def groups(self) -> dict[str, Placement]:
+        """Every placement group the cluster knows, by id."""
+        from ray.util import placement_group_table  # noqa: PLC0415
+
+        try:
+            table = placement_group_table()
+        except (RuntimeError, ConnectionError, OSError) as exc:
+            raise RayUnavailable(f"the Ray cluster at {self.address} did not list its placement groups: {exc}",
+                                 hint="is the cluster still up? `ray status` on its head") from None
+        return {str(k): placement_of(k, v) for k, v in table.items()}
+
+    def __enter__(self) -> RayPlacements:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.ray.shutdown()

@@ -6,6 +6,7 @@ import dataclasses
 import platform
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dspark.core.errors import InputError, RefusedError
 from dspark.core.files import exists_for_reading
@@ -13,7 +14,9 @@ from dspark.hardware import GpuInfo, HardwareSnapshot, HardwareSource
 from dspark.hardware.nvml import NvmlSource, NvmlUnavailable
 from dspark.hardware.profiles import DEFAULT_PROFILE, get_profile, is_profile, profile_names
 from dspark.hardware.snapshot import load_snapshot
-from dspark.hardware.unified import HostMemory, read_host_memory
+
+if TYPE_CHECKING:
+    from dspark.hardware.unified import HostMemory
 
 
 def resolve_hardware(
@@ -105,14 +108,22 @@ def read_cpu_flags(cpuinfo: Path | None = None) -> tuple[str, ...]:
     return ()
 
 
+def read_host_memory() -> HostMemory:
+    """This host's memory (dspark.hardware.unified, loaded only for a plan that reads it)."""
+    from dspark.hardware.unified import read_host_memory as read  # noqa: PLC0415
+
+    return read()
+
+
 def host_snapshot(
-    read: Callable[[], HostMemory] = read_host_memory, cpuinfo: Path | None = None
+    read: Callable[[], HostMemory] | None = None, cpuinfo: Path | None = None
 ) -> HardwareSnapshot:
     """This host's memory as the one device of a CPU engine (vLLM's CPU build keeps its KV cache there), and its
-    CPU's ISA flags (cpuinfo: a saved /proc/cpuinfo to read them from instead)."""
+    CPU's ISA flags; read: the reader of that memory (read_host_memory unless given); cpuinfo: a saved
+    /proc/cpuinfo to read the flags from instead of this CPU."""
     import socket  # noqa: PLC0415 - its enums cost milliseconds; only a CPU plan names this host
 
-    host = read()
+    host = (read or read_host_memory)()
     name = socket.gethostname()
     device = GpuInfo(
         index=0,
@@ -142,7 +153,7 @@ def resolve_cpu_host(spec: str | None, *, origin: str = "--hardware",
                      read: Callable[[], HostMemory] | None = None) -> HardwareSnapshot:
     """The host a CPU engine plans against: this one (spec None), or a CPU host saved by `probe --platform cpu`."""
     if spec is None:
-        return host_snapshot(read or read_host_memory)
+        return host_snapshot(read)
     shown = f"{origin} {spec!r}" if origin.startswith("-") else f"{origin}={spec!r}"
     hint = ("save the CPU host with `dspark probe --platform cpu --json > host.json` on it and give that file, "
             "or leave the hardware out to plan against this host")

@@ -9,9 +9,8 @@ capped by the container's cgroup room.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 # cgroup v1 writes "no limit" as PAGE_COUNTER_MAX rounded to a page (9223372036854771712 on 4 KiB pages);
 # anything this large is no limit at all.
@@ -32,8 +31,7 @@ class VirtualMemory(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class CgroupMemory:
+class CgroupMemory(NamedTuple):
     """The tightest memory limit of this process's cgroup and its ancestors; bytes."""
 
     version: int  # 1 or 2
@@ -53,8 +51,7 @@ class CgroupMemory:
         return max(0, self.limit_bytes - self.working_set_bytes)
 
 
-@dataclass(frozen=True)
-class HostMemory:
+class HostMemory(NamedTuple):
     """The host's memory as a unified-memory GPU can use it; bytes."""
 
     total_bytes: int  # MemTotal

@@ -11,9 +11,8 @@ import math
 import os
 import shlex
 import struct
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from dspark.core.errors import InputError
 from dspark.core.extras import require_extra
@@ -30,8 +29,7 @@ MODELOPT_FILE = "hf_quant_config.json"  # ModelOpt keeps its quantization beside
 _HEADER_LIMIT = SAFETENSORS_HEADER.limit_bytes  # the format's own cap on header size (100 MB)
 
 
-@dataclass(frozen=True)
-class ModelLocation:
+class ModelLocation(NamedTuple):
     """A model directory on this machine, and how it was found."""
 
     ref: str  # what the user gave: a path or a repo id

@@ -287,8 +287,10 @@ def _from_estimate(arch: ModelArchitecture, tp: int, pp: int, include_mtp: bool,
     params = arch.parameters
     assert params is not None  # noqa: S101 - checked by the caller
     plain = float(dtype_bytes(arch.dtype))
-    quant = format_bytes_per_parameter(arch.weight_format, arch.dtype)
+    quant = format_bytes_per_parameter(arch.weight_format, arch.dtype) + arch.block_scale_bytes_per_parameter
     expert = format_bytes_per_parameter(arch.expert_weight_format or arch.weight_format, arch.dtype)
+    if arch.expert_weight_format in (None, "fp8") and arch.weight_format == "fp8":
+        expert += arch.block_scale_bytes_per_parameter  # FP8 experts keep the same block scales
     kv_share = _kv_share(arch, tp)
     stage_of = _stage_of(arch.num_layers, pp)
     stages = [0.0] * pp

@@ -42,11 +42,19 @@ Where each term comes from:
 
 from __future__ import annotations
 
-import bisect
 import math
-from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+# The terms' arithmetic is dspark_inside.step_cost, the very file the engine-side replay evaluates (one copy),
+# imported here by its name in the dspark package it ships in. mypy reads it by its engine-side name (mypy_path:
+# dspark/_inside_root), so that the file has one module name there; the code is the same file either way.
+if TYPE_CHECKING:
+    from dspark_inside.step_cost import cpu_seconds, step_seconds, step_terms
+else:
+    from dspark._inside_root.dspark_inside.step_cost import cpu_seconds, step_seconds, step_terms
+
+__all__ = ["StepCosts", "StepShape", "cost_table", "cpu_seconds", "step_seconds", "step_terms"]
 
 
 @dataclass(frozen=True)
@@ -128,100 +136,3 @@ def cost_table(costs: StepCosts, shape: StepShape) -> dict[str, Any]:
             table[key] = 0.0
     return table
 
-
-def _rate(cost: Mapping[str, Any], key: str) -> float:
-    value = float(cost.get(key) or 0.0)
-    return value if value > 0 else math.inf
-
-
-def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
-               pairs: float | None = None) -> dict[str, float]:
-    """Seconds of each op class of one step (see the module docstring); `pairs`: prompt (query, key) pairs.
-
-    rows: decode rows; context: tokens of context the step reads (decode rows' and prompt chunks' prefixes);
-    prefill: prompt tokens computed; pairs None: estimated from the step (a chunk against itself, plus the whole
-    context as its prefix when no row decodes).
-    """
-    q = float(cost.get("query_len") or 1.0)
-    tokens = rows * q + prefill
-    if tokens <= 0:
-        return {}
-    sizes: Sequence[int] = cost.get("graph_sizes") or ()
-    eager = bool(cost.get("eager"))
-    padded = float(tokens)
-    if sizes and not eager and tokens <= sizes[-1]:
-        padded = float(sizes[bisect.bisect_left(sizes, math.ceil(tokens))])
-    bw = _rate(cost, "bandwidth_bytes_per_s")
-    experts, top_k = float(cost.get("num_experts") or 0), float(cost.get("top_k") or 0)
-    coverage = 1.0 - (1.0 - top_k / experts) ** tokens if experts and top_k else 1.0
-    observed = float(cost.get("prefill_per_token_s") or 0.0) if cost.get("prefill_observed") else 0.0
-    gemm_tokens = padded - prefill if observed else padded  # a measured prompt cost replaces its compute
-    half = max(float(cost.get("gemm_half_tokens") or 0.0), 1e-9)
-    flops = _rate(cost, "flops_per_s")
-    sampled = rows * q + (1 if prefill else 0)  # the logits: every verified position, a prompt's last token
-    compute = float(cost.get("logits_flops_per_row") or 0.0) * sampled / (flops * sampled / (sampled + half))
-    if gemm_tokens > 0:
-        compute += float(cost.get("dense_flops_per_token") or 0.0) * gemm_tokens / (
-            flops * gemm_tokens / (gemm_tokens + half))
-        if experts and top_k:
-            per_expert = max(gemm_tokens * top_k / experts, 1.0)
-            expert_rate = float(cost.get("expert_flops_per_s") or 0.0) or flops  # the fused-MoE kernel's own
-            compute += float(cost.get("expert_flops_per_token") or 0.0) * gemm_tokens / (
-                expert_rate * per_expert / (per_expert + half))
-    weights = (float(cost.get("dense_weight_bytes") or 0.0)
-               + float(cost.get("expert_weight_bytes") or 0.0) * coverage) / bw
-    if pairs is None:
-        pairs = prefill * prefill / 2.0 + (prefill * context if rows == 0 else 0.0)
-    per_pair = float(cost.get("attention_flops_per_pair") or 0.0)
-    attn_flops = per_pair * (q * context * (1 if rows else 0) + pairs)
-    kv_bw = float(cost.get("kv_bandwidth_bytes_per_s") or 0.0) or bw
-    kv = (float(cost.get("kv_bytes_per_token") or 0.0) * context
-          + float(cost.get("state_bytes_per_seat") or 0.0) * rows) / kv_bw
-    terms = {
-        "gemm": max(weights, compute),
-        "attention": max(kv, attn_flops / _rate(cost, "attention_flops_per_s")),
-        "elementwise": float(cost.get("activation_bytes_per_token") or 0.0) * tokens / bw,
-        "kernels": float(cost.get("kernels_per_step") or 0.0) * float(cost.get("kernel_floor_s") or 0.0),
-        "sampler": float(cost.get("per_token_s") or 0.0) * sampled,
-        "prefill_observed": observed * prefill,
-    }
-    tp = float(cost.get("tp") or 1.0)
-    if tp > 1:
-        ring = 2.0 * (tp - 1.0) / tp
-        terms["collectives"] = float(cost.get("allreduces_per_step") or 0.0) * (
-            float(cost.get("collective_latency_s") or 0.0)
-            + float(cost.get("allreduce_bytes_per_token") or 0.0) * tokens * ring / _rate(cost, "link_bytes_per_s"))
-    gpu = math.fsum(terms.values())
-    # Without a captured graph (eager, or a batch above the largest captured size) each kernel is launched alone.
-    ungraphed = eager or bool(sizes and tokens > sizes[-1])
-    launches = float(cost.get("launches_per_step") or cost.get("kernels_per_step") or 0.0)
-    launch = launches * float(cost.get("launch_s") or 0.0) if ungraphed else 0.0
-    cpu = float(cost.get("fixed_s") or 0.0) + float(cost.get("cpu_per_row_s") or 0.0) * (rows + (1 if prefill else 0))
-    if cost.get("async_scheduling"):
-        # The CPU schedules the next step while the GPU runs this one; without graphs it also launches this
-        # step's kernels one by one, so its path is both: the step is the longer of the two paths.
-        terms["cpu"] = max(0.0, cpu - gpu)
-        terms["launch_gap"] = max(0.0, cpu + launch - gpu) - terms["cpu"]
-    else:
-        # Schedule and prepare, then launch: the GPU runs the kernels as they come (the slower of the two).
-        terms["cpu"] = cpu
-        terms["launch_gap"] = max(0.0, launch - gpu)
-    return terms
-
-
-def cpu_seconds(cost: Mapping[str, Any], rows: int, prefill: int) -> float:
-    """The engine's CPU path of one step, as step_terms prices it: schedule, prepare the inputs and, without a
-    captured graph, launch each kernel. The engine core schedules the next step only after this (one thread)."""
-    tokens = rows * float(cost.get("query_len") or 1.0) + prefill
-    sizes: Sequence[int] = cost.get("graph_sizes") or ()
-    ungraphed = bool(cost.get("eager")) or bool(sizes and tokens > sizes[-1])
-    launches = float(cost.get("launches_per_step") or cost.get("kernels_per_step") or 0.0)
-    launch = launches * float(cost.get("launch_s") or 0.0) if ungraphed else 0.0
-    return (float(cost.get("fixed_s") or 0.0) + float(cost.get("cpu_per_row_s") or 0.0) * (rows + (1 if prefill else 0))
-            + launch)
-
-
-def step_seconds(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
-                 pairs: float | None = None) -> float:
-    """Seconds of one step: the sum of step_terms (dspark/_inside_root/dspark_inside/replay.py evaluates the same)."""
-    return math.fsum(step_terms(cost, rows, context, prefill, pairs).values())

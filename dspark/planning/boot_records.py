@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 from dspark.capacity.result import CapacityInputs, CapacityResult
 from dspark.core.errors import InputError
 from dspark.core.findings import Finding
-from dspark.runtime import boot_store
-from dspark.runtime.boot_store import BootRecord
+from dspark.runtime.data_dir import has_records
 
 if TYPE_CHECKING:
     from dspark.engines.spec import AnyEngineSpec
     from dspark.hardware import GpuInfo, HardwareSnapshot
     from dspark.model.architecture import ModelArchitecture
     from dspark.model.weights import WeightBytes
+    from dspark.runtime.boot_store import BootRecord
     from dspark.runtime.engine_log import KvPoolLine
 
 LABEL = "observed on this host"
@@ -105,8 +105,10 @@ def _identity(spec: AnyEngineSpec, options: Any, inputs: CapacityInputs, predict
 
 def lookup(key: BootKey, env: Mapping[str, str]) -> tuple[BootRecord | None, list[Finding]]:
     """The record of this key, if the store has a readable one; an unreadable one is a warning finding."""
-    if not boot_store.has_records(env):
+    if not has_records(env):
         return None, []
+    from dspark.runtime import boot_store  # noqa: PLC0415 - a store that holds no record is never read
+
     record, problem = boot_store.load(key.key, env)
     if problem is not None:
         return None, [Finding("warn", "boot-record-unreadable",
@@ -207,6 +209,9 @@ def record_boot(key: BootKey, kv: KvPoolLine, terms: Mapping[str, float], *, eng
     A boot whose pool equals the record's adds its terms and counts; one whose pool differs replaces the pool,
     keeps the old one as previous_pool_tokens, and is said as drift.
     """
+    from dspark.runtime import boot_store  # noqa: PLC0415 - only a started engine records its boot
+    from dspark.runtime.boot_store import BootRecord  # noqa: PLC0415
+
     old, problem = boot_store.load(key.key, env)
     lines = [f"dspark: warning: {problem}; it is replaced"] if problem else []
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock()))
@@ -246,6 +251,8 @@ class BootRecorder:
 
     def __call__(self, log: Any) -> list[str]:
         """log: the EngineLog (kv_pool, terms())."""
+        from dspark.runtime import boot_store  # noqa: PLC0415 - only a started engine records its boot
+
         kv, terms = log.kv_pool, log.terms()
         if kv is None:
             return []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from dspark.config.knobs import slot_knobs
 from dspark.core.findings import Finding, Level, gib
 from dspark.core.words import seats as seat_count
 
@@ -28,7 +29,7 @@ def idle_free_findings(
         # Under a pin the KV pool is a fixed size: the window and seats only divide it, they do not shrink it.
         fix = ("lower the KV pin (--kv-cache-memory), shrink the weights per GPU (more TP, a smaller quantization) "
                "or free memory" if pinned else
-               "lower gpu_memory_utilization / mem_fraction_static, or pin a smaller KV pool, or free memory")
+               f"lower {' / '.join(slot_knobs('kv_share'))}, or pin a smaller KV pool, or free memory")
         return [Finding("fail", "does-not-fit",
                         f"{where}: the engine needs about {gib(need_bytes)} but only {gib(free_bytes)} is free "
                         f"({gib(-rest)} short); {fix}")]
@@ -100,11 +101,11 @@ def _node_fit(
         ranks = f" x {need} ranks" if need > 1 else ""
         return idle_free_findings(hw.gpus[0].free_bytes, footprint * need, unified=False,
                                   where=f"{label}{hw.gpus[0].name}{ranks}",
-                                  pinned=settings.kv_cache_memory_bytes.value is not None)
+                                  pinned=any(pin.value is not None for pin in settings.pool_pin_settings))
     if len(hw.gpus) < need:
         return [Finding("fail", "not-enough-gpus", f"{label}{hw.description} has {len(hw.gpus)} GPU(s); the plan "
                         f"needs {need} per node")]
-    pinned = settings.kv_cache_memory_bytes.value is not None or settings.max_total_tokens.value is not None
+    pinned = any(pin.value is not None for pin in settings.pool_pin_settings)
     if hw.unified:
         # One pool per node: every GPU of the node draws on the host's memory.
         free = min(g.free_bytes for g in hw.gpus[:need])

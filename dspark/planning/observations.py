@@ -10,13 +10,15 @@ settings are the recipe's, and its hardware is the recipe's `hardware` profile.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dspark.capacity import CapacitySummary, ObservedPool
+from dspark.config.knobs import slot_knobs
 from dspark.config.settings import recipe_value
 from dspark.core.findings import Finding
 from dspark.core.units import format_size
+from dspark.engines import pool_pins
 from dspark.engines.version import normalize
 from dspark.hardware.profiles import get_profile, is_profile
 
@@ -26,16 +28,16 @@ if TYPE_CHECKING:
 
 # The settings that size the pool: an observation made under other values says nothing about this plan's pool.
 # The pin and memory fractions first (the ones an observation may record itself), then the layout and budgets.
-POOL_KNOBS = ("kv_cache_memory_bytes", "max_total_tokens", "gpu_memory_utilization", "mem_fraction_static",
-              "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype",
+# The engines' pins and shares are their own knobs (the knob table's slots), named here through the table.
+_PINS = slot_knobs("kv_pin")
+_FRACTIONS = slot_knobs("kv_share")
+_BYTE_PINS = frozenset(knob for knob, unit in pool_pins() if unit == "bytes")
+POOL_KNOBS = (*_PINS, *_FRACTIONS, "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype",
               "max_num_batched_tokens", "num_speculative_tokens", "enable_prefix_caching")
 POOL_METRICS = ("kv_pool_tokens", "full_contexts")
-_PINS = ("kv_cache_memory_bytes", "max_total_tokens")
-_FRACTIONS = ("gpu_memory_utilization", "mem_fraction_static")
 
 
-@dataclass(frozen=True)
-class PlanIdentity:
+class PlanIdentity(NamedTuple):
     """What an observation must match: the engine version planned for, the GPU planned against, and the recipe's
     own settings (no flags, no environment), which an observation that records nothing else was taken with."""
 
@@ -59,7 +61,7 @@ def observations(recipe: Recipe | None, settings: ResolvedSettings, metric: str,
 def _shown(name: str, value: object) -> str:
     if value is None:
         return "none"
-    return format_size(value) if name == "kv_cache_memory_bytes" and isinstance(value, int) else str(value)
+    return format_size(value) if name in _BYTE_PINS and isinstance(value, int) else str(value)
 
 
 def measured_with(recipe: Recipe, obs: Any, own: ResolvedSettings | None = None) -> dict[str, object]:
@@ -73,7 +75,7 @@ def measured_with(recipe: Recipe, obs: Any, own: ResolvedSettings | None = None)
     }
     pinned = getattr(obs, "kv_cache_memory", None)
     if pinned is not None:  # the observation's own pin replaces the recipe's, in whichever unit that was
-        pool |= {"kv_cache_memory_bytes": pinned, "max_total_tokens": None}
+        pool |= {pin: pinned if pin in _BYTE_PINS else None for pin in _PINS}  # its pin is in bytes
     if getattr(obs, "max_model_len", None) is not None:
         pool["max_model_len"] = obs.max_model_len
     gpu = get_profile(recipe.hardware).gpus[0].name if recipe.hardware and is_profile(recipe.hardware) else None

@@ -121,6 +121,17 @@ Inspector = Callable[[str | None], ClusterView]
 Validator = Callable[..., "ValidationReport"]
 
 
+def ray_ranks(request: ValidateRequest, settings: ResolvedSettings) -> tuple[int, str]:
+    """The ranks the engine's Ray executor places (TP × PP × DP, one GPU each) and how they multiply, in words."""
+    from dspark.engines import engine_spec  # noqa: PLC0415
+    from dspark.engines.pasted_flags import data_parallel_of, parse_engine_flags  # noqa: PLC0415
+
+    spec = engine_spec(settings.engine.value)
+    data_parallel, _ = data_parallel_of(spec, parse_engine_flags(spec, request.engine_flags))
+    tp, pp = settings.tensor_parallel_size.value, settings.pipeline_parallel_size.value
+    return tp * pp * data_parallel, f"TP {tp} × PP {pp}" + (f" × DP {data_parallel}" if data_parallel > 1 else "")
+
+
 def on_ray_cluster(request: ValidateRequest, settings: ResolvedSettings, *, dry_run: bool,
                    inspect: Inspector = inspect_cluster, validator: Validator | None = None) -> ValidationReport:
     """The plan validated against every node of the Ray cluster where it is; SettingsError where Ray cannot run.
@@ -128,7 +139,6 @@ def on_ray_cluster(request: ValidateRequest, settings: ResolvedSettings, *, dry_
     A dry run with no cluster in reach is validated as usual, with a warning that the cluster was not checked.
     """
     from dspark.engines import engine_spec  # noqa: PLC0415
-    from dspark.engines.pasted_flags import data_parallel_of, parse_engine_flags  # noqa: PLC0415
     from dspark.planning.validate import validate as validate_request  # noqa: PLC0415
 
     validate: Validator = validator or validate_request
@@ -150,10 +160,7 @@ def on_ray_cluster(request: ValidateRequest, settings: ResolvedSettings, *, dry_
             "on a node of the cluster, and Ray places every rank",
             hint="run it once (node_rank 0); the other nodes only need `ray start --address HEAD:PORT`",
         )
-    data_parallel, _ = data_parallel_of(spec, parse_engine_flags(spec, request.engine_flags))
-    tp, pp = settings.tensor_parallel_size.value, settings.pipeline_parallel_size.value
-    world = tp * pp * data_parallel
-    parts = f"TP {tp} × PP {pp}" + (f" × DP {data_parallel}" if data_parallel > 1 else "")
+    world, parts = ray_ranks(request, settings)
     try:
         view = inspect(request.env.get(RAY_ADDRESS_ENV) or None)
     except RayUnavailable as exc:
@@ -173,7 +180,7 @@ def on_ray_cluster(request: ValidateRequest, settings: ResolvedSettings, *, dry_
                                 f"hardware {settings.hardware.value!r} ({settings.hardware.source}) is not used: "
                                 "each Ray node was probed where it is (set DSPARK_HARDWARE in a node's environment "
                                 "before its `ray start` to plan that node against a saved probe)"))
-    pinned = settings.kv_cache_memory_bytes.value is not None or settings.max_total_tokens.value is not None
+    pinned = any(pin.value is not None for pin in settings.pool_pin_settings)
     findings += node_findings(view, model, footprint=planned.footprint_bytes, world=world, pinned=pinned,
                               driver_needs_gpu=spec.ray.driver_needs_gpu({**request.env, **planned.serve.env}))
     return replace(planned, findings=tuple(drop_contradictions(findings)))

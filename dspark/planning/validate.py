@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dspark import __version__
 from dspark.capacity import CapacitySummary
@@ -38,7 +38,6 @@ from dspark.engines.serve_config import ServeConfig
 from dspark.engines.spec import AnyEngineSpec, PlannerInput
 from dspark.engines.version import ENV_VAR as ENGINE_VERSION_ENV
 from dspark.engines.version import EngineVersion, normalize, resolve_engine_version
-from dspark.engines.witness import Witness, judge, run_witness, witness_finding, witness_request
 from dspark.hardware import GpuInfo, HardwareSnapshot
 from dspark.hardware.profiles import DEFAULT_PROFILE
 from dspark.hardware.select import resolve_cpu_host, resolve_hardware
@@ -59,11 +58,12 @@ from dspark.planning.findings import (
 from dspark.planning.model_inputs import draft_ref, drafter_of, model_architecture, weights_of
 from dspark.planning.observations import PlanIdentity, matching_observations, observation_findings, with_observed_pool
 from dspark.planning.serve_config import serve_config
-from dspark.runtime.boot_store import BootRecord
 from dspark.runtime.launch import LaunchPlan
 
 if TYPE_CHECKING:  # the recipe models (pydantic) load only when a recipe is used
     from dspark.config.recipes import Recipe
+    from dspark.engines.witness import Witness  # the engine check's: loaded only under --engine-check
+    from dspark.runtime.boot_store import BootRecord  # read only where the store holds records
 
 HardwareResolver = Callable[[str | None, str, str], HardwareSnapshot]
 
@@ -236,8 +236,7 @@ def _generic_weights_findings(found: list[Finding], weights: WeightBytes | None,
                             hardware, settings, arch.num_attention_heads)
 
 
-@dataclass(frozen=True)
-class _Resolved:
+class _Resolved(NamedTuple):
     """A request resolved: its recipe, engine, version, pasted flags (as the engine's parser reads them) and
     settings, with what resolving them said."""
 
@@ -382,6 +381,8 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     plan, planner = _plan_and_witness_request(spec, serve, result.detail, settings)
     witness = None
     if request.engine_check:
+        from dspark.engines.witness import witness_finding  # noqa: PLC0415 - only the engine check
+
         witness = _check_with_engine(spec, request, planner, summary)
         findings.append(witness_finding(witness, summary))
     return ValidationReport(
@@ -406,8 +407,7 @@ def validate(request: ValidateRequest, *, hardware_resolver: HardwareResolver | 
     )
 
 
-@dataclass(frozen=True)
-class _BootContext:
+class _BootContext(NamedTuple):
     """What a plan's recorded boot is looked up and replayed with (dspark.planning.boot_records)."""
 
     spec: AnyEngineSpec
@@ -468,9 +468,9 @@ def _plan_and_witness_request(
     """The launch plan (display form), and what the engine's own planner would be handed for the witness."""
     adapter = spec.adapter()
     plan = adapter.build_plan(serve, None)
-    planner = witness_request(spec.name, detail, adapter.parser_argv(plan),
-                              user_pinned=any(pin.value is not None and pin.layer in ("flag", "env", "recipe")
-                                              for pin in (settings.max_total_tokens, settings.kv_cache_memory_bytes)))
+    planner = spec.planner_input(detail, adapter.parser_argv(plan),
+                                 user_pinned=any(pin.value is not None and pin.layer in ("flag", "env", "recipe")
+                                                 for pin in settings.pool_pin_settings))
     return plan, planner
 
 
@@ -478,6 +478,8 @@ def _check_with_engine(
     spec: AnyEngineSpec, request: ValidateRequest, planner: PlannerInput, summary: CapacitySummary
 ) -> Witness:
     """validate --engine-check: the installed engine's planner on dspark's budget (needs the engine)."""
+    from dspark.engines.witness import Witness, judge, run_witness  # noqa: PLC0415 - only the engine check
+
     if planner.request is None:
         return Witness(None, None, None, agrees=False, budget_source=summary.kv_budget_source,
                        error=planner.unavailable)

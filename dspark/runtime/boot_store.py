@@ -22,35 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Where the store is, and whether it holds anything: in their own module, which a plan reads without this one.
+from dspark.runtime.data_dir import DATA_DIR_ENV, data_dir, has_records, store_dir
+
+__all__ = ["DATA_DIR_ENV", "FORMAT", "MAX_FILE_BYTES", "MAX_TERMS", "MAX_TEXT", "VERSION", "BootRecord",
+           "RecordError", "clear", "data_dir", "has_records", "is_key", "list_records", "load", "read_record",
+           "record_from_json", "save", "store_dir"]
+
 FORMAT = "dspark-boot-record"
 VERSION = 1
 MAX_FILE_BYTES = 64 << 10  # a record is some hundreds of bytes; anything past this is not one
 MAX_TERMS = 64
 MAX_TEXT = 512
-DATA_DIR_ENV = "DSPARK_DATA_DIR"
 _KEY = re.compile(r"^[0-9a-f]{16}$")
-
-
-def data_dir(env: Mapping[str, str] | None = None) -> Path:
-    """dspark's data directory: $DSPARK_DATA_DIR, else $XDG_DATA_HOME/dspark, else ~/.local/share/dspark.
-
-    Each variable is read from `env` (a request's environment), else from this process's: a request that carries
-    a partial environment still finds the user's store, not another one.
-    """
-    def var(name: str) -> str:
-        value = env.get(name) if env is not None else None
-        return (value if value is not None else os.environ.get(name, "")).strip()
-
-    if own := var(DATA_DIR_ENV):
-        return Path(own).expanduser()
-    xdg = var("XDG_DATA_HOME")
-    base = Path(xdg).expanduser() if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share"
-    return base / "dspark"
-
-
-def store_dir(env: Mapping[str, str] | None = None) -> Path:
-    """Where the records are."""
-    return data_dir(env) / "observations"
 
 
 def is_key(text: str) -> bool:
@@ -171,15 +155,6 @@ def read_record(path: Path) -> BootRecord:
     if path.stem != record.key:
         raise RecordError(f"holds key {record.key}, not its file name's")
     return record
-
-
-def has_records(env: Mapping[str, str] | None = None) -> bool:
-    """Whether the store holds any record file (a fresh machine's has none): one directory read, no hashing."""
-    try:
-        with os.scandir(store_dir(env)) as entries:
-            return any(e.name.endswith(".json") and not e.name.startswith(".") for e in entries)
-    except OSError:
-        return False
 
 
 def load(key: str, env: Mapping[str, str] | None = None) -> tuple[BootRecord | None, str | None]:

@@ -205,3 +205,71 @@ def test_a_zero_running_peak_read_from_metrics_is_not_called_unread(
     with pytest.raises(ValueError, match=r"/metrics, read, never showed a request running") as info:
         points_from_json(peak_zero, "short.json")
     assert "was not read" not in str(info.value)
+
+
+def test_a_profile_wave_is_read_as_the_bench_it_is_and_its_median_gap_as_the_decode_step() -> None:
+    """A wave of 64 prompts puts their prefill into the first requests' decode: its mean gap (11 ms) is not a
+    decode step; the wave is simulated as a bench, the median gap (8 ms) is the step. An old profile without
+    the bench's summary keeps its mean gap as the step."""
+    wave = {"batch": 64, "input_len": 256, "output_len": 48, "requests": 64, "itl_mean_s": 0.011,
+            "itl_ms": {"mean": 11.0, "p50": 8.0}, "summary": {"aggregate_decode_tps": 4000.0,
+                                                               "per_stream_decode_tps": 90.0, "ttft_mean_s": 0.3}}
+    one = {"batch": 1, "input_len": 2048, "output_len": 48, "itl_mean_s": 0.0052, "prefill_mean_s": 0.05}
+    points = calibrate.profile_points({"kind": calibrate.PROFILE_KIND, "points": [wave, one]}, "p.json", 4096)
+    bench, step, old_step, prefill = points
+    assert bench.workload == Workload(clients=64, requests=64, input_len=256, output_len=48,
+                                      max_num_batched_tokens=4096)
+    assert (bench.aggregate_decode_tps, bench.per_stream_decode_tps, bench.ttft_mean_s) == (4000.0, 90.0, 0.3)
+    assert (step.seats, step.step_s, step.context_tokens) == (64, 0.008, 256 + 24)
+    assert (old_step.seats, old_step.step_s, prefill.prefill_tokens, prefill.prefill_s) == (1, 0.0052, 2048, 0.05)
+    assert not any(p.step_s == 0.011 for p in points)
+    # the engine's own histograms where the profile read them: its pooled gaps for per-stream decode, its prefill
+    # time (first scheduled to first token) in place of the client's TTFT, which carries the API server's intake
+    engine = {**wave, "source": "engine /metrics", "prefill_mean_s": 0.2}
+    bench = calibrate.profile_points({"kind": calibrate.PROFILE_KIND, "points": [engine]}, "p.json")[0]
+    assert (bench.per_stream_decode_tps, bench.ttft_mean_s, bench.prefill_mean_s) == (1 / 0.011, None, 0.2)
+    assert bench.aggregate_decode_tps == 4000.0
+    with pytest.raises(ValueError, match="no step figure"):
+        calibrate.profile_points({"kind": calibrate.PROFILE_KIND, "points": [{"batch": 4, "summary": {}}]}, "q")
+
+
+def test_a_profile_of_a_known_engine_predicts_it_where_the_profile_did_not_go() -> None:
+    """An engine that is the model with other costs (bandwidth 15% lower, GEMMs 10% slower, twice the CPU per
+    step): its profile (dspark.bench.profile's plan, each wave's figures as that engine gives them) fitted from
+    the priors predicts it within 3% at workloads the profile never ran (1,024 and 4,096-token prompts, 256 out,
+    8 to 128 streams), where the priors are 5-20% off."""
+    from dspark.bench.profile import PLAN  # noqa: PLC0415 - the profile's own plan
+
+    prior = StepCosts(fixed_s=1.5e-3, bandwidth_bytes_per_s=3.84e12, per_token_s=0.6e-6, flops_per_s=633e12,
+                      gemm_half_tokens=48.0, attention_flops_per_s=490e12, kernel_floor_s=2.5e-6, launch_s=45e-6,
+                      cpu_per_row_s=10e-6, kv_bandwidth_bytes_per_s=3.84e12, arrival_hop_s=2.5e-3,
+                      api_per_request_s=0.5e-3, intake_s=0.75e-3)
+    shape = StepShape(dense_weight_bytes=16.4e9, expert_weight_bytes=0.0, num_experts=None, top_k=None,
+                      kv_bytes_per_token=147_456.0, state_bytes_per_seat=0.0, speculative_tokens=0,
+                      emitted_per_step=1.0, dense_flops_per_token=13.9e9, logits_flops_per_row=1.24e9,
+                      attention_flops_per_pair=4 * 36 * 32 * 128, activation_bytes_per_token=20 * 4096 * 2 * 36,
+                      kernels_per_step=442, graph_sizes=(1, 2, 4, 8, 16, 24, 32, 48, 64, 128, 256),
+                      async_scheduling=True)
+    truth = dataclasses.replace(prior, bandwidth_bytes_per_s=prior.bandwidth_bytes_per_s * 0.85,
+                                kv_bandwidth_bytes_per_s=prior.kv_bandwidth_bytes_per_s * 0.85,
+                                flops_per_s=prior.flops_per_s * 0.9, fixed_s=prior.fixed_s * 2)
+    waves = []
+    for p in PLAN:
+        sim = simulate(truth, shape, Workload(p.batch, p.batch, p.input_len, p.output_len), p.batch)
+        waves.append({"batch": p.batch, "input_len": p.input_len, "output_len": p.output_len, "requests": p.batch,
+                      "itl_ms": {"p50": 1e3 * decode_step_s(truth, shape, p.batch,
+                                                           p.batch * (p.input_len + p.output_len / 2))},
+                      "prefill_mean_s": sim.prefill_mean_s if p.batch == 1 else None,
+                      "summary": {"aggregate_decode_tps": sim.aggregate_decode_tps, "ttft_mean_s": sim.ttft_mean_s,
+                                  "per_stream_decode_tps": sim.per_stream_decode_tps}})
+    cal = fit(prior, shape, calibrate.profile_points({"kind": calibrate.PROFILE_KIND, "points": waves}, "p"))
+    assert cal.refused is None
+    prior_worst = fitted_worst = 0.0
+    for clients, prompt in ((8, 1024), (32, 1024), (128, 1024), (32, 4096)):
+        load = Workload(clients, 2 * clients, prompt, 256)
+        want, got, before = (simulate(c, shape, load, 128) for c in (truth, cal.costs, prior))
+        for name in ("aggregate_decode_tps", "per_stream_decode_tps", "ttft_mean_s", "wall_time_s"):
+            fitted_worst = max(fitted_worst, abs(getattr(got, name) / getattr(want, name) - 1))
+            prior_worst = max(prior_worst, abs(getattr(before, name) / getattr(want, name) - 1))
+    print(f"worst error at unseen workloads: priors {prior_worst:.1%}, fitted on the profile {fitted_worst:.1%}")
+    assert prior_worst > 0.05 and fitted_worst < 0.03

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -206,7 +205,7 @@ def test_deep_huge_special_and_binary_files_are_refused(tmp_path: Path, monkeypa
         read_dataset(tmp_path / "absent.json", count=1, seed=0, output_len=None, tokenize=None)
     big = tmp_path / "big.json"
     big.write_text("[" + " " * 2000 + "]")
-    monkeypatch.setattr(datasets, "DATASET", dataclasses.replace(datasets.DATASET, limit_bytes=1000))
+    monkeypatch.setattr(datasets, "DATASET", datasets.DATASET._replace(limit_bytes=1000))
     with pytest.raises(InputError, match="more than a dataset file may be"):
         read_dataset(big, count=1, seed=0, output_len=None, tokenize=None)
     text = tmp_path / "text.txt"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dspark.bench.load import LoadOptions
+from dspark.bench.load import LoadOptions, bench_spec
 from dspark.bench.rates import RatePoint, RateSweep, run_rate_sweep, sweep_json, sweep_rates, sweep_table_text
 from dspark.bench.results import BenchResult
 from dspark.cli import main
@@ -55,6 +55,31 @@ def test_the_sweep_runs_sync_then_throughput_then_the_rates_between() -> None:
     assert data["kind"] == "dspark-bench-sweep" and [p["target_rate"] for p in data["points"]] == \
         [None, None, 4.0, 6.0, 8.0]
     assert data["points"][2]["result"]["request_throughput"] == 4.0
+
+
+def test_every_point_sends_fresh_prompts_of_the_same_lengths_and_arrivals() -> None:
+    """The earlier points' prompts are in the server's prefix cache: re-sent, a point would measure the cache."""
+    specs = []
+
+    def run_one(load: LoadOptions, label: str) -> BenchResult:
+        specs.append(bench_spec(load, URL))
+        return _result({"synchronous": 2.0, "throughput": 10.0}.get(label, load.request_rate or 0.0))
+
+    load = LoadOptions(concurrency=4, requests=6, input_len=40, output_len=12, range_ratio=0.5, prompt_kind="text",
+                       seed=13, reps=2)
+    run_rate_sweep(load, URL, 2, run_one)
+    assert len(specs) == 4
+    prompts = [[tuple(p) if isinstance(p, list) else p for p in s.prompts_for_rep(r)] for s in specs for r in (0, 1)]
+    assert len({tuple(ps) for ps in prompts}) == len(prompts)  # no pass of any point re-sends another's
+    lengths = {tuple(len(str(p).split()) for p in ps) for ps in prompts}
+    assert len(lengths) == 1  # the same drawn lengths at every point and rep (one token a word)
+    assert {s.client.max_tokens_each for s in specs} == {specs[0].client.max_tokens_each}
+    # The open-loop points' arrivals: the same draws, scaled to each rate (the last request at N/rate)
+    scaled = []
+    for s in specs[2:]:
+        assert s.schedule_for_rep is not None
+        scaled.append([t * s.metadata["request_rate"] for t in s.schedule_for_rep(0)])
+    assert scaled[0] == pytest.approx(scaled[1]) and scaled[0][-1] == pytest.approx(6)
 
 
 def test_an_interrupted_point_ends_the_sweep_partial() -> None:

@@ -516,6 +516,8 @@ OTHER_ENV: dict[str, tuple[tuple[str, tuple[str, ...], int, Files], ...]] = {
                                                                 {"notdir": "x"}),
                         ("{tmp}/d", ("observations", "show", "0123456789abcdef"), 2,
                          {"d/observations/0123456789abcdef.json": b"\xff{bad"})),
+    # Opt-in trace of vLLM's profile run: 0 or unset is the heuristic, anything but 1 is bad input.
+    "DSPARK_PROFILE_TRACE": (("0", ("validate",), 0, {}), ("yes", ("validate",), 2, {}), ("2", ("validate",), 2, {})),
     # Read only when a start runs on Ray: a plain plan does not look at it.
     "RAY_ADDRESS": (("nowhere:1", ("validate",), 0, {}),),
 }

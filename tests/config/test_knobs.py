@@ -10,7 +10,7 @@ import typing
 import pytest
 
 from dspark.config import knobs
-from dspark.config.knobs import KNOB_NAMES, KNOBS, SLOTS, Knob
+from dspark.config.knobs import BY_NAME, KNOB_NAMES, KNOBS, SLOTS, Knob, slot_knobs
 from dspark.config.settings import ResolvedSettings
 from dspark.core.knob import text
 from dspark.engines import ENGINE_NAMES, engine_knob_declarations, engine_knobs_module, engine_spec, pool_pins
@@ -78,3 +78,13 @@ def test_resolved_settings_is_the_table_typed() -> None:
         (value,) = typing.get_args(hints[knob.name])
         returns = typing.get_type_hints(knob.convert)["return"]
         assert _nullable(value) == ({returns}, knob.default is None), knob.name
+
+
+def test_the_slots_name_each_engines_own_knobs_in_engine_order() -> None:
+    """Generic code (planning's pins and shares) names the engines' pool knobs only through the table's slots."""
+    assert slot_knobs("kv_pin") == tuple(knob for knob, _ in pool_pins())  # each engine's POOL_PIN, in order
+    shares = slot_knobs("kv_share")
+    assert shares == tuple(k.name for name in ENGINE_NAMES for k in engine_knobs_module(name).KNOBS
+                           if k.slot == "kv_share")
+    assert len(shares) == len(ENGINE_NAMES) and all(BY_NAME[k].slot == "kv_share" for k in shares)
+    assert slot_knobs("no-such-slot") == ()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from dspark.core import redact
@@ -149,3 +151,23 @@ def test_control_characters_are_shown_not_obeyed() -> None:
 )
 def test_sentences_that_name_a_secret_flag_stay_readable(message: str) -> None:
     assert redact.redact_text(message) == message
+
+
+def _full_osa(a: str, b: str) -> int:
+    """The optimal string alignment distance, every cell computed (the reference for redact._edits)."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[-1][-1]
+
+
+def test_the_edit_distance_stops_counting_past_its_limit_and_is_exact_below_it() -> None:
+    rng = random.Random(24)  # noqa: S311 - reproducible test input, no secret
+    for _ in range(3000):
+        a = "--" + "".join(rng.choice("aekt-ny") for _ in range(rng.randint(0, 12)))
+        b = rng.choice(["--api-key", "--hf-token", "--token", "--admin-api-key", a[: rng.randint(0, len(a))] + "x"])
+        limit = rng.choice([0, 1, 2, 3])
+        assert redact._edits(a, b, limit) == min(_full_osa(a, b), limit + 1), (a, b, limit)

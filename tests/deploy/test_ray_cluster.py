@@ -9,6 +9,7 @@ to give the nodes the memory it needs. No engine starts: `--dry-run` stops after
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from dspark.hardware.snapshot import load_snapshot
+from tests.bench.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBES = ROOT / "tests" / "fixtures" / "probes"
@@ -168,3 +170,98 @@ def test_a_node_without_dspark_is_named_with_the_fix(ray_cluster: RayCluster, tm
     assert f"Ray node {bare.node_id[:8]}" in proc.stderr
     assert "dspark cannot be imported by the Python its Ray workers run" in proc.stderr
     assert "install dspark in the environment that node's `ray start` runs from" in proc.stderr
+
+
+STANDIN = ROOT / "tests" / "deploy" / "ray_engine.py"
+
+
+def _standin_python(folder: Path, engine_python: str) -> Path:
+    """An engine interpreter for the sweep: vLLM's own (CPU build) for dspark's parser and witness checks, and for
+    `-m vllm.entrypoints.cli.main serve ...` the Ray stand-in (this Python, which has the `ray` extra)."""
+    wrapper = folder / "python"
+    wrapper.write_text(f"#!{sys.executable}\n"
+                       "import os, sys\n"
+                       "if sys.argv[1:4] == ['-m', 'vllm.entrypoints.cli.main', 'serve']:\n"
+                       f"    os.execv(sys.executable, [sys.executable, {str(STANDIN)!r}, *sys.argv[4:]])\n"
+                       f"os.execv({engine_python!r}, [{engine_python!r}, *sys.argv[1:]])\n")
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def _ray_sweep(cluster: RayCluster, tmp_path: Path, vllm_python: str, seats: tuple[int, ...],
+               **env: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], list[dict[str, Any]]]:
+    """`dspark sweep flash-next-vllm --seats ...` on the cluster with the stand-in engine: the process, sweep.json
+    and the stand-in's record of each start."""
+    python = _standin_python(tmp_path, vllm_python)
+    pools: dict[str, int] = {}
+    for n in seats:  # the pool dspark predicts at each seat count, for the stand-in to print as the engine would
+        proc = _start(cluster, "flash-next-vllm", "--json", "--max-num-seqs", str(n), "--engine-python",
+                      str(python))
+        assert proc.returncode == 0, proc.stderr
+        pools[str(n)] = json.loads(proc.stdout)["capacity"]["kv_pool_tokens"]
+    record = tmp_path / "engines.jsonl"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DSPARK_", "LWS_", "RAY_")) and k not in (
+        "MAX_NUM_SEQS", "HF_TOKEN")}
+    base["PYTHONPATH"] = str(ROOT) + os.pathsep + base.get("PYTHONPATH", "")
+    full = {**base, **LOOPBACK, "RAY_ADDRESS": cluster.address, "DSPARK_DISTRIBUTED_RUNTIME": "ray",
+            "RAY_ENGINE_RECORD": str(record), "RAY_ENGINE_POOL": json.dumps(pools), **env}
+    out_dir = tmp_path / "sweep"
+    proc = subprocess.run([sys.executable, "-m", "dspark", "sweep", "flash-next-vllm",
+                           "--seats", ",".join(map(str, seats)), "--engine-python", str(python),
+                           "--port", str(free_port()), "--requests", "4", "--concurrency", "2", "--max-tokens", "4",
+                           "--input-len", "16", "--primary", "wall_time", "--out-dir", str(out_dir), "--no-progress",
+                           "--health-timeout", "240", "--stop-timeout", "10"],
+                          env=full, cwd=tmp_path, capture_output=True, text=True, timeout=560, check=False)
+    data = json.loads((out_dir / "sweep.json").read_text())
+    starts = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+    return proc, data, starts
+
+
+@pytest.mark.engine  # vLLM's CPU build checks the argv (its parser) before each start
+@pytest.mark.timeout(600)
+def test_a_sweep_on_a_ray_plan_restarts_the_head_engine_and_verifies_where_ray_placed_each_rank(
+        ray_cluster: RayCluster, tmp_path: Path, vllm_python: str) -> None:
+    ray_cluster.give("head", IDLE)
+    ray_cluster.give("gpu", IDLE)
+    proc, data, starts = _ray_sweep(ray_cluster, tmp_path, vllm_python, (2, 4))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert data["clean"] is True, [s["problems"] for s in data["settings"]]
+    # One engine start per seat count, on the head, each placing its two ranks: one on each GPU node.
+    assert [s["seats"] for s in starts] == [2, 4]
+    assert starts[0]["pid"] != starts[1]["pid"]
+    head, gpu = ray_cluster.node_ids["head"], ray_cluster.node_ids["gpu"]
+    for start, setting in zip(starts, data["settings"], strict=True):
+        assert sorted(w["node_id"] for w in start["workers"]) == sorted([head, gpu])
+        # ... and the sweep saw the same from the cluster's placement groups, not from the engine
+        assert setting["ray_nodes"] == [{"node_id": n, "ranks": 1} for n in sorted([head, gpu])]
+        assert "--distributed-executor-backend ray" in " ".join(setting["argv"])
+        assert setting["launch"]["seats_confirmed"] is True and setting["launch"]["mismatched"] == []
+        assert setting["peers"] == []
+    said = " ".join(proc.stderr.split())  # rich wraps stderr at the terminal's width
+    assert "Ray placed 2 of 2 ranks" in said and "launch as planned on 2 Ray node(s)" in said
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(600)
+def test_a_ray_worker_group_outliving_its_engine_makes_the_setting_unclean(
+        ray_cluster: RayCluster, tmp_path: Path, vllm_python: str) -> None:
+    ray_cluster.give("head", IDLE)
+    ray_cluster.give("gpu", IDLE)
+    name = f"leak-{tmp_path.name}"
+    try:
+        proc, data, starts = _ray_sweep(ray_cluster, tmp_path, vllm_python, (2,), RAY_ENGINE_LEAK=name)
+    finally:  # give the GPUs back to the cluster for the other tests
+        import ray  # noqa: PLC0415 - the fixture set the loopback switch before Ray was first imported
+
+        ray.init(address=ray_cluster.address, logging_level=logging.ERROR, log_to_driver=False)
+        try:
+            ray.util.remove_placement_group(ray.util.get_placement_group(name))
+        except ValueError:
+            pass  # never created
+        finally:
+            ray.shutdown()
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (setting,) = data["settings"]
+    (problem,) = setting["problems"]
+    assert problem.startswith("Ray placement group ") and "still reserves 2 GPU(s)" in problem, problem
+    assert len(starts) == 1 and setting["bench"] is not None  # benched, then found holding the GPUs

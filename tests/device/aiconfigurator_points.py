@@ -31,7 +31,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-MODELS = {"qwen3-8b": "Qwen/Qwen3-8B", "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B"}  # configs/NAME.json -> its HF id
+MODELS = {"qwen3-8b": "Qwen/Qwen3-8B", "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",  # configs/NAME.json -> its HF id
+          "llama-3.1-8b": "meta-llama/Meta-Llama-3.1-8B"}  # aiconfigurator's own spelling (in its model_configs)
 MOE = {"qwen3-30b-a3b"}
 SYSTEM, BACKEND, BACKEND_VERSION = "h200_sxm", "vllm", "0.24.0"
 

@@ -219,7 +219,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="an ignored folder (e.g. .gpu/bundle)")
     ap.add_argument("--image-packages", type=Path, default=HERE / "h200-image-packages.txt")
-    ap.add_argument("--part-mib", type=float, default=57.2, help="part size in MiB (under 58: the tree travels too)")
+    ap.add_argument("--part-mib", type=float, default=48.0,
+                    help="part size in MiB (the tracked tree, about 8 MiB, travels with each part under 64 MiB)")
     ap.add_argument("--xz-preset", type=int, default=None,
                     help="compress with xz at this preset (about 25%% smaller at 6, but minutes of CPU here); "
                          "default: the wheels as they are")

@@ -10,6 +10,14 @@ started; `--state` remembers what ran, so the same command line in the next call
 
     python3 gpu_clock.py --src /tmp/gsrc --vllm-site /tmp/vsite --out $OUT --deadline-s 540 --plan A
 
+An engine with `profile` also runs `dspark profile URL --json` against itself (before or after its points), and
+once it is stopped every point of the plan is predicted by `dspark advise --json` (the argv
+tests/advise/test_recorded_gpu.py uses), uncalibrated and, where the engine has a profile, with `--calibrate` on it;
+the figures side by side go to OUT/summary-TAG.json (plan D: the Done-when "within 5% after a profile of the same
+engine" of issue 25, and a dense shape the recorded set does not have). `--after CMD` runs CMD (split as a
+shell would, run without one) against the live engine `--after-engine` names once its points are done, with
+DSPARK_URL set, bounded by `--after-s` and the deadline (another helper's measurement on the same engine start).
+
 Output (OUT/clock-TAG.tar.gz, plus OUT/points-TAG.jsonl and OUT/log-TAG.txt beside it; TAG: --tag or the plan):
   points.jsonl           one object a point: {"config": {...}, "summary": {...}, "file": "ENGINE/POINT.json"}
   engines.jsonl          one object an engine: argv, env, seconds to healthy, the engine's KV lines, stop time
@@ -17,17 +25,23 @@ Output (OUT/clock-TAG.tar.gz, plus OUT/points-TAG.jsonl and OUT/log-TAG.txt besi
   ENGINE/POINT.metrics-before.txt / .metrics-after.txt   /metrics text
   ENGINE/engine.log      the engine's stdout and stderr
   ENGINE/prompts.jsonl   the prompts of a --prompts point (token ids)
+  ENGINE/profile.json    `dspark profile --json` (and profile.metrics-before/after.txt around it)
+  ENGINE/POINT.advise.json / .advise-calibrated.json   `dspark advise --json` for the point
+  predictions.jsonl      one object a point: measured, predicted uncalibrated and calibrated, the errors
+  ENGINE/after.log       the --after command's output
   nvidia-smi.csv         clocks, power, utilisation every second while the plan ran
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import datetime
 import json
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -43,9 +57,14 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ENGINE_VERSION = os.environ.get("DSPARK_GPU_ENGINE_VERSION", "0.25.0")
 DSPARK_SITE = os.environ.get("DSPARK_SITE", "/tmp/dsite")
-PORT = 8000
+PORT = int(os.environ.get("DSPARK_GPU_PORT", "8000"))  # another port for a smoke run on a shared host
 COMMON = ("--load-format", "dummy", "--skip-tokenizer-init")
-RESERVE_S = 35  # kept for stopping the last engine and packing the archive
+RESERVE_S = 40  # kept for stopping the last engine, the last predictions and packing the archive
+PROFILE_EST_S = 35  # `dspark profile`: six one-wave benches, ~15 s on the H200 (bounded at 120)
+# Engine flags the plan reads (tests/advise/test_recorded_gpu.py's _PLANNED); the rest change nothing dspark models
+PLANNED_FLAGS = ("--enforce-eager", "--max-num-batched-tokens", "--kv-cache-dtype", "--no-enable-prefix-caching",
+                 "--enable-prefix-caching")
+METRICS = ("aggregate_decode_tps", "per_stream_decode_tps", "ttft_mean_s", "wall_time_s")
 PATTERNS = {
     "model_loading_gib": r"Model loading took ([\d.]+) GiB",
     "available_kv_gib": r"Available KV cache memory: ([\d.]+) GiB",
@@ -91,6 +110,9 @@ class Engine:
     # untimed warm-up benches before the points, one per concurrency (512 in, 32 out, max(c, 8) requests): the
     # first requests of a shape pay one-time costs (vLLM's Triton fused-MoE kernel compiles per tile config)
     warmup: tuple[int, ...] = (4,)
+    # `dspark profile URL` against this engine: "first" (after the warm-up, before the points), "last" (after
+    # them: the points' time is secured first), "" (none)
+    profile: str = ""
 
 
 def sweep(prefix: str, concurrencies: tuple[int, ...], input_len: int = 1024, output_len: int = 256,
@@ -106,6 +128,12 @@ PLANS: dict[str, tuple[Engine, ...]] = {
                points=(Point("s-c2", 64, 8, 2, est_s=5), Point("p-c48", 4096, 4, 48, requests=48, est_s=5,
                                                                  prompts="prefix48"))),
     ),
+    "smoke-D": (  # plan D's path (profile first and last, predictions, --after) against a fake engine, seconds
+        Engine("smoke-first", "qwen3-8b", 8, start_est_s=5, profile="first",
+               points=(Point("s-c2", 64, 8, 2, est_s=5),)),
+        Engine("smoke-last", "llama-3.1-8b", 8, start_est_s=5, profile="last",
+               points=(Point("s-c4", 64, 8, 4, est_s=5),)),
+    ),
     "A": (
         Engine("qwen3-8b-s128", "qwen3-8b", 128, start_est_s=130,
                points=(*sweep("d", (1, 2, 4, 8, 16, 32, 64, 128)), *sweep("d", (1, 8, 32, 128), 4096))),
@@ -117,6 +145,23 @@ PLANS: dict[str, tuple[Engine, ...]] = {
                points=sweep("e", (1, 8, 32), est=35)),
         Engine("qwen3-8b-s8-prefix", "qwen3-8b", 8, start_est_s=120, points=PREFIX),
         Engine("qwen3-8b-s16-prefix", "qwen3-8b", 16, start_est_s=120, points=PREFIX),
+    ),
+    # issue 25's Done-when "within 5% after a profile of the same engine": A's engine and points again, profiled
+    # first; then a dense shape the recorded set does not have (Llama-3.1-8B: 128k vocabulary, 14,336 FFN),
+    # predicted from its plan alone (and profiled last, if time is left)
+    "D": (
+        Engine("qwen3-8b-s128", "qwen3-8b", 128, start_est_s=135, profile="first",
+               points=(Point("d-in1024-out256-c1", 1024, 256, 1, requests=4, est_s=8),
+                       *sweep("d", (2, 4, 8, 16, 32, 64, 128)),
+                       Point("d-in4096-out256-c1", 4096, 256, 1, requests=4, est_s=8),
+                       *sweep("d", (8, 32, 128), 4096))),
+        # vLLM's own per-iteration log on this one (prompt and decode requests and tokens of every step, and the
+        # wait for its output): which step took which prompts, the question of the 8B's 32-stream TTFT gap; one
+        # log line a step costs the engine core tens of µs, so not on the 8B whose points A already measured
+        Engine("llama-3.1-8b-s128", "llama-3.1-8b", 128, start_est_s=135, profile="last",
+               flags=("--enable-logging-iteration-details",),
+               points=(Point("l-in1024-out256-c1", 1024, 256, 1, requests=4, est_s=12),
+                       *sweep("l", (8, 32, 128)), *sweep("l", (8,), 4096))),
     ),
     # the MoE again after a warm-up at every concurrency: B's 8-stream point paid a fused-MoE JIT (see its README)
     "C": (
@@ -166,7 +211,9 @@ def dspark_env(src: Path) -> dict[str, str]:
 def model_dir(name: str) -> Path:
     out = Path("/tmp/gpu-models") / name
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text((HERE / "configs" / f"{name}.json").read_text())
+    text, config = (HERE / "configs" / f"{name}.json").read_text(), out / "config.json"
+    if not config.exists() or config.read_text() != text:  # the predictions read it from threads: write it once
+        config.write_text(text)
     return out
 
 
@@ -276,7 +323,7 @@ def warm_up(concurrency: int, src: Path) -> int:
 
 
 def run_engine(eng: Engine, src: Path, vsite: Path, out: Path, end: float, done: set[str], state: Path,
-               log: Log) -> dict[str, Any]:
+               log: Log, hook: After) -> dict[str, Any]:
     edir = out / eng.name
     edir.mkdir(parents=True, exist_ok=True)
     mdir = model_dir(eng.model)
@@ -320,6 +367,7 @@ def run_engine(eng: Engine, src: Path, vsite: Path, out: Path, end: float, done:
         if not healthy:
             return record
         record["warmup_rc"] = [warm_up(c, src) for c in eng.warmup]
+        record.update(extras(eng, "first", hook, src, edir, end, log))
         points = []
         for pt in eng.points:
             key = f"{eng.name}/{pt.name}"
@@ -337,6 +385,7 @@ def run_engine(eng: Engine, src: Path, vsite: Path, out: Path, end: float, done:
                 with state.open("a") as fh:
                     fh.write(key + "\n")
         record["points"] = [p["config"]["point"] for p in points]
+        record.update(extras(eng, "last", hook, src, edir, end, log))
     finally:
         record["stop_s"] = stop(proc)
         logf.close()
@@ -350,9 +399,176 @@ def run_engine(eng: Engine, src: Path, vsite: Path, out: Path, end: float, done:
     return record
 
 
+def run_profile(eng: Engine, src: Path, edir: Path, end: float, log: Log) -> dict[str, Any]:
+    """`dspark profile URL --json --out ENGINE/profile.json` against the live engine (bounded); what it did."""
+    left = end - RESERVE_S - time.monotonic()
+    if left < PROFILE_EST_S:
+        log(f"  profile: not started ({left:.0f} s left, needs ~{PROFILE_EST_S})")
+        return {"rc": None, "why": f"{left:.0f} s left"}
+    base = f"http://127.0.0.1:{PORT}"
+    (edir / "profile.metrics-before.txt").write_text(get(base + "/metrics")[1])
+    cmd = [sys.executable, "-m", "dspark", "profile", base, "--json", "--out", str(edir / "profile.json")]
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=dspark_env(src), cwd=src,
+                              timeout=min(120.0, left), check=False)
+        rc, stderr = proc.returncode, proc.stderr[-3000:]
+    except subprocess.TimeoutExpired:
+        rc, stderr = 124, "timed out"
+    seconds = round(time.monotonic() - t0, 1)
+    (edir / "profile.metrics-after.txt").write_text(get(base + "/metrics")[1])
+    log(f"  profile: rc {rc} in {seconds} s" + (f"\n{stderr}" if rc else ""))
+    return {"rc": rc, "seconds": seconds, **({"stderr": stderr} if rc else {})}
+
+
+@dataclass
+class After:
+    """--after: a command run against the live engine `engine` names ("" the plan's first) once its points are done."""
+
+    cmd: tuple[str, ...] = ()
+    engine: str = ""
+    seconds: float = 120
+    ran: bool = False
+
+
+def run_after(hook: After, edir: Path, end: float, log: Log) -> dict[str, Any]:
+    """Run the --after command (no shell) with DSPARK_URL set, output to ENGINE/after.log; its exit status."""
+    hook.ran = True
+    left = min(hook.seconds, end - RESERVE_S - time.monotonic())
+    if left < 10:
+        log(f"  after: not started ({left:.0f} s left)")
+        return {"rc": None, "why": f"{left:.0f} s left"}
+    env = dict(os.environ, DSPARK_URL=f"http://127.0.0.1:{PORT}", DSPARK_AFTER_OUT=str(edir))
+    t0 = time.monotonic()
+    with (edir / "after.log").open("w") as fh:
+        try:
+            rc = subprocess.run(list(hook.cmd), stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=left,
+                                check=False).returncode
+        except (subprocess.TimeoutExpired, OSError) as exc:
+            rc = 124 if isinstance(exc, subprocess.TimeoutExpired) else 127
+    seconds = round(time.monotonic() - t0, 1)
+    log(f"  after: {' '.join(hook.cmd)}: rc {rc} in {seconds} s")
+    return {"cmd": list(hook.cmd), "rc": rc, "seconds": seconds}
+
+
+def extras(eng: Engine, when: str, hook: After, src: Path, edir: Path, end: float, log: Log) -> dict[str, Any]:
+    """The profile (before or after the points, as the engine says) and, after them, the --after command."""
+    out: dict[str, Any] = {}
+    if eng.profile == when:
+        out["profile"] = run_profile(eng, src, edir, end, log)
+    if when == "last" and hook.cmd and hook.engine in ("", eng.name) and not hook.ran:
+        out["after"] = run_after(hook, edir, end, log)
+    return out
+
+
+def advise_argv(cfg: dict[str, Any], model: Path, profile: Path | None) -> list[str]:
+    """`dspark advise --json` for a recorded point: tests/advise/test_recorded_gpu.py's predict(), on the model the
+    engine served (so a profile of it matches the plan), --calibrate PROFILE when one is given."""
+    clients = int(cfg["concurrency"])
+    argv = ["advise", "--model", str(model), "--engine", "vllm", "--hardware", "h200", "--engine-version",
+            str(cfg.get("engine_version", ENGINE_VERSION)), "--seats", str(cfg.get("seats", clients)),
+            "--clients", str(clients), "--requests", str(cfg.get("requests", max(2 * clients, 8))),
+            "--input-len", str(cfg["input_len"]), "--output-len", str(cfg["output_len"]),
+            "--simulator", "dspark", "--json"]
+    if profile is not None:
+        argv += ["--calibrate", str(profile)]
+    flags = [f for f in cfg.get("engine_flags") or [] if f in PLANNED_FLAGS]
+    return [*argv, "--", *flags, "--max-model-len", str(cfg.get("max_model_len", 8192))]
+
+
+def predict(cfg: dict[str, Any], src: Path, edir: Path, calibrated: bool) -> dict[str, Any]:
+    """One point's prediction (ENGINE/POINT.advise[-calibrated].json); {} when there is none."""
+    profile = edir / "profile.json"
+    if calibrated and not profile.exists():
+        return {}
+    argv = advise_argv(cfg, model_dir(cfg["model_config"]), profile if calibrated else None)
+    proc = subprocess.run([sys.executable, "-m", "dspark", *argv], capture_output=True, text=True,
+                          env=dspark_env(src), cwd=src, timeout=300, check=False)
+    name = f"{cfg['point']}.advise{'-calibrated' if calibrated else ''}.json"
+    (edir / name).write_text(proc.stdout if proc.stdout.strip() else json.dumps({"rc": proc.returncode,
+                                                                              "stderr": proc.stderr[-3000:]}))
+    try:
+        data = json.loads(proc.stdout)
+        first = data["predictions"][0]
+    except (json.JSONDecodeError, KeyError, IndexError, TypeError):
+        return {"rc": proc.returncode, "stderr": proc.stderr[-1500:]}
+    out = {m: first.get("ttft_s" if m == "ttft_mean_s" else m) for m in METRICS}
+    out.update(tpot_ms=first.get("decode_step_ms"), queue_mean_s=first.get("queue_mean_s"),
+               prefill_mean_s=first.get("prefill_mean_s"), rc=proc.returncode,
+               warnings=data.get("warnings") or [], argv=argv)
+    return out
+
+
+def errors(measured: dict[str, Any], predicted: dict[str, Any]) -> dict[str, float | None]:
+    """(predicted - measured) / measured per figure."""
+    out: dict[str, float | None] = {}
+    for m in METRICS:
+        a, b = measured.get(m), predicted.get(m)
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0:
+            out[m] = round((b - a) / a, 4)
+        else:
+            out[m] = None
+    return out
+
+
+def predict_engine(points: list[dict[str, Any]], src: Path, edir: Path,
+                   pool: concurrent.futures.Executor) -> list[concurrent.futures.Future[dict[str, Any]]]:
+    """Queue the predictions of an engine's points (run while the next engine starts)."""
+    def one(point: dict[str, Any]) -> dict[str, Any]:
+        cfg, summary = point["config"], point["summary"]
+        measured = {m: summary.get(m) for m in (*METRICS, "tpot_mean_ms")}
+        uncal, cal = predict(cfg, src, edir, False), predict(cfg, src, edir, True)
+        return {"point": f"{cfg['engine_config']}/{cfg['point']}", "measured": measured, "uncalibrated": uncal,
+                "calibrated": cal, "error_uncalibrated": errors(measured, uncal),
+                "error_calibrated": errors(measured, cal) if cal else None}
+    return [pool.submit(one, p) for p in points if p.get("summary") and p.get("bench_rc") in (0, 1)]
+
+
 def engine_cost(eng: Engine, done: set[str]) -> float:
     todo = [p for p in eng.points if f"{eng.name}/{p.name}" not in done]
-    return eng.start_est_s + (todo[0].est_s if todo else 0) if todo else 0
+    first = PROFILE_EST_S if eng.profile == "first" else 0
+    return eng.start_est_s + first + (todo[0].est_s if todo else 0) if todo else 0
+
+
+def collect(futures: list[concurrent.futures.Future[dict[str, Any]]], pool: concurrent.futures.Executor,
+            end: float, work: Path, summary: Path, log: Log) -> None:
+    """Wait for the predictions (until 10 s before the deadline), write predictions.jsonl and the summary."""
+    predictions = []
+    for fut in futures:  # the last engine's few points: seconds on 16 cores
+        try:
+            predictions.append(fut.result(timeout=max(5.0, end - 10 - time.monotonic())))
+        except Exception as exc:  # a prediction that failed or ran late is recorded as such
+            predictions.append({"error": f"{type(exc).__name__}: {exc}"})
+    pool.shutdown(wait=False, cancel_futures=True)
+    if predictions:
+        with (work / "predictions.jsonl").open("w") as fh:
+            fh.writelines(json.dumps(p) + "\n" for p in predictions)
+        data = summarise(predictions)
+        summary.write_text(json.dumps(data, indent=1) + "\n")
+        shutil.copy(summary, work / summary.name)
+        log(f"max |error|: {data['max_abs_error']}")
+        for row in data["table"]:
+            log(f"  {row}")
+
+
+def summarise(predictions: list[dict[str, Any]]) -> dict[str, Any]:
+    """A small summary: per point the four figures measured / uncalibrated / calibrated, and the largest errors."""
+    table = []
+    worst: dict[str, float] = {"uncalibrated": 0.0, "calibrated": 0.0}
+    for p in predictions:
+        if "point" not in p:
+            continue
+        row: dict[str, Any] = {"point": p["point"]}
+        for m in METRICS:
+            row[m] = [p["measured"].get(m), p["uncalibrated"].get(m), (p["calibrated"] or {}).get(m)]
+        for kind, so_far in worst.items():
+            errs = [abs(e) for e in (p.get(f"error_{kind}") or {}).values() if isinstance(e, (int, float))]
+            if errs:
+                worst[kind] = max(so_far, *errs)
+                row[f"max_error_{kind}"] = round(max(errs), 4)
+        table.append(row)
+    return {"figures": "[measured, uncalibrated, calibrated] per point", "metrics": list(METRICS),
+            "max_abs_error": worst, "table": table}
 
 
 def main() -> int:
@@ -365,7 +581,15 @@ def main() -> int:
     ap.add_argument("--startup", type=int, default=0, help="first run benchmarks/startup.py -n N (0: not)")
     ap.add_argument("--tag", default="", help="names the output files (default: the plan's name)")
     ap.add_argument("--state", type=Path, default=Path("/tmp/gpu-clock-done.txt"))
+    ap.add_argument("--after", default="", help="a command (split as a shell would, run without one) to run "
+                    "against the live engine once its points are done; DSPARK_URL holds its URL, DSPARK_AFTER_OUT "
+                    "a folder for files")
+    ap.add_argument("--after-engine", default="", help="the engine of the plan --after runs against (default: the "
+                    "first one started)")
+    ap.add_argument("--after-s", type=float, default=120, help="the --after command's time limit")
+    ap.add_argument("--no-predict", action="store_true", help="do not run dspark advise for the points")
     args = ap.parse_args()
+    hook = After(tuple(shlex.split(args.after)), args.after_engine, args.after_s)
     t0 = time.monotonic()
     end = t0 + args.deadline_s
     tag = args.tag or args.plan
@@ -390,6 +614,8 @@ def main() -> int:
             (work / "startup.json").write_text(r.stdout)
             log(f"startup.py -n {args.startup} --json rc {r.returncode}:\n{r.stdout[-3000:]}{r.stderr[-800:]}")
         done = set(args.state.read_text().split()) if args.state.exists() else set()
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(2, min(12, (os.cpu_count() or 2) - 2)))
+        futures: list[concurrent.futures.Future[dict[str, Any]]] = []
         for eng in PLANS[args.plan]:
             cost = engine_cost(eng, done)
             if not cost:
@@ -398,9 +624,14 @@ def main() -> int:
             if left < cost:
                 log(f"{eng.name}: not started ({left:.0f} s left, needs ~{cost:.0f})")
                 continue
-            record = run_engine(eng, args.src.resolve(), args.vllm_site, work, end, done, args.state, log)
+            record = run_engine(eng, args.src.resolve(), args.vllm_site, work, end, done, args.state, log, hook)
             with (work / "engines.jsonl").open("a") as fh:
                 fh.write(json.dumps(record) + "\n")
+            if not args.no_predict and (work / "points.jsonl").exists():
+                rows = [json.loads(line) for line in (work / "points.jsonl").read_text().splitlines()]
+                mine = [r for r in rows if r["config"]["engine_config"] == eng.name]
+                futures += predict_engine(mine, args.src.resolve(), work / eng.name, pool)
+        collect(futures, pool, end, work, args.out / f"summary-{tag}.json", log)
     finally:
         if smi is not None:
             smi.terminate()

@@ -29,6 +29,7 @@ class Row:
     hold_gib: int = 0  # another process holds this much GPU memory during the row
     what: str = ""  # the factor this row changes
     env: tuple[tuple[str, str], ...] = field(default=())
+    start_s: int = 150  # seconds to the engine's KV line on the H200 (recorded; gpu_truth.py starts none later)
 
 
 # In the order they run (the most telling first: a device command has 10 minutes, a session 30).
@@ -50,13 +51,27 @@ ROWS: tuple[Row, ...] = (
     Row("qwen3-8b-held40", "qwen3-8b", hold_gib=40,
         what="another process holds 40 GiB at the default 0.92: the start-up check refuses"),
     Row("mistral-7b-v0.1", "mistral-7b-v0.1", what="sliding window on every layer (4,096)"),
-    Row("qwen3.5-27b", "qwen3.5-27b", ("--language-model-only", *TRITON_GDN),
+    Row("qwen3.5-27b", "qwen3.5-27b", ("--language-model-only", *TRITON_GDN), start_s=215,
         what="hybrid Gated DeltaNet 3:1 (Qwen3.5-27B, text only: the vision tower is not loaded)"),
     Row("qwen3.5-27b-mtp3", "qwen3.5-27b",
         ("--language-model-only", *TRITON_GDN, "--speculative-config", '{"method":"mtp","num_speculative_tokens":3}'),
-        what="the hybrid with its own MTP layer drafting 3 tokens (speculative decoding)"),
+        start_s=200, what="the hybrid with its own MTP layer drafting 3 tokens (speculative decoding)"),
     Row("gemma-3-12b-text-eager", "gemma-3-12b-text", ("--enforce-eager",),
         what="the Gemma row without torch.compile and CUDA graphs: separates compilation from the model"),
+    Row("gemma-3-12b-text-nobench", "gemma-3-12b-text",
+        ("--compilation-config",
+         '{"inductor_compile_config": {"combo_kernels": true, "benchmark_combo_kernel": false}}'),
+        what="the compiled Gemma row with Inductor's combo-kernel benchmarking off (combo kernels kept): is the "
+             "compiled profile's embedding-table transient that benchmarking's random inputs?"),
+    # Public shapes not run before 2026-12-02 (issue 28): each config.json is the HF repo's, named in `what`.
+    Row("mixtral-8x7b-v0.1", "mixtral-8x7b-v0.1", start_s=170,
+        what="MoE, 8 experts top-2 (mistralai/Mixtral-8x7B-v0.1): the expert intermediate (14,336) is wider than "
+             "hidden, so the fused-MoE workspace is N-wide; 93 GB of weights, V1 runner"),
+    Row("nemotron-nano-9b-v2", "nemotron-nano-9b-v2", start_s=200,
+        what="Mamba2 hybrid (nvidia/NVIDIA-Nemotron-Nano-9B-v2): 27 Mamba2, 4 attention, 25 MLP-only layers"),
+    Row("qwen3-8b-fp8", "qwen3-8b-fp8", env=(("VLLM_USE_DEEP_GEMM", "0"),),
+        what="block-FP8 checkpoint (Qwen/Qwen3-8B-FP8, e4m3, 128x128 blocks); DeepGEMM off (its JIT needs a "
+             "compiler the image may lack), so the precompiled CUTLASS block-FP8 GEMM runs"),
 )
 
 BY_NAME = {r.name: r for r in ROWS}

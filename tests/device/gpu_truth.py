@@ -244,7 +244,7 @@ def main() -> int:
             if row.name in done:
                 continue
             left = args.deadline_s - (time.monotonic() - t0)
-            if left < ROW_START_S:
+            if left < max(ROW_START_S, row.start_s + 20):  # the row's recorded start and time to stop it
                 print(f"{row.name}: not started ({left:.0f} s left)", flush=True)
                 continue
             rec = run_row(row, args.src.resolve(), args.vllm_site.resolve(), logs, t0 + args.deadline_s)

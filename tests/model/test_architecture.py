@@ -726,3 +726,30 @@ def test_outer_architecture_and_nested_text_config() -> None:
     assert arch.model_type == "gemma3"
     assert arch.tie_word_embeddings  # gemma ties by default
     assert list(arch.layers) == [AttentionLayer(4, 32, sliding_window=512)] * 4  # pattern 6: layers 0-4 slide
+
+
+def test_nemotron_h_parameters_are_vllms_module_shapes() -> None:
+    """NVIDIA-Nemotron-Nano-9B-v2 (tests/device/configs): every parameter vLLM's nemotron_h.py builds, by name."""
+    root = Path(__file__).resolve().parents[2]
+    config = json.loads((root / "tests/device/configs/nemotron-nano-9b-v2.json").read_text())
+    arch = parse_config(config)
+    h, vocab, inter = 4480, 131072, 15680
+    heads, head_dim, groups_state, kernel = 128, 80, 8 * 128, 4
+    d_inner = heads * head_dim
+    conv_dim = d_inner + 2 * groups_state
+    mamba = {  # MambaMixer2 + the layer's RMSNorm
+        "in_proj.weight": h * (2 * d_inner + 2 * groups_state + heads), "conv1d.weight": conv_dim * kernel,
+        "conv1d.bias": conv_dim, "A": heads, "D": heads, "dt_bias": heads, "norm.weight": d_inner,
+        "out_proj.weight": d_inner * h, "layer norm": h,
+    }
+    attention = {"qkv_proj.weight": h * (40 + 2 * 8) * 128, "o_proj.weight": 40 * 128 * h, "layer norm": h}
+    mlp = {"up_proj.weight": h * inter, "down_proj.weight": inter * h, "layer norm": h}
+    pattern = Counter(config["hybrid_override_pattern"])
+    assert (pattern["M"], pattern["*"], pattern["-"]) == (27, 4, 25)
+    expected = (2 * vocab * h + h + 27 * sum(mamba.values()) + 4 * sum(attention.values())
+                + 25 * sum(mlp.values()))
+    assert arch.parameter_count == expected
+    assert arch.parameters is not None and len(arch.parameters.layers) == arch.num_layers == 31
+    # Under TP only the layer norms stay whole; the KV projections are the attention layers'.
+    assert sum(p.replicated for p in arch.parameters.layers) == 56 * h
+    assert sum(p.kv_proj for p in arch.parameters.layers) == 4 * 2 * h * 8 * 128

@@ -1,15 +1,25 @@
 """The step-time model, term by term: physically sensible directions, the roofline's two sides, graph padding,
-the eager launch gap, async scheduling's overlap, and the engine-side copy agreeing with dspark's."""
+the eager launch gap, async scheduling's overlap, and the engine-side replay running the very same file."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import math
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from dspark.advise.model import _Frontend
 from dspark.perf.step import StepCosts, StepShape, cost_table, cpu_seconds, step_seconds, step_terms
-from dspark_inside.replay import step_seconds as inside_step_seconds
+from dspark_inside import step_cost
+from dspark_inside.replay import Arrivals, Frontend
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # An 8B dense shape on an H200-like device (figures rounded): 15 GB of weights, 147 kB of KV per token.
 H200ISH = StepCosts(fixed_s=1.5e-3, bandwidth_bytes_per_s=3.84e12, per_token_s=0.6e-6, flops_per_s=790e12,
@@ -135,19 +145,69 @@ def test_tensor_parallel_all_reduces_cost_latency_and_bytes() -> None:
     assert "collectives" not in step_terms(cost_table(H200ISH, DENSE), 8, 0.0, 0)
 
 
-def test_the_engine_side_copy_is_the_same_function() -> None:
-    """The replay evaluates its own copy of step_seconds in the engine's interpreter: it must agree everywhere."""
-    rng = random.Random(3)  # noqa: S311 - reproducible inputs, not secrets
-    moe_costs = StepCosts(**{**H200ISH.__dict__, "expert_flops_per_s": 400e12})
-    for costs, shape in ((H200ISH, DENSE), (H200ISH, MOE), (moe_costs, StepShape(**{**MOE.__dict__,
-                                                                                     "launches_per_step": 1800})),
-                         (H200ISH, StepShape(**{**DENSE.__dict__, "eager": True, "async_scheduling": False}))):
-        table = cost_table(costs, shape)
-        for _ in range(200):
-            rows, ctx, prefill = rng.randint(0, 256), rng.uniform(0, 5e5), rng.choice([0, rng.randint(1, 8192)])
-            pairs = rng.choice([None, rng.uniform(0, 1e8)])
-            assert inside_step_seconds(table, rows, ctx, prefill, pairs) == step_seconds(table, rows, ctx, prefill,
-                                                                                         pairs)
+def test_dspark_and_the_engine_side_replay_run_one_file() -> None:
+    """dspark.perf.step's terms are dspark_inside.step_cost's (imported as dspark._inside_root.dspark_inside.
+    step_cost), the module both replay drivers import: one source, no copy to hold equal."""
+    source = Path(step_cost.__file__).resolve()
+    for fn in (step_terms, step_seconds, cpu_seconds):
+        assert Path(fn.__code__.co_filename).resolve() == source, fn
+        assert fn.__module__ == "dspark._inside_root.dspark_inside.step_cost"
+    for engine in ("vllm", "sglang"):
+        driver = importlib.import_module(f"dspark_inside.{engine}.replay_scheduler")
+        assert driver.step_seconds is step_cost.step_seconds
+    assert importlib.import_module("dspark_inside.vllm.replay_scheduler").cpu_seconds is step_cost.cpu_seconds
+
+
+def test_the_step_cost_module_imports_only_the_standard_library() -> None:
+    """It runs in the engine's interpreter (no dspark there) and in dspark's (no dspark_inside on the path)."""
+    tree = ast.parse(Path(step_cost.__file__).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    assert imported and imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+    assert not any(isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(tree))  # no relative one
+
+
+def test_dspark_importing_the_step_model_leaves_its_sys_path_alone() -> None:
+    """dspark_inside's __init__ drops the working directory from sys.path in the engine's interpreter; imported
+    from dspark's side (as dspark._inside_root.dspark_inside) it must not: `python -c` starts with '' first."""
+    code = ("import sys; before = list(sys.path); import dspark.perf.step; "
+            "assert 'dspark_inside' not in sys.modules; print(sys.path == before and sys.path[0] == '')")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "True", out.stderr
+
+
+def test_the_engine_side_api_server_is_the_advisors() -> None:
+    """The replay's arrivals go through the same API server as the advisor's model: a hop after the send, one
+    request after another, `serial` seconds each; on the same sends both give the same arrival times."""
+    rng = random.Random(5)  # noqa: S311 - reproducible inputs, not secrets
+    for hop, serial in ((2.5e-3, 0.5e-3), (1e-3, 4e-3), (0.0, 0.0)):
+        mine, theirs = _Frontend(hop, serial), Frontend(hop, serial)
+        t = 0.0
+        for _ in range(300):
+            t += rng.choice([0.0, 0.0, rng.uniform(0, 5e-3)])  # requests sent together, and apart
+            assert theirs.arrival(t) == mine.arrival(t)
+
+
+def test_replay_arrivals_reach_the_engine_through_the_api_server() -> None:
+    """Four requests sent at once reach the engine core 2.5 ms, 3.0, 3.5 and 4.0 ms after the send; each is due
+    only then, and remembers its client's send (what TTFT counts from); a finished one's successor likewise."""
+    cost = cost_table(H200ISH, DENSE) | {"arrival_hop_s": 2.5e-3, "api_per_request_s": 0.5e-3, "intake_s": 0.75e-3}
+    arrivals = Arrivals({"clients": 4}, 6, cost)
+    assert (arrivals.hop, arrivals.intake) == (2.5e-3, 0.75e-3)
+    assert arrivals.next_at() == pytest.approx(2.5e-3)
+    assert list(arrivals.due(2.4e-3)) == []
+    assert list(arrivals.due(3.25e-3)) == [0, 1]  # what an idle engine woken 0.75 ms after the first has
+    assert list(arrivals.due(1.0)) == [2, 3] and arrivals.due_at == dict.fromkeys(range(4), 0.0)
+    arrivals.finished(2.0)
+    assert arrivals.next_at() == pytest.approx(2.0 + 2.5e-3) and list(arrivals.due(2.0025)) == [4]
+    assert arrivals.due_at[4] == 2.0
+    # open loop: sent at their times, taken in send order (then file order); without a cost, as sent
+    plain = Arrivals({"times": [0.3, 0.1, 0.1]}, 3)
+    assert list(plain.due(0.1)) == [1, 2] and plain.hop == 0.0
 
 
 def test_the_fused_moe_kernel_prices_the_experts_compute_not_their_reading() -> None:

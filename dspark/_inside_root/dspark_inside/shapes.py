@@ -106,7 +106,7 @@ class ReplayRequest(TypedDict, total=False):
     arrivals: dict[str, Any]  # {clients: N} (closed loop) | {times: [s, ...]} (open loop, one per request)
     warm: bool  # re-send every request after the cold pass ends, arriving the same way
     accepted_pattern: list[int]  # accepted draft tokens per decode step, cycled per request
-    step_cost: dict[str, float]  # the advisor's step cost terms (replay.step_seconds)
+    step_cost: dict[str, float]  # the advisor's step cost terms (step_cost.step_seconds)
     workers: int  # processes to spread the seat counts over (default: the CPUs; forked after the import)
     trace: bool  # SGLang: each pass also lists its prefill batches
 
@@ -125,7 +125,8 @@ class PassFigures(TypedDict, total=False):
     kv_mean_fraction: float  # over the virtual time
     running_peak: int
     arrival_s: list[float]
-    first_token_s: list[float]
+    first_token_s: list[float]  # when the engine sampled it
+    first_token_hop_s: float  # and how much later the client has it (the step cost's arrival_hop_s)
     finish_s: list[float]
     output_tokens: list[int]
     seconds: float

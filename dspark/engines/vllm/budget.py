@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Literal
 
 from dspark.core.errors import InputError
-from dspark.engines.vllm.graph_memory import profile_cudagraph_memory
 from dspark.engines.vllm.graphs import VllmGraphPlan
 from dspark.engines.vllm.kv_types import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -20,9 +19,11 @@ from dspark.engines.vllm.kv_types import (
 from dspark.engines.vllm.options import VllmOptions
 from dspark.engines.vllm.resolve import Resolved
 from dspark.model.architecture import (
+    AttentionLayer,
     ModelArchitecture,
     dtype_bytes,
 )
+from dspark.model.architecture.fields import QK_NORM
 
 # ---------------------------------------------------------------------------------------------
 # 5. KV budget
@@ -53,9 +54,11 @@ CUBLAS_WORKSPACE_BYTES = 32 << 20  # torch's cuBLAS workspace on Hopper (CUBLAS_
 def moe_workspace_bytes(arch: ModelArchitecture, r: Resolved) -> int:
     """The fused-MoE workspace profile_run allocates for max_num_batched_tokens tokens (unquantised Triton experts).
 
-    TritonExperts.workspace_shapes (same in 0.25.0 and 0.32.0): workspace1 (M, topk, max(N/2, K)), workspace2
-    (M, topk, max(N, K)) and the output (M, K), with M the batched tokens, N = 2 x the per-rank expert
-    intermediate (gate and up), K = hidden; it stays allocated through the profile (the worker's workspace).
+    TritonExperts.workspace_shapes (same in 0.25.0, 0.32.0 and 0.33.0): workspace1 (M, topk, max(N/2, K)),
+    workspace2 (M, topk, max(N, K)) and the output (M, K), with M the batched tokens, N = 2 x the per-rank expert
+    intermediate (gate and up), K = hidden. FusedMoEKernel._allocate_buffers (modular_kernel.py) takes one buffer
+    of max(workspace1, output) elements, the output reusing workspace1's memory, and workspace2 beside it, from the
+    worker's WorkspaceManager.get_simultaneous (each rounded up to 256 B); it stays allocated through the profile.
     """
     moe = arch.moe
     if moe is None or not moe.moe_intermediate_size:
@@ -63,7 +66,73 @@ def moe_workspace_bytes(arch: ModelArchitecture, r: Resolved) -> int:
     act_bytes = dtype_bytes(r.model_dtype)
     m, k, topk = r.max_num_batched_tokens, arch.hidden_size, moe.top_k
     n = 2 * -(-moe.moe_intermediate_size // r.tp)
-    return (m * topk * max(n // 2, k) + m * topk * max(n, k) + m * k) * act_bytes
+    common = max(m * topk * max(n // 2, k), m * k) * act_bytes
+    return _round_up(common, 256) + _round_up(m * topk * max(n, k) * act_bytes, 256)
+
+
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+_NON_INPLACE_NORM = frozenset({"gemma", "gemma2", "gemma3"})  # GemmaRMSNorm: its fused add returns new tensors
+
+
+def forward_live_bytes(arch: ModelArchitecture, r: Resolved, compiled: bool = False) -> int | None:
+    """The profile forward's live activations at its largest layer block, counted from the layer code; None where not
+    modelled (Gated-DeltaNet and Mamba2 layers, no dense width).
+
+    A llama-style decoder layer (Qwen3, Llama, Mistral, Gemma, Mixtral, Qwen3-MoE; vllm/model_executor/models/)
+    holds, at its attention's o_proj: the layer's input (normed in place by the fused add-norm, and still the
+    caller's), the residual, qkv_proj's output, q and k again where q/k-norm (or, compiled, the native rotary
+    embedding) makes new tensors, the attention's output (the profile skips the kernel, not Attention.forward's
+    torch.empty) and o_proj's output; at the MLP's down_proj: the caller's input, the residual, the MLP's input,
+    gate_up_proj's output (2 x intermediate, alive until the MLP returns), the activation's output (intermediate)
+    and down_proj's output; at a fused-MoE block: the same four hidden rows and the router logits (and a shared
+    expert's MLP), its intermediates living in the persistent workspace (moe_workspace_bytes); an MoE model's dense
+    layers are an MLP block of their own. Gemma's norms return new tensors, so the caller's residual stays beside
+    the new one (one more row at the MLP, two at the attention). MLA models (DeepSeek) get their MLP and MoE blocks
+    counted so, and 16 hidden rows for the attention block. In hidden-width columns of the batch, x M x dtype.
+    """
+    if arch.is_hybrid or arch.num_attention_heads <= 0:
+        return None
+    h, tp = arch.hidden_size, r.tp
+    extra_rows = 1 if arch.model_type in _NON_INPLACE_NORM else 0
+    attention_layers = [layer for layer in arch.layers if isinstance(layer, AttentionLayer)]
+    if arch.uses_mla:
+        # MLA's attention block is not counted (its q/v head widths are not read): 16 hidden rows stand for it.
+        attention = 16 * h
+    elif attention_layers:
+        layer = attention_layers[0]
+        q = -(-arch.num_attention_heads // tp) * layer.head_dim
+        kv = max(1, layer.num_kv_heads // tp) * layer.head_dim
+        # New q and k: q/k-norm makes them; compiled, the native rotary embedding does too (eager, vLLM's rotary
+        # kernel rotates in place).
+        qk_copy = q + kv if arch.model_type in QK_NORM or compiled else 0
+        attention = (2 + 2 * extra_rows) * h + (q + 2 * kv) + qk_copy + q + h
+    else:
+        return None
+    dense = (4 + extra_rows) * h + 3 * -(-arch.intermediate_size // tp) if arch.intermediate_size else None
+    if arch.moe is not None:
+        # The shared expert runs as a dense MLP beside the routed ones (gate_up, activation, its output).
+        moe = arch.moe
+        shared = arch.shared_expert_intermediate_size or moe.num_shared_experts * (moe.moe_intermediate_size or 0)
+        block = 4 * h + moe.num_experts + (3 * -(-shared // tp) + h if shared else 0)
+        if dense is not None and _has_dense_layers(arch):
+            block = max(block, dense)
+    elif dense is not None:
+        block = dense
+    else:
+        return None
+    return max(attention, block) * r.max_num_batched_tokens * dtype_bytes(r.model_dtype)
+
+
+def _has_dense_layers(arch: ModelArchitecture) -> bool:
+    """Some decoder layers of an MoE model are dense MLPs (first_k_dense_replace, mlp_only_layers): from the
+    parameter estimate's layers; without one, assumed when the config names a dense width apart from the experts'."""
+    if arch.parameters is not None:
+        return any(layer.routed_experts == 0 for layer in arch.parameters.layers)
+    moe = arch.moe
+    return moe is not None and arch.intermediate_size not in (None, moe.moe_intermediate_size)
 
 
 def runtime_overhead(
@@ -72,9 +141,11 @@ def runtime_overhead(
     """What a CUDA worker holds beside weights and KV (activation peak, non-torch, graphs), each term named."""
     act_bytes = dtype_bytes(r.model_dtype)
     hidden_row = r.max_num_batched_tokens * arch.hidden_size * act_bytes  # one hidden-wide profile activation
-    # Heuristic: profile_run's transient peak is ~16 hidden-wide activations of max_num_batched_tokens tokens
+    live = forward_live_bytes(arch, r, graphs.compiled) if r.release.profile_forward_live_rows else None
+    # Counted: the layer code's live tensors at the peak block, beside the cuBLAS workspace the first GEMM
+    # allocates. Heuristic (layers not counted): ~16 hidden-wide activations of max_num_batched_tokens tokens
     # through a block (measured on an H200 with 0.25.0: 0.96-1.29 GiB for 4,096-hidden dense models at 8,192).
-    transient = hidden_row * 16
+    transient = live + CUBLAS_WORKSPACE_BYTES if live is not None else hidden_row * 16
     # The fused-MoE workspace (TritonExperts.workspace_shapes): persistent through the profile, on top.
     workspace = moe_workspace_bytes(arch, r)
     # _dummy_run runs the MTP drafter's forward on the same max_num_batched_tokens after the target's (0.25 V1
@@ -83,21 +154,27 @@ def runtime_overhead(
     # (Qwen3_5MultiTokenPredictor.forward: cat([embeds, hidden]) -> fc): 4 hidden-wide rows. Measured on the H200
     # (Qwen3.5-27B, 3 MTP tokens): the profile's peak 352 MiB above the same model's without MTP; this gives 320.
     drafter = 4 * hidden_row if r.spec_method == "mtp" else 0
-    # Compiled (0.25): the profile's peak holds a transient the size of the embedding table (vocab padded to 64,
-    # sharded by TP) beside ~1.5 hidden-wide rows and 32 MiB: a peak of its own, reached where the forward's is
-    # lower (Qwen3-8B, Llama-3.1-8B, Gemma 3, Qwen3.5; not Mistral's 32k vocab). Likely Inductor benchmarking the
-    # embedding gather at compile time on a random copy of the table (versions.py, docs/gpu-truth.md fix 14).
+    # Compiled (0.25): the profile's peak holds a transient of its own, reached where the forward's is lower
+    # (Qwen3-8B, Llama-3.1-8B, Gemma 3, Qwen3.5; not Mistral's 32k vocab): Inductor's compile-time benchmarking.
+    # 0.25's CompilationConfig.__post_init__ turns on combo_kernels and benchmark_combo_kernel on CUDA when the
+    # argv sets neither, and compiled, the IR's rms_norm is the native one (CudaPlatform.get_default_ir_op_priority),
+    # so Inductor fuses the embedding gather into layer 0's RMSNorm; Scheduler.speedup_by_combo_kernel benchmarks
+    # that kernel inside the profile run on fresh random tensors of every argument (benchmark_fused_nodes -> the
+    # module's get_args(): rand_strided): the whole table (vocab padded to 64, VocabParallelEmbedding, per TP
+    # rank), and its two outputs, the gathered rows (the residual) and the normed rows, each hidden-wide; its
+    # input ids and norm weight add ~40 KB. Measured: Llama-3.1-8B and Gemma-3-12B to 43 KB, Qwen3-8B 1 MiB above.
     embedding = 0
-    if graphs.compiled and r.release.compiled_profile_embedding_transient:
+    if graphs.compiled and graphs.combo_kernel_benchmark and r.release.compiled_profile_embedding_transient:
         vocab_rank = -(-(-(-arch.vocab_size // 64) * 64) // r.tp)
-        embedding = vocab_rank * arch.hidden_size * act_bytes + hidden_row * 3 // 2 + CUBLAS_WORKSPACE_BYTES
+        embedding = vocab_rank * arch.hidden_size * act_bytes + 2 * hidden_row
     forward = max(transient + workspace, embedding) + drafter
     # The sampler's dummy batch runs after the forward, with the forward's output and the MoE workspace still
     # allocated; the profile's peak is the larger of the two (0.25: the probe's forward and sampler peaks). The V1
     # runner's _dummy_sampler_run runs top-k/top-p over max_num_seqs fp32 logit rows; the V2 runner's skips them
     # ("the sampler may skip top_k, top_p, and logprobs"), and its peak stays the forward's.
     sampler = r.max_num_seqs * arch.vocab_size * 8 if runner == "v1" else 0
-    activation = max(forward, hidden_row + workspace + sampler) if sampler else forward
+    # What the sampler starts beside: the forward's output, the MoE workspace and the cuBLAS workspace.
+    activation = max(forward, hidden_row + workspace + CUBLAS_WORKSPACE_BYTES + sampler) if sampler else forward
     # Heuristic: CUDA context growth after the snapshot (cuBLAS workspaces, attention buffers), NCCL at TP>1.
     non_torch = r.release.non_torch_bytes + (256 * (1 << 20) if r.tp * r.pp > 1 else 0)
     profiles_graphs = runner == "v1" or r.release.v2_runner_profiles_cudagraphs
@@ -105,6 +182,8 @@ def runtime_overhead(
         graph_bytes = 0
         graph_note = f"CUDA-graph memory: none (vLLM {r.release.version}'s V2 model runner profiles no graphs)"
     elif runner == "v1" and r.release.v1_graph_profile_two_samples and graphs.applied.sizes:
+        from dspark.engines.vllm.graph_memory import profile_cudagraph_memory  # noqa: PLC0415 - 0.25/0.26 only
+
         estimate = profile_cudagraph_memory(
             sizes=graphs.applied.sizes, cudagraph_mode=graphs.cudagraph_mode, max_num_seqs=r.max_num_seqs,
             num_speculative_tokens=r.num_spec, layers=arch.num_layers, hidden_size=arch.hidden_size,
@@ -116,12 +195,20 @@ def runtime_overhead(
         graph_bytes = len(graphs.applied.sizes) * 2 * (1 << 20)
         graph_note = "CUDA-graph memory (heuristic) = 2 MiB per capture size (0 when eager / on CPU)"
     terms = (("activation_peak", activation), ("non_torch", non_torch), ("cudagraphs", graph_bytes))
+    peak_words = (
+        "the layer code's live tensors at its largest block (attention: input, residual, qkv, q/k-norm copies, "
+        "output, o_proj; MLP: four hidden rows + 3 x intermediate) x max_num_batched_tokens + the 32 MiB cuBLAS "
+        "workspace" if live is not None else "max_num_batched_tokens x hidden x dtype x 16"
+    )
     assumptions = [
-        f"activation peak (heuristic; {_measured_activation_range(arch, r)}) = max_num_batched_tokens x hidden x "
-        "dtype x 16"
+        f"activation peak ({'counted' if live is not None else 'heuristic'}; "
+        f"{_measured_activation_range(arch, r, live is not None)})"
+        f" = {peak_words}"
         + (" + the fused-MoE workspace (TritonExperts.workspace_shapes)" if workspace else "")
-        + (", or the compiled run's embedding-table transient (vocab x hidden x dtype / TP + 1.5 hidden rows + "
-           "32 MiB; measured with 0.25, likely Inductor's compile-time benchmarking) when larger" if embedding else "")
+        + (", or the compiled run's embedding-table transient (vocab x hidden x dtype / TP + 2 hidden rows: "
+           "Inductor benchmarking the fused embedding gather + RMSNorm kernel on random copies of its arguments at "
+           "compile time; off with inductor_compile_config benchmark_combo_kernel false) when larger"
+           if embedding else "")
         + (" + 4 x max_num_batched_tokens x hidden x dtype (the MTP drafter's dummy forward)" if drafter else "")
         + (", or the forward's output + max_num_seqs x vocab x 8 (V1 runner's sampler) when larger"
            if sampler else ""),
@@ -135,18 +222,19 @@ def runtime_overhead(
 # What the engine's own profile peak (Worker.determine_available_memory's torch peak increase) was against this
 # estimate on the H200 with vLLM 0.25.0 (tests/device/results/2026-12-01, docs/gpu-truth.md), per class.
 _ACTIVATION_MEASURED = {
-    "hybrid": "the engine's peak was 1.03x this for a GDN hybrid (Qwen3.5-27B, with and without MTP)",
-    "moe": "the engine's peak was 0.81-1.12x this for MoE (Qwen3-30B-A3B eager and compiled, DeepSeek-V2-Lite)",
-    "dense": "the engine's peak was 0.93-1.00x this compiled for dense Qwen3/Llama/Mistral/Gemma 3 shapes, "
-             "0.84-1.10x eager",
+    "hybrid": "the engine's peak was 1.02-1.03x this for a GDN hybrid (Qwen3.5-27B, with and without MTP)",
+    "counted": "the engine's peak was this to 2 KB eager and 0.99-1.04x compiled for the Qwen3, Llama, Mistral, "
+               "Gemma 3, Qwen3-MoE and DeepSeek-V2-Lite shapes",
 }
 
 
-def _measured_activation_range(arch: ModelArchitecture, r: Resolved) -> str:
+def _measured_activation_range(arch: ModelArchitecture, r: Resolved, counted: bool) -> str:
     """The estimate's measured error for the model's class, in words (measured with 0.25.0 only)."""
     if not r.release.compiled_profile_embedding_transient:
         return f"not measured on a GPU with vLLM {r.release.version}"
-    cls = "hybrid" if arch.is_hybrid else "moe" if arch.moe is not None else "dense"
+    cls = "counted" if counted else "hybrid" if arch.is_hybrid else None
+    if cls is None:
+        return "not measured for this layer class"
     return _ACTIVATION_MEASURED[cls] + " on an H200 with 0.25.0"
 
 

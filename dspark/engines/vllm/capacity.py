@@ -18,8 +18,8 @@ versions names what each modelled release does differently.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Literal
 
 from dspark.core.errors import InputError
 from dspark.engines.vllm.budget import kv_budget, runtime_overhead, startup_checks
@@ -61,6 +61,9 @@ from dspark.model.architecture import (
     ModelArchitecture,
 )
 
+if TYPE_CHECKING:
+    from dspark.engines.vllm.profile_trace import TraceAsk, TraceOutcome
+
 
 def _mamba_seats_refusal(max_num_seqs: int, num_blocks: int) -> VllmRefusal:
     """CompilationConfig (FULL decode graphs, mamba layers): one state block per decoding sequence."""
@@ -89,6 +92,19 @@ def _cpu_attention_refusal(arch: ModelArchitecture, kv_cache_dtype: str, cpu: Cp
     return None
 
 
+def _traced_budget(budget: KVBudget, trace: Callable[[TraceAsk], TraceOutcome], r: Resolved,
+                   graphs: VllmGraphPlan, notes: list[str]) -> tuple[KVBudget, int]:
+    """The estimate on the traced activation peak where it applies (profile_trace.apply_trace); what it lost."""
+    from dspark.engines.vllm.profile_trace import TraceAsk, apply_trace  # noqa: PLC0415 - asked-for plans only
+
+    ask = TraceAsk(r.max_num_batched_tokens, r.max_num_seqs, r.max_model_len, r.model_dtype, r.kv_cache_dtype)
+    traced, lost, words = apply_trace(budget, trace, ask, compiled=graphs.compiled, parallel=r.tp * r.pp,
+                                      speculative=r.spec_method is not None)
+    if traced is budget:
+        notes.append(words)  # why the heuristic stands (the traced figure's words are among the assumptions)
+    return traced, lost
+
+
 def compute_vllm_capacity(
     arch: ModelArchitecture,
     options: VllmOptions,
@@ -106,6 +122,7 @@ def compute_vllm_capacity(
     usage_context: Literal["serve", "llm"] = "serve",
     cuda_runtime_major: int | None = None,
     device_reserved_bytes: int = 0,
+    activation_trace: Callable[[TraceAsk], TraceOutcome] | None = None,
 ) -> VllmCapacity:
     """vLLM's KV pool, Maximum concurrency, blocks, groups and refusals for one launch, as `engine_version` does.
 
@@ -114,6 +131,8 @@ def compute_vllm_capacity(
     "serve" is `vllm serve` (OPENAI_API_SERVER defaults), "llm" the offline LLM class; cuda_runtime_major
     is torch's CUDA major (0.33 picks its GDN prefill kernel by it; None: assumed >= 13, said in the notes);
     device_reserved_bytes is the driver's reservation (NVML v2), which the total CUDA reports leaves out.
+    activation_trace: the installed release's traced profile run (profile_trace.plan_tracer), used for an
+    eager single-rank CUDA estimate in place of the activation heuristic.
     Raises VllmNotModelledError for accounting dspark does not reproduce, InputError for bad input.
     """
     if engine_version not in RELEASES:
@@ -144,6 +163,9 @@ def compute_vllm_capacity(
         arch, r, options, env, (device_total_bytes, device_free_bytes), weights_per_gpu_bytes, graphs, runner,
         device_reserved_bytes,
     )
+    traced_lost = 0
+    if activation_trace is not None and platform == "cuda" and budget.source == "estimate" and budget.terms:
+        budget, traced_lost = _traced_budget(budget, activation_trace, r, graphs, notes)
     checks = startup_checks(r, options, budget, device_total_bytes, device_free_bytes, device_reserved_bytes)
     in_flight = max_in_flight(platform, r, runner)
     batches = max_concurrent_batches(platform, r, runner)
@@ -210,7 +232,7 @@ def compute_vllm_capacity(
         notes=tuple(notes),
         moe=(arch.moe.num_experts, arch.moe.top_k) if arch.moe else None,
         runtime_overhead_bytes=(
-            sum(v for _, v in runtime_overhead(arch, r, graphs, runner)[0]) if platform == "cuda" else 0
+            sum(v for _, v in runtime_overhead(arch, r, graphs, runner)[0]) + traced_lost if platform == "cuda" else 0
         ),
         context_bytes_per_token=context_bytes,
         engine_layers=() if is_deepseek_v4(arch) else tuple(engine_layer_specs(arch, r, hybrid, block)),
@@ -249,6 +271,7 @@ def _graphs(
             model_runner=runner,
             add_uniform_decode=r.release.capture_sizes_add_uniform_decode,
             blackwell_ceiling=r.release.blackwell_capture_ceiling,
+            combo_kernel_benchmark=options.combo_kernel_benchmark is not False,
         )
     except CaptureSizeError as exc:
         raise InputError(f"CUDA-graph settings vLLM would refuse: {exc}") from None

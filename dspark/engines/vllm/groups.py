@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from dspark.engines.vllm.kv_types import KVGroup, LayerSpec, VllmNotModelledError, VllmRefusal, cdiv, format_gib
 from dspark.engines.vllm.options import VllmOptions
@@ -190,8 +191,7 @@ def _fit_search(fits: Callable[[int], bool], upper: int) -> int:
     return result
 
 
-@dataclass(frozen=True)
-class _Fit:
+class _Fit(NamedTuple):
     """get_kv_cache_configs' outcome: final length, groups, block bytes, num_blocks and refusals."""
 
     max_model_len: int

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from dspark.capacity import CapacitySummary
 from dspark.capacity.result import NotModelledError
@@ -31,8 +31,7 @@ class VllmNotModelledError(NotModelledError):
     """A model or setting whose 0.32.0 accounting dspark does not reproduce (it would guess, so it refuses)."""
 
 
-@dataclass(frozen=True)
-class CpuFeatures:
+class CpuFeatures(NamedTuple):
     """The host CPU facts vLLM's CPU platform branches on (torch.cpu._is_amx_tile_supported, ...)."""
 
     amx: bool = True  # AMX tiles: MLA runs the AMX backend (block 128) instead of CPU_MLA (block 16)

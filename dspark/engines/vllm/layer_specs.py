@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import replace
+from typing import Literal, NamedTuple
 
 from dspark.engines.vllm.groups import promote_sliding
 from dspark.engines.vllm.kv_types import (
@@ -48,8 +48,7 @@ def _indexer_per_token(index_head_dim: int) -> int:
     return index_head_dim + index_head_dim // 128 * 4
 
 
-@dataclass(frozen=True)
-class _MambaState:
+class _MambaState(NamedTuple):
     """The linear-attention state page: shapes x dtypes (mamba_utils.MambaStateShapeCalculator)."""
 
     conv_dtype: str
@@ -86,8 +85,7 @@ def _mamba_state(layer: LinearStateLayer, r: Resolved) -> _MambaState:
     return _MambaState(conv_dtype, ssm_dtype, page, checkpoint, (conv_shape, ssm_shape), mamba_type)
 
 
-@dataclass(frozen=True)
-class Hybrid:
+class Hybrid(NamedTuple):
     """What Platform._align_hybrid_block_size and MambaModelConfig decided."""
 
     block_size: int

@@ -10,12 +10,13 @@ import re
 KV_POOL_PATTERN = (
     r"KV cache size: ([\d,]+) tokens(?:, Maximum concurrency for ([\d,]+) tokens per request: ([\d.,]+)x)?"
 )
-_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
+# The patterns stay text, compiled by re (and cached there) when a line is first read: a plan reads no log.
+_NON_DEFAULT = r"non-default args: (\{.*\})\s*$"
 
 
 def engine_args(line: str) -> dict[str, object] | None:
     """`non-default args: {...}` (only values that differ from vLLM's defaults), by dest name; None otherwise."""
-    m = _NON_DEFAULT.search(line)
+    m = re.search(_NON_DEFAULT, line)
     if m is None:
         return None
     try:
@@ -29,18 +30,18 @@ def engine_args(line: str) -> dict[str, object] | None:
 # gpu_model_runner.load_model (0.32: "... took 15.27 GiB memory and 2.12 seconds"; 0.25's V2 runner: "... took
 # 15.27 GiB and 2.12 seconds"), gpu_worker.determine_available_memory, profile_cudagraph_memory, and the CPU
 # worker's determine_available_memory ("Auto set (X/Y) GiB for KV cache ...", "Explicitly set (X/Y) GiB ...").
-_MODEL_LOADING = re.compile(r"Model loading took ([\d.]+) GiB")
-_AVAILABLE_KV = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
-_CUDA_GRAPHS = re.compile(r"Estimated CUDA graph memory: ([\d.]+) GiB total")
-_GRAPHS_TAKEN = re.compile(r"Graph capturing finished in [\d.]+ secs?, took ([-\d.]+) GiB")
-_RESERVED_KV = re.compile(r"Initial free memory ([\d.]+) GiB, reserved ([\d.]+) GiB memory for KV Cache")
-_CPU_KV = re.compile(r"(Auto|Explicitly) set \(([\d.]+)/([\d.]+)\) GiB for KV cache on node \d+"
-                     r"(?:, with ([\d.]+) GiB requested memory for the worker\. ([\d.]+) GiB memory was consumed)?")
+_MODEL_LOADING = r"Model loading took ([\d.]+) GiB"
+_AVAILABLE_KV = r"Available KV cache memory: ([\d.]+) GiB"
+_CUDA_GRAPHS = r"Estimated CUDA graph memory: ([\d.]+) GiB total"
+_GRAPHS_TAKEN = r"Graph capturing finished in [\d.]+ secs?, took ([-\d.]+) GiB"
+_RESERVED_KV = r"Initial free memory ([\d.]+) GiB, reserved ([\d.]+) GiB memory for KV Cache"
+_CPU_KV = (r"(Auto|Explicitly) set \(([\d.]+)/([\d.]+)\) GiB for KV cache on node \d+"
+           r"(?:, with ([\d.]+) GiB requested memory for the worker\. ([\d.]+) GiB memory was consumed)?")
 # MemoryProfilingResult.__repr__ (a debug line): "Memory profiling takes 1.2 seconds. Total non KV cache memory:
 # 54.2GiB; torch peak memory increase: 2.93GiB; non-torch forward increase memory: 0.25GiB; weights memory: ..."
 # (0.32 says "total consumed (from mem_get_info)" where 0.25 says "non-torch forward increase memory").
-_PROFILE = re.compile(r"Memory profiling takes [\d.]+ seconds\. (.*)$")
-_PROFILE_TERM = re.compile(r"([A-Za-z][A-Za-z ()_-]*?): ([\d.]+) ?GiB")
+_PROFILE = r"Memory profiling takes [\d.]+ seconds\. (.*)$"
+_PROFILE_TERM = r"([A-Za-z][A-Za-z ()_-]*?): ([\d.]+) ?GiB"
 _PROFILE_NAMES = {
     "Total non KV cache memory": "non_kv_gib",
     "torch peak memory increase": "torch_peak_increase_gib",
@@ -53,22 +54,22 @@ _PROFILE_NAMES = {
 def memory_terms(line: str) -> dict[str, float] | None:
     """The memory figures one start-up line states, by term (GiB as printed); None for any other line."""
     out: dict[str, float] = {}
-    if m := _MODEL_LOADING.search(line):
+    if m := re.search(_MODEL_LOADING, line):
         out["weights_gib"] = float(m.group(1))
-    elif m := _AVAILABLE_KV.search(line):
+    elif m := re.search(_AVAILABLE_KV, line):
         out["available_kv_gib"] = float(m.group(1))
-    elif m := _CUDA_GRAPHS.search(line):
+    elif m := re.search(_CUDA_GRAPHS, line):
         out["cudagraph_estimate_gib"] = float(m.group(1))
-    elif m := _GRAPHS_TAKEN.search(line):
+    elif m := re.search(_GRAPHS_TAKEN, line):
         out["cudagraph_captured_gib"] = float(m.group(1))
-    elif m := _RESERVED_KV.search(line):
+    elif m := re.search(_RESERVED_KV, line):
         out |= {"initial_free_gib": float(m.group(1)), "available_kv_gib": float(m.group(2))}
-    elif m := _CPU_KV.search(line):
+    elif m := re.search(_CPU_KV, line):
         out |= {"available_kv_gib": float(m.group(2)), "node_total_gib": float(m.group(3))}
         if m.group(4) is not None:
             out |= {"requested_gib": float(m.group(4)), "non_kv_gib": float(m.group(5))}
-    elif m := _PROFILE.search(line):
-        for term in _PROFILE_TERM.finditer(m.group(1)):
+    elif m := re.search(_PROFILE, line):
+        for term in re.finditer(_PROFILE_TERM, m.group(1)):
             name = _PROFILE_NAMES.get(term.group(1).strip())
             if name is not None:
                 out[name] = float(term.group(2))

@@ -6,13 +6,13 @@ Pure. The accounting modules load when a hook is first called, so that the regis
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from dspark.capacity import CapacitySummary
 from dspark.capacity.result import CapacityDetail, CapacityInputs, CapacityResult
-from dspark.core.errors import InputError
+from dspark.core.errors import InputError, SettingsError
 from dspark.core.findings import Finding, gib
 from dspark.engines.spec import PlannerInput
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from dspark.capacity.usage import KVCounting
     from dspark.engines.vllm.kv_types import CpuFeatures, VllmCapacity, VllmRefusal
     from dspark.engines.vllm.options import VllmOptions
+    from dspark.engines.vllm.profile_trace import TraceAsk, TraceOutcome
     from dspark.hardware import GpuInfo
     from dspark.model.architecture import Drafter, ModelArchitecture
     from dspark.model.weights import WeightBytes
@@ -83,6 +84,8 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
     weights_per_gpu = weights.per_gpu_bytes if weights else None
     engine_env = {**s.recipe_env, **{k: v for k, v in env.items() if k.startswith("VLLM_")}}
 
+    tracer = _activation_tracer(arch, gpu, env, version or MODELLED_VERSIONS[-1], platform)
+
     def at(options: VllmOptions, weights_bytes: int | None) -> VllmCapacity:
         return compute_vllm_capacity(
             arch, options, platform=platform,
@@ -92,7 +95,7 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
             compute_capability=gpu.compute_capability if gpu else None,
             weights_per_gpu_bytes=weights_bytes, drafter=drafter, environ=engine_env,
             device_name=gpu.name if gpu else None, cpu_features=cpu if platform == "cpu" else None,
-            engine_version=version or MODELLED_VERSIONS[-1],
+            engine_version=version or MODELLED_VERSIONS[-1], activation_trace=tracer,
         )
 
     cap = at(opts, weights_per_gpu)
@@ -107,6 +110,24 @@ def capacity(arch: ModelArchitecture, options: VllmOptions, s: CapacityInputs, *
         findings.append(Finding("info", "engine-note", note))
     footprint = _footprint(cap, platform, weights_per_gpu)
     return CapacityResult(cap.summary(), tuple(findings), footprint, cap)
+
+
+def _activation_tracer(arch: ModelArchitecture, gpu: GpuInfo | None, env: Mapping[str, str], version: str,
+                       platform: str) -> Callable[[TraceAsk], TraceOutcome] | None:
+    """With DSPARK_PROFILE_TRACE=1, the installed release's traced profile run for an eager CUDA estimate."""
+    asked = env.get("DSPARK_PROFILE_TRACE", "").strip()
+    if asked not in ("", "0", "1"):
+        raise SettingsError(f"DSPARK_PROFILE_TRACE={asked!r} (environment): expected 1 (trace the engine's profile "
+                            "run for an eager estimate) or 0 / unset (the heuristic); fix: unset it or set 1")
+    if asked != "1" or platform != "cuda" or gpu is None:
+        return None
+    if gpu.compute_capability is None or not arch.source.endswith(".json"):
+        return None
+    from dspark.engines.vllm import profile_trace  # noqa: PLC0415 - only a plan that asks for it
+
+    device = profile_trace.DeviceFacts(gpu.name, gpu.compute_capability, gpu.total_bytes,
+                                       profile_trace.DEFAULT_SM_COUNT)
+    return profile_trace.plan_tracer(arch.source, device, version, env)
 
 
 def _weights_fit(cap: VllmCapacity, weights: WeightBytes | None, at: Any, opts: VllmOptions,

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from dspark.core.errors import InputError
 from dspark.engines.vllm import deepseek_v4_detect
@@ -33,9 +32,9 @@ from dspark.model.architecture import (
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Resolved:
-    """Settings after EngineArgs defaults and the platform hook (what VllmConfig holds at model build)."""
+class Resolved(NamedTuple):
+    """Settings after EngineArgs defaults and the platform hook (what VllmConfig holds at model build); a
+    NamedTuple: about half a frozen dataclass's cost to create at start-up."""
 
     platform: Platform
     tp: int
@@ -249,16 +248,25 @@ def _batch_sizes(
     return seqs, tokens
 
 
+# model_executor/models/config.py MODELS_CONFIG_MAP: the architectures NemotronHForCausalLMConfig's SSM hook runs for.
+NEMOTRON_H_ARCHITECTURES = frozenset({"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "NemotronH_Nano_VL_V2"})
+
+
 def _ssm_flag(
     options: VllmOptions, arch: ModelArchitecture, platform: Platform, cpu: CpuFeatures, notes: list[str]
 ) -> str:
     """--mamba-ssm-cache-dtype after the model hook (Qwen3.5: config mamba_ssm_dtype) and the CPU reset."""
     flag = (options.mamba_ssm_cache_dtype or "auto").lower()
     if flag == "auto":
-        # Qwen3_5ForConditionalGenerationConfig: an "auto" SSM dtype takes the config's mamba_ssm_dtype.
+        # Qwen3_5ForConditionalGenerationConfig: an "auto" SSM dtype takes the config's mamba_ssm_dtype;
+        # NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype the config's mamba_ssm_cache_dtype, else float32
+        # ("Only float32 is known to have no accuracy issues by default"; 0.25.0 to 0.33.0).
         config_ssm = next((la.ssm_dtype for la in arch.layers if isinstance(la, LinearStateLayer)), None)
         if config_ssm is not None:
             flag = config_ssm.lower()
+        elif arch.architecture in NEMOTRON_H_ARCHITECTURES:
+            flag = "float32"
+            notes.append("NemotronH: vLLM sets mamba_ssm_cache_dtype to float32 (the config names none)")
     if platform == "cpu":
         flag = _cpu_ssm_dtype(flag, arch, cpu, notes)
     return flag

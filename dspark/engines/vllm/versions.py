@@ -7,12 +7,12 @@ more entry here plus the code its new facts need.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class VllmRelease:
-    """What one vLLM release does that KV sizing depends on."""
+class VllmRelease(NamedTuple):
+    """What one vLLM release does that KV sizing depends on (a NamedTuple: a few immutable records, about half
+    a frozen dataclass's cost to create at start-up; a release derives from another by _replace)."""
 
     version: str
     # Speculative methods the V2 model runner cannot run (VllmConfig._get_v2_model_runner_unsupported_features).
@@ -52,12 +52,15 @@ class VllmRelease:
     # _set_cudagraph_sizes' default ceiling on SM 10.x (B200/B300): 1024 (0.32, is_device_capability_family(100));
     # 0.25/0.26 cap every device at min(max_num_seqs x (1 + spec) x 2, 512).
     blackwell_capture_ceiling: int = 1024
-    # The compiled profile run's peak holds a transient the size of the (per-rank) embedding table, with ~1.5
-    # hidden-wide rows of the batch and 32 MiB beside it (measured on the H200 with 0.25.0: Qwen3-8B,
-    # Llama-3.1-8B, Gemma-3-12B at 1.52 / 1.50 / 1.47 rows; Qwen3.5-27B 2.36). Likely Inductor's compile-time
-    # combo-kernel benchmarking (CompilationConfig turns on benchmark_combo_kernel), whose random inputs
-    # (get_args -> rand_strided) include the whole table for the embedding gather. False: not measured, not counted.
+    # The compiled profile run's peak holds a transient: the (per-rank) embedding table and two hidden-wide rows of
+    # the batch, the random arguments Inductor's compile-time combo-kernel benchmarking gives the fused embedding
+    # gather + RMSNorm kernel (budget.py; measured on the H200 with 0.25.0: Llama-3.1-8B and Gemma-3-12B to
+    # 43 KB, Qwen3-8B 1 MiB above, Qwen3.5-27B 0.76 row above). False: not measured, not counted.
     compiled_profile_embedding_transient: bool = False
+    # The profile forward's peak is the live tensors of its largest llama-style layer block, counted from the layer
+    # code (budget.forward_live_bytes; measured with 0.25.0 on the H200 to the 2 KB eager); False: the 16-row
+    # heuristic (not measured there).
+    profile_forward_live_rows: bool = False
     # Sliding-window / chunked-local admission (max_admission_blocks_per_request) counts the in-flight tokens of
     # every concurrent batch (VllmConfig.max_in_flight_tokens); False: max_num_batched_tokens only.
     admission_counts_in_flight: bool = True
@@ -67,7 +70,7 @@ class VllmRelease:
     # ModelConfig.is_prefix_caching_supported for a generative hybrid (GDN/Mamba): True turns prefix caching on
     # by default (mamba_cache_mode "align"); False leaves it off ("Hybrid models do not support prefix caching").
     hybrid_prefix_caching_default: bool = True
-    changes: tuple[str, ...] = field(default=(), compare=False)  # what differs from the previous release, in words
+    changes: tuple[str, ...] = ()  # what differs from the previous release, in words
 
 
 # vLLM 0.25.0: the release whose wheel pins the GPU image's torch 2.11.0 (docs/gpu-truth.md measured it on an
@@ -84,6 +87,7 @@ V0_25_0 = VllmRelease(
     capture_sizes_add_uniform_decode=False,
     blackwell_capture_ceiling=512,
     compiled_profile_embedding_transient=True,
+    profile_forward_live_rows=True,
     admission_counts_in_flight=False,
     # Measured on the H200 (tests/device/results/2026-12-01): non_torch_increase 225-240 MiB in all 13 rows.
     non_torch_bytes=240 << 20,
@@ -106,8 +110,7 @@ V0_25_0 = VllmRelease(
 # docs/version-matrix.md); the budget (Worker.determine_available_memory), batch defaults, capture sizes,
 # request_memory, hybrid prefix caching and the V2 runner's graph profile are 0.25.0's. 0.27.0 is not modelled:
 # it takes 0.32's budget accounting (free-memory drop plus transient headroom), which the GPU has not measured.
-V0_26_0 = replace(
-    V0_25_0,
+V0_26_0 = V0_25_0._replace(
     version="0.26.0",
     v2_runner_moe_architectures=frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
                                            "InklingForCausalLM", "InklingForConditionalGeneration",
@@ -125,8 +128,7 @@ V0_26_0 = replace(
     ),
 )
 V0_32_0 = VllmRelease("0.32.0")
-V0_33_0 = replace(
-    V0_32_0,
+V0_33_0 = V0_32_0._replace(
     version="0.33.0",
     v1_only_methods=frozenset({"suffix", "custom_class"}),
     async_any_method_on_v2=True,

@@ -17,7 +17,13 @@ from dspark.model.architecture.fields import (
     window_of,
 )
 from dspark.model.architecture.layers import AttentionLayer, Layer, LayerParams, LinearStateLayer, MLALayer, MoE
-from dspark.model.architecture.params import dense_params, hybrid_gdn_params, mla_params, qwen_vision_params
+from dspark.model.architecture.params import (
+    dense_params,
+    hybrid_gdn_params,
+    mla_params,
+    nemotron_h_params,
+    qwen_vision_params,
+)
 
 
 @dataclass
@@ -175,5 +181,8 @@ def parse_mamba2(f: ConfigFields, family: str, n: int) -> ParsedLayers:
     dropped = sum(k in {"mlp", "moe"} for k in kinds)
     if dropped:
         parsed.notes.append(f"{dropped} MLP/MoE-only layers keep no cache and are not listed in layers")
-    parsed.notes.append("Mamba2 hybrid: no parameter estimate from the config (weights come from safetensors)")
+    if family == "nemotron_h":
+        parsed.per_layer = lambda: (nemotron_h_params(f, kinds), f.positive("hidden_size"), 0, 0)  # + norm_f
+    else:
+        parsed.notes.append("Mamba2 hybrid: no parameter estimate from the config (weights come from safetensors)")
     return parsed

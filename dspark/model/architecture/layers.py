@@ -192,12 +192,17 @@ class ModelArchitecture:
     parameters: ParameterCount | None = None  # the estimate behind parameter_count, by part
     weight_format: str | None = None  # stored weight format: None (model dtype), "fp8", "nvfp4", "mxfp4", ...
     expert_weight_format: str | None = None  # when routed experts differ (DeepSeek-V4: "mxfp4")
+    # FP8 block quantisation's fp32 weight_scale_inv, one per weight_block_size block of a quantised weight
+    # (create_fp8_scale_parameter: ceil(N / bn) x ceil(K / bk)), per stored parameter: 4 / (bn x bk).
+    block_scale_bytes_per_parameter: float = 0.0
     tie_word_embeddings: bool = False
     # vision_config's (num_hidden_layers, hidden_size), absent keys at SGLang's defaults 24 and 1024 (Qwen's
     # `depth` is not num_hidden_layers to the config classes SGLang loads); None: the config has no vision tower.
     vision_tower: tuple[int, int] | None = None
     wraps_text_config: bool = False  # the config nests its language model under text_config (a multimodal wrapper)
     rotary_tables: tuple[RotaryTable, ...] = ()  # the distinct ropes of its attention layers (none: not read)
+    intermediate_size: int | None = None  # the dense MLP's width (config intermediate_size), when given
+    shared_expert_intermediate_size: int | None = None  # Qwen-MoE's shared expert width, when given
 
     @property
     def num_layers(self) -> int:

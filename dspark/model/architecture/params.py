@@ -198,3 +198,42 @@ def mla_params(f: ConfigFields, family: str, n: int, moe: MoE | None) -> tuple[l
 
     out = [layer(sparse if moe is not None and i >= first_dense and i % freq == 0 else dense) for i in range(n)]
     return out, layer(sparse)
+
+
+def nemotron_h_params(f: ConfigFields, kinds: Sequence[str]) -> list[LayerParams]:
+    """Nemotron-H (vLLM nemotron_h.py, MambaMixer2): one LayerParams per cache-keeping layer, each MLP-only
+    layer folded into the cache-keeping layer before it (the estimate's layers follow the cached ones).
+
+    Mamba2 mixer (mamba_mixer2.py): in_proj hidden -> 2 x I + 2 x G x S + H (I = heads x head dim, G groups,
+    S state), conv1d (I + 2 G S) x kernel (+ bias), A, D, dt_bias (H each), the gated norm (I), out_proj
+    I -> hidden; attention qkv + o without bias; MLP up + down (relu2, no gate); one RMSNorm per layer.
+    """
+    if "moe" in kinds:
+        raise NoEstimate("dspark does not count Nemotron-H MoE layers' parameters")
+    hidden = f.positive("hidden_size")
+    heads, head_dim = f.positive("mamba_num_heads"), f.positive("mamba_head_dim")
+    groups_state = f.positive("n_groups") * f.positive("ssm_state_size")
+    inner = heads * head_dim
+    conv_dim = inner + 2 * groups_state
+    bias = f.flag("use_bias", False)
+    mamba = (hidden * (2 * inner + 2 * groups_state + heads) + (2 * inner + 2 * groups_state + heads if bias else 0)
+             + conv_dim * f.positive("conv_kernel") + (conv_dim if f.flag("use_conv_bias", True) else 0)
+             + 3 * heads + inner + inner * hidden + (hidden if bias else 0))
+    attn, _, kv = gqa_params(f, "nemotron_h")
+    inter = need(f, "intermediate_size")
+    mlp_block = 2 * hidden * inter + (inter + hidden if f.flag("mlp_bias", False) else 0) + hidden
+    out: list[LayerParams] = []
+    leading = 0  # MLP layers before the first cache-keeping one go to it
+    for kind in kinds:
+        if kind == "mlp" and not out:
+            leading += 1
+        elif kind == "mlp":
+            last = out[-1]
+            out[-1] = LayerParams(total=last.total + mlp_block, replicated=last.replicated + hidden,
+                                  kv_proj=last.kv_proj)
+        else:
+            mixer, mixer_kv = (mamba, 0) if kind == "mamba" else (attn, kv)
+            extra = leading * mlp_block if not out else 0
+            out.append(LayerParams(total=mixer + hidden + extra, replicated=hidden * (1 + (leading if not out
+                                   else 0)), kv_proj=mixer_kv))
+    return out

@@ -28,7 +28,7 @@ from dspark.model.architecture.layers import (
     RotaryTable,
 )
 from dspark.model.architecture.params import NoEstimate
-from dspark.model.architecture.quantization import read_quantization
+from dspark.model.architecture.quantization import block_scale_bytes, read_quantization
 from dspark.model.architecture.rope import rotary_tables
 
 
@@ -106,12 +106,21 @@ def parse_config(config: Mapping[str, Any], source: str = "") -> ModelArchitectu
         notes=tuple(notes),
         parameters=parameters,
         weight_format=weight_format,
+        block_scale_bytes_per_parameter=block_scale_bytes(f, weight_format),
         expert_weight_format=expert_format,
         tie_word_embeddings=tied,
         vision_tower=_vision_tower(f),
         wraps_text_config=bool(f.nested),
         rotary_tables=_ropes(f, family, parsed.layers),
+        intermediate_size=_dense_width(f, "intermediate_size"),
+        shared_expert_intermediate_size=_dense_width(f, "shared_expert_intermediate_size"),
     )
+
+
+def _dense_width(f: ConfigFields, key: str) -> int | None:
+    """An MLP width when it is one positive integer (some configs give a list per layer: not read)."""
+    raw = f.raw(key)
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else None
 
 
 def _ropes(f: ConfigFields, family: str, layers: list[Any]) -> tuple[RotaryTable, ...]:

@@ -68,3 +68,16 @@ def _compressed_tensors_format(qc: Mapping[str, Any]) -> str | None:
         if bits == 4:
             return "int4"
     return None
+
+
+def block_scale_bytes(f: ConfigFields, weight_format: str | None) -> float:
+    """FP8 block quantisation (quantization_config.weight_block_size [bn, bk]): its fp32 scale per block, per
+    parameter (Fp8LinearMethod.create_weights -> create_fp8_scale_parameter, BlockQuantScaleParameter)."""
+    qc = f.mapping("quantization_config")
+    block = qc.get("weight_block_size") if qc else None
+    if weight_format != "fp8" or not isinstance(block, list) or len(block) != 2:
+        return 0.0
+    bn, bk = block
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (bn, bk)):
+        f.fail(f"'{f.where('quantization_config')}.weight_block_size' must be two positive integers, got {block!r}")
+    return 4.0 / (int(bn) * int(bk))

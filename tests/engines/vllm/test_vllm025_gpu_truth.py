@@ -1,8 +1,10 @@
 """dspark's vLLM 0.25.0 model against the real engine on an H200 (recorded by tests/device, docs/gpu-truth.md).
 
-The rows in tests/device/results/2026-12-01 hold what vLLM 0.25.0 printed and the exact terms its worker computed
-(Worker.determine_available_memory), with the machine's NVML snapshot. Replanned here without a GPU: given the
-engine's own budget, the pool must be the engine's to the token; unpinned, the estimate must be within 0.5%.
+The rows in tests/device/results/2026-12-01 (the ones the 0.25 model was read from) and 2026-12-02-rows (three
+public shapes none of its figures were read from: Mixtral-8x7B, NVIDIA-Nemotron-Nano-9B-v2, Qwen3-8B-FP8) hold
+what vLLM 0.25.0 printed and the exact terms its worker computed (Worker.determine_available_memory), with the
+machine's NVML snapshot. Replanned here without a GPU: given the engine's own budget, the pool must be the
+engine's to the token; unpinned, the estimate must be within 0.5%.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, cast
 
 import pytest
 
-from dspark.engines.vllm.budget import CUBLAS_WORKSPACE_BYTES, moe_workspace_bytes
+from dspark.engines.vllm.budget import CUBLAS_WORKSPACE_BYTES, forward_live_bytes, moe_workspace_bytes
 from dspark.engines.vllm.graph_memory import capture_descriptors
 from dspark.engines.vllm.resolve import Resolved, model_runner
 from dspark.engines.vllm.versions import RELEASES
@@ -25,9 +27,16 @@ from dspark.planning.validate import ValidateRequest, validate
 
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "tests/device/results/2026-12-01"
+# Every recorded GPU-truth run (the first is the one the 0.25 model was read from); each row keeps its folder.
+RUNS = (RESULTS, ROOT / "tests/device/results/2026-12-02-rows")
 CONFIGS = ROOT / "tests/device/configs"
-ROWS = [json.loads(line) for line in (RESULTS / "rows.jsonl").read_text().splitlines() if line.strip()]
+ROWS = [{**json.loads(line), "_dir": str(run)} for run in RUNS
+        for line in (run / "rows.jsonl").read_text().splitlines() if line.strip()]
 RAN = [r for r in ROWS if r.get("probe")]
+
+
+def _ids(recs: list[dict[str, Any]]) -> list[str]:
+    return [f"{Path(r['_dir']).name}/{r['row']}" for r in recs]
 # Every row's estimate within the issue's goal (0.5%); docs/gpu-truth.md says which method made each term.
 GOAL = 0.005
 CLOCK = ROOT / "tests/device/results/2026-12-02-clock"
@@ -38,7 +47,7 @@ def _plan(rec: dict[str, Any], tmp: Path, extra: tuple[str, ...] = ()) -> dict[s
     model = tmp / rec["model"]
     model.mkdir()
     (model / "config.json").write_text((CONFIGS / f"{rec['model']}.json").read_text())
-    snapshot = rec.get("hardware") or json.loads((RESULTS / "probe.json").read_text())
+    snapshot = rec.get("hardware") or json.loads((Path(rec.get("_dir") or RESULTS) / "probe.json").read_text())
     hw = tmp / "hardware.json"
     hw.write_text(json.dumps({k: v for k, v in snapshot.items() if not k.startswith("_")}))
     argv = rec["argv"][3:]  # after `vllm serve MODEL`
@@ -56,16 +65,18 @@ def test_the_recorded_rows_cover_the_factors() -> None:
     assert len(RAN) >= 12
     assert {"qwen3-8b", "qwen3-30b-a3b", "deepseek-v2-lite", "mistral-7b-v0.1", "qwen3-8b-fp8kv"} <= {
         r["row"] for r in RAN}
+    # Public shapes none of the 0.25 figures were read from (2026-12-02): another MoE, a Mamba2 hybrid, block FP8.
+    assert {"mixtral-8x7b-v0.1", "nemotron-nano-9b-v2", "qwen3-8b-fp8"} <= {r["row"] for r in RAN}
 
 
-@pytest.mark.parametrize("rec", RAN, ids=[r["row"] for r in RAN])
+@pytest.mark.parametrize("rec", RAN, ids=_ids(RAN))
 def test_given_the_engines_budget_the_pool_is_the_engines(rec: dict[str, Any], tmp_path: Path) -> None:
     cap = _plan(rec, tmp_path, ("--kv-cache-memory-bytes", str(rec["probe"]["available_kv"])))
     assert cap["kv_pool_tokens"] == _tokens(rec)
     assert f"{cap['max_concurrency']:.2f}" == rec["engine"]["max_concurrency"]
 
 
-@pytest.mark.parametrize("rec", RAN, ids=[r["row"] for r in RAN])
+@pytest.mark.parametrize("rec", RAN, ids=_ids(RAN))
 def test_the_estimate_is_within_half_a_percent_of_the_engine(rec: dict[str, Any], tmp_path: Path) -> None:
     cap = _plan(rec, tmp_path)
     probe = rec["probe"]
@@ -78,7 +89,8 @@ def test_the_estimate_is_within_half_a_percent_of_the_engine(rec: dict[str, Any]
 
 @pytest.mark.parametrize("row", ["qwen3-30b-a3b", "deepseek-v2-lite"])
 def test_the_moe_workspace_is_what_the_profile_run_keeps(row: str) -> None:
-    """Allocated at the sampler's start, over the profile's start: the forward's output plus the MoE workspace."""
+    """Allocated at the sampler's start, over the profile's start: the forward's output, the MoE workspace and
+    the cuBLAS workspace (on a dense model the output and cuBLAS's alone: 96 MiB for Qwen3-8B)."""
     rec = next(r for r in RAN if r["row"] == row)
     arch = parse_config(json.loads((CONFIGS / f"{rec['model']}.json").read_text()))
     probe = rec["probe"]
@@ -86,7 +98,8 @@ def test_the_moe_workspace_is_what_the_profile_run_keeps(row: str) -> None:
     resolved = cast(Resolved, SimpleNamespace(max_num_batched_tokens=probe["max_num_batched_tokens"], tp=1,
                                               model_dtype="bfloat16"))
     hidden = probe["max_num_batched_tokens"] * arch.hidden_size * 2
-    assert abs(kept - hidden - moe_workspace_bytes(arch, resolved)) < 1 << 20
+    # FusedMoEKernel._allocate_buffers: max(workspace1, output) + workspace2, beside the cuBLAS workspace.
+    assert abs(kept - hidden - CUBLAS_WORKSPACE_BYTES - moe_workspace_bytes(arch, resolved)) < 1 << 20
 
 
 def test_which_model_runner_each_release_gives() -> None:
@@ -104,14 +117,20 @@ def test_which_model_runner_each_release_gives() -> None:
     assert model_runner("cuda", None, {}, v032, arch("qwen3-30b-a3b")) == "v2"
     # What the engine logged ("Using V2 Model Runner") in each recorded row, and graph memory only on V1.
     for rec in RAN:
-        v1 = rec["model"] in ("qwen3-30b-a3b", "qwen3.5-27b")  # MoE and hybrid: the V1 runner on 0.25
+        v1 = model_runner("cuda", None, {}, v025, arch(rec["model"])) == "v1"
+        assert v1 == (rec["model"] in V1_MODELS), rec["model"]
         assert (rec["probe"]["cudagraph_estimate"] > 0) == (v1 and "--enforce-eager" not in rec["flags"])
+
+
+# The models the engine ran on its V1 runner (its log: no "Using V2 Model Runner"): MoE outside
+# DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, and hybrids.
+V1_MODELS = {"qwen3-30b-a3b", "qwen3.5-27b", "mixtral-8x7b-v0.1", "nemotron-nano-9b-v2"}
 
 
 SPLIT = [r for r in RAN if "model_param_bytes" in r["probe"]]
 
 
-@pytest.mark.parametrize("rec", SPLIT, ids=[r["row"] for r in SPLIT])
+@pytest.mark.parametrize("rec", SPLIT, ids=_ids(SPLIT))
 def test_the_weights_are_the_models_parameters_and_rotary_tables(rec: dict[str, Any], tmp_path: Path) -> None:
     """dspark's weights term is the parameters the engine built (the vision tower left out under
     --language-model-only) and its rotary term the cos/sin buffers, each within 0.01%."""
@@ -146,7 +165,7 @@ def _descs(rec: dict[str, Any], cap: dict[str, Any]) -> tuple[tuple[str, tuple[i
                                probe["max_num_seqs"], 1 + spec)
 
 
-@pytest.mark.parametrize("rec", GRAPHED, ids=[r["row"] for r in GRAPHED])
+@pytest.mark.parametrize("rec", GRAPHED, ids=_ids(GRAPHED))
 def test_the_graph_estimate_is_the_runners_arithmetic_on_its_own_samples(rec: dict[str, Any], tmp_path: Path) -> None:
     """profile_cudagraph_memory (0.25): per mode the two largest descriptors are captured; max(first) + sum of
     max(second, 1 MiB) x (descriptors - 1). dspark's descriptors, fed the engine's samples, give its estimate."""
@@ -165,11 +184,15 @@ def test_the_graph_estimate_is_the_runners_arithmetic_on_its_own_samples(rec: di
     assert max(first) + rest == probe["cudagraph_estimate"]
 
 
-@pytest.mark.parametrize("rec", GRAPHED, ids=[r["row"] for r in GRAPHED])
+@pytest.mark.parametrize("rec", GRAPHED, ids=_ids(GRAPHED))
 def test_the_modelled_graph_memory_is_the_engines(rec: dict[str, Any], tmp_path: Path) -> None:
-    """The samples modelled per class (graph_memory.py): the estimate within 2% of the engine's (in-sample)."""
+    """The samples modelled per class (graph_memory.py): the estimate within 2% of the engine's on the rows they
+    were read from (2026-12-01), within 10% on rows they were not (Mixtral-8x7B +1.3%, the Mamba2 hybrid
+    NVIDIA-Nemotron-Nano-9B-v2 +6.9% on the GDN hybrid's figures: 351 MiB against 328, 0.02% of its budget)."""
     terms = _plan(rec, tmp_path)["details"]["kv_budget_terms"]
-    assert abs(terms["cudagraphs"] - rec["probe"]["cudagraph_estimate"]) <= rec["probe"]["cudagraph_estimate"] * 0.02
+    bound = 0.02 if Path(rec["_dir"]) == RESULTS else 0.10
+    engine = rec["probe"]["cudagraph_estimate"]
+    assert abs(terms["cudagraphs"] - engine) <= engine * bound
 
 
 def test_the_modelled_graph_memory_carries_to_a_start_it_was_not_read_from(tmp_path: Path) -> None:
@@ -195,35 +218,66 @@ def test_the_modelled_graph_memory_carries_to_a_start_it_was_not_read_from(tmp_p
 
 
 COMPILED_V2_DENSE = [r for r in RAN if r["row"] in ("qwen3-8b", "llama-3.1-8b", "gemma-3-12b-text")]
+V1_HYBRIDS = [r for r in RAN if r["row"] in ("qwen3.5-27b", "nemotron-nano-9b-v2")]
 
 
-@pytest.mark.parametrize("rec", COMPILED_V2_DENSE, ids=[r["row"] for r in COMPILED_V2_DENSE])
-def test_the_compiled_peak_is_the_embedding_table_plus_one_and_a_half_rows(rec: dict[str, Any]) -> None:
-    """Three dense shapes (vocab 128k-262k, hidden 3,840-4,096): the compiled profile's torch peak is the embedding
-    table's bytes + the cuBLAS workspace + 1.5 hidden-wide rows of the batch, to 0.05 of a row (budget.py)."""
+@pytest.mark.parametrize("rec", V1_HYBRIDS, ids=_ids(V1_HYBRIDS))
+def test_a_v1_hybrid_holds_most_of_a_row_beside_the_transient(rec: dict[str, Any]) -> None:
+    """Compiled on the V1 runner, the GDN (Qwen3.5-27B) and Mamba2 (Nemotron-Nano-9B-v2) hybrids' peak is the
+    table + 2 rows and 0.67-0.76 of a row more, not explained (docs/gpu-truth.md); dspark counts table + 2 rows."""
     arch = parse_config(json.loads((CONFIGS / f"{rec['model']}.json").read_text()))
     probe = rec["probe"]
     row = probe["max_num_batched_tokens"] * arch.hidden_size * 2
     table = -(-arch.vocab_size // 64) * 64 * arch.hidden_size * 2
-    rows = (probe["torch_peak_increase"] - table - CUBLAS_WORKSPACE_BYTES) / row
-    assert abs(rows - 1.5) < 0.05
+    assert 0.6 < (probe["torch_peak_increase"] - table - 2 * row) / row < 0.8
+
+
+@pytest.mark.parametrize("rec", COMPILED_V2_DENSE, ids=_ids(COMPILED_V2_DENSE))
+def test_the_compiled_peak_is_the_embedding_table_plus_two_rows(rec: dict[str, Any]) -> None:
+    """Three dense shapes (vocab 128k-262k, hidden 3,840-4,096): the compiled profile's torch peak is the random
+    arguments of the fused embedding gather + RMSNorm kernel Inductor benchmarks at compile time: the table's
+    bytes and two hidden-wide rows of the batch (its outputs), to 1.1 MiB (budget.py)."""
+    arch = parse_config(json.loads((CONFIGS / f"{rec['model']}.json").read_text()))
+    probe = rec["probe"]
+    row = probe["max_num_batched_tokens"] * arch.hidden_size * 2
+    table = -(-arch.vocab_size // 64) * 64 * arch.hidden_size * 2
+    assert 0 <= probe["torch_peak_increase"] - table - 2 * row < 1_100_000
     # ... and the same shape eager holds no such transient: its peak is below the table.
     eager = next((r for r in RAN if r["row"] == f"{rec['row']}-eager"), None)
     if eager is not None:
         assert eager["probe"]["torch_peak_increase"] < table + CUBLAS_WORKSPACE_BYTES
 
 
-@pytest.mark.parametrize("rec", RAN, ids=[r["row"] for r in RAN])
+@pytest.mark.parametrize("rec", RAN, ids=_ids(RAN))
 def test_an_eager_plan_counts_no_compile_transient(rec: dict[str, Any], tmp_path: Path) -> None:
     terms = _plan(rec, tmp_path)["details"]["kv_budget_terms"]
     arch = parse_config(json.loads((CONFIGS / f"{rec['model']}.json").read_text()))
     table = -(-arch.vocab_size // 64) * 64 * arch.hidden_size * 2
     if "--enforce-eager" in rec["flags"]:
-        assert terms["activation_peak"] == rec["probe"]["max_num_batched_tokens"] * arch.hidden_size * 2 * 16 + (
-            moe_workspace_bytes(arch, cast(Resolved, SimpleNamespace(
-                max_num_batched_tokens=rec["probe"]["max_num_batched_tokens"], tp=1, model_dtype="bfloat16"))))
+        resolved = cast(Resolved, SimpleNamespace(max_num_batched_tokens=rec["probe"]["max_num_batched_tokens"], tp=1,
+                                                  model_dtype="bfloat16"))
+        live = forward_live_bytes(arch, resolved)
+        assert live is not None
+        assert terms["activation_peak"] == live + CUBLAS_WORKSPACE_BYTES + moe_workspace_bytes(arch, resolved)
     else:
         assert terms["activation_peak"] >= table
+
+
+LIVE = [r for r in RAN if r["row"] in ("qwen3-8b-eager", "qwen3-30b-a3b-eager", "gemma-3-12b-text-eager",
+                                       "qwen3-30b-a3b", "mistral-7b-v0.1", "deepseek-v2-lite", "mixtral-8x7b-v0.1")]
+
+
+@pytest.mark.parametrize("rec", LIVE, ids=_ids(LIVE))
+def test_the_counted_forward_is_the_engines_peak(rec: dict[str, Any], tmp_path: Path) -> None:
+    """Where no compile transient is above it, the profile's peak is the layer code's live tensors at the largest
+    block + the cuBLAS workspace (+ the MoE workspace): the three eager rows to 2 KB (dense MLP, MoE attention,
+    Gemma's non-in-place norms), the compiled MoE, Mistral, DeepSeek-V2-Lite (its dense first layer's MLP) and
+    Mixtral-8x7B (compiled: the native rotary embedding's new q and k, read in the code after this row showed
+    them) rows within one 4,096-wide row."""
+    terms = _plan(rec, tmp_path)["details"]["kv_budget_terms"]
+    peak = rec["probe"]["torch_peak_increase"]
+    tolerance = 4096 if "--enforce-eager" in rec["flags"] else 8192 * 4096 * 2
+    assert abs(terms["activation_peak"] - peak) <= tolerance, (terms["activation_peak"], peak)
 
 
 STARTS = [json.loads(line) for line in (CLOCK / "engines.jsonl").read_text().splitlines() if line.strip()]

@@ -370,7 +370,14 @@ def test_mamba2_align_adds_a_prefill_checkpoint_block() -> None:
     a = arch((m2, m2, m2, AttentionLayer(8, 128)), model_type="nemotron_h", architecture="NemotronHForCausalLM")
     c = cuda(a, ["--kv-cache-memory-bytes", "4G", "--max-model-len", "4096"])
     assert {g.blocks_per_request for g in c.groups if g.kind == "mamba"} == {3}
-    assert c.mamba_state_dtypes == ("bfloat16", "bfloat16")  # no CPU reset on CUDA
+    # NemotronHForCausalLMConfig: an "auto" SSM dtype becomes float32 (no CPU reset on CUDA either).
+    assert c.mamba_state_dtypes == ("bfloat16", "float32")
+    flags = ["--kv-cache-memory-bytes", "4G", "--max-model-len", "4096"]
+    granite = arch((m2, m2, m2, AttentionLayer(8, 128)), model_type="granitemoehybrid",
+                   architecture="GraniteMoeHybridForCausalLM")
+    assert cuda(granite, flags).mamba_state_dtypes == ("bfloat16", "bfloat16")  # the hook is NemotronH's alone
+    pinned = cuda(a, [*flags, "--mamba-ssm-cache-dtype", "bfloat16"])
+    assert pinned.mamba_state_dtypes == ("bfloat16", "bfloat16")  # the hook changes only "auto"
 
 
 # --- MLA --------------------------------------------------------------------------------------------------

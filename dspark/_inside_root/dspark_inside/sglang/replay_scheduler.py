@@ -50,8 +50,8 @@ from typing import Any
 
 from dspark_inside import protocol
 from dspark_inside import replay as shared
-from dspark_inside.replay import step_seconds
 from dspark_inside.shapes import ReplayAnswer, ReplayRequest
+from dspark_inside.step_cost import step_seconds
 
 _TOKEN = 1  # the made-up sampled and draft token: its value only feeds the radix keys past the prompt
 
@@ -447,7 +447,7 @@ class _Pass:
         self.cached = [0] * n
         self.live: dict[int, Any] = {}
         self.decode_steps: dict[str, int] = {}
-        self.arrivals = shared.Arrivals(replay.req["arrivals"], n)
+        self.arrivals = shared.Arrivals(replay.req["arrivals"], n, self.cost)
         self.now = self.prefill_time = self.usage_time = self.peak = 0.0
         self.steps = self.running_peak = self.done = self.retracted = 0
         self.hits = self.queries = 0
@@ -576,7 +576,8 @@ class _Pass:
             if self._step():
                 continue
             if self.arrivals.pending:
-                self.now = max(self.now, self.arrivals.next_at())  # idle until the next arrival
+                # idle until the next arrival, and the engine's wake-up (intake_s) after it
+                self.now = max(self.now, self.arrivals.next_at() + self.arrivals.intake)
             elif self.live:
                 raise RuntimeError(f"the scheduler scheduled nothing at step {self.steps} with "
                                    f"{len(s.waiting_queue)} request(s) waiting (a prompt longer than the pool?)")
@@ -588,6 +589,7 @@ class _Pass:
             "prefix_cache_queries": self.queries, "prefix_cache_hits": self.hits, "preemptions": self.retracted,
             "kv_peak_fraction": self.peak, "kv_mean_fraction": self.usage_time / now if now > 0 else 0.0,
             "running_peak": self.running_peak, "arrival_s": self.arrival, "first_token_s": self.first,
+            "first_token_hop_s": self.arrivals.hop,
             "finish_s": self.finish, "output_tokens": self.outputs, "cached_tokens": self.cached,
             "seconds": round(time.monotonic() - start, 3),
             "cpu_seconds": round(time.process_time() - cpu, 3), "process": os.getpid(),

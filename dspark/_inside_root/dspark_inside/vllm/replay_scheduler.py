@@ -47,8 +47,8 @@ from typing import Any
 
 from dspark_inside import protocol
 from dspark_inside import replay as shared
-from dspark_inside.replay import step_seconds
 from dspark_inside.shapes import ReplayAnswer, ReplayRequest
+from dspark_inside.step_cost import cpu_seconds, step_seconds
 from dspark_inside.vllm import kv_plan
 
 _TOKEN = 1  # the made-up sampled and draft token: its value only feeds block hashes past the prompt
@@ -233,8 +233,10 @@ class _Pass:
         self.index = {f"{tag}{i}": i for i in range(n)}
         self.decode_steps: dict[str, int] = {}
         self.reqs: dict[str, Any] = {}
-        self.arrivals = shared.Arrivals(replay.req["arrivals"], n)
+        self.arrivals = shared.Arrivals(replay.req["arrivals"], n, self.cost)
         self.now = self.prefill_time = self.usage_time = self.peak = self.pairs = 0.0
+        # the batch queue's last schedule(): when, and the CPU path of the step it made (the next one waits for it)
+        self.last_cut = self.last_cpu = 0.0
         self.steps = self.running_peak = self.done = 0
         self.counts = {"queries": 0, "hits": 0, "preempted_queries": 0, "preempted_hits": 0}
 
@@ -319,6 +321,7 @@ class _Pass:
         so = self.sched.schedule()
         ids, out = self._output(so)
         rows, context, prefill = self._shape(so)
+        self.last_cpu = cpu_seconds(self.cost, rows, prefill) if ids else 0.0
         return so, ids, out, step_seconds(self.cost, rows, context, prefill, self.pairs) if ids else 0.0, prefill
 
     def _finish(self, batch: tuple[Any, list[str], Any, float, int], pool: Any, *, clock: bool = True) -> None:
@@ -349,7 +352,7 @@ class _Pass:
                                "(a prompt longer than the pool can hold?)")
         self._finish(batch, pool)
 
-    def _arrive(self, idle: bool) -> None:
+    def _arrive(self, idle: bool, at: float | None = None) -> None:
         """Add every request whose arrival time has come; an idle engine wakes on the first and steps with it.
 
         EngineCore._process_input_queue (0.25 to 0.33): with no work it blocks on its input queue for one
@@ -358,11 +361,14 @@ class _Pass:
         the first alone and the others are in by the next (the 0.32 CPU engine, 16 uneven prompts on a pool they
         outgrow, sent one each 20 ms apart: its warm-pass hits to the token on 8 draws; all 16 in the first
         step gave up to 7 blocks more). Arrivals marked queued (a paused engine) are all in the first step.
-        While the engine runs, whatever arrived during a step is in the next one.
+        With an intake time (the step cost's intake_s: the engine core's wake-up; a GPU plan), the idle engine
+        was woken that long after the first arrival and takes whatever reached it by then, as the advisor's model
+        does. While the engine runs, whatever arrived during a step is in the next one, or by `at`: when the
+        batch queue's next schedule() runs (after the last one's CPU path).
         """
-        for i in self.arrivals.due(self.now):
+        for i in self.arrivals.due(self.now if at is None else at):
             self.sched.add_request(self._request(i))
-            if idle and not self.arrivals.queued:
+            if idle and not self.arrivals.queued and not self.arrivals.intake:
                 break
 
     def _run_sync(self, pool: Any) -> None:
@@ -372,7 +378,7 @@ class _Pass:
             if sched.has_unfinished_requests():
                 self._step(pool)
             elif self.arrivals.pending:
-                self.now = self.arrivals.next_at()  # idle until the next arrival
+                self.now = self.arrivals.next_at() + self.arrivals.intake  # idle until the next arrival
             else:
                 break
 
@@ -382,8 +388,12 @@ class _Pass:
         queue: collections.deque[tuple[Any, list[str], Any, float, int]] = collections.deque()
         empty = 0
         while self.done < len(self.items):
-            self._arrive(idle=not sched.has_unfinished_requests() and not queue)  # EngineCore.has_work
+            # step k is scheduled once step k - depth has returned (now) and step k - 1 has been launched (the
+            # last schedule's time + its CPU path): what reached the engine by then is in it
+            cut = max(self.now, self.last_cut + self.last_cpu) if queue else self.now
+            self._arrive(idle=not sched.has_unfinished_requests() and not queue, at=cut)  # EngineCore.has_work
             if sched.has_requests():
+                self.last_cut = cut
                 batch = self._schedule()
                 queue.appendleft(batch)
                 empty = 0 if batch[1] else empty + 1
@@ -394,7 +404,8 @@ class _Pass:
                     continue
             elif not queue:
                 if self.arrivals.pending:
-                    self.now = self.arrivals.next_at()  # idle until the next arrival
+                    self.now = self.arrivals.next_at() + self.arrivals.intake  # idle until the next arrival
+                    self.last_cut, self.last_cpu = self.now, 0.0
                     continue
                 break
             self._finish(queue.pop(), pool)
@@ -418,6 +429,7 @@ class _Pass:
             "preemptions": preemptions, "kv_peak_fraction": self.peak,
             "kv_mean_fraction": self.usage_time / now if now > 0 else 0.0, "running_peak": self.running_peak,
             "arrival_s": self.arrival, "first_token_s": self.first, "finish_s": self.finish,
+            "first_token_hop_s": self.arrivals.hop,
             "output_tokens": self.outputs, "seconds": round(time.monotonic() - start, 3),
             "cpu_seconds": round(time.process_time() - cpu, 3), "process": os.getpid(),
         }

@@ -1,0 +1,535 @@
+"""`dspark bench` against `vllm bench serve` on one live vLLM 0.25.0 server on the GPU (issue 27, bench parity).
+
+Run there after gpu_install.sh (not collected by pytest), with vLLM importable (PYTHONPATH=/tmp/vsite):
+
+    PYTHONPATH=/tmp/vsite python3 tests/device/gpu_parity.py --src /tmp/gsrc --out $OUT --deadline-s 520
+
+One engine: the Qwen3-8B shape of tests/device/configs (dummy weights, 16 seats, CUDA graphs) with a word-level
+tokenizer built here (tokenizers + transformers from the image: one token per word; the words `dspark bench
+--prompt-kind text` draws from, then "t<N>" up to the model's vocabulary), so both clients send text prompts of
+exactly the drawn lengths and the server tokenizes both. `vllm bench serve` runs in this process, as the CLI runs
+it (`vllm.benchmarks.serve.add_cli_args` parses the same argv, `main` runs it: no torch import per run);
+`dspark bench` is its own process, from SRC, as users run it. Cases, each on the same server, alternating who
+goes first (ABAB), both tools given the same seed (the same numpy length draws and arrival times):
+
+  goodput   closed loop, more streams than seats (requests queue), --range-ratio 0.5, --goodput ttft:X tpot:Y;
+            the SLOs are read off an untimed vllm run's per-request TTFT/TPOT, at the widest gap between its
+            p50-p80 TTFTs and p80-p95 TPOTs (a threshold where no cluster of requests sits on the edge)
+  sweep     `dspark bench --profile sweep` (synchronous, throughput, --sweep-points rates), then vllm at its
+            points twice, then dspark at the same points again one by one (ABBA per point)
+
+Output: OUT/parity.tar.gz (parity/: every run's JSON, vllm's --save-detailed; runs.jsonl; comparison.json;
+engine.log; nvidia-smi.csv; log.txt) and OUT/log.txt. Anywhere: `python3 tests/device/gpu_parity.py --compare
+DIR` prints the comparison of a recorded parity/ folder (tests/bench/test_gpu_parity.py checks it in CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import io
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DSPARK_SITE = os.environ.get("DSPARK_SITE", "/tmp/dsite")
+PORT = 8000
+DSPARK_PYTHON = [sys.executable]  # dspark's interpreter (--dspark-python)
+PREFIX_CACHING = [False]  # --prefix-caching: the engine's default (on), as the first run on 2026-12-02 had it
+MODEL_NAME = "qwen3-8b-parity"
+SEATS = 16
+# (case, workload): requests, streams, input/output length around which --range-ratio draws, seed.
+GOODPUT = {"requests": 256, "concurrency": 32, "input_len": 256, "output_len": 64, "range_ratio": 0.5, "seed": 11}
+SWEEP = {"requests": 64, "concurrency": SEATS, "input_len": 256, "output_len": 32, "range_ratio": 0.5, "seed": 13,
+         "sweep_points": 3}
+GOODPUT_ROUNDS = 4  # pairs: D V | V D | D V | V D
+RESERVE_S = 25
+# the figures compared, (dspark key, vllm key) -> name; dspark's from its JSON's top level and `summary`
+FIGURES = {
+    "request_throughput": ("request_throughput", "request_throughput"),
+    "request_goodput": ("request_goodput", "request_goodput"),
+    "output_throughput": ("output_throughput", "output_throughput"),
+    "mean_ttft_ms": ("ttft_ms.mean", "mean_ttft_ms"),
+    "p50_ttft_ms": ("ttft_ms.p50", "p50_ttft_ms"),
+    "p99_ttft_ms": ("ttft_ms.p99", "p99_ttft_ms"),
+    "mean_tpot_ms": ("tpot_ms.mean", "mean_tpot_ms"),
+    "p50_tpot_ms": ("tpot_ms.p50", "p50_tpot_ms"),
+    "p99_tpot_ms": ("tpot_ms.p99", "p99_tpot_ms"),
+    "mean_itl_ms": ("itl_ms.mean", "mean_itl_ms"),
+    "p50_itl_ms": ("itl_ms.p50", "p50_itl_ms"),
+    "p99_itl_ms": ("itl_ms.p99", "p99_itl_ms"),
+    "mean_e2el_ms": ("e2e_ms.mean", "mean_e2el_ms"),
+    "output_tokens": ("output_tokens", "total_output_tokens"),
+    "input_tokens": ("input_tokens", "total_input_tokens"),
+}
+
+
+class Log:
+    def __init__(self, path: Path, t0: float) -> None:
+        self.fh = path.open("a")
+        self.t0 = t0
+
+    def __call__(self, msg: str) -> None:
+        line = f"[{time.monotonic() - self.t0:6.1f}s] {msg}"
+        print(line, flush=True)
+        self.fh.write(line + "\n")
+        self.fh.flush()
+
+
+# ---- the comparison (pure; also run in CI on the recorded files) -------------------------------------------------
+
+def _dig(obj: dict[str, Any], dotted: str) -> float:
+    cur: Any = obj
+    for part in dotted.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return float(cur) if isinstance(cur, (int, float)) and not isinstance(cur, bool) else math.nan
+
+
+def dspark_figures(result: dict[str, Any]) -> dict[str, float]:
+    """The figures of one `dspark bench --json` result (one repetition)."""
+    out = {name: _dig(result, d) for name, (d, _v) in FIGURES.items() if not name.endswith("_tokens")}
+    if math.isnan(out["request_goodput"]):
+        out["request_goodput"] = _dig(result, "goodput.request_goodput")
+    out["output_tokens"] = float(sum(r["stats"]["output_tokens"] for r in result.get("reps", [])))
+    out["input_tokens"] = float(sum(r["stats"]["prompt_tokens_mean"] * r["stats"]["requests"]
+                                    for r in result.get("reps", [])))
+    out["errors"] = float(sum(r["stats"]["errors"] for r in result.get("reps", [])))
+    return out
+
+
+def vllm_figures(result: dict[str, Any]) -> dict[str, float]:
+    """The figures of one `vllm bench serve --save-result` JSON."""
+    out = {name: _dig(result, v) for name, (_d, v) in FIGURES.items()}
+    out["errors"] = float(result.get("failed", math.nan))
+    return out
+
+
+def _ratio(x: float, y: float) -> float:
+    return x / y if y and not (math.isnan(x) or math.isnan(y)) else math.nan
+
+
+def compare(runs: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
+    """Per case, point and dspark variant: each figure's mean over the rounds both tools ran, their ratio, and each
+    round's ratio (the rounds alternate who goes first, so the means cancel a steady drift of the server).
+
+    runs: runs.jsonl's records {case, point, tool, variant, round, file, rc}; folder: where the files are.
+    """
+    # (case, point) -> tool -> round -> figures
+    groups: dict[tuple[str, str], dict[str, dict[int, dict[str, float]]]] = {}
+    for r in runs:
+        if r.get("rc") not in (0, 1) or not (folder / r["file"]).exists() or not r.get("round"):
+            continue
+        data = json.loads((folder / r["file"]).read_text())
+        if r["tool"] == "dspark" and data.get("kind") == "dspark-bench-sweep":
+            for p in data["points"]:
+                groups.setdefault((r["case"], p["label"]), {}).setdefault("dspark", {})[r["round"]] = (
+                    dspark_figures(p["result"]))
+            continue
+        tool = "vllm" if r["tool"] == "vllm" else "dspark" + (f" {r['variant']}" if r.get("variant") else "")
+        figs = dspark_figures(data) if r["tool"] == "dspark" else vllm_figures(data)
+        groups.setdefault((r["case"], r["point"]), {}).setdefault(tool, {})[r["round"]] = figs
+    rows: list[dict[str, Any]] = []
+    for (case, point), tools in groups.items():
+        theirs = tools.get("vllm", {})
+        for tool, ours in sorted(tools.items()):
+            rounds = sorted(set(ours) & set(theirs))
+            if tool == "vllm" or not rounds:
+                continue
+            for name in (*FIGURES, "errors"):
+                xs, ys = [ours[k][name] for k in rounds], [theirs[k][name] for k in rounds]
+                if all(math.isnan(v) for v in xs + ys):
+                    continue
+                mx, my = statistics.fmean(xs), statistics.fmean(ys)
+                rows.append({"case": case, "point": point, "tool": tool, "figure": name, "dspark": mx, "vllm": my,
+                             "ratio": _ratio(mx, my), "rounds": rounds,
+                             "round_ratios": [_ratio(x, y) for x, y in zip(xs, ys, strict=True)]})
+    return {"rows": rows}
+
+
+def compare_folder(folder: Path) -> dict[str, Any]:
+    runs = [json.loads(line) for line in (folder / "runs.jsonl").read_text().splitlines() if line.strip()]
+    return compare(runs, folder)
+
+
+def table(cmp: dict[str, Any], figures: tuple[str, ...] = tuple(FIGURES)) -> str:
+    lines = [f"{'case':8} {'point':18} {'tool':20} {'figure':20} {'dspark':>11} {'vllm':>11} {'ratio':>7}  per round"]
+    for r in cmp["rows"]:
+        if r["figure"] in figures:
+            lines.append(f"{r['case']:8} {r['point'][:18]:18} {r['tool'][:20]:20} {r['figure']:20} {r['dspark']:11.4g} "
+                         f"{r['vllm']:11.4g} {r['ratio']:7.4f}  " + ", ".join(f"{v:.4f}" for v in r["round_ratios"]))
+    return "\n".join(lines)
+
+
+# ---- on the device ---------------------------------------------------------------------------------------------
+
+def get(url: str, timeout: float = 5) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except Exception as exc:
+        return -1, f"{type(exc).__name__}: {exc}"
+
+
+def dspark_env(src: Path) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=f"{src}:{DSPARK_SITE}", PYTHONUNBUFFERED="1")
+
+
+def dspark_words(src: Path) -> list[str]:
+    """The words dspark's synthetic text prompts draw from (its own list, read from SRC)."""
+    code = "from dspark.bench.prompts import _WORDS; print(' '.join(_WORDS))"
+    out = subprocess.run([DSPARK_PYTHON[0], "-c", code], capture_output=True, text=True, env=dspark_env(src),
+                         cwd=src, check=True, timeout=60)
+    return out.stdout.split()
+
+
+def build_model(config: Path, out: Path, words: list[str]) -> dict[str, Any]:
+    """config.json plus a word-level tokenizer of exactly the model's vocabulary: 3 specials, dspark's words, t<N>."""
+    from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: PLC0415 - the image's, only here
+    from transformers import PreTrainedTokenizerFast  # noqa: PLC0415
+
+    cfg = json.loads(config.read_text())
+    vocab_size = int(cfg["vocab_size"])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    names = ["<unk>", "<eos>", "<pad>", *dict.fromkeys(words)]
+    names += [f"t{i}" for i in range(vocab_size - len(names))]
+    vocab = {w: i for i, w in enumerate(names)}
+    assert len(vocab) == vocab_size, (len(vocab), vocab_size)
+    unk, eos, pad = names[:3]
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=unk))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=unk, eos_token=eos, pad_token=pad)
+    fast.save_pretrained(str(out))
+    probe = " ".join([*words[:5], "t7", "t8"])
+    ids = fast(probe, add_special_tokens=False)["input_ids"]
+    assert len(ids) == 7 and fast.decode(ids) == probe, (ids, fast.decode(ids))
+    return {"vocab_size": vocab_size, "dspark_words": len(set(words)), "probe_ids": ids}
+
+
+def start_engine(model: Path, vsite: str, log_path: Path, extra: list[str], python: str) -> subprocess.Popen[Any]:
+    env = dict(os.environ, PYTHONPATH=vsite, PATH=f"{vsite}/bin:{os.environ.get('PATH', '')}",
+               VLLM_USE_FLASHINFER_SAMPLER="0", HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
+               PYTHONUNBUFFERED="1", VLLM_CACHE_ROOT="/tmp/vcache")
+    # No prefix caching: each tool re-sends its own prompts run after run (one --seed, the same requests), and on
+    # 2026-12-02 every run after a tool's first hit the cache at 97%.
+    argv = [python, "-m", "vllm.entrypoints.cli.main", "serve", str(model), "--served-model-name", MODEL_NAME,
+            "--max-num-seqs", str(SEATS), "--max-model-len", "4096", "--load-format", "dummy", "--host", "127.0.0.1",
+            "--port", str(PORT), *([] if PREFIX_CACHING[0] else ["--no-enable-prefix-caching"]), *extra]
+    fh = log_path.open("w")
+    fh.write(" ".join(argv) + "\n")
+    fh.flush()
+    return subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def stop(proc: subprocess.Popen[Any]) -> float:
+    t0 = time.monotonic()
+    for sig, wait in ((signal.SIGINT, 20), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    return round(time.monotonic() - t0, 1)
+
+
+class Runner:
+    """Runs both tools against the server and records each run in runs.jsonl."""
+
+    def __init__(self, work: Path, src: Path, model: Path, log: Log, end: float, vllm_cli: bool) -> None:
+        self.work, self.src, self.model, self.log, self.end = work, src, model, log, end
+        self.url = f"http://127.0.0.1:{PORT}"
+        self.vllm_cli = vllm_cli
+        self.serve: Any = None
+        self.n = 0
+
+    def left(self) -> float:
+        return self.end - RESERVE_S - time.monotonic()
+
+    def record(self, rec: dict[str, Any]) -> None:
+        with (self.work / "runs.jsonl").open("a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+
+    def dspark(self, case: str, point: str, args: list[str], variant: str = "", rnd: int = 0,
+               timeout: float = 240) -> dict[str, Any] | None:
+        self.n += 1
+        name = f"{self.n:03d}-dspark-{case}-{point.replace(' ', '_').replace('/', '')}.json"
+        cmd = [DSPARK_PYTHON[0], "-m", "dspark", "bench", "--url", self.url, "--served-model", MODEL_NAME,
+               "--no-progress", "--json", "--out", str(self.work / name), *args]
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=dspark_env(self.src), cwd=self.src,
+                                  timeout=max(min(timeout, self.left()), 5), check=False)
+            rc, err = proc.returncode, proc.stderr[-2000:]
+        except subprocess.TimeoutExpired:
+            rc, err = 124, "timed out"
+        secs = round(time.monotonic() - t0, 2)
+        rec = {"case": case, "point": point, "tool": "dspark", "variant": variant, "round": rnd, "file": name,
+               "argv": cmd[1:], "rc": rc, "seconds": secs}
+        if rc:
+            rec["stderr"] = err
+        self.record(rec)
+        data = json.loads((self.work / name).read_text()) if (self.work / name).exists() else None
+        summary = (data or {}).get("summary") or {}
+        self.log(f"dspark {case}/{point}{' ' + variant if variant else ''}: rc {rc} in {secs} s; req/s "
+                 f"{summary.get('request_throughput')}, goodput {summary.get('request_goodput')}"
+                 + (f"\n{err}" if rc else ""))
+        return data
+
+    def vllm(self, case: str, point: str, args: list[str], rnd: int = 0,
+             detailed: bool = True) -> dict[str, Any] | None:
+        self.n += 1
+        name = f"{self.n:03d}-vllm-{case}-{point.replace(' ', '_').replace('/', '')}.json"
+        argv = ["--backend", "vllm", "--base-url", self.url, "--model", MODEL_NAME, "--tokenizer", str(self.model),
+                "--dataset-name", "random", "--ignore-eos", "--disable-tqdm", "--save-result",
+                *(["--save-detailed"] if detailed else []), "--percentile-metrics", "ttft,tpot,itl,e2el",
+                "--metric-percentiles", "50,99", "--result-dir", str(self.work), "--result-filename", name, *args]
+        t0 = time.monotonic()
+        out_log = self.work / (name.removesuffix(".json") + ".log")
+        rc = 0
+        if self.vllm_cli:
+            with out_log.open("w") as fh:
+                try:
+                    rc = subprocess.run([sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", *argv],
+                                        stdout=fh, stderr=subprocess.STDOUT, timeout=max(self.left(), 5),
+                                        check=False).returncode
+                except subprocess.TimeoutExpired:
+                    rc = 124
+        else:
+            add_cli_args, main, parser_cls = self.serve
+            parser = parser_cls()
+            add_cli_args(parser)
+            buf = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+                    main(parser.parse_args(argv))
+            except BaseException as exc:
+                rc = 1
+                buf.write(f"\n{type(exc).__name__}: {exc}\n")
+            out_log.write_text(buf.getvalue())
+        secs = round(time.monotonic() - t0, 2)
+        rec = {"case": case, "point": point, "tool": "vllm", "variant": "", "round": rnd, "file": name,
+               "argv": ["vllm", "bench", "serve", *argv], "rc": rc, "seconds": secs,
+               "mode": "cli" if self.vllm_cli else "in-process add_cli_args + main"}
+        if rc:
+            rec["stderr"] = out_log.read_text()[-2000:]
+        self.record(rec)
+        data = json.loads((self.work / name).read_text()) if (self.work / name).exists() else None
+        self.log(f"vllm   {case}/{point}: rc {rc} in {secs} s; req/s {(data or {}).get('request_throughput')}, "
+                 f"goodput {(data or {}).get('request_goodput')}" + (f"\n{rec.get('stderr', '')[-800:]}" if rc else ""))
+        return data
+
+
+def widest_gap(values: list[float], lo_q: float, hi_q: float) -> float:
+    """The middle of the widest gap between consecutive sorted values within the [lo_q, hi_q] quantiles."""
+    v = sorted(values)
+    i0, i1 = int(lo_q * (len(v) - 1)), int(hi_q * (len(v) - 1))
+    best = max(range(i0, i1), key=lambda i: v[i + 1] - v[i])
+    return (v[best] + v[best + 1]) / 2
+
+
+def slos_from(detailed: dict[str, Any]) -> dict[str, float]:
+    """TTFT and TPOT SLOs (ms) off a vllm --save-detailed run, as vLLM computes each request's TPOT."""
+    ttfts, tpots = [], []
+    for ttft, itl, n in zip(detailed["ttfts"], detailed["itls"], detailed["output_lens"], strict=True):
+        if ttft is None or not n:
+            continue
+        ttfts.append(ttft * 1e3)
+        tpots.append(sum(itl) / (n - 1) * 1e3 if n > 1 else 0.0)
+    return {"ttft": round(widest_gap(ttfts, 0.5, 0.8), 2), "tpot": round(widest_gap(tpots, 0.8, 0.95), 3)}
+
+
+def synth_dspark(w: dict[str, Any]) -> list[str]:
+    return ["-n", str(w["requests"]), "-c", str(w["concurrency"]), "--input-len", str(w["input_len"]),
+            "--output-len", str(w["output_len"]), "--range-ratio", str(w["range_ratio"]), "--prompt-kind", "text",
+            "--seed", str(w["seed"])]
+
+
+def synth_vllm(w: dict[str, Any]) -> list[str]:
+    return ["--num-prompts", str(w["requests"]), "--random-input-len", str(w["input_len"]), "--random-output-len",
+            str(w["output_len"]), "--random-range-ratio", str(w["range_ratio"]), "--seed", str(w["seed"])]
+
+
+def run_cases(r: Runner, cases: list[str], goodput_rounds: int) -> dict[str, Any]:  # noqa: PLR0912
+    info: dict[str, Any] = {}
+    # Untimed warm-ups of both clients on the whole goodput workload (other seeds): the server's first runs of a
+    # shape are slower (2026-12-02: 19.5 and 22.6 req/s in the first two, then 34.7-36.7), which a single short
+    # warm-up did not cover.
+    r.dspark("warmup", "warmup", [*synth_dspark({**GOODPUT, "seed": 1}), "--no-metrics"])
+    if "goodput" in cases:
+        w = GOODPUT
+        r.vllm("warmup", "warmup", [*synth_vllm({**w, "seed": 2}), "--max-concurrency", str(w["concurrency"])],
+               detailed=False)
+        # the SLOs off a warm server's run
+        slo_run = r.vllm("slo", "slo", [*synth_vllm({**w, "seed": 3}), "--max-concurrency", str(w["concurrency"])])
+        if slo_run is None:
+            return info
+        slos = slos_from(slo_run)
+        info["slos_ms"] = slos
+        r.log(f"SLOs from the untimed run: {slos}")
+        d_slo = ["--goodput", f"ttft:{slos['ttft']}", "--goodput", f"tpot:{slos['tpot']}"]
+        v_slo = ["--goodput", f"ttft:{slos['ttft']}", f"tpot:{slos['tpot']}"]
+        per_pair = 2 * 12 + 5
+        for i in range(goodput_rounds):
+            if r.left() < per_pair:
+                r.log(f"goodput round {i + 1}: not started ({r.left():.0f} s left)")
+                break
+            # shipped dspark (reads /metrics) in rounds 1 and 4, --no-metrics in 2 and 3: both against vllm
+            variant = "" if i in (0, 3) else "no-metrics"
+            extra = ["--no-metrics"] if variant else []
+            order = ("dspark", "vllm") if i % 2 == 0 else ("vllm", "dspark")
+            for tool in order:
+                if tool == "dspark":
+                    r.dspark("goodput", "closed-loop", [*synth_dspark(w), *d_slo, *extra], variant, i + 1)
+                else:
+                    r.vllm("goodput", "closed-loop", [*synth_vllm(w), "--max-concurrency", str(w["concurrency"]),
+                                                      *v_slo], i + 1)
+    if "sweep" in cases and r.left() > 60:
+        w = SWEEP
+        sweep = r.dspark("sweep", "sweep", [*synth_dspark(w), "--profile", "sweep", "--sweep-points",
+                                            str(w["sweep_points"])], rnd=1, timeout=200)
+        points = (sweep or {}).get("points") or []
+        info["sweep_points"] = [{"label": p["label"], "target_rate": p["target_rate"],
+                                 "concurrency": p["concurrency"]} for p in points]
+
+        def v_args(p: dict[str, Any]) -> list[str]:
+            rate = [] if p["target_rate"] is None else ["--request-rate", repr(p["target_rate"]), "--burstiness", "1"]
+            return [*synth_vllm(w), "--max-concurrency", str(p["concurrency"]), *rate]
+
+        def d_args(p: dict[str, Any]) -> list[str]:
+            rate = [] if p["target_rate"] is None else ["--request-rate", repr(p["target_rate"]), "--burstiness", "1"]
+            return [*synth_dspark({**w, "concurrency": p["concurrency"]}), *rate]
+
+        for rnd, tools in ((1, ("vllm",)), (2, ("vllm", "dspark"))):
+            for p in points:
+                for tool in tools:
+                    if r.left() < 15:
+                        r.log(f"sweep {p['label']} {tool} round {rnd}: not started ({r.left():.0f} s left)")
+                        continue
+                    if tool == "vllm":
+                        r.vllm("sweep", p["label"], v_args(p), rnd)
+                    else:
+                        r.dspark("sweep", p["label"], d_args(p), rnd=rnd)
+    return info
+
+
+def device_main(a: argparse.Namespace) -> int:
+    t0 = time.monotonic()
+    end = t0 + a.deadline_s
+    work = Path(a.work) / "parity"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    a.out.mkdir(parents=True, exist_ok=True)
+    log = Log(a.out / "log.txt", t0)
+    smi = None
+    if shutil.which("nvidia-smi"):
+        query = "timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,memory.used"
+        smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={query}", "--format=csv", "-l", "1"],
+                               stdout=(work / "nvidia-smi.csv").open("w"), stderr=subprocess.DEVNULL)
+    proc = None
+    meta: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                            "goodput_workload": GOODPUT, "sweep_workload": SWEEP, "seats": SEATS,
+                            "engine_extra": a.engine_arg, "config": str(a.config),
+                            "prefix_caching": PREFIX_CACHING[0]}
+    try:
+        model = Path(a.work) / "models" / MODEL_NAME
+        meta["tokenizer"] = build_model(a.config, model, dspark_words(a.src))
+        log(f"model dir {model}: {meta['tokenizer']}")
+        proc = start_engine(model, a.vllm_site, work / "engine.log", a.engine_arg, a.engine_python or sys.executable)
+        runner = Runner(work, a.src.resolve(), model, log, end, a.vllm_cli)
+        if not a.vllm_cli:
+            try:  # while the engine starts
+                import vllm  # noqa: PLC0415 - only on the device (PYTHONPATH=/tmp/vsite)
+                from vllm.benchmarks.serve import add_cli_args, main  # noqa: PLC0415
+                from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: PLC0415
+
+                runner.serve = (add_cli_args, main, FlexibleArgumentParser)
+                meta["vllm_version"] = vllm.__version__
+            except Exception as exc:
+                log(f"vllm.benchmarks.serve not importable here ({type(exc).__name__}: {exc}); the CLI per run")
+                runner.vllm_cli = True
+        log(f"engine started; vllm bench serve {'CLI' if runner.vllm_cli else 'in-process'} {meta.get('vllm_version')}")
+        healthy = False
+        while time.monotonic() < end - RESERVE_S and proc.poll() is None:
+            if get(f"http://127.0.0.1:{PORT}/health", 2)[0] == 200:
+                healthy = True
+                break
+            time.sleep(1)
+        meta["seconds_to_healthy"] = round(time.monotonic() - t0, 1)
+        log(f"healthy={healthy} after {meta['seconds_to_healthy']} s (rc {proc.poll()})")
+        if healthy:
+            meta.update(run_cases(runner, a.cases.split(","), a.goodput_rounds))
+    finally:
+        if proc is not None:
+            meta["stop_s"] = stop(proc)
+        if smi is not None:
+            smi.terminate()
+        if (work / "runs.jsonl").exists():
+            try:
+                cmp = compare_folder(work)
+                (work / "comparison.json").write_text(json.dumps(cmp, indent=1) + "\n")
+                log("\n" + table(cmp, ("request_throughput", "request_goodput", "output_throughput",
+                                       "mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "output_tokens",
+                                       "input_tokens")))
+            except Exception as exc:
+                log(f"comparison failed: {type(exc).__name__}: {exc}")
+        meta["seconds"] = round(time.monotonic() - t0, 1)
+        (work / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+        shutil.copy(a.out / "log.txt", work / "log.txt")
+        with tarfile.open(a.out / "parity.tar.gz", "w:gz") as tar:
+            tar.add(work, arcname="parity")
+        log(f"done in {time.monotonic() - t0:.0f} s")
+    return 0
+
+
+def main() -> int:
+    global PORT  # noqa: PLW0603 - one engine a run, on --port
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--compare", type=Path, help="print the comparison of a recorded parity/ folder and exit")
+    ap.add_argument("--src", type=Path, default=HERE.parents[1], help="folder holding the dspark package")
+    ap.add_argument("--vllm-site", default="/tmp/vsite", help="PYTHONPATH of the engine")
+    ap.add_argument("--engine-python", default="", help="the engine's interpreter (default: this one)")
+    ap.add_argument("--dspark-python", default=sys.executable, help="dspark's interpreter (default: this one)")
+    ap.add_argument("--engine-arg", action="append", default=[], help="one more argument for vllm serve")
+    ap.add_argument("--config", type=Path, default=HERE / "configs" / "qwen3-8b.json")
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/parity-out")))
+    ap.add_argument("--work", default="/tmp/gpu-parity")
+    ap.add_argument("--port", type=int, default=PORT, help="the engine's port on 127.0.0.1")
+    ap.add_argument("--deadline-s", type=float, default=520)
+    ap.add_argument("--cases", default="goodput,sweep")
+    ap.add_argument("--goodput-rounds", type=int, default=GOODPUT_ROUNDS)
+    ap.add_argument("--prefix-caching", action="store_true",
+                    help="leave the engine's prefix caching on (as the 2026-12-02 run did; every run after a tool's "
+                         "first then hits the cache)")
+    ap.add_argument("--vllm-cli", action="store_true", help="run `vllm bench serve` as its own process each time")
+    ap.add_argument("--small", action="store_true", help="a smoke run's workloads (a CPU engine, a fake server)")
+    a = ap.parse_args()
+    DSPARK_PYTHON[0] = a.dspark_python
+    PREFIX_CACHING[0] = a.prefix_caching
+    PORT = a.port
+    if a.compare:
+        print(table(compare_folder(a.compare)))
+        return 0
+    if a.small:
+        GOODPUT.update(requests=24, concurrency=8, input_len=32, output_len=8)
+        SWEEP.update(requests=12, concurrency=4, input_len=32, output_len=8, sweep_points=1)
+    return device_main(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
