@@ -119,8 +119,9 @@ def test_plan_options_build_the_validate_request(path: tuple[str, ...]) -> None:
 
 # (command, the groups that become one request type, that type's fields no option sets)
 REQUESTS = [
-    (("bench",), ("workload", "load"), LoadOptions, set()),
-    (("sweep",), ("workload", "load"), LoadOptions, set()),
+    # prompt_offset: set by the rate sweep for its later points (fresh prompts), never by an option.
+    (("bench",), ("workload", "load"), LoadOptions, {"prompt_offset"}),
+    (("sweep",), ("workload", "load"), LoadOptions, {"prompt_offset"}),
     (("advise",), ("advise", "workload", "rule"), AdviseOptions, {"seed"}),
     (("start",), ("start",), StartRequest, {"validate", "engine_python"}),
 ]

@@ -102,7 +102,7 @@ def test_top_shows_the_engine_at_work(engine: str, tmp_path: Path) -> None:
         session = f"dspark-top-engine-{os.getpid()}"
         cmd = f"{sys.executable} -m dspark top {engine} --interval 0.5 --seats {SEATS}"
         subprocess.run(["tmux", "-L", session, "new-session", "-d", "-s", session, "-x", "80", "-y", "24", "-c",
-                        str(ROOT), cmd], check=True, timeout=30)
+                        str(ROOT), cmd], check=True, timeout=120)  # a loaded host starts tmux's server slowly
         try:
             screen = ""
             for _ in range(100):
