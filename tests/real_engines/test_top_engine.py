@@ -107,7 +107,7 @@ def test_top_shows_the_engine_at_work(engine: str, tmp_path: Path) -> None:
             screen = ""
             for _ in range(100):
                 screen = subprocess.run(["tmux", "-L", session, "capture-pane", "-p", "-t", session],
-                                        capture_output=True, text=True, timeout=30, check=True).stdout
+                                        capture_output=True, text=True, timeout=120, check=True).stdout
                 if f"of {SEATS}" in screen and "ITL" in screen:
                     break
                 time.sleep(0.2)
