@@ -303,15 +303,16 @@ def shrunk(prior: StepCosts, fitted: StepCosts, terms: Sequence[str], weight: fl
 
 
 @lru_cache(maxsize=64)
-def _fit_cached(prior: StepCosts, shape: StepShape, points: tuple[Measured, ...], terms: tuple[str, ...]
-                ) -> StepCosts:
-    return _fit_terms(prior, shape, points, terms)
+def _fit_cached(search: Callable[..., StepCosts], prior: StepCosts, shape: StepShape, points: tuple[Measured, ...],
+                terms: tuple[str, ...]) -> StepCosts:
+    return search(prior, shape, points, terms)
 
 
 def _fit_once(prior: StepCosts, shape: StepShape, points: Sequence[Measured], terms: tuple[str, ...]) -> StepCosts:
-    """_fit_terms, memoised where the inputs hash (advise fits the same files once per seat count and command)."""
+    """_fit_terms, memoised where the inputs hash (advise fits the same files once per seat count and command; the
+    search itself is part of the key, so a replaced one is not answered from the cache)."""
     try:
-        return _fit_cached(prior, shape, tuple(points), terms)
+        return _fit_cached(_fit_terms, prior, shape, tuple(points), terms)
     except TypeError:  # an unhashable field: fit afresh
         return _fit_terms(prior, shape, points, terms)
 
