@@ -170,12 +170,17 @@ PLANS: dict[str, tuple[Engine, ...]] = {
     # 2026-12-02-rows), warmed at every batch its points form (fused-MoE Triton compiles per tile config:
     # plan B's JIT), profiled first, then four points. Its points are predicted from the plan alone and from its
     # own profile, on the device, before anything is compared.
+    # Both with vLLM's per-iteration log (prompt and decode requests and tokens of every step, the wait for its
+    # output, a millisecond timestamp): run D's 32-128-stream TTFT gap is in the engine's wait before its queue
+    # (TTFT - queue - prefill: 0.05-0.13 s at 1k x 32-128, 0.22 at 4k x 128, against the model's few ms of API
+    # server), which the histograms cannot place; ~30 us of engine-core CPU a step, beside a 5-60 ms GPU step.
     "E": (
         Engine("qwen3-8b-s128", "qwen3-8b", 128, start_est_s=130, profile="first",
+               flags=("--enable-logging-iteration-details",),
                points=(Point("d-in1024-out256-c1", 1024, 256, 1, requests=4, est_s=8),
                        *sweep("d", (8, 32, 128)), *sweep("d", (8, 32), 4096))),
         Engine("mixtral-8x7b-s128", "mixtral-8x7b-v0.1", 128, start_est_s=140, profile="first",
-               warmup=(1, 4, 8, 16, 32, 64, 128),
+               flags=("--enable-logging-iteration-details",), warmup=(1, 4, 8, 16, 32, 64, 128),
                # ~23-30 ms a step once the batch covers every expert: 128 streams x 2 waves x 256 steps ~ 17 s
                points=(Point("x-in1024-out256-c8", 1024, 256, 8, est_s=14),
                        Point("x-in1024-out256-c32", 1024, 256, 32, est_s=22),
