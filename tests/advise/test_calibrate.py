@@ -304,3 +304,36 @@ def test_a_fit_is_shrunk_toward_the_priors_geometrically_within_its_bounds() -> 
     assert half.cpu_per_row_s == prior.cpu_per_row_s
     assert calibrate.shrunk(prior, fitted, ("fixed_s",), 1.0) == fitted
     assert calibrate.shrunk(prior, fitted, ("fixed_s",), 0.0).fixed_s == pytest.approx(prior.fixed_s)
+
+
+def test_advise_json_records_the_held_out_judgement(tmp_path: Path) -> None:
+    """`advise --json --calibrate PROFILE` says what the held-out judgement found: the runs, folds, the weight and
+    both errors; a refused fit names them in `calibration_refused` and the costs are the priors'."""
+    import io  # noqa: PLC0415
+    from contextlib import redirect_stdout  # noqa: PLC0415
+
+    from dspark.cli import main  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parents[2]
+    profile = root / "tests/device/results/2026-12-02-clock-D/profiles/llama-3.1-8b-s128.json"
+    model = tmp_path / "llama-3.1-8b"
+    model.mkdir()
+    (model / "config.json").write_text((root / "tests/device/configs/llama-3.1-8b.json").read_text())
+    data = json.loads(profile.read_text())
+    data["model"] = "llama-3.1-8b"
+    (tmp_path / "p.json").write_text(json.dumps(data))
+    base = ["advise", "--model", str(model), "--engine", "vllm", "--hardware", "h200", "--engine-version", "0.25.0",
+            "--seats", "128", "--clients", "8", "--requests", "16", "--input-len", "1024", "--output-len", "256",
+            "--simulator", "dspark", "--json"]
+    out = []
+    for extra in ([], ["--calibrate", str(tmp_path / "p.json")]):
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            assert main([*base, *extra, "--", "--max-model-len", "8192"]) == 0
+        out.append(json.loads(buf.getvalue()))
+    held = out[1]["model"]["calibration_held_out"]
+    assert held["runs"] == 6 and held["folds"] == 4 and held["full_fit_error"] > held["prior_error"] > 0
+    assert "did not see" in out[1]["model"]["calibration_refused"]
+    assert out[1]["model"]["costs"] == out[0]["model"]["costs"]
+    assert out[1]["predictions"][0]["aggregate_decode_tps"] == out[0]["predictions"][0]["aggregate_decode_tps"]
+    assert out[0]["model"]["calibration_held_out"] is None
