@@ -59,6 +59,17 @@ ENGINE_VERSION = os.environ.get("DSPARK_GPU_ENGINE_VERSION", "0.25.0")
 DSPARK_SITE = os.environ.get("DSPARK_SITE", "/tmp/dsite")
 PORT = int(os.environ.get("DSPARK_GPU_PORT", "8000"))  # another port for a smoke run on a shared host
 COMMON = ("--load-format", "dummy", "--skip-tokenizer-init")
+# vLLM's log with millisecond timestamps (its own format has seconds: %m-%d %H:%M:%S), given to an engine with
+# --enable-logging-iteration-details through VLLM_LOGGING_CONFIG_PATH: when each step's line was written, so step
+# times can be read from the per-iteration log. Standard-library classes only (logging.config.dictConfig).
+LOGGING_CONFIG: dict[str, Any] = {
+    "version": 1, "disable_existing_loggers": False,
+    "formatters": {"ms": {"format": "%(levelname)s %(asctime)s.%(msecs)03d [%(filename)s:%(lineno)d] %(message)s",
+                          "datefmt": "%m-%d %H:%M:%S"}},
+    "handlers": {"vllm": {"class": "logging.StreamHandler", "formatter": "ms", "level": "INFO",
+                          "stream": "ext://sys.stdout"}},
+    "loggers": {"vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False}},
+}
 RESERVE_S = 40  # kept for stopping the last engine, the last predictions and packing the archive
 PROFILE_EST_S = 40  # `dspark profile`: six waves and two closed loops (32, 128 streams), ~20 s on the H200
 # Engine flags the plan reads (tests/advise/test_recorded_gpu.py's _PLANNED); the rest change nothing dspark models
@@ -383,6 +394,10 @@ def run_engine(eng: Engine, src: Path, vsite: Path, out: Path, end: float, done:
     env.update(PYTHONPATH=str(vsite), PATH=f"{vsite}/bin:{env.get('PATH', '')}", VLLM_USE_FLASHINFER_SAMPLER="0",
                HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", PYTHONUNBUFFERED="1",
                VLLM_CACHE_ROOT="/tmp/vcache")
+    if "--enable-logging-iteration-details" in argv:
+        config = edir / "logging.json"
+        config.write_text(json.dumps(LOGGING_CONFIG))
+        env["VLLM_LOGGING_CONFIG_PATH"] = str(config)
     engine_argv = [sys.executable, "-m", "vllm.entrypoints.cli.main", *argv[1:], "--host", "127.0.0.1",
                    "--port", str(PORT)]
     record["engine_argv"] = engine_argv[1:]
