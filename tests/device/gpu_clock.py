@@ -203,6 +203,7 @@ PLANS: dict[str, tuple[Engine, ...]] = {
         Engine("smoke-first", "qwen3-8b", 8, start_est_s=5, profile="first",
                points=(Point("s-c2", 64, 8, 2, est_s=5),)),
         Engine("smoke-moe", "mixtral-8x7b-v0.1", 8, start_est_s=5, profile="first", warmup=(1, 4),
+               flags=("--enable-logging-iteration-details",),
                points=(Point("x-c4", 64, 8, 4, est_s=5),)),
     ),
     # the MoE again after a warm-up at every concurrency: B's 8-stream point paid a fused-MoE JIT (see its README)
