@@ -192,12 +192,13 @@ PLANS: dict[str, tuple[Engine, ...]] = {
                        *sweep("d", (8, 32, 128)), *sweep("d", (8, 32), 4096))),
         Engine("mixtral-8x7b-s128", "mixtral-8x7b-v0.1", 128, start_est_s=140, profile="first",
                flags=("--enable-logging-iteration-details",), warmup=(1, 4, 8, 16, 32, 64, 128),
-               # ~23-30 ms a step once the batch covers every expert: 128 streams x 2 waves x 256 steps ~ 17 s
-               points=(Point("x-in1024-out256-c8", 1024, 256, 8, est_s=14),
-                       Point("x-in1024-out256-c32", 1024, 256, 32, est_s=22),
-                       Point("x-in1024-out256-c128", 1024, 256, 128, est_s=25),
+               # dspark's plan: 24-31 ms a step once the batch covers every expert, 26 GFLOP a prompt token; wall
+               # 13 / 18 / 32 / 9 s at 8 / 32 / 128 / 1 streams (est: that + the bench's start + a margin)
+               points=(Point("x-in1024-out256-c8", 1024, 256, 8, est_s=17),
+                       Point("x-in1024-out256-c32", 1024, 256, 32, est_s=23),
+                       Point("x-in1024-out256-c128", 1024, 256, 128, est_s=38),
                        Point("x-in1024-out256-c1", 1024, 256, 1, requests=4, est_s=12),
-                       Point("x-in4096-out256-c8", 4096, 256, 8, est_s=18))),
+                       Point("x-in4096-out256-c8", 4096, 256, 8, est_s=20))),
     ),
     "smoke-E": (  # plan E's path against a fake engine, seconds
         Engine("smoke-first", "qwen3-8b", 8, start_est_s=5, profile="first",
