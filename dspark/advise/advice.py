@@ -166,6 +166,8 @@ class Advice:
                 "fit_rms_log_error": cal.fit_error if cal else None,
                 "prior_rms_log_error": cal.prior_error if cal else None,
                 "calibration_refused": cal.refused if cal else None,
+                # the fit judged on held-out runs (calibrate.HeldOut); None: fewer than three runs, or no fit
+                "calibration_held_out": dataclasses.asdict(cal.held_out) if cal and cal.held_out else None,
             },
             "assumptions": list(self.assumptions),
             "warnings": list(self.warnings),

@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from dspark.advise.model import StepCosts, StepShape, Workload, decode_step_s, simulate
@@ -66,6 +67,21 @@ class Residual:
 
 
 @dataclass(frozen=True)
+class HeldOut:
+    """The fit judged on runs it did not see: each of `runs` (a profile wave, a bench) predicted by a fit of the
+    others, shrunk toward the priors by `weight` (1: the fit, 0: the priors), against the priors on the same
+    figures (rms log errors over `figures` held-out figures)."""
+
+    runs: int
+    folds: int
+    figures: int
+    weight: float
+    fit_error: float
+    prior_error: float
+    full_fit_error: float  # the unshrunk fit's held-out error (weight 1)
+
+
+@dataclass(frozen=True)
 class Calibration:
     """The fitted costs, which terms were fitted, from how many points, and how well they fit."""
 
@@ -76,6 +92,7 @@ class Calibration:
     residuals: tuple[Residual, ...]
     prior_residuals: tuple[Residual, ...] = ()
     refused: str | None = None  # why the fit is not used (then costs are the prior)
+    held_out: HeldOut | None = None  # None: fewer than HELD_OUT_RUNS runs, judged on its own points alone
 
     @property
     def fit_error(self) -> float:
@@ -266,14 +283,91 @@ def _fit_terms(prior: StepCosts, shape: StepShape, points: Sequence[Measured], t
     return at(best)
 
 
+# Runs (distinct point sources) from which a fit is judged on held-out runs, the weights it is shrunk by toward the
+# priors, and what a held-out improvement must exceed to count (rms log error: 0.2%, the search's and the waves' own
+# noise, not a better model).
+HELD_OUT_RUNS = 3
+HELD_OUT_FOLDS = 4
+SHRINK_WEIGHTS: tuple[float, ...] = (1.0, 0.5, 0.25)
+HELD_OUT_MARGIN = 0.002
+
+
+def shrunk(prior: StepCosts, fitted: StepCosts, terms: Sequence[str], weight: float) -> StepCosts:
+    """Each fitted coefficient moved `weight` of the way from its prior in log space (a geometric mean: a rate
+    between two physical rates stays physical); weight 1 is the fit, 0 the priors."""
+    if weight >= 1.0:
+        return fitted
+    moved = {t: math.exp((1.0 - weight) * math.log(_effective(prior, t)) + weight * math.log(_effective(fitted, t)))
+             for t in terms if _effective(prior, t) > 0 and _effective(fitted, t) > 0}
+    return replace(prior, **moved)
+
+
+@lru_cache(maxsize=64)
+def _fit_cached(search: Callable[..., StepCosts], prior: StepCosts, shape: StepShape, points: tuple[Measured, ...],
+                terms: tuple[str, ...]) -> StepCosts:
+    return search(prior, shape, points, terms)
+
+
+def _fit_once(prior: StepCosts, shape: StepShape, points: Sequence[Measured], terms: tuple[str, ...]) -> StepCosts:
+    """_fit_terms, memoised where the inputs hash (advise fits the same files once per seat count and command; the
+    search itself is part of the key, so a replaced one is not answered from the cache)."""
+    try:
+        return _fit_cached(_fit_terms, prior, shape, tuple(points), terms)
+    except TypeError:  # an unhashable field: fit afresh
+        return _fit_terms(prior, shape, points, terms)
+
+
+def runs_of(points: Sequence[Measured]) -> dict[str, list[Measured]]:
+    """The points by the run that measured them (their source: one profile wave, one bench, one sweep setting)."""
+    out: dict[str, list[Measured]] = {}
+    for p in points:
+        out.setdefault(p.source, []).append(p)
+    return out
+
+
+def held_out(prior: StepCosts, shape: StepShape, points: Sequence[Measured], terms: tuple[str, ...]
+             ) -> HeldOut | None:
+    """Leave runs out: each run predicted by a fit of the runs outside its fold (at each shrink weight) and by the
+    priors.
+
+    The weight kept is the one with the least held-out error; None where there are fewer than HELD_OUT_RUNS runs.
+    """
+    runs = runs_of(points)
+    if len(runs) < HELD_OUT_RUNS:
+        return None
+    # At most HELD_OUT_FOLDS fits: run i of the runs in order of batch and prompt is held out in fold i mod k (a
+    # profile's 8 runs: 4 fits, each blind to a short and a long or a small and a large batch).
+    order = sorted(runs, key=lambda r: (min(p.seats for p in runs[r]), r))
+    k = min(HELD_OUT_FOLDS, len(order))
+    losses = dict.fromkeys(SHRINK_WEIGHTS, 0.0)
+    prior_loss, figures = 0.0, 0
+    for i in range(k):
+        out = set(order[i::k])
+        held = [p for p in points if p.source in out]
+        rest = [p for p in points if p.source not in out]
+        fold = _fit_once(prior, shape, rest, terms)
+        prior_loss += _loss(prior, shape, held)
+        figures += len(_residuals(prior, shape, held))
+        for w in SHRINK_WEIGHTS:
+            losses[w] += _loss(shrunk(prior, fold, terms, w), shape, held)
+    if not figures:
+        return None
+    rms = {w: math.sqrt(v / figures) for w, v in losses.items()}
+    weight = min(SHRINK_WEIGHTS, key=lambda w: (rms[w], -w))
+    return HeldOut(runs=len(runs), folds=k, figures=figures, weight=weight, fit_error=rms[weight],
+                   prior_error=math.sqrt(prior_loss / figures), full_fit_error=rms[1.0])
+
+
 def fit(prior: StepCosts, shape: StepShape, points: Sequence[Measured], pinned: Sequence[str] = ()) -> Calibration:
-    """Fit the coefficients the points inform, within bounds; refused (the prior kept) if it fits them worse."""
+    """Fit the coefficients the points inform, within bounds; judged on held-out runs where there are three or
+    more (used at the shrink weight that predicts them best), refused (the prior kept) if it fits its own points
+    worse than the priors or predicts the held-out runs no better."""
     terms = terms_to_fit(points, pinned, shape)
     if prior.prefill_per_token_s > 0 and "prefill_per_token_s" not in pinned and any(
             p.prefill_s or p.ttft_mean_s or p.prefill_mean_s for p in points):
         terms = (*terms, "prefill_per_token_s")  # a measured prompt cost is what the prompt points refit
     terms = tuple(t for t in terms if 0 < bounds(prior, t)[0] < bounds(prior, t)[1] < math.inf)
-    costs = _fit_terms(prior, shape, points, terms)
+    costs = _fit_once(prior, shape, points, terms)
     prior_res = tuple(_residuals(prior, shape, points))
     residuals = tuple(_residuals(costs, shape, points))
     seat_counts = tuple(sorted({p.seats for p in points}))
@@ -283,7 +377,19 @@ def fit(prior: StepCosts, shape: StepShape, points: Sequence[Measured], pinned: 
         why = (f"the fit explains its {len(residuals)} measured figures worse than the priors (rms log error "
                f"{cal.fit_error:.3f} against {cal.prior_error:.3f}): it is not used")
         return replace(cal, costs=prior, fitted=(), residuals=prior_res, refused=why)
-    return cal
+    judged = held_out(prior, shape, points, terms) if terms else None
+    if judged is None:
+        return cal
+    cal = replace(cal, held_out=judged)
+    if not judged.fit_error < judged.prior_error - HELD_OUT_MARGIN:
+        why = (f"judged on the runs it did not see ({judged.runs} runs in {judged.folds} folds, each fold "
+               f"predicted by a fit of the others: {judged.figures} figures), the fit predicts them no better than "
+               "the priors (rms log error "
+               f"{judged.full_fit_error:.3f} at full weight, {judged.fit_error:.3f} at best, shrunk to "
+               f"{judged.weight:g}, against the priors' {judged.prior_error:.3f}): it is not used")
+        return replace(cal, costs=prior, fitted=(), residuals=prior_res, refused=why)
+    final = shrunk(prior, costs, terms, judged.weight)
+    return replace(cal, costs=final, residuals=tuple(_residuals(final, shape, points)))
 
 
 # A fitted model that misses a measured figure by more than this does not describe the measurements.

@@ -14,10 +14,18 @@ import math
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dspark.advise.kv_usage import KVCounting
 from dspark.perf.step import StepCosts, StepShape, cost_table, cpu_seconds, step_seconds
+
+# The API server's model is dspark_inside.frontend, the very file the engine-side replay's arrivals use (one copy),
+# imported by its name in the dspark package it ships in (mypy reads it by its engine-side name, as dspark.perf.step
+# does step_cost).
+if TYPE_CHECKING:
+    from dspark_inside.frontend import Frontend
+else:
+    from dspark._inside_root.dspark_inside.frontend import Frontend
 
 __all__ = ["Simulated", "StepCosts", "StepShape", "Workload", "decode_step_s", "simulate", "table"]
 
@@ -136,20 +144,6 @@ def _mixed_step(costs: StepCosts, shape: StepShape, decoding: list[_Req], chunks
     return dt, max(0.0, dt - alone)
 
 
-class _Frontend:
-    """The API server: one process takes each request in turn (HTTP, input processing), `serial` seconds of it a
-    request, so requests sent together reach the engine core one after another, `hop` after each is sent."""
-
-    def __init__(self, hop: float, serial: float) -> None:
-        self.hop, self.serial = hop, min(serial, hop)
-        self.free = 0.0
-
-    def arrival(self, sent: float) -> float:
-        """When a request sent at `sent` reaches the engine core."""
-        self.free = max(sent, self.free) + self.serial
-        return self.free + self.hop - self.serial
-
-
 class _Pipeline:
     """When the engine fixes a step's batch. One thread schedules and launches, and with a queue of `depth` batches
     step k is scheduled once step k - depth has returned its output and step k - 1 has been launched:
@@ -224,7 +218,7 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
     emit = max(shape.emitted_per_step, 1.0)
     budget = max(load.max_num_batched_tokens, 1)
     pipe = _Pipeline(2 if shape.async_scheduling else 1)
-    api = _Frontend(max(costs.arrival_hop_s, 0.0), costs.api_per_request_s)
+    api = Frontend(max(costs.arrival_hop_s, 0.0), costs.api_per_request_s)
     waiting: deque[_Req] = deque(_Req(api.arrival(0.0), prefill, cached, load.output_len, 0.0)
                                  for _ in range(min(load.clients, load.requests)))
     sent = len(waiting)

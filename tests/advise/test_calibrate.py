@@ -263,7 +263,9 @@ def test_a_profile_of_a_known_engine_predicts_it_where_the_profile_did_not_go() 
                       "summary": {"aggregate_decode_tps": sim.aggregate_decode_tps, "ttft_mean_s": sim.ttft_mean_s,
                                   "per_stream_decode_tps": sim.per_stream_decode_tps}})
     cal = fit(prior, shape, calibrate.profile_points({"kind": calibrate.PROFILE_KIND, "points": waves}, "p"))
-    assert cal.refused is None
+    # judged on held-out waves (each fold predicted by a fit of the others), the fit beats the priors at full weight
+    assert cal.refused is None and cal.held_out is not None and cal.held_out.runs == len(PLAN)
+    assert cal.held_out.weight == 1.0 and cal.held_out.fit_error < cal.held_out.prior_error
     prior_worst = fitted_worst = 0.0
     for clients, prompt in ((8, 1024), (32, 1024), (128, 1024), (32, 4096)):
         load = Workload(clients, 2 * clients, prompt, 256)
@@ -273,3 +275,65 @@ def test_a_profile_of_a_known_engine_predicts_it_where_the_profile_did_not_go() 
             prior_worst = max(prior_worst, abs(getattr(before, name) / getattr(want, name) - 1))
     print(f"worst error at unseen workloads: priors {prior_worst:.1%}, fitted on the profile {fitted_worst:.1%}")
     assert prior_worst > 0.05 and fitted_worst < 0.03
+
+
+def test_a_fit_of_noise_is_judged_on_the_runs_it_did_not_see_and_refused() -> None:
+    """The priors are the engine; each run (a source) is off by its own few percent, as waves at a boost clock or a
+    first step's race are. Seven coefficients explain six runs better than the priors (its own points), and predict
+    each run held out worse: refused with the held-out numbers, the priors kept; with the same figures from two
+    runs (no held-out judgement possible) the own-points rule alone applies and the fit is used."""
+    prior = StepCosts(fixed_s=0.002, bandwidth_bytes_per_s=200e9, cpu_per_row_s=1e-4, flops_per_s=100e12)
+    noise = (1.09, 0.93, 1.06, 0.91, 1.08, 0.94)
+    seats = (1, 2, 4, 8, 16, 32)
+    points = [Measured(seats=n, source=f"run {n}", step_s=decode_step_s(prior, MOE, n, n * 2000.0) * e,
+                       context_tokens=2000.0) for n, e in zip(seats, noise, strict=True)]
+    cal = fit(prior, MOE, points)
+    assert cal.held_out is not None and cal.held_out.runs == 6 and cal.held_out.folds == 4
+    assert cal.held_out.full_fit_error > cal.held_out.prior_error  # the unshrunk fit predicts held-out runs worse
+    assert cal.refused is not None and "did not see" in cal.refused and cal.costs == prior and cal.fitted == ()
+    assert f"{cal.held_out.prior_error:.3f}" in cal.refused and f"{cal.held_out.full_fit_error:.3f}" in cal.refused
+    own = fit(prior, MOE, [dataclasses.replace(p, source=f"run {i % 2}") for i, p in enumerate(points)])
+    assert own.held_out is None and own.refused is None and own.fit_error < own.prior_error
+
+
+def test_a_fit_is_shrunk_toward_the_priors_geometrically_within_its_bounds() -> None:
+    prior = StepCosts(fixed_s=0.002, bandwidth_bytes_per_s=200e9, cpu_per_row_s=1e-4)
+    fitted = dataclasses.replace(prior, fixed_s=0.008, bandwidth_bytes_per_s=50e9)
+    half = calibrate.shrunk(prior, fitted, ("fixed_s", "bandwidth_bytes_per_s"), 0.5)
+    assert half.fixed_s == pytest.approx(0.004) and half.bandwidth_bytes_per_s == pytest.approx(100e9)
+    assert half.cpu_per_row_s == prior.cpu_per_row_s
+    assert calibrate.shrunk(prior, fitted, ("fixed_s",), 1.0) == fitted
+    assert calibrate.shrunk(prior, fitted, ("fixed_s",), 0.0).fixed_s == pytest.approx(prior.fixed_s)
+
+
+def test_advise_json_records_the_held_out_judgement(tmp_path: Path) -> None:
+    """`advise --json --calibrate PROFILE` says what the held-out judgement found: the runs, folds, the weight and
+    both errors; a refused fit names them in `calibration_refused` and the costs are the priors'."""
+    import io  # noqa: PLC0415
+    from contextlib import redirect_stdout  # noqa: PLC0415
+
+    from dspark.cli import main  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parents[2]
+    profile = root / "tests/device/results/2026-12-02-clock-D/profiles/llama-3.1-8b-s128.json"
+    model = tmp_path / "llama-3.1-8b"
+    model.mkdir()
+    (model / "config.json").write_text((root / "tests/device/configs/llama-3.1-8b.json").read_text())
+    data = json.loads(profile.read_text())
+    data["model"] = "llama-3.1-8b"
+    (tmp_path / "p.json").write_text(json.dumps(data))
+    base = ["advise", "--model", str(model), "--engine", "vllm", "--hardware", "h200", "--engine-version", "0.25.0",
+            "--seats", "128", "--clients", "8", "--requests", "16", "--input-len", "1024", "--output-len", "256",
+            "--simulator", "dspark", "--json"]
+    out = []
+    for extra in ([], ["--calibrate", str(tmp_path / "p.json")]):
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            assert main([*base, *extra, "--", "--max-model-len", "8192"]) == 0
+        out.append(json.loads(buf.getvalue()))
+    held = out[1]["model"]["calibration_held_out"]
+    assert held["runs"] == 6 and held["folds"] == 4 and held["full_fit_error"] > held["prior_error"] > 0
+    assert "did not see" in out[1]["model"]["calibration_refused"]
+    assert out[1]["model"]["costs"] == out[0]["model"]["costs"]
+    assert out[1]["predictions"][0]["aggregate_decode_tps"] == out[0]["predictions"][0]["aggregate_decode_tps"]
+    assert out[0]["model"]["calibration_held_out"] is None

@@ -22,18 +22,21 @@ closed-loop round after another: aiconfigurator has no scheduler, this is the ar
 from __future__ import annotations
 
 import importlib
+import importlib.resources
 import json
 import logging
 import math
 import sys
+import tempfile
 import time
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 MODELS = {"qwen3-8b": "Qwen/Qwen3-8B", "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",  # configs/NAME.json -> its HF id
-          "llama-3.1-8b": "meta-llama/Meta-Llama-3.1-8B"}  # aiconfigurator's own spelling (in its model_configs)
-MOE = {"qwen3-30b-a3b"}
+          "llama-3.1-8b": "meta-llama/Meta-Llama-3.1-8B",  # aiconfigurator's own spelling (in its model_configs)
+          "mixtral-8x7b-v0.1": "mistralai/Mixtral-8x7B-v0.1"}
+MOE = {"qwen3-30b-a3b", "mixtral-8x7b-v0.1"}
 SYSTEM, BACKEND, BACKEND_VERSION = "h200_sxm", "vllm", "0.24.0"
 
 
@@ -46,9 +49,23 @@ def figures(raw: dict[str, Any], requests: int, batch: int) -> dict[str, float]:
             "memory_gib": float(raw["memory"])}
 
 
+def model_path(model: str) -> str:
+    """The HF id aiconfigurator knows, or (an id it has a cached config.json of but not in its default list, e.g.
+    Mixtral-8x7B: it would try to download it) a local folder holding that cached config.json."""
+    hf = MODELS[model]
+    common = importlib.import_module("aiconfigurator_core.sdk.common")
+    if hf in common.DefaultHFModels:
+        return hf
+    cached = importlib.resources.files("aiconfigurator_core") / "model_configs" / f"{hf.replace('/', '--')}_config.json"
+    folder = Path(tempfile.gettempdir()) / "aic-models" / hf.replace("/", "--")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(cached.read_text())
+    return str(folder)
+
+
 def estimate(cli_estimate: Any, model: str, mode: str, **kw: Any) -> dict[str, Any]:
     extra = {"moe_tp_size": 1, "moe_ep_size": 1} if model in MOE else {}
-    r = cli_estimate(MODELS[model], SYSTEM, mode=mode, backend_name=BACKEND, backend_version=BACKEND_VERSION,
+    r = cli_estimate(model_path(model), SYSTEM, mode=mode, backend_name=BACKEND, backend_version=BACKEND_VERSION,
                      tp_size=1, **extra, **kw)
     return {k: v for k, v in r.raw.items() if isinstance(v, (int, float, str))}
 

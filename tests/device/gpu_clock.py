@@ -59,8 +59,19 @@ ENGINE_VERSION = os.environ.get("DSPARK_GPU_ENGINE_VERSION", "0.25.0")
 DSPARK_SITE = os.environ.get("DSPARK_SITE", "/tmp/dsite")
 PORT = int(os.environ.get("DSPARK_GPU_PORT", "8000"))  # another port for a smoke run on a shared host
 COMMON = ("--load-format", "dummy", "--skip-tokenizer-init")
+# vLLM's log with millisecond timestamps (its own format has seconds: %m-%d %H:%M:%S), given to an engine with
+# --enable-logging-iteration-details through VLLM_LOGGING_CONFIG_PATH: when each step's line was written, so step
+# times can be read from the per-iteration log. Standard-library classes only (logging.config.dictConfig).
+LOGGING_CONFIG: dict[str, Any] = {
+    "version": 1, "disable_existing_loggers": False,
+    "formatters": {"ms": {"format": "%(levelname)s %(asctime)s.%(msecs)03d [%(filename)s:%(lineno)d] %(message)s",
+                          "datefmt": "%m-%d %H:%M:%S"}},
+    "handlers": {"vllm": {"class": "logging.StreamHandler", "formatter": "ms", "level": "INFO",
+                          "stream": "ext://sys.stdout"}},
+    "loggers": {"vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False}},
+}
 RESERVE_S = 40  # kept for stopping the last engine, the last predictions and packing the archive
-PROFILE_EST_S = 35  # `dspark profile`: six one-wave benches, ~15 s on the H200 (bounded at 120)
+PROFILE_EST_S = 40  # `dspark profile`: six waves and two closed loops (32, 128 streams), ~20 s on the H200
 # Engine flags the plan reads (tests/advise/test_recorded_gpu.py's _PLANNED); the rest change nothing dspark models
 PLANNED_FLAGS = ("--enforce-eager", "--max-num-batched-tokens", "--kv-cache-dtype", "--no-enable-prefix-caching",
                  "--enable-prefix-caching")
@@ -162,6 +173,39 @@ PLANS: dict[str, tuple[Engine, ...]] = {
                flags=("--enable-logging-iteration-details",),
                points=(Point("l-in1024-out256-c1", 1024, 256, 1, requests=4, est_s=12),
                        *sweep("l", (8, 32, 128)), *sweep("l", (8,), 4096))),
+    ),
+    # issue 25 after plan D: the profile now ends with two closed-loop benches (32 and 128 streams of 1,024 +
+    # 128, dspark.bench.profile.PLAN), and the calibration is judged on held-out waves. The 8B again, profiled
+    # first, at the points D's profile fitted worst (8 x 4k, 32, 128); then a MoE no recorded run has
+    # (Mixtral-8x7B: 8 experts top-2, 14,336-wide experts, 93 GB of bf16 weights; its start took 109 s in
+    # 2026-12-02-rows), warmed at every batch its points form (fused-MoE Triton compiles per tile config:
+    # plan B's JIT), profiled first, then four points. Its points are predicted from the plan alone and from its
+    # own profile, on the device, before anything is compared.
+    # Both with vLLM's per-iteration log (prompt and decode requests and tokens of every step, the wait for its
+    # output, a millisecond timestamp): run D's 32-128-stream TTFT gap is in the engine's wait before its queue
+    # (TTFT - queue - prefill: 0.05-0.13 s at 1k x 32-128, 0.22 at 4k x 128, against the model's few ms of API
+    # server), which the histograms cannot place; ~30 us of engine-core CPU a step, beside a 5-60 ms GPU step.
+    "E": (
+        Engine("qwen3-8b-s128", "qwen3-8b", 128, start_est_s=130, profile="first",
+               flags=("--enable-logging-iteration-details",),
+               points=(Point("d-in1024-out256-c1", 1024, 256, 1, requests=4, est_s=8),
+                       *sweep("d", (8, 32, 128)), *sweep("d", (8, 32), 4096))),
+        Engine("mixtral-8x7b-s128", "mixtral-8x7b-v0.1", 128, start_est_s=140, profile="first",
+               flags=("--enable-logging-iteration-details",), warmup=(1, 4, 8, 16, 32, 64, 128),
+               # dspark's plan: 24-31 ms a step once the batch covers every expert, 26 GFLOP a prompt token; wall
+               # 13 / 18 / 32 / 9 s at 8 / 32 / 128 / 1 streams (est: that + the bench's start + a margin)
+               points=(Point("x-in1024-out256-c8", 1024, 256, 8, est_s=17),
+                       Point("x-in1024-out256-c32", 1024, 256, 32, est_s=23),
+                       Point("x-in1024-out256-c128", 1024, 256, 128, est_s=38),
+                       Point("x-in1024-out256-c1", 1024, 256, 1, requests=4, est_s=12),
+                       Point("x-in4096-out256-c8", 4096, 256, 8, est_s=20))),
+    ),
+    "smoke-E": (  # plan E's path against a fake engine, seconds
+        Engine("smoke-first", "qwen3-8b", 8, start_est_s=5, profile="first",
+               points=(Point("s-c2", 64, 8, 2, est_s=5),)),
+        Engine("smoke-moe", "mixtral-8x7b-v0.1", 8, start_est_s=5, profile="first", warmup=(1, 4),
+               flags=("--enable-logging-iteration-details",),
+               points=(Point("x-c4", 64, 8, 4, est_s=5),)),
     ),
     # the MoE again after a warm-up at every concurrency: B's 8-stream point paid a fused-MoE JIT (see its README)
     "C": (
@@ -352,6 +396,10 @@ def run_engine(eng: Engine, src: Path, vsite: Path, out: Path, end: float, done:
     env.update(PYTHONPATH=str(vsite), PATH=f"{vsite}/bin:{env.get('PATH', '')}", VLLM_USE_FLASHINFER_SAMPLER="0",
                HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", PYTHONUNBUFFERED="1",
                VLLM_CACHE_ROOT="/tmp/vcache")
+    if "--enable-logging-iteration-details" in argv:
+        config = edir / "logging.json"
+        config.write_text(json.dumps(LOGGING_CONFIG))
+        env["VLLM_LOGGING_CONFIG_PATH"] = str(config)
     engine_argv = [sys.executable, "-m", "vllm.entrypoints.cli.main", *argv[1:], "--host", "127.0.0.1",
                    "--port", str(PORT)]
     record["engine_argv"] = engine_argv[1:]

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from dspark.advise.model import _Frontend
 from dspark.perf.step import StepCosts, StepShape, cost_table, cpu_seconds, step_seconds, step_terms
-from dspark_inside import step_cost
-from dspark_inside.replay import Arrivals, Frontend
+from dspark_inside import frontend, step_cost
+from dspark_inside.replay import Arrivals
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -181,15 +180,25 @@ def test_dspark_importing_the_step_model_leaves_its_sys_path_alone() -> None:
 
 
 def test_the_engine_side_api_server_is_the_advisors() -> None:
-    """The replay's arrivals go through the same API server as the advisor's model: a hop after the send, one
-    request after another, `serial` seconds each; on the same sends both give the same arrival times."""
-    rng = random.Random(5)  # noqa: S311 - reproducible inputs, not secrets
-    for hop, serial in ((2.5e-3, 0.5e-3), (1e-3, 4e-3), (0.0, 0.0)):
-        mine, theirs = _Frontend(hop, serial), Frontend(hop, serial)
-        t = 0.0
-        for _ in range(300):
-            t += rng.choice([0.0, 0.0, rng.uniform(0, 5e-3)])  # requests sent together, and apart
-            assert theirs.arrival(t) == mine.arrival(t)
+    """The replay's arrivals go through the same API server as the advisor's model: one file,
+    dspark_inside/frontend.py, imported by dspark.advise.model (as dspark._inside_root.dspark_inside.frontend) and by
+    the replay (as dspark_inside.frontend), importing only the standard library; requests sent together reach the
+    engine core a hop after the send, one after another, `serial` seconds each."""
+    import dspark.advise.model as advisor  # noqa: PLC0415
+    import dspark_inside.replay as engine_side  # noqa: PLC0415
+
+    source = Path(frontend.__file__).resolve()
+    for cls, module in ((vars(advisor)["Frontend"], "dspark._inside_root.dspark_inside.frontend"),
+                        (vars(engine_side)["Frontend"], "dspark_inside.frontend")):
+        assert Path(cls.arrival.__code__.co_filename).resolve() == source and cls.__module__ == module, cls
+    tree = ast.parse(source.read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    assert imported <= {"__future__"}, imported
+    api = frontend.Frontend(2.5e-3, 0.5e-3)
+    assert [api.arrival(0.0) for _ in range(3)] == pytest.approx([2.5e-3, 3.0e-3, 3.5e-3])
+    assert api.arrival(1.0) == pytest.approx(1.0025)  # sent after the others were taken: a hop, no queue
+    assert frontend.Frontend(1e-3, 4e-3).serial == 1e-3  # the serial part of a request is within its hop
 
 
 def test_replay_arrivals_reach_the_engine_through_the_api_server() -> None:

@@ -15,22 +15,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, cast
 
+from dspark_inside.frontend import Frontend
 from dspark_inside.shapes import ReplayAnswer, ReplayRequest
-
-
-class Frontend:
-    """The API server: one process takes each request in turn (HTTP, input processing), `serial` seconds of it a
-    request, so requests sent together reach the engine core one after another, `hop` after each is sent (a copy
-    of dspark.advise.model._Frontend; tests/perf checks the two agree)."""
-
-    def __init__(self, hop: float, serial: float) -> None:
-        self.hop, self.serial = hop, min(serial, hop)
-        self.free = 0.0
-
-    def arrival(self, sent: float) -> float:
-        """When a request sent at `sent` reaches the engine core."""
-        self.free = max(sent, self.free) + self.serial
-        return self.free + self.hop - self.serial
 
 
 class Arrivals:
