@@ -117,12 +117,15 @@ def forward_live_bytes(arch: ModelArchitecture, r: Resolved, compiled: bool = Fa
         # The fused-MoE block: the caller's input, the residual, the block's input and the router logits, then the
         # routed experts' output (FusedMoEKernel.apply's torch.empty_like; their intermediates are the workspace).
         # A shared expert (SharedFusedMoE; at 8,192 tokens above VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD, so
-        # SharedExpertsOrder.NO_OVERLAP) runs first inside the opaque moe_forward_shared op, eagerly: its gate_up
-        # (2 x width, alive until its forward returns), the activation and down_proj's output, where the routed
-        # output does not exist yet; its output then stays beside the routed one.
+        # SharedExpertsOrder.NO_OVERLAP) runs first inside the opaque moe_forward_shared op, eagerly even when the
+        # model is compiled: its gate_up (2 x width, alive until its forward returns), the activation and
+        # down_proj's output, where the routed output does not exist yet; its output then stays beside the routed
+        # one. Compiled, the graph piece around the op holds one hidden row more than eager (a compiled dense MLP
+        # peaks at 4 hidden rows + gate_up + activation, Inductor freeing gate_up before down_proj's output; eager
+        # that is 3 rows outside the MLP + its output), so the block is one row wider there.
         moe = arch.moe
         shared = arch.shared_expert_intermediate_size or moe.num_shared_experts * (moe.moe_intermediate_size or 0)
-        routed = 4 * h + moe.num_experts
+        routed = (5 if compiled else 4) * h + moe.num_experts
         block = max(routed + 3 * -(-shared // tp), routed + h) if shared else routed
         if dense is not None and _has_dense_layers(arch):
             block = max(block, dense)

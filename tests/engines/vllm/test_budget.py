@@ -141,6 +141,9 @@ def test_an_moe_models_shared_expert_and_dense_layers_count() -> None:
     assert forward_live_bytes(shared, _resolved()) == max(attention, 4 * 2048 + 128 + 3 * 5632) * 8192 * 2
     narrow = parse_config({**qwen3_moe, "shared_expert_intermediate_size": 256})
     assert forward_live_bytes(narrow, _resolved()) == max(attention, 5 * 2048 + 128) * 8192 * 2
+    # Compiled, one hidden row more around the opaque MoE op (Qwen2-57B-A14B: the shared MLP is the peak).
+    qwen2 = parse_config(_config("qwen2-57b-a14b"))
+    assert forward_live_bytes(qwen2, _resolved(), compiled=True) == (5 * 3584 + 64 + 3 * 20480) * 8192 * 2
     # Dense layers (mlp_only_layers): their MLP (intermediate_size 6,144) is a block of its own.
     dense = parse_config({**qwen3_moe, "mlp_only_layers": [0]})
     assert forward_live_bytes(dense, _resolved()) == (4 * 2048 + 3 * 6144) * 8192 * 2
