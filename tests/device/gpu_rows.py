@@ -72,6 +72,16 @@ ROWS: tuple[Row, ...] = (
     Row("qwen3-8b-fp8", "qwen3-8b-fp8", env=(("VLLM_USE_DEEP_GEMM", "0"),),
         what="block-FP8 checkpoint (Qwen/Qwen3-8B-FP8, e4m3, 128x128 blocks); DeepGEMM off (its JIT needs a "
              "compiler the image may lack), so the precompiled CUTLASS block-FP8 GEMM runs"),
+    # Public shapes not run before the rows3 session of 2026-12-02 (issue 28), predicted before any boot.
+    Row("qwen2-57b-a14b", "qwen2-57b-a14b", start_s=150,
+        what="MoE with a gated shared expert (Qwen/Qwen2-57B-A14B: 64 experts top-8, expert width 2,560, a "
+             "20,480-wide shared expert behind a sigmoid gate, GQA 28:4, qkv bias); 115 GB of weights leave ~21 GB "
+             "of KV, so its activation peak weighs 5x what it does on an 8B row; the V2 runner (Qwen2MoE is in "
+             "0.25's DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES)"),
+    Row("phi-4-mini-instruct", "phi-4-mini-instruct", start_s=110,
+        what="Phi-3 code (microsoft/Phi-4-mini-instruct): LongRoPE (short + long tables), partial rotary 0.75, "
+             "tied embeddings, a 200,064-token vocab, and sliding_window 262,144 without layer_types, which vLLM "
+             "applies to every layer (CacheConfig.sliding_window) though it exceeds max_model_len"),
 )
 
 BY_NAME = {r.name: r for r in ROWS}

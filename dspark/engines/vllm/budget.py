@@ -87,8 +87,9 @@ def forward_live_bytes(arch: ModelArchitecture, r: Resolved, compiled: bool = Fa
     embedding) makes new tensors, the attention's output (the profile skips the kernel, not Attention.forward's
     torch.empty) and o_proj's output; at the MLP's down_proj: the caller's input, the residual, the MLP's input,
     gate_up_proj's output (2 x intermediate, alive until the MLP returns), the activation's output (intermediate)
-    and down_proj's output; at a fused-MoE block: the same four hidden rows and the router logits (and a shared
-    expert's MLP), its intermediates living in the persistent workspace (moe_workspace_bytes); an MoE model's dense
+    and down_proj's output; at a fused-MoE block: the same four hidden rows and the router logits, its
+    intermediates living in the persistent workspace (moe_workspace_bytes), with a shared expert's MLP in place of
+    the routed output while it runs (first), or its output beside the routed one; an MoE model's dense
     layers are an MLP block of their own. Gemma's norms return new tensors, so the caller's residual stays beside
     the new one (one more row at the MLP, two at the attention). MLA models (DeepSeek) get their MLP and MoE blocks
     counted so, and 16 hidden rows for the attention block. In hidden-width columns of the batch, x M x dtype.
@@ -113,10 +114,19 @@ def forward_live_bytes(arch: ModelArchitecture, r: Resolved, compiled: bool = Fa
         return None
     dense = (4 + extra_rows) * h + 3 * -(-arch.intermediate_size // tp) if arch.intermediate_size else None
     if arch.moe is not None:
-        # The shared expert runs as a dense MLP beside the routed ones (gate_up, activation, its output).
+        # The fused-MoE block: the caller's input, the residual, the block's input and the router logits, then the
+        # routed experts' output (FusedMoEKernel.apply's torch.empty_like; their intermediates are the workspace).
+        # A shared expert (SharedFusedMoE; at 8,192 tokens above VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD, so
+        # SharedExpertsOrder.NO_OVERLAP) runs first inside the opaque moe_forward_shared op, eagerly even when the
+        # model is compiled: its gate_up (2 x width, alive until its forward returns), the activation and
+        # down_proj's output, where the routed output does not exist yet; its output then stays beside the routed
+        # one. Compiled, the graph piece around the op holds one hidden row more than eager (a compiled dense MLP
+        # peaks at 4 hidden rows + gate_up + activation, Inductor freeing gate_up before down_proj's output; eager
+        # that is 3 rows outside the MLP + its output), so the block is one row wider there.
         moe = arch.moe
         shared = arch.shared_expert_intermediate_size or moe.num_shared_experts * (moe.moe_intermediate_size or 0)
-        block = 4 * h + moe.num_experts + (3 * -(-shared // tp) + h if shared else 0)
+        routed = (5 if compiled else 4) * h + moe.num_experts
+        block = max(routed + 3 * -(-shared // tp), routed + h) if shared else routed
         if dense is not None and _has_dense_layers(arch):
             block = max(block, dense)
     elif dense is not None:
@@ -245,13 +255,18 @@ def rotary_cache_bytes(arch: ModelArchitecture, model_dtype: str) -> int:
         # get_rope (model_executor/layers/rotary_embedding/__init__.py) builds one table per distinct rope and
         # RotaryEmbeddingBase registers it as the cos_sin_cache buffer in the model dtype, one row per position:
         # LinearScalingRotaryEmbedding max_position x factor; YaRN and DeepSeek-YaRN original x factor;
-        # MRotaryEmbedding max_position x 4 (positions_factor); default, llama3 and the rest max_position.
+        # MRotaryEmbedding max_position x 4 (positions_factor); LongRoPE original + max_position; default, llama3
+        # and the rest max_position.
         if t.rope_type == "linear":
             rows = int(t.max_position * t.factor)
         elif t.rope_type in ("yarn", "deepseek_yarn"):
             rows = int((t.original_max_position or t.max_position) * t.factor)
         elif t.rope_type == "mrope":
             rows = t.max_position * 4
+        elif t.rope_type == "longrope":
+            # Phi3LongRoPEScaledRotaryEmbedding: one buffer, the short table (original rows) and the long one
+            # (max_position rows) concatenated.
+            rows = (t.original_max_position or 0) + t.max_position
         else:
             rows = t.max_position
         total += rows * t.rotary_dim * dtype_bytes(model_dtype)

@@ -39,6 +39,12 @@ def _table(f: ConfigFields, params: Mapping[str, Any], max_pos: int, width: int)
     kind = str(params.get("rope_type") or params.get("type") or "default")
     if kind == "default" and "mrope_section" in params:
         kind = "mrope"  # get_rope: a "default" rope with mrope_section is a multimodal rope
+    if kind in ("longrope", "su"):
+        # Phi-3/Phi-4 configs keep original_max_position_embeddings beside rope_scaling; transformers' Phi3Config
+        # moves it into rope_parameters, where get_rope reads it ("su" is the older spelling of longrope).
+        kind = "longrope"
+        if "original_max_position_embeddings" not in params and f.has("original_max_position_embeddings"):
+            params = {**params, "original_max_position_embeddings": f.raw("original_max_position_embeddings")}
     partial = params.get("partial_rotary_factor")
     dim = width
     if isinstance(partial, int | float) and not isinstance(partial, bool) and 0 < partial <= 1:

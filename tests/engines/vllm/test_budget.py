@@ -99,6 +99,9 @@ def _config(name: str) -> dict[str, Any]:
         ("mixtral-8x7b-v0.1", 2 * 4096 + (4096 + 2 * 1024) + 4096 + 4096),  # no q/k-norm
         # MLA + MoE with a dense first layer (first_k_dense_replace 1, intermediate 10,944): that MLP is the largest.
         ("deepseek-v2-lite", 4 * 2048 + 3 * 10944),
+        # Qwen2-MoE (64 experts, a 20,480-wide shared expert with its sigmoid gate): the shared MLP while it runs.
+        ("qwen2-57b-a14b", 4 * 3584 + 64 + 3 * 20480),
+        ("phi-4-mini-instruct", 4 * 3072 + 3 * 8192),  # Phi-3 is Llama's code (fused qkv and gate_up)
     ],
 )
 def test_the_counted_forward_is_the_larger_block(name: str, columns: int) -> None:
@@ -132,9 +135,15 @@ def test_the_moe_workspace_reuses_workspace1_for_the_output() -> None:
 def test_an_moe_models_shared_expert_and_dense_layers_count() -> None:
     qwen3_moe = _config("qwen3-30b-a3b")
     attention = 2 * 2048 + (4096 + 2 * 512) + (4096 + 512) + 4096 + 2048
-    # A Qwen2-MoE-style shared expert (gate_up + activation + its output) beside the routed ones.
+    # A Qwen2-MoE-style shared expert runs first (NO_OVERLAP): its gate_up, activation and output where the routed
+    # output will be (4 hidden rows, the router logits, 3 x its width); then its output beside the routed one.
     shared = parse_config({**qwen3_moe, "shared_expert_intermediate_size": 5632})
-    assert forward_live_bytes(shared, _resolved()) == max(attention, 4 * 2048 + 128 + 3 * 5632 + 2048) * 8192 * 2
+    assert forward_live_bytes(shared, _resolved()) == max(attention, 4 * 2048 + 128 + 3 * 5632) * 8192 * 2
+    narrow = parse_config({**qwen3_moe, "shared_expert_intermediate_size": 256})
+    assert forward_live_bytes(narrow, _resolved()) == max(attention, 5 * 2048 + 128) * 8192 * 2
+    # Compiled, one hidden row more around the opaque MoE op (Qwen2-57B-A14B: the shared MLP is the peak).
+    qwen2 = parse_config(_config("qwen2-57b-a14b"))
+    assert forward_live_bytes(qwen2, _resolved(), compiled=True) == (5 * 3584 + 64 + 3 * 20480) * 8192 * 2
     # Dense layers (mlp_only_layers): their MLP (intermediate_size 6,144) is a block of its own.
     dense = parse_config({**qwen3_moe, "mlp_only_layers": [0]})
     assert forward_live_bytes(dense, _resolved()) == (4 * 2048 + 3 * 6144) * 8192 * 2
