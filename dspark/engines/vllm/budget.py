@@ -165,16 +165,16 @@ def runtime_overhead(
     # (Qwen3.5-27B, 3 MTP tokens): the profile's peak 352 MiB above the same model's without MTP; this gives 320.
     drafter = 4 * hidden_row if r.spec_method == "mtp" else 0
     # Compiled (0.25): the profile's peak holds a transient of its own, reached where the forward's is lower
-    # (Qwen3-8B, Llama-3.1-8B, Gemma 3, Qwen3.5; not Mistral's 32k vocab): Inductor's compile-time benchmarking.
-    # 0.25's CompilationConfig.__post_init__ turns on combo_kernels and benchmark_combo_kernel on CUDA when the
-    # argv sets neither, and compiled, the IR's rms_norm is the native one (CudaPlatform.get_default_ir_op_priority),
-    # so Inductor fuses the embedding gather into layer 0's RMSNorm; Scheduler.speedup_by_combo_kernel benchmarks
-    # that kernel inside the profile run on fresh random tensors of every argument (benchmark_fused_nodes -> the
-    # module's get_args(): rand_strided): the whole table (vocab padded to 64, VocabParallelEmbedding, per TP
-    # rank), and its two outputs, the gathered rows (the residual) and the normed rows, each hidden-wide; its
-    # input ids and norm weight add ~40 KB. Measured: Llama-3.1-8B and Gemma-3-12B to 43 KB, Qwen3-8B 1 MiB above.
+    # (Qwen3-8B, Llama-3.1-8B, Gemma 3, Phi-4-mini, Qwen3.5; not Mistral's 32k vocab): the arguments of the fused
+    # embedding gather + layer 0's RMSNorm kernel (compiled, the IR's rms_norm is the native one,
+    # CudaPlatform.get_default_ir_op_priority, so Inductor fuses the gather into it): the whole table (vocab padded
+    # to 64, VocabParallelEmbedding, per TP rank) and its two outputs, the gathered rows (the residual) and the
+    # normed rows, each hidden-wide; its input ids and norm weight add ~40 KB. Measured: Llama-3.1-8B, Gemma-3-12B
+    # and Phi-4-mini to 43 KB, Qwen3-8B 1 MiB above. What allocates it is not established: Inductor's combo-kernel
+    # benchmarking (random copies of every argument) was the reading until a start with benchmark_combo_kernel off
+    # held the same peak to the byte (Gemma-3-12B, H200, 2026-12-02), so the flags do not remove it here.
     embedding = 0
-    if graphs.compiled and graphs.combo_kernel_benchmark and r.release.compiled_profile_embedding_transient:
+    if graphs.compiled and r.release.compiled_profile_embedding_transient:
         vocab_rank = -(-(-(-arch.vocab_size // 64) * 64) // r.tp)
         embedding = vocab_rank * arch.hidden_size * act_bytes + 2 * hidden_row
     forward = max(transient + workspace, embedding) + drafter
@@ -216,8 +216,8 @@ def runtime_overhead(
         f" = {peak_words}"
         + (" + the fused-MoE workspace (TritonExperts.workspace_shapes)" if workspace else "")
         + (", or the compiled run's embedding-table transient (vocab x hidden x dtype / TP + 2 hidden rows: "
-           "Inductor benchmarking the fused embedding gather + RMSNorm kernel on random copies of its arguments at "
-           "compile time; off with inductor_compile_config benchmark_combo_kernel false) when larger"
+           "the arguments of the fused embedding gather + RMSNorm kernel, held with Inductor's combo-kernel "
+           "benchmarking on and off) when larger"
            if embedding else "")
         + (" + 4 x max_num_batched_tokens x hidden x dtype (the MTP drafter's dummy forward)" if drafter else "")
         + (", or the forward's output + max_num_seqs x vocab x 8 (V1 runner's sampler) when larger"

@@ -271,7 +271,6 @@ def _graphs(
             model_runner=runner,
             add_uniform_decode=r.release.capture_sizes_add_uniform_decode,
             blackwell_ceiling=r.release.blackwell_capture_ceiling,
-            combo_kernel_benchmark=options.combo_kernel_benchmark is not False,
         )
     except CaptureSizeError as exc:
         raise InputError(f"CUDA-graph settings vLLM would refuse: {exc}") from None

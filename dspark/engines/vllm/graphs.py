@@ -41,9 +41,6 @@ class VllmGraphPlan:
     notes: tuple[str, ...] = ()
     cudagraph_mode: str = "FULL_AND_PIECEWISE"  # compilation_config.cudagraph_mode, upper case
     compiled: bool = True  # torch.compile runs (off with --enforce-eager and on CPU here; cudagraph_mode NONE keeps it)
-    # Inductor benchmarks combo kernels while compiling (vLLM 0.25's default on CUDA; off when the argv's
-    # compilation_config.inductor_compile_config turns combo_kernels or benchmark_combo_kernel off).
-    combo_kernel_benchmark: bool = True
 
 
 def _ceiling(compute_capability: tuple[int, int] | None, blackwell_ceiling: int) -> int:
@@ -182,7 +179,6 @@ def vllm_graph_plan(
     model_runner: Literal["v1", "v2"] = "v2",
     add_uniform_decode: bool = True,
     blackwell_ceiling: int = BLACKWELL_DC_MAX_GRAPH_SIZE,
-    combo_kernel_benchmark: bool = True,
 ) -> VllmGraphPlan:
     """Capture sizes for CUDA, and what applies given the platform, --enforce-eager and cudagraph_mode."""
     on_cuda = vllm_capture_sizes(
@@ -209,6 +205,5 @@ def vllm_graph_plan(
     if enforce_eager:
         return VllmGraphPlan(on_cuda, none, "--enforce-eager disables CUDA graphs", tuple(notes), mode, False)
     if mode == "NONE":
-        return VllmGraphPlan(on_cuda, none, "cudagraph_mode NONE", tuple(notes), mode,
-                             combo_kernel_benchmark=combo_kernel_benchmark)
-    return VllmGraphPlan(on_cuda, on_cuda, "", tuple(notes), mode, combo_kernel_benchmark=combo_kernel_benchmark)
+        return VllmGraphPlan(on_cuda, none, "cudagraph_mode NONE", tuple(notes), mode)
+    return VllmGraphPlan(on_cuda, on_cuda, "", tuple(notes), mode)

@@ -84,9 +84,6 @@ class VllmOptions:
     cudagraph_mode: str | None = None
     max_cudagraph_capture_size: int | None = None
     cudagraph_capture_sizes: tuple[int, ...] | None = None
-    # compilation_config.inductor_compile_config's combo-kernel benchmarking: None when the argv sets neither
-    # combo_kernels nor benchmark_combo_kernel (0.25's CompilationConfig.__post_init__ then turns both on, CUDA).
-    combo_kernel_benchmark: bool | None = None
     performance_mode: str | None = None
     disable_hybrid_kv_cache_manager: bool | None = None
     language_model_only: bool | None = None  # --language-model-only: no multimodal tower is built
@@ -274,12 +271,6 @@ def _apply_compilation(values: dict[str, Any], conf: dict[str, Any], flag: str) 
         values["max_cudagraph_capture_size"] = int_value(str(conf["max_cudagraph_capture_size"]), flag)
     if "cudagraph_capture_sizes" in conf and conf["cudagraph_capture_sizes"] is not None:
         values["cudagraph_capture_sizes"] = _sizes(conf["cudagraph_capture_sizes"], flag)
-    inductor = conf.get("inductor_compile_config")
-    if isinstance(inductor, dict) and ({"combo_kernels", "benchmark_combo_kernel"} & inductor.keys()):
-        # vLLM sets its defaults only when neither key is given; Inductor's own defaults are False. Inductor
-        # benchmarks combo kernels only with both on (Scheduler.speedup_by_combo_kernel).
-        values["combo_kernel_benchmark"] = bool(inductor.get("combo_kernels")) and bool(
-            inductor.get("benchmark_combo_kernel"))
 
 
 _SPEC_SHORTCUTS = {"method": "speculative_method", "num_speculative_tokens": "num_speculative_tokens",

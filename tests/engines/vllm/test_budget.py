@@ -54,28 +54,24 @@ def test_the_mtp_drafter_adds_four_rows() -> None:
 
 
 @pytest.mark.parametrize(
-    ("inductor", "transient"),
+    "inductor",
     [
-        (None, True),  # vLLM 0.25 turns combo_kernels and benchmark_combo_kernel on when neither is given
-        ({}, True),
-        ({"max_autotune": False}, True),
-        ({"combo_kernels": True, "benchmark_combo_kernel": False}, False),
-        ({"benchmark_combo_kernel": False}, False),
-        ({"combo_kernels": False}, False),  # vLLM then sets neither; Inductor's default benchmark is off
-        ({"combo_kernels": True}, False),
-        ({"benchmark_combo_kernel": True}, False),  # benchmarking without combo kernels has nothing to time
-        ({"combo_kernels": True, "benchmark_combo_kernel": True}, True),
+        None,  # vLLM 0.25 turns combo_kernels and benchmark_combo_kernel on when neither is given
+        {},
+        {"combo_kernels": True, "benchmark_combo_kernel": False},  # the H200 held the same peak (Gemma-3-12B)
+        {"benchmark_combo_kernel": False},
+        {"combo_kernels": False},
     ],
 )
-def test_the_transient_follows_inductors_combo_kernel_benchmarking(
-    inductor: dict[str, object] | None, transient: bool
+def test_the_compiled_transient_does_not_follow_inductors_combo_kernel_flags(
+    inductor: dict[str, object] | None,
 ) -> None:
+    """A compiled Gemma-3-12B start with benchmark_combo_kernel off held the same profile peak as the default, to the
+    byte (2026-12-02): the transient is not that benchmarking's, and dspark keeps it whatever the flags say."""
     row = 8192 * 4096 * 2 * 16  # above the counted forward (13 rows), below the table (1,187 MiB)
     flags = [] if inductor is None else ["--compilation-config", json.dumps({"inductor_compile_config": inductor})]
-    assert (_activation(QWEN3_8B, flags) > row) == transient
-    if inductor:
-        dotted = [f"-cc.inductor_compile_config.{k}={str(v).lower()}" for k, v in inductor.items()]
-        assert (_activation(QWEN3_8B, dotted) > row) == transient
+    assert _activation(QWEN3_8B, flags) > row
+    assert _activation(QWEN3_8B, [*flags, "--enforce-eager"]) < row
 
 
 def _resolved(tp: int = 1, tokens: int = 8192) -> Resolved:
