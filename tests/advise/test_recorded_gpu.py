@@ -143,6 +143,21 @@ KNOWN_GAPS: tuple[tuple[str, str, float, str], ...] = (
      "(queue plus input wait 0.219 s against 0.129 at 32), the 8B's signature at 32 streams in run A (0.217 "
      "against 0.130), while the 8B's same point in run D waited as the model does (TTFT -5%): the waves' "
      "intake order, not the shape; the prefill matches (0.308 s against 0.30)"),
+    ("clock-E/mixtral-8x7b-s128/x-in1024-out256-c", "*", 0.14,
+     "Mixtral-8x7B (run E, not in any recorded set before): its prompt steps are faster than modelled (vLLM's "
+     "per-iteration log: ~400 ms an 8,192-token step at 32-128 streams, the model 543 ms: the fused-MoE rate prior, "
+     "411 TFLOP/s, was measured on Qwen3-30B-A3B's 768-wide experts, Mixtral's are 14,336 wide), and its decode "
+     "at 4-16 streams reads fewer experts than uniform top-2 routing (the profile's median gaps 16.2 and 23.5 ms "
+     "against 18.4 and 26 modelled: dummy weights route unevenly); its own profile's fit is refused on held-out "
+     "waves, so calibration does not mend it"),
+    ("clock-E/mixtral-8x7b-s128/x-in1024-out256-c32", "ttft_mean_s", 0.25,
+     "the same prompt steps, 36% slower in the model than in the engine's per-iteration log"),
+    ("clock-E/qwen3-8b-s128/d-in1024-out256-c8", "ttft_mean_s", 0.18,
+     "the first step's race again: vLLM's per-iteration log shows each wave's first step with one request (1,024 "
+     "tokens), then seven in the next; the model takes two, then six (run D, same argv: 0.181 s, within 20 ms)"),
+    ("clock-E/qwen3-8b-s128/d-in1024-out256-c128", "ttft_mean_s", 0.13,
+     "the 32-128-stream wait before the first schedule (docs/advise.md, run D), with run E's per-iteration log on "
+     "(this point: 1.303 s, run D's same argv without it 1.236)"),
     ("qwen3-8b-s128-eager/e-in1024-out256-c32", "*", 0.25,
      "eager steps at 1-8 streams run slow in stretches of seconds, whole requests at a time (nvidia-smi.csv of "
      "clock-B: 15-21% GPU utilisation for 5-10 s, 26-41% between; gaps p50 18.4 ms, p90 33.4 at one stream), not "
@@ -251,7 +266,11 @@ _NOT_STEADY = ("qwen3-30b-a3b-s128/m-in1024-out256-c8", "qwen3-30b-a3b-s128/m-in
 # streams, KNOWN_GAPS): engine 0.075 / 0.216 / 0.191 s, model 0.027 / 0.130 / 0.131; their prefill matches.
 _WAIT_GAPS = {"qwen3-8b-s128/d-in1024-out256-c16": 0.70, "qwen3-8b-s128/d-in1024-out256-c32": 0.45,
               "llama-3.1-8b-s128/l-in1024-out256-c32": 0.45,
-              "qwen3-8b-s128-eager/e-in1024-out256-c32": 0.35}
+              "qwen3-8b-s128-eager/e-in1024-out256-c32": 0.35,
+              # run E's 8 streams: each wave's first step took one request, then seven (the per-iteration log)
+              "clock-E/qwen3-8b-s128/d-in1024-out256-c8": 0.70}
+# Where the model's prefill is off beyond 20%: Mixtral's prompt steps (run E; KNOWN_GAPS): 0.869 s against 0.692.
+_PREFILL_GAPS = {"clock-E/mixtral-8x7b-s128/x-in1024-out256-c32": 0.30}
 
 
 def engine_split() -> dict[str, dict[str, float]]:
@@ -304,7 +323,8 @@ def test_ttft_splits_as_the_engine_splits_it(tmp_path: Path) -> None:
             continue
         for what, measured, predicted in (("prefill", prefill, pred["prefill_mean_s"]),
                                           ("wait", wait, pred["queue_mean_s"])):
-            bound = next((b for k, b in _WAIT_GAPS.items() if k in point), 0.20) if what == "wait" else 0.20
+            gaps = _WAIT_GAPS if what == "wait" else _PREFILL_GAPS
+            bound = next((b for k, b in gaps.items() if k in point), 0.20)
             if abs(predicted - measured) > max(bound * measured, 0.020):
                 misses.append(f"{point} {what}: engine {measured:.3f} s, model {predicted:.3f} s")
     print("\n| point | queue + input wait: engine / model | prefill: engine / model |\n|---|---|---|")
