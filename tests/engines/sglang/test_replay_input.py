@@ -151,3 +151,24 @@ def test_advise_hands_sglang_each_seat_counts_pool(monkeypatch: pytest.MonkeyPat
         assert p["prefix_cache_hit_rate"] == 0.0 and p["warm"]["prefix_cache_hit_rate"] == 0.5
         assert not math.isnan(p["wall_time_s"])
     assert any(a.startswith("SGLang's own code: the Scheduler without its model worker") for a in data["assumptions"])
+
+
+def _mode(decode: bool) -> Any:
+    return type("Mode", (), {"is_decode": staticmethod(lambda: decode)})()
+
+
+def test_a_prefill_batch_of_several_prompts_is_priced_by_each_chunks_own_attention() -> None:
+    """Eight 1,024-token prompts in one extend batch attend to 8 × 1,024 × 512 keys, not to 8,192²/2 as one
+    prompt of their summed length would (what step_cost assumes when it is not told the pairs); a mixed chunk's
+    decode rows add none."""
+    driver = _driver()
+    reqs = [object() for _ in range(10)]
+    prompts = type("Batch", (), {"forward_mode": _mode(False), "extend_num_tokens": 8 * 1024 + 2, "reqs": reqs,
+                                 "prefix_lens": [0] * 6 + [256, 256, 900, 700], "extend_lens": [1024] * 8 + [1, 1],
+                                 "decoding_reqs": reqs[8:]})()
+    rows, context, prefill, pairs = driver._Pass._shape(None, prompts)
+    assert (rows, context, prefill) == (2, 2 * 256 + 1600, 8 * 1024)
+    assert pairs == 6 * 1024 * 512 + 2 * 1024 * (256 + 512)
+    decode = type("Batch", (), {"forward_mode": _mode(True), "reqs": [type("R", (), {"kv": type(
+        "KV", (), {"kv_committed_len": 300})()})()] * 3})()
+    assert driver._Pass._shape(None, decode) == (3, 900.0, 0, 0.0)

@@ -486,14 +486,21 @@ class _Pass:
             next_token_ids=torch.full((bs * self.stride,), _TOKEN, dtype=torch.int64),
             accept_lens=torch.tensor(lens, dtype=torch.int64), speculative_num_draft_tokens=self.stride)
 
-    def _shape(self, batch: Any) -> tuple[int, float, int]:
-        """(decoding rows, context tokens the step reads, prompt tokens computed) of a scheduled batch."""
+    def _shape(self, batch: Any) -> tuple[int, float, int, float]:
+        """(decoding rows, context tokens the step reads, prompt tokens computed, the prompt chunks' (query, key)
+        pairs) of a scheduled batch."""
         if batch.forward_mode.is_decode():
-            return len(batch.reqs), float(sum(r.kv.kv_committed_len for r in batch.reqs)), 0
+            return len(batch.reqs), float(sum(r.kv.kv_committed_len for r in batch.reqs)), 0, 0.0
         prefill = int(batch.extend_num_tokens or 0)
         context = float(sum(batch.prefix_lens or ()))
-        rows = len(batch.decoding_reqs or ())  # mixed chunked prefill's decode rows (--enable-mixed-chunk)
-        return rows, context, prefill - rows
+        decoding = {id(r) for r in batch.decoding_reqs or ()}  # mixed chunked prefill's decode rows
+        # Each chunk of n tokens after a prefix of p attends to n·(p + n/2) keys: a batch of several prompts is
+        # not one prompt of their summed length (which step_cost assumes when it is not told).
+        pairs = math.fsum(n * (p + n / 2) for r, p, n in zip(batch.reqs, batch.prefix_lens or (),
+                                                             batch.extend_lens or (), strict=False)
+                          if id(r) not in decoding)
+        rows = len(decoding)
+        return rows, context, prefill - rows, pairs
 
     def _draft_state(self, batch: Any) -> None:
         """What the DFLASH worker leaves on a batch it prefilled: its draft input, relayed per request by index
@@ -538,7 +545,7 @@ class _Pass:
             return False
         s.forward_ct += 1
         batch.forward_iter = s.forward_ct
-        rows, context, prefill = self._shape(batch)
+        rows, context, prefill, pairs = self._shape(batch)
         if batch.forward_mode.is_extend() and batch.prefill_stats is not None:
             st = batch.prefill_stats  # as the metrics reporter turns it into sglang:cache_hit_rate
             hits = st.log_hit_tokens - st.reprocessed_log_hit_tokens
@@ -548,7 +555,7 @@ class _Pass:
             s.processed_tokens_counter += batch.extend_num_tokens
         if self.trace is not None and batch.forward_mode.is_extend():
             self.trace.append([[r.rid, int(r.prefix_len), int(r.extend_end)] for r in batch.reqs])
-        dt = step_seconds(self.cost, rows, context, prefill)
+        dt = step_seconds(self.cost, rows, context, prefill, pairs)
         self.now += dt
         self.prefill_time += prefill * self.cost["prefill_per_token_s"]
         self.steps += 1
