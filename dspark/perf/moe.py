@@ -1,0 +1,59 @@
+"""The fused-MoE kernel's GEMM rate against a dense GEMM's, by the experts' width; pure, no data read at run time.
+
+Source: aiconfigurator-core's measured kernel table for vLLM 0.24.0 on the H200 SXM
+(`systems/data/h200_sxm/moe/vllm/0.24.0/moe_perf.parquet`): the rows of vLLM's default BF16 path
+(kernel_source `vllm_unquantizedfusedmoe_triton_tritonexperts`, moe_dtype bfloat16), one GPU (moe_tp_size 1,
+moe_ep_size 1), evenly routed tokens (distribution `balanced`, as dspark's expert coverage assumes). A row's rate is
+6 · tokens · top-k · hidden · width FLOP (gate-up and down GEMMs of each routed token) over its latency. Only rows
+the GEMMs bound are taken: 4,096-16,384 tokens, and the experts' weights (E · 3 · hidden · width · 2 B) read at
+4.8 TB/s under a quarter of the latency. Each rate is divided by dspark's tile-occupancy factor at the row's tokens
+per expert (t / (t + GEMM_HALF_TOKENS), the factor the step model applies itself) and the median per shape kept:
+MOE_TABLE_TFLOPS. Those 14 shapes' rates grow with the experts' width and level off,
+R(N) = RATE_MAX_TFLOPS · N / (N + WIDTH_HALF), fitted to them by least squares on log R (rms error 10%; Qwen3-30B's
+and Mixtral's own rows within 2% and 4%). The dense rate it is a fraction of is dspark's large-GEMM rate at the
+rated clock, 0.8 × 989 = 791 TFLOP/s (dspark.perf.gpus: aiconfigurator's torch-linear rows for the 8B's layer
+shapes, measured on the same table's GPU), so a fraction times dspark's dense rate is the kernel's rate at the
+sustained clock. With tensor parallelism vLLM's FusedMoE splits each expert's width across the GPUs: the width per
+GPU is what the kernel sees.
+"""
+
+from __future__ import annotations
+
+# (hidden, expert width, top-k, experts) -> TFLOP/s at large tokens per expert (the median described above).
+MOE_TABLE_TFLOPS: dict[tuple[int, int, int, int], float] = {
+    (2048, 512, 8, 256): 458.4,
+    (2048, 768, 8, 128): 531.0,  # Qwen3-30B-A3B
+    (2048, 5120, 22, 512): 776.8,
+    (2688, 1856, 6, 128): 754.5,
+    (2816, 704, 8, 128): 508.2,
+    (3072, 1024, 8, 256): 559.8,
+    (4096, 1536, 8, 128): 582.1,
+    (4096, 2048, 8, 256): 594.7,
+    (4096, 14336, 2, 8): 684.8,  # Mixtral-8x7B
+    (5120, 8192, 1, 16): 607.2,
+    (6144, 2048, 8, 256): 546.7,
+    (6144, 2560, 8, 160): 522.9,
+    (6144, 3072, 4, 128): 611.7,
+    (6144, 16384, 2, 8): 621.2,
+}
+RATE_MAX_TFLOPS = 670.0
+WIDTH_HALF = 220.0
+DENSE_TFLOPS = 0.8 * 989.0  # dspark's H200 large-GEMM rate at the rated clock (dspark.perf.gpus)
+# Width assumed when a config does not give it: Qwen3-30B-A3B's, the narrow experts the first prior came from.
+DEFAULT_WIDTH = 768
+
+
+def fused_moe_tflops(width: int) -> float:
+    """The fitted fused-MoE rate (TFLOP/s at the H200's rated clock) for experts `width` wide (per GPU)."""
+    if width <= 0:
+        raise ValueError(f"expert width must be positive, not {width}")
+    return RATE_MAX_TFLOPS * width / (width + WIDTH_HALF)
+
+
+def fused_moe_fraction(width: int | None, tp: int = 1) -> float:
+    """The fused-MoE kernel's rate as a fraction of the dense GEMM rate, for experts `width` wide split over `tp`
+    GPUs (unknown width: DEFAULT_WIDTH)."""
+    if tp < 1:
+        raise ValueError(f"tensor parallel size must be at least 1, not {tp}")
+    per_gpu = max((width or DEFAULT_WIDTH) // tp, 1)
+    return fused_moe_tflops(per_gpu) / DENSE_TFLOPS

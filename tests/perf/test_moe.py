@@ -1,0 +1,53 @@
+"""The fused-MoE rate by expert width: the fitted curve against the kernel-table rows it was derived from."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from dspark.perf.gpus import gpu_perf
+from dspark.perf.moe import (
+    DEFAULT_WIDTH,
+    DENSE_TFLOPS,
+    MOE_TABLE_TFLOPS,
+    fused_moe_fraction,
+    fused_moe_tflops,
+)
+
+
+def test_the_curve_follows_the_table_rows_it_was_fitted_to() -> None:
+    """rms log error of the fit about 10% over the 14 shapes; Qwen3-30B-A3B's and Mixtral's rows within 5%."""
+    errors = [math.log(fused_moe_tflops(width) / rate) for (_h, width, _k, _e), rate in MOE_TABLE_TFLOPS.items()]
+    assert math.sqrt(sum(e * e for e in errors) / len(errors)) < 0.11
+    assert fused_moe_tflops(768) == pytest.approx(MOE_TABLE_TFLOPS[(2048, 768, 8, 128)], rel=0.05)
+    assert fused_moe_tflops(14336) == pytest.approx(MOE_TABLE_TFLOPS[(4096, 14336, 2, 8)], rel=0.05)
+
+
+def test_wider_experts_run_closer_to_the_dense_rate_and_never_above_it() -> None:
+    rng = random.Random(5)  # noqa: S311 - widths to test, not secrets
+    widths = sorted(rng.randint(1, 40000) for _ in range(200))
+    fractions = [fused_moe_fraction(w) for w in widths]
+    assert all(a <= b for a, b in itertools.pairwise(fractions))
+    assert all(0 < f < 0.85 for f in fractions)
+    # the Qwen3-30B-A3B prior it replaces (0.65) and Mixtral's wide experts
+    assert fused_moe_fraction(768) == pytest.approx(0.65, abs=0.02)
+    assert fused_moe_fraction(14336) == pytest.approx(0.83, abs=0.01)
+
+
+def test_tensor_parallel_splits_the_width_and_unknown_width_is_the_narrow_default() -> None:
+    assert fused_moe_fraction(14336, 2) == fused_moe_fraction(7168)
+    assert fused_moe_fraction(768, 4) < fused_moe_fraction(768, 2) < fused_moe_fraction(768)
+    assert fused_moe_fraction(None) == fused_moe_fraction(DEFAULT_WIDTH)
+    for bad in (0, -5):
+        with pytest.raises(ValueError, match="tensor parallel"):
+            fused_moe_fraction(768, bad)
+        with pytest.raises(ValueError, match="width"):
+            fused_moe_tflops(bad)
+
+
+def test_the_dense_rate_it_is_a_fraction_of_is_dsparks_h200_gemm_rate() -> None:
+    h200 = gpu_perf("NVIDIA H200")
+    assert h200.gemm_fraction * h200.bf16_tflops == pytest.approx(DENSE_TFLOPS)
