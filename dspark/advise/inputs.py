@@ -22,6 +22,7 @@ from dspark.model.architecture import (
 )
 from dspark.model.weights import WeightBytes, format_bytes_per_parameter
 from dspark.perf.gpus import GpuPerf, gpu_perf, is_known
+from dspark.perf.moe import fused_moe_fraction
 
 # Every prior below is a physical fact or an engine behaviour; dspark.perf.step says where each term comes from and
 # dspark.perf.gpus where each GPU figure does. Calibration (dspark.advise.calibrate) fits them within bounds.
@@ -41,10 +42,9 @@ MOE_EXTRA_KERNELS_PER_LAYER = 8
 # Qwen3-30B-A3B shape 83-85 ms (engine's request_prefill_time; ~30 ms of GPU work), the 8B's eager step ~0.54 ms
 # of CPU per layer: ~1.7 ms per MoE layer, about 26 launches more than the dense layer's 12.
 MOE_EXTRA_LAUNCHES_PER_LAYER = 26
-# The Triton fused-MoE kernel (vLLM's default for BF16 experts) at large per-expert token counts, against a dense
-# GEMM's rate: aiconfigurator's H200 tables for vLLM 0.24 (E=128, N=768, K=2,048, top-8, bf16) give ~490-500
-# TFLOP/s at 8-16k tokens, where torch's dense linear gives 720-830: ~0.65.
-FUSED_MOE_FRACTION = 0.65
+# The Triton fused-MoE kernel (vLLM's default for BF16 experts) runs at a fraction of a dense GEMM's rate that grows
+# with the experts' width: dspark.perf.moe (aiconfigurator's H200 kernel table for vLLM 0.24; 0.66 at Qwen3-30B-A3B's
+# 768-wide experts, 0.83 at Mixtral-8x7B's 14,336).
 # Each kernel costs a few µs however little it does; aiconfigurator prices an elementwise op at 3 µs on Hopper.
 KERNEL_FLOOR_S = 2.5e-6
 # --enforce-eager: each kernel launched from Python through PyTorch's dispatcher and vLLM's custom ops. Measured
@@ -178,6 +178,18 @@ def _attention_flops_per_pair(arch: ModelArchitecture, tp: int) -> float:
     return total
 
 
+def _moe_rate(arch: ModelArchitecture, tp: int) -> tuple[float, list[str]]:
+    """The fused-MoE kernel's fraction of the dense GEMM rate for this model's experts (0 without any), and its note."""
+    moe = arch.moe
+    if moe is None:
+        return 0.0, []
+    fraction = fused_moe_fraction(moe.moe_intermediate_size, tp)
+    width = f"{moe.moe_intermediate_size:,}" if moe.moe_intermediate_size else "an assumed 768"
+    return fraction, [f"routed experts' GEMMs at {fraction:.0%} of the dense rate (the fused-MoE kernel at "
+                      f"{width}-wide experts" + (f", {tp} GPUs sharing each" if tp > 1 else "")
+                      + ": aiconfigurator's H200 table for vLLM 0.24, dspark.perf.moe)"]
+
+
 def model_inputs(
     arch: ModelArchitecture,
     weights: WeightBytes | None,
@@ -265,6 +277,8 @@ def model_inputs(
     notes.append(f"KV read per step: {capacity.kv_bytes_per_token:,} B per token of context per GPU"
                  + (f"; linear state {shape.state_bytes_per_seat / 1e6:.1f} MB per seat read and written"
                     if shape.state_bytes_per_seat else ""))
+    moe_fraction, moe_note = _moe_rate(arch, tp)
+    notes += moe_note
     prior = StepCosts(
         fixed_s=fixed, bandwidth_bytes_per_s=gbps * 1e9 * fraction, per_token_s=per_token,
         prefill_per_token_s=prefill, flops_per_s=flops, gemm_half_tokens=GEMM_HALF_TOKENS,
@@ -272,7 +286,7 @@ def model_inputs(
         kernel_floor_s=0.0 if cpu else KERNEL_FLOOR_S,
         launch_s=0.0 if cpu else LAUNCH_S, cpu_per_row_s=CPU_PER_ROW_S,
         kv_bandwidth_bytes_per_s=gbps * 1e9 * perf.kv_fraction,
-        expert_flops_per_s=flops * FUSED_MOE_FRACTION if moe is not None else 0.0,
+        expert_flops_per_s=flops * moe_fraction if moe is not None else 0.0,
         arrival_hop_s=0.0 if cpu else ARRIVAL_HOP_S, api_per_request_s=0.0 if cpu else API_PER_REQUEST_S,
         intake_s=0.0 if cpu else INTAKE_S)
     sources["kv_bandwidth_bytes_per_s"] = (f"{perf.kv_fraction:.0%} of {perf.label}'s {gbps:,.0f} GB/s: paged KV "
