@@ -57,42 +57,55 @@ def engine(vllm_python: str, tiny_models: Path) -> Iterator[str]:
 # GIL (a `python -c pass` child took 40-70 s to be reaped beside six busy httpx threads), which is where this
 # test's minutes went.
 _LOAD = """
-import sys, threading, httpx
+import sys, threading, traceback, httpx
 url, seats, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 model = httpx.get(url + "/v1/models", timeout=60).json()["data"][0]["id"]
 lock = threading.Lock()
+
+def note(line):
+    with lock, open(out, "a") as f:
+        f.write(line + "\\n")
 
 def one(i):
     with httpx.Client(timeout=300) as client:
         while True:
             body = {"model": model, "prompt": list(range(1, 200 + i)), "max_tokens": 300, "ignore_eos": True}
             try:
-                status = client.post(url + "/v1/completions", json=body).status_code
+                note(str(client.post(url + "/v1/completions", json=body).status_code))
             except httpx.HTTPError:
-                status = -1
-            with lock, open(out, "a") as f:
-                f.write(f"{status}\\n")
+                note("-1")
+            except BaseException:
+                note("# " + traceback.format_exc().replace("\\n", " | "))
+                raise
 
-threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(seats + 2)]
-for t in threads:
-    t.start()
-threads[0].join()
+for i in range(seats + 2):
+    threading.Thread(target=one, args=(i,), daemon=True).start()
+threading.Event().wait()  # until the test kills this process group
 """
 
 
 @contextmanager
-def _load(url: str, answers: Path) -> Iterator[None]:
+def _load(url: str, answers: Path) -> Iterator[subprocess.Popen[str]]:
     """Keep SEATS + 2 short requests in flight (some queue) from another process; each answer's status a line."""
     proc = subprocess.Popen([sys.executable, "-c", _LOAD, url, str(SEATS), str(answers)],
-                            start_new_session=True, text=True)
+                            start_new_session=True, text=True, stderr=subprocess.PIPE)
     try:
-        yield
+        yield proc
     finally:
         kill_group(proc)
 
 
+def _load_state(proc: subprocess.Popen[str], answers: Path) -> str:
+    """What the load did, for a failure message: its answers (and errors), and its exit if it ended."""
+    text = answers.read_text() if answers.exists() else ""
+    if proc.poll() is not None:
+        text += f"\nthe load process exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}"
+    return text
+
+
 def _answers(path: Path) -> list[int]:
-    return [int(line) for line in path.read_text().split()] if path.exists() else []
+    return [int(line) for line in path.read_text().splitlines() if line and not line.startswith("#")] \
+        if path.exists() else []
 
 
 def _running(url: str) -> float:
@@ -103,15 +116,17 @@ def _running(url: str) -> float:
 
 def test_top_shows_the_engine_at_work(engine: str, tmp_path: Path) -> None:
     answers = tmp_path / "answers.txt"
-    with _load(engine, answers):
+    with _load(engine, answers) as load:
+        seen = 0.0
         for _ in range(600):  # until the requests are decoding
-            if _running(engine) >= 1:
+            if (seen := _running(engine)) >= 1:
                 break
             time.sleep(0.1)
-        assert _running(engine) >= 1, _answers(answers)
+        assert seen >= 1, _load_state(load, answers)
         proc = subprocess.run([sys.executable, "-m", "dspark", "top", engine, "--json", "--interval", "2",
                                "--seats", str(SEATS)], capture_output=True, text=True, timeout=300, check=False)
         assert proc.returncode == 0, proc.stderr
+        assert load.poll() is None, _load_state(load, answers)
         view = json.loads(proc.stdout)
         assert view["engine"] == "vllm" and view["seats"] == SEATS
         # The gauges are the engine's at the second read (between two requests a seat can be empty); the rates
@@ -138,4 +153,4 @@ def test_top_shows_the_engine_at_work(engine: str, tmp_path: Path) -> None:
             subprocess.run(["tmux", "-L", session, "kill-server"], capture_output=True, timeout=120, check=False)
         done = _answers(answers)
     # Short requests, re-sent as they end: the engine answered several while the view watched it.
-    assert done.count(200) >= SEATS, done
+    assert done.count(200) >= SEATS, _load_state(load, answers)
