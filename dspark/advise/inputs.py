@@ -286,7 +286,7 @@ def model_inputs(
         kernel_floor_s=0.0 if cpu else KERNEL_FLOOR_S,
         launch_s=0.0 if cpu else LAUNCH_S, cpu_per_row_s=CPU_PER_ROW_S,
         kv_bandwidth_bytes_per_s=gbps * 1e9 * perf.kv_fraction,
-        expert_flops_per_s=flops * moe_fraction if moe is not None else 0.0,
+        expert_flops_per_s=flops * moe_fraction,  # 0 without routed experts
         arrival_hop_s=0.0 if cpu else ARRIVAL_HOP_S, api_per_request_s=0.0 if cpu else API_PER_REQUEST_S,
         intake_s=0.0 if cpu else INTAKE_S)
     sources["kv_bandwidth_bytes_per_s"] = (f"{perf.kv_fraction:.0%} of {perf.label}'s {gbps:,.0f} GB/s: paged KV "

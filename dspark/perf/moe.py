@@ -19,6 +19,8 @@ GPU is what the kernel sees.
 
 from __future__ import annotations
 
+from dspark.perf.gpus import gpu_perf
+
 # (hidden, expert width, top-k, experts) -> TFLOP/s at large tokens per expert (the median described above).
 MOE_TABLE_TFLOPS: dict[tuple[int, int, int, int], float] = {
     (2048, 512, 8, 256): 458.4,
@@ -38,7 +40,8 @@ MOE_TABLE_TFLOPS: dict[tuple[int, int, int, int], float] = {
 }
 RATE_MAX_TFLOPS = 670.0
 WIDTH_HALF = 220.0
-DENSE_TFLOPS = 0.8 * 989.0  # dspark's H200 large-GEMM rate at the rated clock (dspark.perf.gpus)
+_H200 = gpu_perf("h200")
+DENSE_TFLOPS = _H200.gemm_fraction * _H200.bf16_tflops  # dspark's H200 large-GEMM rate at the rated clock: 791
 # Width assumed when a config does not give it: Qwen3-30B-A3B's, the narrow experts the first prior came from.
 DEFAULT_WIDTH = 768
 
