@@ -63,13 +63,18 @@ COMMON = ("--load-format", "dummy", "--skip-tokenizer-init")
 # vLLM's log with millisecond timestamps (its own format has seconds: %m-%d %H:%M:%S), given to an engine with
 # --enable-logging-iteration-details through VLLM_LOGGING_CONFIG_PATH: when each step's line was written, so step
 # times can be read from the per-iteration log. Standard-library classes only (logging.config.dictConfig).
+# uvicorn's access log too (one line a request when its response starts, as `vllm serve` prints it by default):
+# run E's config had only vLLM's logger, its engine logs no access line, and every burst's first step there held
+# one request where runs A-D (access log on) held two to four; with it the API server does what it does by
+# default, and each request's line has its millisecond.
 LOGGING_CONFIG: dict[str, Any] = {
     "version": 1, "disable_existing_loggers": False,
     "formatters": {"ms": {"format": "%(levelname)s %(asctime)s.%(msecs)03d [%(filename)s:%(lineno)d] %(message)s",
                           "datefmt": "%m-%d %H:%M:%S"}},
     "handlers": {"vllm": {"class": "logging.StreamHandler", "formatter": "ms", "level": "INFO",
                           "stream": "ext://sys.stdout"}},
-    "loggers": {"vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False}},
+    "loggers": {"vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False},
+                "uvicorn.access": {"handlers": ["vllm"], "level": "INFO", "propagate": False}},
 }
 RESERVE_S = 40  # kept for stopping the last engine, the last predictions and packing the archive
 PROFILE_EST_S = 40  # `dspark profile`: six waves and two closed loops (32, 128 streams), ~20 s on the H200
