@@ -151,10 +151,17 @@ KNOWN_GAPS: tuple[tuple[str, str, float, str], ...] = (
      "waves, so calibration does not mend it"),
     ("clock-E/qwen3-8b-s128/d-in1024-out256-c8", "ttft_mean_s", 0.18,
      "the first step's race again: vLLM's per-iteration log shows each wave's first step with one request (1,024 "
-     "tokens), then seven in the next; the model takes two, then six (run D, same argv: 0.181 s, within 20 ms)"),
+     "tokens), then seven in the next; the model takes two, then six (run D, same argv: 0.181 s, within 20 ms). "
+     "Run E's logging config (VLLM_LOGGING_CONFIG_PATH, for the log's milliseconds) also left out uvicorn's access "
+     "log, one line a request in every A-D engine log and none in E's: the API server's work between a request's "
+     "response start and its hand-over to the engine differs, and so does the race (one first in every E burst, "
+     "two to four in A-D's iteration_tokens_total)"),
     ("clock-E/qwen3-8b-s128/d-in1024-out256-c128", "ttft_mean_s", 0.13,
      "the 32-128-stream wait before the first schedule (docs/advise.md, run D), with run E's per-iteration log on "
-     "(this point: 1.303 s, run D's same argv without it 1.236)"),
+     "(this point: 1.303 s, run D's same argv without it 1.236). The log places it in the second wave: the engine "
+     "scheduled a finished request's successor three decode steps after its seat was freed, the model two, so one "
+     "more group of eight waited through each of the second wave's 190-ms prompt steps (104 decode rows beside the "
+     "first of them, the model 112); the wave's prompt steps and the first wave are as modelled"),
     ("qwen3-8b-s128-eager/e-in1024-out256-c32", "*", 0.25,
      "eager steps at 1-8 streams run slow in stretches of seconds, whole requests at a time (nvidia-smi.csv of "
      "clock-B: 15-21% GPU utilisation for 5-10 s, 26-41% between; gaps p50 18.4 ms, p90 33.4 at one stream), not "
