@@ -64,9 +64,8 @@ COMMON = ("--load-format", "dummy", "--skip-tokenizer-init")
 # --enable-logging-iteration-details through VLLM_LOGGING_CONFIG_PATH: when each step's line was written, so step
 # times can be read from the per-iteration log. Standard-library classes only (logging.config.dictConfig).
 # uvicorn's access log too (one line a request when its response starts, as `vllm serve` prints it by default):
-# run E's config had only vLLM's logger, its engine logs no access line, and every burst's first step there held
-# one request where runs A-D (access log on) held two to four; with it the API server does what it does by
-# default, and each request's line has its millisecond.
+# run E's config had only vLLM's logger and no access line; with it the API server does what it does by default,
+# and each request's line has its millisecond (run F: a burst's lines 0.1-2 ms apart).
 LOGGING_CONFIG: dict[str, Any] = {
     "version": 1, "disable_existing_loggers": False,
     "formatters": {"ms": {"format": "%(levelname)s %(asctime)s.%(msecs)03d [%(filename)s:%(lineno)d] %(message)s",
