@@ -63,7 +63,12 @@ ARRIVAL_HOP_S = 2.5e-3
 # and an idle engine core takes in what has come while it readies its first schedule(). On the lent H200 the first
 # step after an idle engine held two of the requests sent together, at 2, 4 and 8 streams, dense and MoE alike
 # (vllm:iteration_tokens_total: one batch of 2,049-4,096 tokens per wave at 2 and 4 streams, and one of
-# 2,049-4,096 with one of 4,097-8,192 at 8): about 0.5 ms a request, 0.75 ms of intake.
+# 2,049-4,096 with one of 4,097-8,192 at 8): about 0.5 ms a request, 0.75 ms of intake. (The API server's own
+# process CPU, vLLM 0.32 on this project's CPU host: 1.5 ms a request plus 2.2 µs a prompt token; the H200 host ran
+# the per-token part 0.4-0.75 µs, from the one-stream TTFT at 4,096 against 1,024-token prompts in runs A and D.)
+# Which of a burst the first step takes is a race: vLLM's per-iteration log showed one in every burst of run E, and
+# 2, 1, 4, 8, 1, 8 at 4, 8, 16, 32, 64, 128 streams in run F's 14B (its access-log lines, each request's response
+# start, 0.1-2 ms apart); two is the prior.
 API_PER_REQUEST_S = 0.5e-3
 INTAKE_S = 0.75e-3
 # GEMM tiles are 64-128 rows: half of the large-GEMM rate at ~48 tokens (tile occupancy), rising toward it.

@@ -143,18 +143,32 @@ KNOWN_GAPS: tuple[tuple[str, str, float, str], ...] = (
      "(queue plus input wait 0.219 s against 0.129 at 32), the 8B's signature at 32 streams in run A (0.217 "
      "against 0.130), while the 8B's same point in run D waited as the model does (TTFT -5%): the waves' "
      "intake order, not the shape; the prefill matches (0.308 s against 0.30)"),
-    ("clock-E/mixtral-8x7b-s128/x-in1024-out256-c8", "*", 0.11,
+    ("mixtral-8x7b-s128/x-in1024-out256-c8", "*", 0.11,
      "Mixtral-8x7B's decode at 4-16 rows reads fewer experts than uniform top-2 routing (the profile's median gaps "
      "16.2 and 23.5 ms against 18.4 and 26 modelled: dummy weights route unevenly): per-stream -10.4%, wall +10.1% "
      "at 8 streams; its prompt steps are as modelled since the fused-MoE rate follows the experts' width "
      "(dspark.perf.moe: 410 ms an 8,192-token step, 407 logged); its own profile's fit is refused on held-out "
-     "waves, so calibration does not mend it"),
+     "waves, so calibration does not mend it. Run F measured the point again within 0.4% (aggregate 347.6 "
+     "against 346.8): per-stream -10.7%, TTFT -10.7%, wall +10.4% there"),
     ("clock-E/qwen3-8b-s128/d-in1024-out256-c8", "ttft_mean_s", 0.18,
      "the first step's race again: vLLM's per-iteration log shows each wave's first step with one request (1,024 "
-     "tokens), then seven in the next; the model takes two, then six (run D, same argv: 0.181 s, within 20 ms)"),
+     "tokens), then seven in the next; the model takes two, then six (run D, same argv: 0.181 s, within 20 ms). "
+     "A race, not a setting: run F's 14B (per-iteration log and uvicorn's access log, which E's logging config had "
+     "dropped) held 2, 1, 4, 8, 1, 8 requests in the first step of its 4-, 8-, 16-, 32-, 64-, 128-stream bursts, "
+     "whose access-log lines (each request's response start) came 0.1-2 ms apart"),
     ("clock-E/qwen3-8b-s128/d-in1024-out256-c128", "ttft_mean_s", 0.13,
      "the 32-128-stream wait before the first schedule (docs/advise.md, run D), with run E's per-iteration log on "
-     "(this point: 1.303 s, run D's same argv without it 1.236)"),
+     "(this point: 1.303 s, run D's same argv without it 1.236). The log places it in the second wave: the engine "
+     "scheduled a finished request's successor three decode steps after its seat was freed, the model two, so one "
+     "more group of eight waited through each of the second wave's 190-ms prompt steps (104 decode rows beside the "
+     "first of them, the model 112); the wave's prompt steps and the first wave are as modelled"),
+    ("clock-F/qwen3-14b-s128/f-in1024-out256-c32", "ttft_mean_s", 0.21,
+     "a one-time stall at the engine's first 8,192-token prompt steps (no warm-up or profile had formed one: plan F "
+     "profiles nothing; GPU memory used grew 544 MiB at that instant, nvidia-smi.csv): the burst's first step was "
+     "logged 713 ms after its first request's access-log line against 395 at 128 streams, and its loop ran 360-380 "
+     "ms a step without waiting on the GPU; rebuilt from the log's steps with the 128-stream point's start the "
+     "point is 0.903 s (model 0.880, -2.6%), with its own 1.064 (measured 1.091). First contact, predicted before "
+     "the run: -19.4%"),
     ("qwen3-8b-s128-eager/e-in1024-out256-c32", "*", 0.25,
      "eager steps at 1-8 streams run slow in stretches of seconds, whole requests at a time (nvidia-smi.csv of "
      "clock-B: 15-21% GPU utilisation for 5-10 s, 26-41% between; gaps p50 18.4 ms, p90 33.4 at one stream), not "
@@ -256,7 +270,9 @@ _SAMPLE = re.compile(r"^vllm:(\w+)_(sum|count)\{[^}]*\} (\S+)$", re.MULTILINE)
 # 4,096-token step (0.096 s), the model's two steps of two (0.067).
 _NOT_STEADY = ("qwen3-30b-a3b-s128/m-in1024-out256-c8", "qwen3-30b-a3b-s128/m-in1024-out256-c32",
                "wide-warmup/m-in1024-out256-c64", "wide-warmup/m-in1024-out256-c128", "prefix48",
-               "clock-D/qwen3-8b-s128/d-in1024-out256-c4")
+               "clock-D/qwen3-8b-s128/d-in1024-out256-c4",
+               # run F's first 8,192-token prompt steps stalled the engine core ~0.3 s (KNOWN_GAPS)
+               "clock-F/qwen3-14b-s128/f-in1024-out256-c32")
 
 
 # Where the model's requests wait less than the engine's before their first schedule (the TTFT gap left at 16-32
@@ -265,7 +281,9 @@ _WAIT_GAPS = {"qwen3-8b-s128/d-in1024-out256-c16": 0.70, "qwen3-8b-s128/d-in1024
               "llama-3.1-8b-s128/l-in1024-out256-c32": 0.45,
               "qwen3-8b-s128-eager/e-in1024-out256-c32": 0.35,
               # run E's 8 streams: each wave's first step took one request, then seven (the per-iteration log)
-              "clock-E/qwen3-8b-s128/d-in1024-out256-c8": 0.70}
+              "clock-E/qwen3-8b-s128/d-in1024-out256-c8": 0.70,
+              # run F's 14B, the same race: one then seven at 8 streams (both waves), four then eight at 16
+              "clock-F/qwen3-14b-s128/f-in1024-out256-c8": 0.70, "clock-F/qwen3-14b-s128/f-in1024-out256-c16": 0.45}
 # Where the model's prefill is off beyond 20%: Mixtral's prompt steps (run E; KNOWN_GAPS): 0.869 s against 0.692.
 _PREFILL_GAPS = {"clock-E/mixtral-8x7b-s128/x-in1024-out256-c32": 0.30}
 

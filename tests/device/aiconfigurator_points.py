@@ -35,7 +35,8 @@ from typing import Any
 
 MODELS = {"qwen3-8b": "Qwen/Qwen3-8B", "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",  # configs/NAME.json -> its HF id
           "llama-3.1-8b": "meta-llama/Meta-Llama-3.1-8B",  # aiconfigurator's own spelling (in its model_configs)
-          "mixtral-8x7b-v0.1": "mistralai/Mixtral-8x7B-v0.1"}
+          "mixtral-8x7b-v0.1": "mistralai/Mixtral-8x7B-v0.1",
+          "qwen3-14b": "Qwen/Qwen3-14B"}  # not among aiconfigurator's configs: the shape's own (tests/device/configs)
 MOE = {"qwen3-30b-a3b", "mixtral-8x7b-v0.1"}
 SYSTEM, BACKEND, BACKEND_VERSION = "h200_sxm", "vllm", "0.24.0"
 
@@ -57,6 +58,8 @@ def model_path(model: str) -> str:
     if hf in common.DefaultHFModels:
         return hf
     cached = importlib.resources.files("aiconfigurator_core") / "model_configs" / f"{hf.replace('/', '--')}_config.json"
+    if not cached.is_file():  # a shape aiconfigurator has no config of: the one the engine served
+        cached = Path(__file__).resolve().parent / "configs" / f"{model}.json"
     folder = Path(tempfile.gettempdir()) / "aic-models" / hf.replace("/", "--")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(cached.read_text())

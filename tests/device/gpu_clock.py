@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import datetime
+import hashlib
 import json
 import os
 import random
@@ -62,13 +63,17 @@ COMMON = ("--load-format", "dummy", "--skip-tokenizer-init")
 # vLLM's log with millisecond timestamps (its own format has seconds: %m-%d %H:%M:%S), given to an engine with
 # --enable-logging-iteration-details through VLLM_LOGGING_CONFIG_PATH: when each step's line was written, so step
 # times can be read from the per-iteration log. Standard-library classes only (logging.config.dictConfig).
+# uvicorn's access log too (one line a request when its response starts, as `vllm serve` prints it by default):
+# run E's config had only vLLM's logger and no access line; with it the API server does what it does by default,
+# and each request's line has its millisecond (run F: a burst's lines 0.1-2 ms apart).
 LOGGING_CONFIG: dict[str, Any] = {
     "version": 1, "disable_existing_loggers": False,
     "formatters": {"ms": {"format": "%(levelname)s %(asctime)s.%(msecs)03d [%(filename)s:%(lineno)d] %(message)s",
                           "datefmt": "%m-%d %H:%M:%S"}},
     "handlers": {"vllm": {"class": "logging.StreamHandler", "formatter": "ms", "level": "INFO",
                           "stream": "ext://sys.stdout"}},
-    "loggers": {"vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False}},
+    "loggers": {"vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False},
+                "uvicorn.access": {"handlers": ["vllm"], "level": "INFO", "propagate": False}},
 }
 RESERVE_S = 40  # kept for stopping the last engine, the last predictions and packing the archive
 PROFILE_EST_S = 40  # `dspark profile`: six waves and two closed loops (32, 128 streams), ~20 s on the H200
@@ -118,9 +123,10 @@ class Engine:
     flags: tuple[str, ...] = ()
     start_est_s: float = 120
     points: tuple[Point, ...] = field(default=())
-    # untimed warm-up benches before the points, one per concurrency (512 in, 32 out, max(c, 8) requests): the
-    # first requests of a shape pay one-time costs (vLLM's Triton fused-MoE kernel compiles per tile config)
-    warmup: tuple[int, ...] = (4,)
+    # untimed warm-up benches before the points, one per concurrency (512 in, 32 out, max(c, 8) requests), or per
+    # (concurrency, prompt tokens): the first requests of a shape pay one-time costs (vLLM's Triton fused-MoE
+    # kernel compiles per tile config)
+    warmup: tuple[int | tuple[int, int], ...] = (4,)
     # `dspark profile URL` against this engine: "first" (after the warm-up, before the points), "last" (after
     # them: the points' time is secured first), "" (none)
     profile: str = ""
@@ -199,6 +205,43 @@ PLANS: dict[str, tuple[Engine, ...]] = {
                        Point("x-in1024-out256-c128", 1024, 256, 128, est_s=38),
                        Point("x-in1024-out256-c1", 1024, 256, 1, requests=4, est_s=12),
                        Point("x-in4096-out256-c8", 4096, 256, 8, est_s=20))),
+    ),
+    # issue 25's generalisation check after plan E: a dense shape and MoE points no clock run has had, each point
+    # predicted by `dspark advise` before any engine starts (--predict-first; the committed
+    # tests/device/results/2026-12-02-clock-F/predictions-before.jsonl is main's code before the run). The dense
+    # one is a Qwen3-14B shape (40 layers of 5,120, 17,408 FFN, 40 query heads over 8 KV: 29.5 GB bf16), with
+    # vLLM's per-iteration log (millisecond timestamps): which step took which prompts when 4-128 requests land at
+    # once (the first step's race, the wait before the first schedule). Then Mixtral-8x7B at the points run E never
+    # reached (128 streams; 4,096-token prompts at 1, 8, 32), without the log (its cost is in the engine-core loop),
+    # warmed at every batch its points form, the 4k prompts' 8,192-token chunks included (fused-MoE Triton
+    # compiles per tile config: run E's profile paid one for 4 x 2,048). Two calls of the same command line
+    # (--state): the first's deadline ends it after the dense engine (dspark's plan: walls 9-20 s a point).
+    "F": (
+        Engine("qwen3-14b-s128", "qwen3-14b", 128, start_est_s=150,
+               flags=("--enable-logging-iteration-details",),
+               points=(Point("f-in1024-out256-c1", 1024, 256, 1, requests=4, est_s=14),
+                       Point("f-in1024-out256-c8", 1024, 256, 8, est_s=12),
+                       Point("f-in1024-out256-c32", 1024, 256, 32, est_s=14),
+                       Point("f-in1024-out256-c128", 1024, 256, 128, est_s=30),
+                       Point("f-in4096-out256-c8", 4096, 256, 8, est_s=14),
+                       Point("f-in4096-out256-c32", 4096, 256, 32, est_s=28),
+                       Point("f-in1024-out256-c4", 1024, 256, 4, est_s=10),
+                       Point("f-in1024-out256-c16", 1024, 256, 16, est_s=12),
+                       Point("f-in1024-out256-c64", 1024, 256, 64, est_s=18))),
+        Engine("mixtral-8x7b-s128", "mixtral-8x7b-v0.1", 128, start_est_s=150,
+               warmup=(1, 4, 8, 16, 32, 64, 128, (8, 4096)),
+               points=(Point("x-in1024-out256-c128", 1024, 256, 128, est_s=40),
+                       Point("x-in4096-out256-c8", 4096, 256, 8, est_s=22),
+                       Point("x-in4096-out256-c32", 4096, 256, 32, est_s=40),
+                       Point("x-in4096-out256-c1", 4096, 256, 1, requests=4, est_s=16),
+                       Point("x-in1024-out256-c32", 1024, 256, 32, est_s=23),
+                       Point("x-in1024-out256-c8", 1024, 256, 8, est_s=17))),
+    ),
+    "smoke-F": (  # plan F's path against a fake engine, seconds
+        Engine("smoke-dense", "qwen3-14b", 8, start_est_s=5, flags=("--enable-logging-iteration-details",),
+               points=(Point("s-c2", 64, 8, 2, est_s=5),)),
+        Engine("smoke-moe", "mixtral-8x7b-v0.1", 8, start_est_s=5, warmup=(1, (4, 256)),
+               points=(Point("x-c4", 64, 8, 4, est_s=5),)),
     ),
     "smoke-E": (  # plan E's path against a fake engine, seconds
         Engine("smoke-first", "qwen3-8b", 8, start_est_s=5, profile="first",
@@ -357,11 +400,13 @@ def run_point(eng: Engine, pt: Point, argv: list[str], src: Path, edir: Path, ti
     return {"config": cfg, "summary": summary, "bench_rc": rc, "file": f"{eng.name}/{pt.name}.json"}
 
 
-def warm_up(concurrency: int, src: Path) -> int:
-    """One untimed bench (no /metrics); its exit status."""
+def warm_up(shape: int | tuple[int, int], src: Path) -> int:
+    """One untimed bench (no /metrics) of `shape` concurrent streams (or (streams, prompt tokens)); its exit
+    status."""
+    concurrency, input_len = shape if isinstance(shape, tuple) else (shape, 512)
     cmd = [sys.executable, "-m", "dspark", "bench", "--url", f"http://127.0.0.1:{PORT}", "-c", str(concurrency),
-           "-n", str(max(concurrency, 8)), "--input-len", "512", "--max-tokens", "32", "--prompt-kind", "ids",
-           "--no-metrics", "--no-progress", "--json", "--seed", str(99 + concurrency)]
+           "-n", str(max(concurrency, 8)), "--input-len", str(input_len), "--max-tokens", "32", "--prompt-kind", "ids",
+           "--no-metrics", "--no-progress", "--json", "--seed", str(99 + concurrency + (input_len != 512) * input_len)]
     return subprocess.run(cmd, capture_output=True, text=True, env=dspark_env(src), cwd=src, timeout=120,
                           check=False).returncode
 
@@ -559,17 +604,57 @@ def errors(measured: dict[str, Any], predicted: dict[str, Any]) -> dict[str, flo
     return out
 
 
-def predict_engine(points: list[dict[str, Any]], src: Path, edir: Path,
-                   pool: concurrent.futures.Executor) -> list[concurrent.futures.Future[dict[str, Any]]]:
-    """Queue the predictions of an engine's points (run while the next engine starts)."""
+def predict_engine(points: list[dict[str, Any]], src: Path, edir: Path, pool: concurrent.futures.Executor,
+                   before: dict[str, dict[str, Any]]) -> list[concurrent.futures.Future[dict[str, Any]]]:
+    """Queue the predictions of an engine's points (run while the next engine starts); with the figures predicted
+    before the run (BEFORE, by point) beside them, and their errors."""
     def one(point: dict[str, Any]) -> dict[str, Any]:
         cfg, summary = point["config"], point["summary"]
+        key = f"{cfg['engine_config']}/{cfg['point']}"
         measured = {m: summary.get(m) for m in (*METRICS, "tpot_mean_ms")}
         uncal, cal = predict(cfg, src, edir, False), predict(cfg, src, edir, True)
-        return {"point": f"{cfg['engine_config']}/{cfg['point']}", "measured": measured, "uncalibrated": uncal,
-                "calibrated": cal, "error_uncalibrated": errors(measured, uncal),
-                "error_calibrated": errors(measured, cal) if cal else None}
+        out = {"point": key, "measured": measured, "uncalibrated": uncal, "calibrated": cal,
+               "error_uncalibrated": errors(measured, uncal),
+               "error_calibrated": errors(measured, cal) if cal else None}
+        if key in before:
+            out.update(before=before[key], error_before=errors(measured, before[key]))
+        return out
     return [pool.submit(one, p) for p in points if p.get("summary") and p.get("bench_rc") in (0, 1)]
+
+
+def source_digest(src: Path) -> str:
+    """sha256 of dspark's Python sources under SRC (path and text, sorted): which code made a prediction."""
+    digest = hashlib.sha256()
+    for path in sorted((src / "dspark").rglob("*.py")):
+        digest.update(path.relative_to(src).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def predict_before(plan: tuple[Engine, ...], src: Path, work: Path, pool: concurrent.futures.Executor,
+                   log: Log) -> dict[str, dict[str, Any]]:
+    """Every point of the plan predicted uncalibrated before any engine starts (the first contact's figures, by
+    the code staged in SRC): OUT-work/predictions-before.jsonl and ENGINE/POINT.advise.json under
+    predictions-before/; {ENGINE/POINT: prediction}."""
+    digest = source_digest(src)
+    jobs = []
+    for eng in plan:
+        edir = work / "predictions-before" / eng.name
+        edir.mkdir(parents=True, exist_ok=True)
+        for pt in eng.points:
+            cfg = config_of(eng, pt, [])
+            jobs.append((f"{eng.name}/{pt.name}", cfg, pool.submit(predict, cfg, src, edir, False)))
+    out: dict[str, dict[str, Any]] = {}
+    with (work / "predictions-before.jsonl").open("w") as fh:
+        for key, cfg, fut in jobs:
+            try:
+                pred = fut.result(timeout=300)
+            except Exception as exc:  # recorded as such; the run goes on
+                pred = {"error": f"{type(exc).__name__}: {exc}"}
+            out[key] = pred
+            fh.write(json.dumps({"point": key, "config": cfg, "predicted": pred, "dspark_source_sha256": digest})
+                     + "\n")
+    log(f"predicted {len(out)} points before the run (dspark sources sha256 {digest[:12]})")
+    return out
 
 
 def engine_cost(eng: Engine, done: set[str]) -> float:
@@ -602,20 +687,23 @@ def collect(futures: list[concurrent.futures.Future[dict[str, Any]]], pool: conc
 def summarise(predictions: list[dict[str, Any]]) -> dict[str, Any]:
     """A small summary: per point the four figures measured / uncalibrated / calibrated, and the largest errors."""
     table = []
-    worst: dict[str, float] = {"uncalibrated": 0.0, "calibrated": 0.0}
+    worst: dict[str, float] = {"uncalibrated": 0.0, "calibrated": 0.0, "before": 0.0}
     for p in predictions:
         if "point" not in p:
             continue
         row: dict[str, Any] = {"point": p["point"]}
         for m in METRICS:
             row[m] = [p["measured"].get(m), p["uncalibrated"].get(m), (p["calibrated"] or {}).get(m)]
+        if p.get("before"):
+            row["before"] = {m: p["before"].get(m) for m in METRICS}
         for kind, so_far in worst.items():
             errs = [abs(e) for e in (p.get(f"error_{kind}") or {}).values() if isinstance(e, (int, float))]
             if errs:
                 worst[kind] = max(so_far, *errs)
                 row[f"max_error_{kind}"] = round(max(errs), 4)
         table.append(row)
-    return {"figures": "[measured, uncalibrated, calibrated] per point", "metrics": list(METRICS),
+    return {"figures": "[measured, uncalibrated, calibrated] per point; before: predicted before the run",
+            "metrics": list(METRICS),
             "max_abs_error": worst, "table": table}
 
 
@@ -636,6 +724,10 @@ def main() -> int:
                     "first one started)")
     ap.add_argument("--after-s", type=float, default=120, help="the --after command's time limit")
     ap.add_argument("--no-predict", action="store_true", help="do not run dspark advise for the points")
+    ap.add_argument("--predict-first", action="store_true", help="predict every point of the plan before any "
+                    "engine starts (predictions-before.jsonl in the archive)")
+    ap.add_argument("--predict-only", action="store_true", help="only that: predict the plan's points, start "
+                    "nothing (OUT/predictions-before-TAG.jsonl)")
     args = ap.parse_args()
     hook = After(tuple(shlex.split(args.after)), args.after_engine, args.after_s)
     t0 = time.monotonic()
@@ -664,7 +756,11 @@ def main() -> int:
         done = set(args.state.read_text().split()) if args.state.exists() else set()
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(2, min(12, (os.cpu_count() or 2) - 2)))
         futures: list[concurrent.futures.Future[dict[str, Any]]] = []
-        for eng in PLANS[args.plan]:
+        before: dict[str, dict[str, Any]] = {}
+        if args.predict_first or args.predict_only:
+            before = predict_before(PLANS[args.plan], args.src.resolve(), work, pool, log)
+            shutil.copy(work / "predictions-before.jsonl", args.out / f"predictions-before-{tag}.jsonl")
+        for eng in () if args.predict_only else PLANS[args.plan]:
             cost = engine_cost(eng, done)
             if not cost:
                 continue
@@ -678,7 +774,7 @@ def main() -> int:
             if not args.no_predict and (work / "points.jsonl").exists():
                 rows = [json.loads(line) for line in (work / "points.jsonl").read_text().splitlines()]
                 mine = [r for r in rows if r["config"]["engine_config"] == eng.name]
-                futures += predict_engine(mine, args.src.resolve(), work / eng.name, pool)
+                futures += predict_engine(mine, args.src.resolve(), work / eng.name, pool, before)
         collect(futures, pool, end, work, args.out / f"summary-{tag}.json", log)
     finally:
         if smi is not None:
