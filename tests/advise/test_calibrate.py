@@ -300,7 +300,7 @@ def test_a_profile_gives_its_decode_steps_and_its_closed_loops_never_a_waves_fig
                                       max_num_batched_tokens=4096)
     assert (bench.aggregate_decode_tps, bench.per_stream_decode_tps) == (2500.0, 1 / 0.009)
     assert (bench.prefill_mean_s, bench.ttft_mean_s) == (0.31, None)  # the engine's prefill, not the client's TTFT
-    assert (loop_step.seats, loop_step.step_s) == (32, pytest.approx(0.0068))
+    assert loop_step.seats == 32 and loop_step.step_s == pytest.approx(0.0068)
     assert (old_step.seats, old_step.step_s, old_step.prefill_s) == (1, 0.0052, None)
     assert not any(p.step_s == 0.011 or p.prefill_s for p in points)
     for raced in (0.5, 2.0):  # whatever the wave's intake did to its figures
