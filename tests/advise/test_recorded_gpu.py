@@ -144,11 +144,11 @@ KNOWN_GAPS: tuple[tuple[str, str, float, str], ...] = (
      "against 0.130), while the 8B's same point in run D waited as the model does (TTFT -5%): the waves' "
      "intake order, not the shape; the prefill matches (0.308 s against 0.30)"),
     ("clock-E/mixtral-8x7b-s128/x-in1024-out256-c8", "*", 0.11,
-     "Mixtral-8x7B's decode at 4-16 rows reads fewer experts than uniform top-2 routing (the profile's median gaps "
-     "16.2 and 23.5 ms against 18.4 and 26 modelled: dummy weights route unevenly): per-stream -10.4%, wall +10.1% "
-     "at 8 streams; its prompt steps are as modelled since the fused-MoE rate follows the experts' width "
-     "(dspark.perf.moe: 410 ms an 8,192-token step, 407 logged); its own profile's fit is refused on held-out "
-     "waves, so calibration does not mend it"),
+     "Mixtral-8x7B's decode at 4-16 rows is faster than uniform top-2 routing prices it (the profile's median gaps "
+     "16.2 and 23.5 ms against 18.4 and 26 modelled; vLLM's dummy weights route evenly, docs/advise.md): "
+     "per-stream -10.4%, wall +10.1% at 8 streams; its prompt steps are as modelled since the fused-MoE rate "
+     "follows the experts' width (dspark.perf.moe: 410 ms an 8,192-token step, 407 logged); calibrated on its own "
+     "profile (bandwidth x1.07, routing spread 0.90) within 3.1%"),
     ("clock-E/qwen3-8b-s128/d-in1024-out256-c8", "ttft_mean_s", 0.18,
      "the first step's race again: vLLM's per-iteration log shows each wave's first step with one request (1,024 "
      "tokens), then seven in the next; the model takes two, then six (run D, same argv: 0.181 s, within 20 ms)"),
