@@ -29,6 +29,7 @@ TERM_LABELS: dict[str, str] = {
     "launch_s": "launch cost per kernel without CUDA graphs",
     "per_token_s": "sampler cost per row",
     "prefill_per_token_s": "prefill cost per prompt token",
+    "routing_spread": "share of a step's tokens routed to experts independently",
 }
 
 
@@ -120,6 +121,8 @@ def terms_to_fit(points: Sequence[Measured], pinned: Sequence[str] = (), shape: 
     the per-request CPU cost, the GEMM rate and its rise with tokens; a time to first token or a prefill time the
     compute rates (or a measured prompt cost, where one is given); an eager engine its launch cost.
     """
+    if shape is not None and shape.async_scheduling:
+        return tuple(t for t in _async_terms(points, shape) if t not in pinned)
     distinct = len({p.seats for p in points})
     terms = ["fixed_s", "bandwidth_bytes_per_s", "kernel_floor_s"]
     if distinct >= 2:
@@ -129,6 +132,53 @@ def terms_to_fit(points: Sequence[Measured], pinned: Sequence[str] = (), shape: 
     if shape is not None and shape.eager:
         terms.append("launch_s")
     return tuple(t for t in terms if t not in pinned)
+
+
+# A step of tokens whose even top-k coverage lies in this range informs how evenly they route; at or above the top
+# every expert is read whatever the routing (the step pins the bandwidth alone).
+_PARTIAL_COVERAGE = (0.3, 0.97)
+
+
+def _coverage(shape: StepShape, tokens: float) -> float:
+    experts, top_k = shape.num_experts or 0, shape.top_k or 0
+    return 1.0 - (1.0 - top_k / experts) ** tokens if experts and top_k else 1.0
+
+
+def _async_terms(points: Sequence[Measured], shape: StepShape) -> list[str]:
+    """The terms a GPU engine's points pin when its CPU runs beside the GPU (async scheduling), so that per-step
+    CPU time does not show in a step the GPU bounds:
+
+    - the GPU's fixed cost per step (the kernels' floor: what a decode step costs beyond its reads), from any
+      step or bench. A dense model reads its weights whole every step, so its steps cannot tell a slower read
+      from a higher floor; the floor is what the H200 profiles show: their decode steps at 1, 4 and 16 rows and
+      at 280- and 2,072-token contexts sit 0.1-0.2 ms above the priors at every row count and context
+      (tests/device/results/2026-12-02-clock-D, -E), a constant, not a rate (a bandwidth fitted to it makes the
+      KV-heavy steps of 32-128 streams slow);
+    - for routed experts, the memory bandwidth (the paged-KV rate tied to it, calibrate._TIED) and how evenly
+      tokens spread over the experts, from decode steps at a few rows (partial even coverage) beside one that
+      reads every expert: the bytes read differ between them, which the dense steps' do not;
+    - the GEMM rate (with the attention and fused-MoE rates tied to it: one clock), from the engine's prefill
+      time of benches (a profile's closed loops), not from a client's TTFT (fit());
+    - without CUDA graphs, the launch cost per kernel.
+
+    Not fitted: the CPU per step and per row (hidden), a cost per row beyond the modelled reads (the profiles'
+    steps show none from 1 to 16 rows; at 64 rows 0.4 ms more, and as much at 128: a step-size effect, not a
+    per-row cost), the paged-KV rate apart from the bandwidth (KV is at most ~10% of a profile's decode steps:
+    fitted alone it follows their noise), the GEMM's rise with tokens and the attention rate apart from the GEMM
+    rate (prompt figures do not separate them).
+    """
+    steps = [p for p in points if p.step_s is not None]
+    terms = ["kernel_floor_s" if shape.kernels_per_step > 0 else "bandwidth_bytes_per_s"]
+    q = shape.query_len
+    lo, hi = _PARTIAL_COVERAGE
+    if any(lo <= _coverage(shape, p.seats * q) <= hi for p in steps if p.seats * q > 1) and any(
+            _coverage(shape, p.seats * q) > hi for p in steps):
+        terms += [t for t in ("bandwidth_bytes_per_s", "routing_spread") if t not in terms]
+    if any(p.prefill_s or (p.prefill_mean_s and p.workload is not None) for p in points):
+        terms.append("flops_per_s")  # the engine's prefill time; a client TTFT is not fitted to here (fit())
+    if shape.eager:
+        terms.append("launch_s")
+    return terms
 
 
 def prefill_seconds(costs: StepCosts, shape: StepShape, tokens: int, budget: int = 8192) -> float:
@@ -226,6 +276,8 @@ def bounds(prior: StepCosts, term: str) -> tuple[float, float]:
         return prior.flops_per_s * 0.2, prior.flops_per_s / 0.72
     if term == "attention_flops_per_s":
         return prior.attention_flops_per_s * 0.2, prior.attention_flops_per_s * 2.0
+    if term == "routing_spread":  # from every token on the same experts (~0) to even, independent routing
+        return 0.05, 1.0
     return _ABSOLUTE[term]
 
 
@@ -237,6 +289,26 @@ _ABSOLUTE: dict[str, tuple[float, float]] = {
 }
 # The pull toward the prior: small beside a residual, enough to keep a coefficient the points do not inform.
 _PRIOR_WEIGHT = 3e-5
+
+
+# Rates that move with a fitted one unless fitted themselves: the paged-KV rate with the memory bandwidth (the same
+# memory), the fused-MoE and attention rates with the GEMM rate (the same tensor cores at the same clock).
+_TIED: dict[str, tuple[str, ...]] = {"bandwidth_bytes_per_s": ("kv_bandwidth_bytes_per_s",),
+                                     "flops_per_s": ("expert_flops_per_s", "attention_flops_per_s")}
+
+
+def _tied(prior: StepCosts, costs: StepCosts, terms: Sequence[str]) -> StepCosts:
+    """costs with each rate tied to a fitted one (_TIED) moved by that one's ratio to its prior."""
+    moved: dict[str, float] = {}
+    for lead, follows in _TIED.items():
+        base = float(getattr(prior, lead))
+        if lead not in terms or not (0 < base < math.inf):
+            continue
+        for follower in follows:
+            value = float(getattr(prior, follower))
+            if follower not in terms and 0 < value < math.inf:
+                moved[follower] = value * float(getattr(costs, lead)) / base
+    return replace(costs, **moved) if moved else costs
 
 
 def _effective(costs: StepCosts, term: str) -> float:
@@ -260,7 +332,8 @@ def _fit_terms(prior: StepCosts, shape: StepShape, points: Sequence[Measured], t
         return math.exp(lo + (hi - lo) / (1.0 + math.exp(-max(min(x, 50.0), -50.0))))
 
     def at(x: Sequence[float]) -> StepCosts:
-        return replace(prior, **{t: value(v, sp) for t, v, sp in zip(terms, x, spans, strict=True)})
+        return _tied(prior, replace(prior, **{t: value(v, sp) for t, v, sp in zip(terms, x, spans, strict=True)}),
+                     terms)
 
     def inverse(v: float, span: tuple[float, float]) -> float:
         lo, hi = span
@@ -299,7 +372,7 @@ def shrunk(prior: StepCosts, fitted: StepCosts, terms: Sequence[str], weight: fl
         return fitted
     moved = {t: math.exp((1.0 - weight) * math.log(_effective(prior, t)) + weight * math.log(_effective(fitted, t)))
              for t in terms if _effective(prior, t) > 0 and _effective(fitted, t) > 0}
-    return replace(prior, **moved)
+    return _tied(prior, replace(prior, **moved), terms)
 
 
 @lru_cache(maxsize=64)
@@ -361,7 +434,16 @@ def held_out(prior: StepCosts, shape: StepShape, points: Sequence[Measured], ter
 def fit(prior: StepCosts, shape: StepShape, points: Sequence[Measured], pinned: Sequence[str] = ()) -> Calibration:
     """Fit the coefficients the points inform, within bounds; judged on held-out runs where there are three or
     more (used at the shrink weight that predicts them best), refused (the prior kept) if it fits its own points
-    worse than the priors or predicts the held-out runs no better."""
+    worse than the priors or predicts the held-out runs no better.
+
+    With async scheduling a bench's client TTFT is not fitted to: it carries the API server's intake and the wait
+    before a request's first schedule (dspark_inside.frontend's part of the model, not a step cost: at 32-128
+    streams on the H200 the engine's requests waited 0.09 s longer than the model's), and a GEMM rate fitted to
+    it made the prompts 3.5-4.6% slow and every decode figure with them; the engine's own prefill time (a
+    profile's closed loops) is what prices the prompts there.
+    """
+    if shape.async_scheduling:
+        points = [replace(p, ttft_mean_s=None) if p.workload is not None and p.ttft_mean_s else p for p in points]
     terms = terms_to_fit(points, pinned, shape)
     if prior.prefill_per_token_s > 0 and "prefill_per_token_s" not in pinned and any(
             p.prefill_s or p.ttft_mean_s or p.prefill_mean_s for p in points):
@@ -538,17 +620,23 @@ PROFILE_KIND = "dspark-profile"  # dspark.bench.profile.PROFILE_KIND
 
 
 def profile_points(data: Mapping[str, Any], source: str, max_num_batched_tokens: int = 8192) -> list[Measured]:
-    """A `dspark profile` JSON's measured points.
+    """A `dspark profile` JSON's measured points: what its benches measure of the step costs, and nothing else.
 
-    Each point is a bench of `batch` streams (`requests` in all: one wave sent at once, or a closed loop), and it
-    is read as the bench it is: its workload simulated as any bench is, against its aggregate and per-stream
-    decode and its prompt figure: the engine's own where the profile read its /metrics (pooled inter-token gaps,
-    request_prefill_time), else the client's (per-stream decode, TTFT). A wave's first steps hold the prompts of
-    the requests that arrive after the first, so its mean inter-token gap is not a decode step's (a wave of 64 ×
-    256-token prompts computes 16k prompt tokens in the steps of the first requests' decode); the simulation
-    puts them where the engine does. Beside it: the decode step alone, the median inter-token gap where the
-    profile records it (the steps without a prompt in them), else the mean gap where no summary is recorded (an
-    old profile), and a one-stream prompt's prefill time (the engine's own).
+    - Every point's decode step: the median inter-token gap where the profile records it (the steps without a
+      prompt in them), else the mean gap where no summary is recorded (an old profile). These pin the weights'
+      read (the step at one row), the cost a row adds and, for routed experts, how many a few rows read.
+    - A closed-loop point (more requests than streams: prompts landing in decode steps, the GPU at its sustained
+      clock) as the bench it is: its workload simulated as any bench is, against its aggregate and per-stream
+      decode and its prompt figure, the engine's own where the profile read its /metrics (pooled inter-token
+      gaps, request_prefill_time), else the client's (per-stream decode, TTFT).
+
+    Not read: a one-wave point's aggregate, per-stream and prefill figures, and a lone prompt's prefill time. A
+    wave's figures are set by how its requests reach the scheduler (how many the first step takes: on the H200
+    the engine's prefill time of 4 × 256-token prompts was 40-53 ms where one 1,024-token step takes 27), which
+    is the API server's and the scheduler's timing, not a step cost; a lone prompt of 2,048 tokens ran 11% faster
+    than the same prompt under load (47 ms against 53: a short burst at a higher SM clock than the board sustains
+    at its power cap), so a GEMM rate fitted to it makes loaded prompts fast: fitted to such figures, the H200
+    profiles predicted their own held-out waves worse than the priors (tests/device/results/2026-12-02-clock-E).
     """
     out: list[Measured] = []
     for p in data.get("points") or []:
@@ -566,16 +654,18 @@ def profile_points(data: Mapping[str, Any], source: str, max_num_batched_tokens:
 
         engine = str(p.get("source") or "").startswith("engine")
         itl, prefill = p.get("itl_mean_s"), p.get("prefill_mean_s")
+        requests = int(p.get("requests") or batch)
         aggregate, per_stream, ttft = (figure(m) for m in ("aggregate_decode_tps", "per_stream_decode_tps",
                                                             "ttft_mean_s"))
         engine_prefill: float | None = None
         if engine and isinstance(itl, (int, float)) and itl > 0 and math.isfinite(itl):
             per_stream = 1.0 / float(itl)  # the engine's own inter-token gaps, pooled as per-stream decode pools them
         if engine and isinstance(prefill, (int, float)) and prefill > 0 and math.isfinite(prefill):
-            engine_prefill, ttft = float(prefill), None  # its own prefill time, not the client's TTFT (below)
-        if prompt > 0 and output > 1 and any(f is not None for f in (aggregate, per_stream, ttft, engine_prefill)):
+            engine_prefill, ttft = float(prefill), None  # its own prefill time, not the client's TTFT (above)
+        if requests > batch and prompt > 0 and output > 1 and any(
+                f is not None for f in (aggregate, per_stream, ttft, engine_prefill)):
             hit = summary.get("prefix_hit_rate")
-            load = Workload(clients=batch, requests=int(p.get("requests") or batch), input_len=prompt,
+            load = Workload(clients=batch, requests=requests, input_len=prompt,
                             output_len=output, prefix_hit_rate=float(hit) if isinstance(hit, (int, float)) else 0.0,
                             max_num_batched_tokens=max_num_batched_tokens)
             out.append(Measured(seats=batch, source=label, workload=load, aggregate_decode_tps=aggregate,
@@ -590,8 +680,6 @@ def profile_points(data: Mapping[str, Any], source: str, max_num_batched_tokens:
             step = None
         if step is not None:
             out.append(Measured(seats=batch, source=label, step_s=step, context_tokens=prompt + output / 2))
-        if batch == 1 and isinstance(prefill, (int, float)) and prefill > 0 and math.isfinite(prefill):
-            out.append(Measured(seats=1, source=label, prefill_tokens=prompt, prefill_s=float(prefill)))
     if not out:
         raise ValueError(f"{source}: a `dspark profile` JSON with no step figure to calibrate on")
     return out

@@ -316,7 +316,9 @@ def describe_costs(costs: StepCosts, fitted: Sequence[str], sources: dict[str, s
         "per_token_s": f"{costs.per_token_s * 1e6:.2f} µs",
         "prefill_per_token_s": (f"{costs.prefill_per_token_s * 1e3:.4f} ms" if costs.prefill_per_token_s
                                 else "computed"),
+        "routing_spread": f"{costs.routing_spread:.2f}",
     }
+    shown = [t for t in TERM_LABELS if t != "routing_spread" or t in fitted]  # a MoE's, and only where fitted
     return [f"{TERM_LABELS[t]}: {values[t]} ("
             + (f"fitted to {points} measured point(s))" if t in fitted else f"prior: {sources.get(t, '?')})")
-            for t in TERM_LABELS]
+            for t in shown]

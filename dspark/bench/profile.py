@@ -4,11 +4,13 @@
 The plan: decode batches of 1, 4, 16 and 64 streams with short prompts (the step time at each batch size), and a
 batch of 1 and 4 with long prompts (the prompt's compute), a few output tokens each, one wave per point; then two
 closed-loop benches in the regime a deployment runs in (32 and 128 streams of 1,024-token prompts, two requests a
-stream, 128 out: prompts landing in decode steps, the GPU at its sustained clock). On the H200 the six waves
-alone took 3.6 s, and fitted to them the model missed 32-128 streams and 4k prompts by up to 13% where it was
-within 6.3% uncalibrated; with two such benches beside them the held-out points of that run came within 6.6% on
-decode and wall (tests/device/results/2026-12-02-clock-D). Some 15-20 s on a datacenter GPU, a minute or two
-on smaller ones. Around each point /metrics is read twice; the engine's own histograms
+stream, 128 out: prompts landing in decode steps, the GPU at its sustained clock). What `advise --calibrate` reads
+of it (dspark.advise.calibrate.profile_points): every point's decode step (the median inter-token gap: at 1-64
+rows and two contexts it pins the GPU's fixed cost per step and, for routed experts, the bandwidth and how many
+experts a few rows read) and the closed loops as the benches they are (their prompt figures pin the GEMM rate at
+the sustained clock); not a wave's aggregate or prefill figures (its intake race) nor a lone prompt's prefill (a
+burst above the sustained clock). Some 15-20 s on a datacenter GPU, a minute or two on smaller ones. Around each
+point /metrics is read twice; the engine's own histograms
 (vLLM: vllm:inter_token_latency_seconds, vllm:request_prefill_time_seconds, vllm:request_decode_time_seconds,
 vllm:iteration_tokens_total; the names are each engine's EngineSpec.metric_names) give the step figures, exact as
 sum ÷ count over the point. Where an engine exports none of them, the client's own inter-token latency and time

@@ -19,7 +19,9 @@ Where each term comes from:
   tensor cores work; decode reads every weight once per step whatever the row count (the seed deployment:
   decode at 78-85% of GB10's bandwidth at 1-7% of compute).
 - MoE expert coverage: a step of T tokens with top-k routing over E experts touches 1 − (1 − k/E)^T of them
-  (docs/advise.md), so the expert bytes read grow with T; each expert's GEMM sees T·k/E tokens.
+  (docs/advise.md), so the expert bytes read grow with T; each expert's GEMM sees T·k/E tokens. Tokens that
+  share experts more than even, independent routing does cover fewer: 1 − (1 − k/E)^(1 + (T − 1)·s), s the
+  routing spread (1 by default; a profile's decode steps at a few rows pin it, dspark.advise.calibrate).
 - The lm_head runs only for the positions the step samples (vLLM's compute_logits on the sampled hidden states:
   every decode position, a prompt chunk's last token), not for every prompt token.
 - GEMM efficiency eff(T) = T / (T + T_half), times the fraction a decoder layer's GEMMs reach at large T:
@@ -76,6 +78,10 @@ class StepCosts:
     arrival_hop_s: float = 0.0  # client -> engine core (and first token -> client): HTTP, API server, IPC
     api_per_request_s: float = 0.0  # the API server's own time per request, one request after another
     intake_s: float = 0.0  # an idle engine core: from the first request's arrival to its first schedule()
+    # Of a step's tokens after its first, the share that pick their experts independently of the others: a step
+    # of T tokens covers 1 − (1 − k/E)^(1 + (T − 1) · spread) of the experts. 1 (the prior): independent, even
+    # top-k routing; below 1: tokens that share experts (a router that favours some); fitted from decode steps.
+    routing_spread: float = 1.0
 
 
 @dataclass(frozen=True)

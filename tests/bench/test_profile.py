@@ -63,7 +63,7 @@ def stepping_fake() -> Iterator[str]:
 
 
 def test_a_profile_of_a_stepping_engine_feeds_the_calibration(stepping_fake: str, tmp_path: Path) -> None:
-    plan = (ProfilePoint(1, 8, 12), ProfilePoint(4, 8, 12))
+    plan = (ProfilePoint(1, 8, 12), ProfilePoint(4, 8, 12, requests=8))  # a wave, a closed loop
     data = run_profile(stepping_fake, plan=plan)
     assert data["kind"] == PROFILE_KIND and data["model"] == "fake-model"
     one, four = data["points"]
@@ -73,12 +73,12 @@ def test_a_profile_of_a_stepping_engine_feeds_the_calibration(stepping_fake: str
     assert four["itl_mean_s"] == pytest.approx(0.004 + 4 * 0.002, rel=0.5)
     assert one["itl_ms"]["p50"] > 0 and one["summary"]["per_stream_decode_tps"] > 0
     points = points_from_json(data, "profile.json")
-    # each wave as the bench it is (simulated), its median inter-token gap as a decode step, one stream's prefill
+    # each point's median inter-token gap as a decode step; the closed loop also as the bench it is (simulated);
+    # neither the wave's own figures (its intake race) nor its lone prompt's prefill (a burst's clock)
     assert [(p.seats, p.workload is not None, p.step_s is not None, p.prefill_s is not None) for p in points] == [
-        (1, True, False, False), (1, False, True, False), (1, False, False, True), (4, True, False, False),
-        (4, False, True, False)]
-    assert points[3].workload is not None and (points[3].workload.clients, points[3].workload.requests) == (4, 4)
-    assert points[1].step_s == pytest.approx(one["itl_ms"]["p50"] / 1e3)
+        (1, False, True, False), (4, True, False, False), (4, False, True, False)]
+    assert points[1].workload is not None and (points[1].workload.clients, points[1].workload.requests) == (4, 8)
+    assert points[0].step_s == pytest.approx(one["itl_ms"]["p50"] / 1e3)
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(data))
     assert points_from_json(json.loads(path.read_text()), str(path))[0].source.startswith(f"{path} (batch 1")

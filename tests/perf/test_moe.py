@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +53,23 @@ def test_tensor_parallel_splits_the_width_and_unknown_width_is_the_narrow_defaul
 def test_the_dense_rate_it_is_a_fraction_of_is_dsparks_h200_gemm_rate() -> None:
     h200 = gpu_perf("NVIDIA H200")
     assert h200.gemm_fraction * h200.bf16_tflops == pytest.approx(DENSE_TFLOPS)
+
+
+def test_the_h200_reads_experts_as_the_step_model_prices_them() -> None:
+    """tests/device/results/2026-12-02-moe-routing: under vLLM's dummy weights Mixtral's router spreads random tokens
+    evenly (coverage within 1 point of 1 − (1 − k/E)^T), and vLLM's fused-MoE kernel takes a time proportional to
+    the experts a step touches (from 4 of them up, within 10% of one per-expert time) at a rate within the
+    calibration's bandwidth bounds (0.24-1.0 of the 4.8 TB/s peak) and within 5% of 0.86 of the peak (run E's
+    profile-fitted bandwidth); the priors' 0.8 of the peak is below it."""
+    data = json.loads((Path(__file__).resolve().parents[1] / "device/results/2026-12-02-moe-routing/"
+                       "moe-routing.json").read_text())
+    for tokens, cov in data["routing"]["coverage"].items():
+        assert cov["sampled"] == pytest.approx(1 - (1 - 2 / 8) ** int(tokens), abs=0.01)
+    rows = [r for r in data["kernel"]["rows"] if "seconds" in r and r["experts_touched"] >= 4]
+    per_expert = [r["seconds"] / r["experts_touched"] for r in rows]
+    assert len(rows) >= 10 and max(per_expert) / min(per_expert) < 1.10
+    full = [r["bytes_per_s"] for r in rows if r["experts_touched"] == 8]
+    peak = gpu_perf("NVIDIA H200").bandwidth_gbps * 1e9
+    assert all(0.24 * peak < b < peak for b in full)
+    assert sum(full) / len(full) == pytest.approx(0.86 * peak, rel=0.05)
+    assert gpu_perf("NVIDIA H200").bandwidth_fraction < min(full) / peak

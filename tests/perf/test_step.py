@@ -4,6 +4,7 @@ the eager launch gap, async scheduling's overlap, and the engine-side replay run
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import math
 import os
@@ -134,6 +135,25 @@ def test_moe_reads_more_experts_as_tokens_grow() -> None:
     assert reads == sorted(reads) and reads[0] < reads[-1] / 5
     coverage_1 = 1 - (1 - 8 / 128) ** 1
     assert reads[0] == pytest.approx((1e9 + 30e9 * coverage_1) / 3.84e12)
+
+
+def test_tokens_that_share_experts_read_fewer_of_them() -> None:
+    """The routing spread s: a step of T tokens reads 1 − (1 − k/E)^(1 + (T − 1)·s) of the experts. s = 1 is even,
+    independent top-k routing (the formula without it); below 1 fewer experts at the same T, never fewer than one
+    token's k; one token reads its k experts whatever s is."""
+    reads = dataclasses.replace(MOE, dense_flops_per_token=0.0, expert_flops_per_token=0.0)  # the reads alone
+
+    def experts(spread: float, n: int) -> float:
+        table = cost_table(dataclasses.replace(H200ISH, routing_spread=spread), reads)
+        return (step_terms(table, n, 0.0, 0)["gemm"] * 3.84e12 - 1e9) / 30e9
+
+    for n in (1, 4, 16, 64):
+        assert experts(1.0, n) == pytest.approx(1 - (1 - 8 / 128) ** n)
+        assert experts(0.5, n) == pytest.approx(1 - (1 - 8 / 128) ** (1 + (n - 1) * 0.5))
+        assert 8 / 128 - 1e-12 <= experts(0.05, n) <= experts(0.5, n) <= experts(1.0, n)
+    assert experts(0.2, 1) == pytest.approx(8 / 128) and experts(0.5, 16) < experts(1.0, 16) - 0.2
+    dense = cost_table(dataclasses.replace(H200ISH, routing_spread=0.3), DENSE)
+    assert step_terms(dense, 16, 0.0, 0) == step_terms(cost_table(H200ISH, DENSE), 16, 0.0, 0)  # no experts: no effect
 
 
 def test_tensor_parallel_all_reduces_cost_latency_and_bytes() -> None:

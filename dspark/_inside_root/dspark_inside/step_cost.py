@@ -39,7 +39,8 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
         padded = float(sizes[bisect.bisect_left(sizes, math.ceil(tokens))])
     bw = _rate(cost, "bandwidth_bytes_per_s")
     experts, top_k = float(cost.get("num_experts") or 0), float(cost.get("top_k") or 0)
-    coverage = 1.0 - (1.0 - top_k / experts) ** tokens if experts and top_k else 1.0
+    spread = float(cost.get("routing_spread") or 1.0)  # tokens after the first that route independently
+    coverage = 1.0 - (1.0 - top_k / experts) ** (1.0 + max(tokens - 1.0, 0.0) * spread) if experts and top_k else 1.0
     observed = float(cost.get("prefill_per_token_s") or 0.0) if cost.get("prefill_observed") else 0.0
     gemm_tokens = padded - prefill if observed else padded  # a measured prompt cost replaces its compute
     half = max(float(cost.get("gemm_half_tokens") or 0.0), 1e-9)
