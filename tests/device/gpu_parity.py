@@ -20,7 +20,8 @@ goes first (ABAB), both tools given the same seed (the same numpy length draws a
   open      goodput where 2% can be decided: open loop at half the server's measured 16-stream rate (no queueing),
             short requests (128 in / 16 out, ratio 0.5) for ~20 s a run, one seed, rate and burstiness for both (the
             same lengths and arrival times); an untimed vllm run of it sets SLO_SETS at its percentiles (p50, p75,
-            p90 of TTFT, TPOT, E2EL), then --open-rounds pairs D V | V D ..., each tool given REPORTED_SET and
+            p90 of TTFT, TPOT, E2EL), then --open-rounds rounds D V Dn | Dn V D ... (Dn: dspark --no-metrics),
+            each tool given REPORTED_SET and
             every set recomputed from its per-request data (vllm --save-detailed; dspark through
             dspark_records.py), the server's /metrics read before and after each run (its own TTFT, ITL, queue
             time: whether a difference is the server's or the client's); open.json has it all
@@ -286,80 +287,95 @@ def _spread(xs: list[float]) -> dict[str, float]:
             "cv": statistics.stdev(xs) / m if len(xs) > 1 and m else math.nan}
 
 
+def _open_row(r: dict[str, Any], folder: Path, sets: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """One timed run of the open case: its figures, each SLO set's goodput and good fraction, the server's view."""
+    data = json.loads((folder / r["file"]).read_text())
+    if r["tool"] == "vllm":
+        reqs, reported = vllm_requests(data), data.get("request_goodput")
+    else:
+        reqs = dspark_requests(json.loads((folder / r["records"]).read_text()))
+        reported = (data.get("summary") or {}).get("request_goodput")
+    tool = r["tool"] + (f" {r['variant']}" if r.get("variant") else "")
+    row: dict[str, Any] = {"tool": tool, "round": r["round"], "file": r["file"], "sent": reqs["sent"],
+                           "completed": len(reqs["requests"]), "duration_s": reqs["duration"],
+                           "request_throughput": len(reqs["requests"]) / reqs["duration"],
+                           "reported_goodput": reported}
+    for fig in ("ttft", "tpot", "e2el"):
+        row[f"mean_{fig}_ms"] = statistics.fmean(q[fig] for q in reqs["requests"]) * 1e3
+    for name, slos in sets.items():
+        good, rate = goodput_of(reqs, slos)
+        row[f"goodput:{name}"] = rate
+        row[f"fraction:{name}"] = good / max(len(reqs["requests"]), 1)
+    if r.get("metrics_before") and r.get("metrics_after"):
+        row.update(server_view((folder / r["metrics_before"]).read_text(),
+                               (folder / r["metrics_after"]).read_text()))
+    if "server_time_to_first_token_mean_ms" in row:
+        # what the client adds to the server's own TTFT (the API server's arrival to its first token out)
+        row["client_minus_server_ttft_ms"] = row["mean_ttft_ms"] - row["server_time_to_first_token_mean_ms"]
+    return row
+
+
 def open_report(runs: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
     """The open-loop goodput case: per timed run each SLO set's goodput (recomputed from the tool's per-request
-    data; the reported set also as the tool printed it), latencies client- and server-side; per SLO set and figure
-    the dspark / vllm ratio of the means over the rounds, each round's ratio, and each tool's own run-to-run
-    spread (range / mean, coefficient of variation) beside the binomial noise of its good fraction."""
+    data; the reported set also as the tool printed it), latencies client- and server-side; per dspark variant
+    (as shipped; --no-metrics), SLO set and figure the dspark / vllm ratio of the means over the rounds both ran,
+    each round's ratio, and each tool's own run-to-run spread (range / mean, coefficient of variation) beside the
+    binomial noise of its good fraction."""
     slo_run = next((r for r in runs if r["case"] == "open" and r["point"] == "slo" and r.get("rc") == 0), None)
     if slo_run is None:
         return {}
     sets = slo_sets_from(vllm_requests(json.loads((folder / slo_run["file"]).read_text())))
-    out_runs = []
-    for r in runs:
-        if r["case"] != "open" or not r.get("round") or r.get("rc") not in (0, 1):
-            continue
-        data = json.loads((folder / r["file"]).read_text())
-        if r["tool"] == "vllm":
-            reqs, reported = vllm_requests(data), data.get("request_goodput")
-        else:
-            reqs = dspark_requests(json.loads((folder / r["records"]).read_text()))
-            reported = (data.get("summary") or {}).get("request_goodput")
-        row: dict[str, Any] = {"tool": r["tool"], "round": r["round"], "file": r["file"], "sent": reqs["sent"],
-                               "completed": len(reqs["requests"]), "duration_s": reqs["duration"],
-                               "request_throughput": len(reqs["requests"]) / reqs["duration"],
-                               "reported_goodput": reported}
-        for fig in ("ttft", "tpot", "e2el"):
-            row[f"mean_{fig}_ms"] = statistics.fmean(q[fig] for q in reqs["requests"]) * 1e3
-        for name, slos in sets.items():
-            good, rate = goodput_of(reqs, slos)
-            row[f"goodput:{name}"] = rate
-            row[f"fraction:{name}"] = good / max(len(reqs["requests"]), 1)
-        if r.get("metrics_before") and r.get("metrics_after"):
-            row.update(server_view((folder / r["metrics_before"]).read_text(),
-                                   (folder / r["metrics_after"]).read_text()))
-        if "server_time_to_first_token_mean_ms" in row:
-            # what the client adds to the server's own TTFT (the API server's arrival to its first token out)
-            row["client_minus_server_ttft_ms"] = row["mean_ttft_ms"] - row["server_time_to_first_token_mean_ms"]
-        out_runs.append(row)
+    out_runs = [_open_row(r, folder, sets) for r in runs
+                if r["case"] == "open" and r.get("round") and r.get("rc") in (0, 1)]
     figures = sorted({k for row in out_runs for k in row if k.startswith(("goodput:", "mean_", "server_", "client_"))
                       } | {"request_throughput", "reported_goodput", "duration_s"})
-    by = {t: {row["round"]: row for row in out_runs if row["tool"] == t} for t in ("dspark", "vllm")}
-    rounds = sorted(set(by["dspark"]) & set(by["vllm"]))
-    table_rows: dict[str, Any] = {}
-    for fig in figures:
-        raw = [by[t][k].get(fig) for t in ("dspark", "vllm") for k in rounds]
-        if any(not isinstance(v, (int, float)) for v in raw) or not rounds:
+    tools = sorted({row["tool"] for row in out_runs})
+    by = {t: {row["round"]: row for row in out_runs if row["tool"] == t} for t in tools}
+    theirs = by.get("vllm", {})
+    variants: dict[str, Any] = {}
+    for tool in tools:
+        rounds = sorted(set(by[tool]) & set(theirs))
+        if tool == "vllm" or not rounds:
             continue
-        xs, ys = [float(v) for v in raw[:len(rounds)]], [float(v) for v in raw[len(rounds):]]
-        entry: dict[str, Any] = {"dspark": _spread(xs), "vllm": _spread(ys),
-                                 "ratio": _ratio(statistics.fmean(xs), statistics.fmean(ys)),
-                                 "round_ratios": [_ratio(x, y) for x, y in zip(xs, ys, strict=True)]}
-        if fig.startswith("goodput:"):
-            name = fig.split(":", 1)[1]
-            p = statistics.fmean(by["vllm"][k][f"fraction:{name}"] for k in rounds)
-            n = statistics.fmean(by["vllm"][k]["completed"] for k in rounds)
-            entry["vllm_fraction"] = p
-            entry["dspark_fraction"] = statistics.fmean(by["dspark"][k][f"fraction:{name}"] for k in rounds)
-            # one run's good fraction's relative standard deviation were requests independent coin flips
-            entry["binomial_rel_sd"] = math.sqrt((1 - p) / (p * n)) if p > 0 and n else math.nan
-        table_rows[fig] = entry
-    return {"slo_sets_ms": sets, "reported_set": REPORTED_SET, "rounds": rounds, "runs": out_runs,
-            "figures": table_rows}
+        table_rows: dict[str, Any] = {}
+        for fig in figures:
+            raw = [by[t][k].get(fig) for t in (tool, "vllm") for k in rounds]
+            every_vllm = [theirs[k].get(fig) for k in sorted(theirs)]
+            if any(not isinstance(v, (int, float)) for v in raw + every_vllm):
+                continue
+            xs, ys = [float(v) for v in raw[:len(rounds)]], [float(v) for v in raw[len(rounds):]]
+            entry: dict[str, Any] = {"dspark": _spread(xs), "vllm": _spread(ys),
+                                     "vllm_all_runs": _spread([float(v) for v in every_vllm]),
+                                     "ratio": _ratio(statistics.fmean(xs), statistics.fmean(ys)),
+                                     "round_ratios": [_ratio(x, y) for x, y in zip(xs, ys, strict=True)]}
+            if fig.startswith("goodput:"):
+                name = fig.split(":", 1)[1]
+                p = statistics.fmean(theirs[k][f"fraction:{name}"] for k in rounds)
+                n = statistics.fmean(theirs[k]["completed"] for k in rounds)
+                entry["vllm_fraction"] = p
+                entry["dspark_fraction"] = statistics.fmean(by[tool][k][f"fraction:{name}"] for k in rounds)
+                # one run's good fraction's relative standard deviation were requests independent coin flips
+                entry["binomial_rel_sd"] = math.sqrt((1 - p) / (p * n)) if p > 0 and n else math.nan
+            table_rows[fig] = entry
+        variants[tool] = {"rounds": rounds, "figures": table_rows}
+    return {"slo_sets_ms": sets, "reported_set": REPORTED_SET, "runs": out_runs, "variants": variants}
 
 
 def open_table(rep: dict[str, Any]) -> str:
-    if not rep.get("figures"):
+    if not rep.get("variants"):
         return "open: no timed rounds"
-    lines = [f"open-loop goodput, rounds {rep['rounds']}; SLO sets (ms): " + "; ".join(
-        f"{k} " + ",".join(f"{s}:{v:g}" for s, v in d.items()) for k, d in rep["slo_sets_ms"].items()),
-        f"{'figure':42} {'dspark':>10} {'vllm':>10} {'ratio':>7}  {'vllm range':>10} {'vllm cv':>8} "
-        f"{'dspark cv':>9} {'binom sd':>8} {'frac':>6}  per round"]
-    for fig, e in rep["figures"].items():
-        lines.append(f"{fig[:42]:42} {e['dspark']['mean']:10.4g} {e['vllm']['mean']:10.4g} {e['ratio']:7.4f}  "
-                     f"{e['vllm']['range']:10.4f} {e['vllm']['cv']:8.4f} {e['dspark']['cv']:9.4f} "
-                     f"{e.get('binomial_rel_sd', math.nan):8.4f} {e.get('vllm_fraction', math.nan):6.3f}  "
-                     + ", ".join(f"{v:.4f}" for v in e["round_ratios"]))
+    lines = ["open-loop goodput; SLO sets (ms): " + "; ".join(
+        f"{k} " + ",".join(f"{s}:{v:g}" for s, v in d.items()) for k, d in rep["slo_sets_ms"].items())]
+    for tool, v in rep["variants"].items():
+        lines += [f"{tool} against vllm, rounds {v['rounds']} (vllm range/cv: over every vllm run)",
+                  f"{'figure':42} {'dspark':>10} {'vllm':>10} {'ratio':>7}  {'vllm range':>10} {'vllm cv':>8} "
+                  f"{'dspark cv':>9} {'binom sd':>8} {'frac':>6}  per round"]
+        for fig, e in v["figures"].items():
+            lines.append(f"{fig[:42]:42} {e['dspark']['mean']:10.4g} {e['vllm']['mean']:10.4g} {e['ratio']:7.4f}  "
+                         f"{e['vllm_all_runs']['range']:10.4f} {e['vllm_all_runs']['cv']:8.4f} "
+                         f"{e['dspark']['cv']:9.4f} {e.get('binomial_rel_sd', math.nan):8.4f} "
+                         f"{e.get('vllm_fraction', math.nan):6.3f}  "
+                         + ", ".join(f"{x:.4f}" for x in e["round_ratios"]))
     return "\n".join(lines)
 
 
@@ -617,8 +633,9 @@ def run_open(r: Runner, rounds: int) -> dict[str, Any]:
     """The open-loop goodput case: measure the server's closed-loop rate on the workload's lengths (dspark, 16
     streams: also the warm-up), then open loop at OPEN["load"] of it for ~run_s seconds, both tools with the same
     seed, rate and burstiness (the same lengths and arrival times), max concurrency far above what is in flight;
-    a vllm run of it first (untimed: the SLO sets' percentiles, and vllm's warm-up), then `rounds` pairs D V | V D
-    ..., the server's /metrics read before and after each timed run."""
+    a vllm run of it first (untimed: the SLO sets' percentiles, and vllm's warm-up), then `rounds` rounds
+    D V Dn | Dn V D ... (D: dspark as shipped, Dn: --no-metrics), the server's /metrics read before and after each
+    timed run."""
     w = OPEN
     info: dict[str, Any] = {}
     cap = r.dspark("open", "capacity", [*synth_dspark({**w, "requests": w["capacity_requests"],
@@ -630,7 +647,7 @@ def run_open(r: Runner, rounds: int) -> dict[str, Any]:
     rate = round(w["load"] * capacity, 2)
     # every round must fit what is left (a slow engine start shortens the runs, not the rounds): 2 runs a round
     # and the SLO run, each some 4 s longer than its arrivals (the tool's start, the last requests, /metrics)
-    run_s = max(8.0, min(float(w["run_s"]), (r.left() - 10) / (2 * rounds + 1) - 4))
+    run_s = max(8.0, min(float(w["run_s"]), (r.left() - 10) / (3 * rounds + 1) - 4))
     n = max(w["min_requests"], min(w["max_requests"], int(rate * run_s)))
     wl = {**w, "requests": n, "rate": rate}
     info["open_workload"] = {**wl, "capacity_req_s": capacity}
@@ -644,16 +661,19 @@ def run_open(r: Runner, rounds: int) -> dict[str, Any]:
     reported = sets[REPORTED_SET]
     per_run = n / rate + 4
     for i in range(rounds):
-        if r.left() < 2 * per_run:
+        if r.left() < 3 * per_run:
             r.log(f"open round {i + 1}: not started ({r.left():.0f} s left)")
             break
-        for tool in (("dspark", "vllm") if i % 2 == 0 else ("vllm", "dspark")):
-            if tool == "dspark":
-                r.dspark("open", "open-loop", [*synth_dspark(wl), *open_dspark(wl), *slo_args(reported, tool)],
-                         rnd=i + 1, records=True, metrics=True)
-            else:
-                r.vllm("open", "open-loop", [*synth_vllm(wl), *open_vllm(wl), *slo_args(reported, tool)], i + 1,
+        # vllm in the middle; dspark as shipped and with --no-metrics (no /metrics sampling during the run: does
+        # its sampler move the server?) alternate first and last, so a steady drift cancels over two rounds
+        for variant in (("", "vllm", "no-metrics") if i % 2 == 0 else ("no-metrics", "vllm", "")):
+            if variant == "vllm":
+                r.vllm("open", "open-loop", [*synth_vllm(wl), *open_vllm(wl), *slo_args(reported, "vllm")], i + 1,
                        metrics=True)
+            else:
+                r.dspark("open", "open-loop", [*synth_dspark(wl), *open_dspark(wl), *slo_args(reported, "dspark"),
+                                               *(["--no-metrics"] if variant else [])],
+                         variant, rnd=i + 1, records=True, metrics=True)
     return info
 
 
