@@ -326,7 +326,8 @@ def open_report(runs: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
         return {}
     sets = slo_sets_from(vllm_requests(json.loads((folder / slo_run["file"]).read_text())))
     out_runs = [_open_row(r, folder, sets) for r in runs
-                if r["case"] == "open" and r.get("round") and r.get("rc") in (0, 1)]
+                if r["case"] == "open" and r.get("round") and r.get("rc") in (0, 1) and (folder / r["file"]).exists()
+                and (r["tool"] == "vllm" or (folder / r.get("records", "-")).exists())]
     figures = sorted({k for row in out_runs for k in row if k.startswith(("goodput:", "mean_", "server_", "client_"))
                       } | {"request_throughput", "reported_goodput", "duration_s"})
     tools = sorted({row["tool"] for row in out_runs})
