@@ -532,15 +532,41 @@ class Runner:
                  + (f"\n{err}" if rc else ""))
         return data
 
+    def vllm_argv(self, args: list[str], name: str = "unused.json", detailed: bool = True) -> list[str]:
+        return ["--backend", "vllm", "--base-url", self.url, "--model", MODEL_NAME, "--tokenizer", str(self.model),
+                "--dataset-name", "random", "--ignore-eos", "--disable-tqdm", "--save-result",
+                *(["--save-detailed"] if detailed else []), "--percentile-metrics", "ttft,tpot,itl,e2el",
+                "--metric-percentiles", "50,99", "--result-dir", str(self.work), "--result-filename", name, *args]
+
+    def vllm_prompts(self, args: list[str], path: Path) -> int:
+        """vllm bench serve's own requests for `args` (its parser and get_samples, seeded as its main_async seeds,
+        the tokenizer as it loads it) written as a `dspark bench --prompts` file: the text and max_tokens of each,
+        in its order. Returns how many."""
+        import random  # noqa: PLC0415
+
+        import numpy as np  # noqa: PLC0415 - the image's
+        from vllm.benchmarks.datasets import get_samples  # noqa: PLC0415 - only on the device
+        from vllm.tokenizers import get_tokenizer  # noqa: PLC0415
+
+        add_cli_args, _main, parser_cls = self.serve
+        parser = parser_cls()
+        add_cli_args(parser)
+        a = parser.parse_args(self.vllm_argv(args))
+        random.seed(a.seed)
+        np.random.seed(a.seed)
+        tok = get_tokenizer(a.tokenizer, tokenizer_mode=a.tokenizer_mode, trust_remote_code=a.trust_remote_code)
+        reqs = get_samples(a, tok)
+        with path.open("w") as fh:
+            for q in reqs:
+                fh.write(json.dumps({"prompt": q.prompt, "max_tokens": q.expected_output_len}) + "\n")
+        return len(reqs)
+
     def vllm(self, case: str, point: str, args: list[str], rnd: int = 0,
              detailed: bool = True, metrics: bool = False) -> dict[str, Any] | None:
         self.n += 1
         name = f"{self.n:03d}-vllm-{case}-{point.replace(' ', '_').replace('/', '')}.json"
         m_before = self.scrape(name.removesuffix(".json") + ".metrics-before.txt") if metrics else ""
-        argv = ["--backend", "vllm", "--base-url", self.url, "--model", MODEL_NAME, "--tokenizer", str(self.model),
-                "--dataset-name", "random", "--ignore-eos", "--disable-tqdm", "--save-result",
-                *(["--save-detailed"] if detailed else []), "--percentile-metrics", "ttft,tpot,itl,e2el",
-                "--metric-percentiles", "50,99", "--result-dir", str(self.work), "--result-filename", name, *args]
+        argv = self.vllm_argv(args, name, detailed)
         t0 = time.monotonic()
         out_log = self.work / (name.removesuffix(".json") + ".log")
         rc = 0
@@ -630,13 +656,14 @@ def slo_args(slos: dict[str, float], tool: str) -> list[str]:
     return [x for pair in pairs for x in ("--goodput", pair)] if tool == "dspark" else ["--goodput", *pairs]
 
 
-def run_open(r: Runner, rounds: int) -> dict[str, Any]:
+def run_open(r: Runner, rounds: int, variant_b: str = "no-metrics") -> dict[str, Any]:
     """The open-loop goodput case: measure the server's closed-loop rate on the workload's lengths (dspark, 16
     streams: also the warm-up), then open loop at OPEN["load"] of it for ~run_s seconds, both tools with the same
     seed, rate and burstiness (the same lengths and arrival times), max concurrency far above what is in flight;
     a vllm run of it first (untimed: the SLO sets' percentiles, and vllm's warm-up), then `rounds` rounds
-    D V Dn | Dn V D ... (D: dspark as shipped, Dn: --no-metrics), the server's /metrics read before and after each
-    timed run."""
+    D V Dn | Dn V D ... (D: dspark as shipped, Dn: --no-metrics, or with variant_b "vllm-prompts" dspark sending
+    vllm bench serve's own random-dataset prompts through --prompts), the server's /metrics read before and after
+    each timed run."""
     w = OPEN
     info: dict[str, Any] = {}
     cap = r.dspark("open", "capacity", [*synth_dspark({**w, "requests": w["capacity_requests"],
@@ -660,6 +687,16 @@ def run_open(r: Runner, rounds: int) -> dict[str, Any]:
     info["open_slo_sets_ms"] = sets
     r.log(f"open: SLO sets {sets}")
     reported = sets[REPORTED_SET]
+    b_args = ["--no-metrics"]
+    if variant_b == "vllm-prompts" and r.serve is None:
+        r.log("open: vllm's prompts need vllm bench serve in this process (not --vllm-cli): --no-metrics instead")
+        variant_b = "no-metrics"
+    if variant_b == "vllm-prompts":
+        # the same requests as vllm's, text and lengths: does the server run as it ran for vllm's client?
+        theirs = r.work / "vllm-prompts.jsonl"
+        count = r.vllm_prompts([*synth_vllm(wl), *open_vllm(wl)], theirs)
+        info["vllm_prompts"] = {"file": theirs.name, "requests": count}
+        b_args = ["--prompts", str(theirs)]
     per_run = n / rate + 4
     for i in range(rounds):
         if r.left() < 3 * per_run:
@@ -667,22 +704,26 @@ def run_open(r: Runner, rounds: int) -> dict[str, Any]:
             break
         # vllm in the middle; dspark as shipped and with --no-metrics (no /metrics sampling during the run: does
         # its sampler move the server?) alternate first and last, so a steady drift cancels over two rounds
-        for variant in (("", "vllm", "no-metrics") if i % 2 == 0 else ("no-metrics", "vllm", "")):
+        for variant in (("", "vllm", variant_b) if i % 2 == 0 else (variant_b, "vllm", "")):
             if variant == "vllm":
                 r.vllm("open", "open-loop", [*synth_vllm(wl), *open_vllm(wl), *slo_args(reported, "vllm")], i + 1,
                        metrics=True)
-            else:
-                r.dspark("open", "open-loop", [*synth_dspark(wl), *open_dspark(wl), *slo_args(reported, "dspark"),
-                                               *(["--no-metrics"] if variant else [])],
-                         variant, rnd=i + 1, records=True, metrics=True)
+                continue
+            load = synth_dspark(wl)
+            if variant == "vllm-prompts":  # the file's prompts and max_tokens instead of synthetic ones
+                load = ["-n", str(wl["requests"]), "-c", str(wl["concurrency"]), "--seed", str(wl["seed"]), *b_args]
+            elif variant:
+                load = [*load, *b_args]
+            r.dspark("open", "open-loop", [*load, *open_dspark(wl), *slo_args(reported, "dspark")],
+                     variant, rnd=i + 1, records=True, metrics=True)
     return info
 
 
 def run_cases(r: Runner, cases: list[str], goodput_rounds: int,  # noqa: PLR0912
-              open_rounds: int = OPEN_ROUNDS) -> dict[str, Any]:
+              open_rounds: int = OPEN_ROUNDS, open_variant: str = "no-metrics") -> dict[str, Any]:
     info: dict[str, Any] = {}
     if "open" in cases:
-        info.update(run_open(r, open_rounds))
+        info.update(run_open(r, open_rounds, open_variant))
     if "goodput" not in cases and "sweep" not in cases:
         return info
     # Untimed warm-ups of both clients on the whole goodput workload (other seeds): the server's first runs of a
@@ -791,7 +832,7 @@ def device_main(a: argparse.Namespace) -> int:  # noqa: PLR0912
         meta["seconds_to_healthy"] = round(time.monotonic() - t0, 1)
         log(f"healthy={healthy} after {meta['seconds_to_healthy']} s (rc {proc.poll()})")
         if healthy:
-            meta.update(run_cases(runner, a.cases.split(","), a.goodput_rounds, a.open_rounds))
+            meta.update(run_cases(runner, a.cases.split(","), a.goodput_rounds, a.open_rounds, a.open_variant))
     finally:
         if proc is not None:
             meta["stop_s"] = stop(proc)
@@ -838,7 +879,12 @@ def main() -> int:
     ap.add_argument("--deadline-s", type=float, default=520)
     ap.add_argument("--cases", default="goodput,sweep", help="goodput, sweep, open (comma-separated)")
     ap.add_argument("--goodput-rounds", type=int, default=GOODPUT_ROUNDS)
-    ap.add_argument("--open-rounds", type=int, default=OPEN_ROUNDS, help="pairs of timed runs of the open case")
+    ap.add_argument("--open-rounds", type=int, default=OPEN_ROUNDS, help="rounds of timed runs of the open case")
+    ap.add_argument("--open-variant", choices=("no-metrics", "vllm-prompts"), default="no-metrics",
+                    help="the open case's second dspark run each round: --no-metrics (as on 2026-12-02), or "
+                         "vllm bench serve's own prompts sent through --prompts (needs vllm in this process)")
+    ap.add_argument("--open-load", type=float, default=OPEN["load"],
+                    help="the open case's rate as a fraction of the measured 16-stream rate")
     ap.add_argument("--prefix-caching", action="store_true",
                     help="leave the engine's prefix caching on (as the 2026-12-02 run did; every run after a tool's "
                          "first then hits the cache)")
@@ -846,6 +892,7 @@ def main() -> int:
     ap.add_argument("--small", action="store_true", help="a smoke run's workloads (a CPU engine, a fake server)")
     a = ap.parse_args()
     DSPARK_PYTHON[0] = a.dspark_python
+    OPEN["load"] = a.open_load
     PREFIX_CACHING[0] = a.prefix_caching
     PORT = a.port
     if a.compare:
