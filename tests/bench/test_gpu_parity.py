@@ -515,6 +515,7 @@ def test_goodput_with_the_same_prompts_is_within_two_percent_where_the_record_de
     decided = set()
     for name in fourth_report["slo_sets_ms"]:
         d = _decision(goodputs, PROMPTS, name)
+        assert math.isclose(variant[f"goodput:{name}"]["ratio_se"], d["se"], rel_tol=1e-9)  # the harness's table
         if d["se"] <= GOAL and variant[f"goodput:{name}"]["binomial_rel_sd"] <= GOAL:
             decided.add(name)
             assert abs(d["ratio"] - 1) <= GOAL, (name, d)

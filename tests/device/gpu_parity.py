@@ -341,12 +341,14 @@ def open_report(runs: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
         table_rows: dict[str, Any] = {}
         for fig in figures:
             raw = [by[t][k].get(fig) for t in (tool, "vllm") for k in rounds]
-            every_vllm = [theirs[k].get(fig) for k in sorted(theirs)]
-            if any(not isinstance(v, (int, float)) for v in raw + every_vllm):
+            every_raw = [theirs[k].get(fig) for k in sorted(theirs)]
+            if any(not isinstance(v, (int, float)) for v in raw + every_raw):
                 continue
-            xs, ys = [float(v) for v in raw[:len(rounds)]], [float(v) for v in raw[len(rounds):]]
+            nums = [float(v) for v in raw if isinstance(v, (int, float))]
+            every_vllm = [float(v) for v in every_raw if isinstance(v, (int, float))]
+            xs, ys = nums[:len(rounds)], nums[len(rounds):]
             entry: dict[str, Any] = {"dspark": _spread(xs), "vllm": _spread(ys),
-                                     "vllm_all_runs": _spread([float(v) for v in every_vllm]),
+                                     "vllm_all_runs": _spread(every_vllm),
                                      "ratio": _ratio(statistics.fmean(xs), statistics.fmean(ys)),
                                      "round_ratios": [_ratio(x, y) for x, y in zip(xs, ys, strict=True)]}
             if fig.startswith("goodput:"):
@@ -357,6 +359,10 @@ def open_report(runs: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
                 entry["dspark_fraction"] = statistics.fmean(by[tool][k][f"fraction:{name}"] for k in rounds)
                 # one run's good fraction's relative standard deviation were requests independent coin flips
                 entry["binomial_rel_sd"] = math.sqrt((1 - p) / (p * n)) if p > 0 and n else math.nan
+                # the ratio of the round means' standard error from both tools' run-to-run spread: a set decides
+                # the 2% goal when this and the binomial sd are both at most 2% (test_gpu_parity's criterion)
+                entry["ratio_se"] = (math.hypot(entry["dspark"]["cv"], entry["vllm"]["cv"]) / math.sqrt(len(rounds))
+                                     if len(rounds) > 1 else math.nan)
             table_rows[fig] = entry
         variants[tool] = {"rounds": rounds, "figures": table_rows}
     return {"slo_sets_ms": sets, "reported_set": REPORTED_SET, "runs": out_runs, "variants": variants}
@@ -370,11 +376,12 @@ def open_table(rep: dict[str, Any]) -> str:
     for tool, v in rep["variants"].items():
         lines += [f"{tool} against vllm, rounds {v['rounds']} (vllm range/cv: over every vllm run)",
                   f"{'figure':42} {'dspark':>10} {'vllm':>10} {'ratio':>7}  {'vllm range':>10} {'vllm cv':>8} "
-                  f"{'dspark cv':>9} {'binom sd':>8} {'frac':>6}  per round"]
+                  f"{'dspark cv':>9} {'binom sd':>8} {'s.e.':>7} {'frac':>6}  per round"]
         for fig, e in v["figures"].items():
             lines.append(f"{fig[:42]:42} {e['dspark']['mean']:10.4g} {e['vllm']['mean']:10.4g} {e['ratio']:7.4f}  "
                          f"{e['vllm_all_runs']['range']:10.4f} {e['vllm_all_runs']['cv']:8.4f} "
                          f"{e['dspark']['cv']:9.4f} {e.get('binomial_rel_sd', math.nan):8.4f} "
+                         f"{e.get('ratio_se', math.nan):7.4f} "
                          f"{e.get('vllm_fraction', math.nan):6.3f}  "
                          + ", ".join(f"{x:.4f}" for x in e["round_ratios"]))
     return "\n".join(lines)
@@ -607,8 +614,9 @@ class Runner:
         if rc:
             rec["stderr"] = out_log.read_text()[-2000:]
         self.record(rec)
+        err = str(rec.get("stderr", ""))
         self.log(f"vllm   {case}/{point}: rc {rc} in {secs} s; req/s {(data or {}).get('request_throughput')}, "
-                 f"goodput {(data or {}).get('request_goodput')}" + (f"\n{rec.get('stderr', '')[-800:]}" if rc else ""))
+                 f"goodput {(data or {}).get('request_goodput')}" + (f"\n{err[-800:]}" if rc else ""))
         return data
 
 
