@@ -571,7 +571,9 @@ def test_the_prompt_text_does_not_explain_the_third_runs_slower_server(
     prompts ran it no faster (5.5% slower: TTFT and prefill 18% longer, within this call's run-to-run spread), so
     making dspark's synthetic text vllm's would not close a gap. vllm's runs here are not the slow ones. Nor is
     the API server's CPU: it spent more of it under dspark's client than under vllm's in both records (its
-    process_cpu_seconds_total over each run), while the third run's server was faster under dspark."""
+    process_cpu_seconds_total over each run), while the third run's server was faster under dspark. Nor the prefix
+    cache (off: no lookups in any run). What the server got differed by the text alone: 1064 B a request from
+    dspark sending vllm's prompts, 1111 B from vllm's client (47 B more fields), ~720 B of dspark's words."""
     h = _harness()
     later = [r for r in fourth_report["runs"] if r["round"] > 1]
     itl = {t: statistics.fmean(r["server_inter_token_latency_mean_ms"] for r in later if r["tool"] == t)
@@ -584,6 +586,7 @@ def test_the_prompt_text_does_not_explain_the_third_runs_slower_server(
     third = open_report["runs"]
     assert min(r["server_inter_token_latency_mean_ms"] for r in third if r["tool"] == "vllm") > 16.5
     cpu: dict[str, dict[str, list[float]]] = {}
+    sizes: dict[str, dict[str, set[int]]] = {}
     for label, folder in (("third", open_folder), ("fourth", fourth_folder)):
         for r in _open_runs(folder):
             if r["round"]:
@@ -591,6 +594,16 @@ def test_the_prompt_text_does_not_explain_the_third_runs_slower_server(
                 after = h.metric_sums((folder / r["metrics_after"]).read_text())
                 used = after["process_cpu_seconds_total"] - before["process_cpu_seconds_total"]
                 cpu.setdefault(label, {}).setdefault("vllm" if r["tool"] == "vllm" else "dspark", []).append(used)
+                # nor the prefix cache (off: no lookups, no hits); the bodies differ by the text alone (bytes a request)
+                assert after["vllm:prefix_cache_queries_total"] == after["vllm:prompt_tokens_cached_total"] == 0.0
+                size = (after["http_request_size_bytes_sum"] - before["http_request_size_bytes_sum"]) / (
+                    after["http_request_size_bytes_count"] - before["http_request_size_bytes_count"])
+                body = "vllm" if r["tool"] == "vllm" else r["variant"] or "synthetic"
+                sizes.setdefault(label, {}).setdefault(body, set()).add(round(size))
+    # recorded: vllm's 1111 and 1110 B, dspark sending the same prompts 1064 B (vllm's body has 47 B more fields),
+    # dspark's synthetic text 724 and 718 B
+    assert sizes["fourth"]["vllm"] == {1111} and sizes["fourth"]["vllm-prompts"] == {1064}, sizes
+    assert max(sizes["fourth"]["synthetic"] | sizes["third"]["synthetic"] | sizes["third"]["no-metrics"]) < 730
     for label, tools in cpu.items():
         assert len(tools["vllm"]) == 4 and len(tools["dspark"]) == 8
         assert statistics.fmean(tools["dspark"]) > statistics.fmean(tools["vllm"]), (label, tools)
