@@ -207,12 +207,17 @@ def test_the_second_runs_slower_dspark_rounds_were_the_servers_steps_not_the_cli
 OPEN_RECORD = ROOT / "tests" / "device" / "results" / "2026-12-02-parity-goodput2" / "parity.tar.gz"
 
 
-@pytest.fixture(scope="module")
-def open_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    out = tmp_path_factory.mktemp("parity-open")
-    with tarfile.open(OPEN_RECORD) as tar:
+def _unpacked(tmp_path_factory: pytest.TempPathFactory, record: Path, name: str) -> Path:
+    """A recorded parity.tar.gz unpacked into a fresh folder: its parity/ folder."""
+    out = tmp_path_factory.mktemp(name)
+    with tarfile.open(record) as tar:
         tar.extractall(out, filter="data")
-    yield out / "parity"
+    return out / "parity"
+
+
+@pytest.fixture(scope="module")
+def open_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _unpacked(tmp_path_factory, OPEN_RECORD, "parity-open")
 
 
 @pytest.fixture(scope="module")
@@ -361,11 +366,8 @@ KNEE = {"ttft-p50", "tpot-p50", "e2el-p50", "ttft+tpot-p75"}
 
 
 @pytest.fixture(scope="module")
-def fourth_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    out = tmp_path_factory.mktemp("parity-open-4")
-    with tarfile.open(FOURTH_RECORD) as tar:
-        tar.extractall(out, filter="data")
-    yield out / "parity"
+def fourth_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _unpacked(tmp_path_factory, FOURTH_RECORD, "parity-open-4")
 
 
 @pytest.fixture(scope="module")
