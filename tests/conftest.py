@@ -8,6 +8,12 @@ from pathlib import Path
 
 import pytest
 
+# Ray reads its switch for single-host clusters (every address on loopback) when first imported, and under
+# pytest-xdist any test of a worker may be the first to import it (dspark.hardware.ray_nodes does, in process):
+# set before any test runs, as tests/deploy/test_ray_cluster.py's local cluster needs it.
+RAY_LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+os.environ.update(RAY_LOOPBACK)
+
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = Path(os.environ.get("DSPARK_ENGINES_DIR", ROOT / ".engines"))
 
