@@ -485,6 +485,12 @@ class Runner:
         with (self.work / "runs.jsonl").open("a") as fh:
             fh.write(json.dumps(rec) + "\n")
 
+    def scrape_after(self, rec: dict[str, Any], name: str, before: str, requests: int) -> None:
+        """Record beside run `name` the /metrics read before it and the one after its `requests` finished."""
+        rec["metrics_before"] = before
+        rec["metrics_after"] = self.scrape(name.removesuffix(".json") + ".metrics-after.txt", requests,
+                                           (self.work / before).read_text())
+
     def scrape(self, name: str, expect: int = 0, before: str = "") -> str:
         """The server's /metrics into `name`; with `expect`, polled (up to 2 s) until the e2e histogram has
         counted that many requests more than in `before` (a request's figures land as it finishes)."""
@@ -526,10 +532,7 @@ class Runner:
             rec["records"] = rec_name
         data = json.loads((self.work / name).read_text()) if (self.work / name).exists() else None
         if metrics:
-            rec["metrics_before"] = m_before
-            rec["metrics_after"] = self.scrape(name.removesuffix(".json") + ".metrics-after.txt",
-                                               int((data or {}).get("requests") or 0),
-                                               (self.work / m_before).read_text())
+            self.scrape_after(rec, name, m_before, int((data or {}).get("requests") or 0))
         if rc:
             rec["stderr"] = err
         self.record(rec)
@@ -603,10 +606,7 @@ class Runner:
                "mode": "cli" if self.vllm_cli else "in-process add_cli_args + main"}
         data = json.loads((self.work / name).read_text()) if (self.work / name).exists() else None
         if metrics:
-            rec["metrics_before"] = m_before
-            rec["metrics_after"] = self.scrape(name.removesuffix(".json") + ".metrics-after.txt",
-                                               int((data or {}).get("completed") or 0),
-                                               (self.work / m_before).read_text())
+            self.scrape_after(rec, name, m_before, int((data or {}).get("completed") or 0))
         if data is not None and "generated_texts" in data:
             # the random words the model generated: most of the file, and no figure reads them
             data["generated_texts"] = None
