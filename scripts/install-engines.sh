@@ -84,6 +84,23 @@ add_vllm033_gdn() {
 # The three environments share nothing: installed side by side (each is mostly unpacking torch, ~2 min alone on
 # two cores), each failure named and the script failed once all have ended.
 # (Each starts from an `if` body, not a `||` list, so that `set -e` holds inside it.)
+# Disk, checked before anything is unpacked: the CI run at stop 32 filled its disk halfway through three concurrent
+# installs and failed on pip's "No space left on device" after 106 s. Each environment needs about its installed
+# size (vllm 3.4 GB, sglang 2.5, vllm033 3.1) plus pip's unpacked wheels while it runs (~1 GB each; TMPDIR).
+need_gb=0
+vllm_ok || need_gb=$((need_gb + 5))
+sglang_ok || need_gb=$((need_gb + 4))
+vllm033_ok || need_gb=$((need_gb + 5))
+free_gb() { df -Pk "$1" | awk 'NR == 2 { printf "%d", $4 / 1048576 }'; }
+for where in "$dest" "${TMPDIR:-/tmp}"; do
+  have=$(free_gb "$where")
+  if [ "$need_gb" -gt 0 ] && [ "$have" -lt "$need_gb" ]; then
+    echo "[engines] not enough disk: the engines to install need about $need_gb GB on the filesystem of $where," \
+      "$have GB are free (df -h $where). Free some space, or set DSPARK_ENGINES_DIR (and TMPDIR) to a larger" \
+      "disk, then run this again." >&2
+    exit 1
+  fi
+done
 pids=() names=()
 if ! vllm_ok; then install_vllm & pids+=($!); names+=(vllm); fi
 if ! sglang_ok; then install_sglang & pids+=($!); names+=(sglang); fi
