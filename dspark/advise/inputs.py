@@ -289,6 +289,9 @@ def model_inputs(
         prefill_per_token_s=prefill, flops_per_s=flops, gemm_half_tokens=GEMM_HALF_TOKENS,
         attention_flops_per_s=peak * 1e12 * perf.attention_fraction * perf.sustained_clock,
         kernel_floor_s=0.0 if cpu else KERNEL_FLOOR_S,
+        # A weight-bound GEMM's unhidden tensor-core share (dspark.perf.gpus, measured at the rated clock): the
+        # model's GEMM rate is at the sustained clock, so the share times the sustained clock.
+        gemm_unhidden=perf.gemm_unhidden * perf.sustained_clock,
         launch_s=0.0 if cpu else LAUNCH_S, cpu_per_row_s=CPU_PER_ROW_S,
         kv_bandwidth_bytes_per_s=gbps * 1e9 * perf.kv_fraction,
         expert_flops_per_s=flops * moe_fraction,  # 0 without routed experts

@@ -35,3 +35,12 @@ def test_the_sustained_clock_is_a_fraction_and_measured_where_the_h200_says_so()
     h200 = gpu_perf("NVIDIA H200")
     assert h200.sustained_clock == 0.80 and "1,395-1,530 MHz" in h200.source
     assert CPU.sustained_clock == 1.0
+
+
+def test_the_unhidden_gemm_share_and_the_kv_rate_are_hoppers_where_measured() -> None:
+    """gemm_unhidden and the 0.9 paged-KV fraction come from H200 measurements (dspark.perf.gpus): Hopper only; the
+    other shipped GPUs keep none and 0.65."""
+    for name in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"):
+        assert gpu_perf(name).gemm_unhidden == 0.22 and gpu_perf(name).kv_fraction == 0.90
+    for name in ("NVIDIA B200", "NVIDIA GeForce RTX 5090", "NVIDIA GB10"):
+        assert gpu_perf(name).gemm_unhidden == 0.0 and gpu_perf(name).kv_fraction == 0.65
