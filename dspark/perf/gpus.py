@@ -61,6 +61,9 @@ class GpuPerf:
     # does not hide (dspark.perf.step): measured on Hopper only (aiconfigurator's H200 torch-linear table), 0
     # (none priced) elsewhere.
     gemm_unhidden: float = 0.0
+    # The fused-MoE kernel's read rate of routed experts at large experts, as a fraction of peak (dspark.perf.moe:
+    # the H200's; 0: the dense bandwidth fraction, where nothing was measured).
+    expert_fraction: float = 0.0
     source: str = ""
 
 
@@ -69,12 +72,12 @@ GPUS: tuple[GpuPerf, ...] = (
     GpuPerf("h100 pcie", "H100 PCIe", 2000.0, 756.0, 1513.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (PCIe)"),
     GpuPerf("h100 nvl", "H100 NVL", 3900.0, 835.0, 1671.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (NVL)"),
     GpuPerf("h200", "H200", 4800.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.90, sustained_clock=0.80,
-            gemm_unhidden=0.22,
+            gemm_unhidden=0.22, expert_fraction=4.14 / 4.8,
             source="NVIDIA H200 datasheet; GEMM fraction measured on the lent H200 (~790 of 989 TFLOP/s); "
                    "sustained clock 1,395-1,530 MHz under prompt-heavy load at its 700 W cap (nvidia-smi, "
                    "tests/device/results/2026-12-02-clock) of the 1,830 MHz its 989 TFLOP/s is rated at"),
     GpuPerf("h100", "H100 SXM", 3350.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.90, sustained_clock=0.80,
-            gemm_unhidden=0.22,
+            gemm_unhidden=0.22, expert_fraction=4.14 / 4.8,
             source="NVIDIA H100 datasheet (SXM); the H200's GH100 die at the same 700 W cap"),
     GpuPerf("b200", "B200", 8000.0, 2250.0, 4500.0, 900.0, 10e-6, source="NVIDIA DGX B200 datasheet"),
     GpuPerf("rtx 5090", "RTX 5090", 1792.0, 209.5, 419.0, 50.0, 25e-6,

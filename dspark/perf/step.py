@@ -22,6 +22,9 @@ Where each term comes from:
   (docs/advise.md), so the expert bytes read grow with T; each expert's GEMM sees T·k/E tokens. Tokens that
   share experts more than even, independent routing does cover fewer: 1 − (1 − k/E)^(1 + (T − 1)·s), s the
   routing spread (1 by default; a profile's decode steps at a few rows pin it, dspark.advise.calibrate).
+- The routed experts' weights are read by the fused-MoE kernel at a rate of their own, which grows with an
+  expert's size (dspark.perf.moe.expert_read_fraction: aiconfigurator's H200 fused-MoE table and the lent H200's
+  own timing of vLLM's fused_experts on Mixtral's layer).
 - The lm_head runs only for the positions the step samples (vLLM's compute_logits on the sampled hidden states:
   every decode position, a prompt chunk's last token), not for every prompt token.
 - A weight-bound GEMM does not hide all of its tensor-core work behind its weight stream: its memory side is
@@ -85,6 +88,7 @@ class StepCosts:
     cpu_per_row_s: float = 0.0  # CPU per scheduled request per step
     kv_bandwidth_bytes_per_s: float = 0.0  # achieved rate of paged KV reads (0: bandwidth_bytes_per_s)
     expert_flops_per_s: float = 0.0  # the fused-MoE kernel's rate at large per-expert token counts (0: flops_per_s)
+    expert_bandwidth_bytes_per_s: float = 0.0  # the fused-MoE kernel's read rate of routed experts (0: bandwidth)
     arrival_hop_s: float = 0.0  # client -> engine core (and first token -> client): HTTP, API server, IPC
     api_per_request_s: float = 0.0  # the API server's own time per request, one request after another
     intake_s: float = 0.0  # an idle engine core: from the first request's arrival to its first schedule()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dspark.hardware.profiles import get_profile, profile_names
 from dspark.perf.gpus import CPU, UNKNOWN, gpu_perf, is_known
 
@@ -38,9 +40,12 @@ def test_the_sustained_clock_is_a_fraction_and_measured_where_the_h200_says_so()
 
 
 def test_the_unhidden_gemm_share_and_the_kv_rate_are_hoppers_where_measured() -> None:
-    """gemm_unhidden and the 0.9 paged-KV fraction come from H200 measurements (dspark.perf.gpus): Hopper only; the
-    other shipped GPUs keep none and 0.65."""
+    """gemm_unhidden, the 0.9 paged-KV fraction and the fused-MoE expert read rate come from H200 measurements
+    (dspark.perf.gpus, dspark.perf.moe): Hopper only; the other shipped GPUs keep none, 0.65 and the bandwidth."""
     for name in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"):
-        assert gpu_perf(name).gemm_unhidden == 0.22 and gpu_perf(name).kv_fraction == 0.90
+        perf = gpu_perf(name)
+        assert perf.gemm_unhidden == 0.22 and perf.kv_fraction == 0.90
+        assert perf.expert_fraction == pytest.approx(4.14 / 4.8)
     for name in ("NVIDIA B200", "NVIDIA GeForce RTX 5090", "NVIDIA GB10"):
-        assert gpu_perf(name).gemm_unhidden == 0.0 and gpu_perf(name).kv_fraction == 0.65
+        perf = gpu_perf(name)
+        assert perf.gemm_unhidden == 0.0 and perf.kv_fraction == 0.65 and perf.expert_fraction == 0.0

@@ -66,8 +66,9 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
     observed = float(cost.get("prefill_per_token_s") or 0.0) if cost.get("prefill_observed") else 0.0
     gemm_tokens = padded - prefill if observed else padded  # a measured prompt cost replaces its compute
     sampled = rows * q + (1 if prefill else 0)  # the logits: every verified position, a prompt's last token
-    weights = (float(cost.get("dense_weight_bytes") or 0.0)
-               + float(cost.get("expert_weight_bytes") or 0.0) * coverage) / bw
+    expert_bw = float(cost.get("expert_bandwidth_bytes_per_s") or 0.0) or bw  # the fused-MoE kernel's own reads
+    weights = (float(cost.get("dense_weight_bytes") or 0.0) / bw
+               + float(cost.get("expert_weight_bytes") or 0.0) * coverage / expert_bw)
     compute, unhidden = _linear(cost, gemm_tokens, sampled, experts, top_k)
     weights += unhidden
     if pairs is None:
