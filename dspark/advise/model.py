@@ -77,7 +77,7 @@ class Simulated:
 
 
 class _Req:
-    __slots__ = ("arrival", "ctx", "first", "last", "out_left", "prefill_left", "scheduled", "sent")
+    __slots__ = ("arrival", "ctx", "first", "last", "out_left", "prefill_left", "scheduled", "seen", "sent")
 
     def __init__(self, arrival: float, prefill: int, cached: int, output: int, sent: float | None = None) -> None:
         self.sent = arrival if sent is None else sent  # when its client sent it
@@ -86,6 +86,7 @@ class _Req:
         self.ctx = float(cached)
         self.out_left = float(output)
         self.first: float | None = None
+        self.seen: float | None = None  # when its client has the first token
         self.last = 0.0
         self.scheduled: float | None = None
 
@@ -218,7 +219,8 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
     emit = max(shape.emitted_per_step, 1.0)
     budget = max(load.max_num_batched_tokens, 1)
     pipe = _Pipeline(2 if shape.async_scheduling else 1)
-    api = Frontend(max(costs.arrival_hop_s, 0.0), costs.api_per_request_s)
+    api = Frontend(max(costs.arrival_hop_s, 0.0), costs.api_per_request_s, costs.api_per_token_s,
+                   costs.api_per_finish_s)
     waiting: deque[_Req] = deque(_Req(api.arrival(0.0), prefill, cached, load.output_len, 0.0)
                                  for _ in range(min(load.clients, load.requests)))
     sent = len(waiting)
@@ -251,6 +253,7 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
                            for r in running])
             now += steps * dt
             _decode(decoding, steps * emit)
+            firsts: list[_Req] = []
         else:
             steps = 1
             dt, prompt_dt = _mixed_step(costs, shape, decoding, chunks, ctx)
@@ -258,10 +261,16 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
             now += dt
             _decode(decoding, emit)
             _prefill(chunks, now)
+            firsts = [r for r, _ in chunks if r.prefill_left == 0]
         kv_peak = max(kv_peak, math.fsum(r.ctx for r in running))
         finished = _leave(running, done, now)
-        for _ in range(min(finished, load.requests - sent)):  # each client sends its next request at once
-            waiting.append(_Req(api.arrival(now), prefill, cached, load.output_len, now))
+        # The step's tokens pass through the API server to their clients; a finished request's client sends its
+        # next request once it has the last token.
+        seen = api.returned(now, len(decoding) + len(firsts), finished, steps, dt)
+        for r in firsts:
+            r.seen = seen
+        for _ in range(min(finished, load.requests - sent)):
+            waiting.append(_Req(api.arrival(seen), prefill, cached, load.output_len, seen))
             sent += 1
         pipe.ran(now, steps, dt, finished, cut,
                  cpu_seconds(table(costs, shape), len(decoding), sum(t for _, t in chunks)))
@@ -269,11 +278,11 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
         # it was given for the step: its verified and proposed tokens, not only those it kept.
         decoded = {id(r) for r in decoding}
         usage.see([r.ctx + (shape.query_len - emit if id(r) in decoded else 0.0) for r in running])
-    return _result(costs, shape, load, seats, done, now, kv_peak, usage.peak, prefill_time, api.hop)
+    return _result(costs, shape, load, seats, done, now, kv_peak, usage.peak, prefill_time)
 
 
 def _result(costs: StepCosts, shape: StepShape, load: Workload, seats: int, done: list[_Req], now: float,
-            kv_peak: float, usage_peak: float | None, prefill_time: float, hop: float) -> Simulated:
+            kv_peak: float, usage_peak: float | None, prefill_time: float) -> Simulated:
     """What the bench would report of the finished requests (and the model's own figures beside)."""
     cached = round(load.input_len * load.prefix_hit_rate)
     streams = [r for r in done if r.first is not None and r.last > r.first]
@@ -287,8 +296,8 @@ def _result(costs: StepCosts, shape: StepShape, load: Workload, seats: int, done
         wall_time_s=now,
         aggregate_decode_tps=load.requests * load.output_len / now if now > 0 else math.nan,
         per_stream_decode_tps=decode_tokens / decode_span if decode_span > 0 else math.nan,
-        # The client's TTFT: from its send to the first token's arrival, a hop after it is sampled.
-        ttft_mean_s=math.fsum((r.first or r.last) - r.sent for r in done) / n + hop,
+        # The client's TTFT: from its send to the first token's arrival, through the API server.
+        ttft_mean_s=math.fsum((r.seen or r.last) - r.sent for r in done) / n,
         decode_step_s=decode_step_s(costs, shape, full, full * mean_ctx),
         kv_peak_tokens=math.ceil(kv_peak),
         kv_peak_usage=usage_peak,
