@@ -188,6 +188,21 @@ def _admit(waiting: deque[_Req], running: list[_Req], seats: int, pipe: _Pipelin
         running.append(waiting.popleft())
 
 
+def _returned(api: Frontend, when: tuple[float, int, float], rows: int, firsts: list[_Req], finished: int,
+              successors: tuple[deque[_Req], int, int, int, int]) -> int:
+    """The step's tokens (`when`: its end, and the steps of a stretch and their length) pass through the API server to
+    their clients: first tokens are seen then, and each finished request's client sends its next request once it has
+    the last token (`successors`: the waiting queue, how many are left to send, their prompt to compute, cached and
+    output tokens); how many were sent."""
+    seen = api.returned(when[0], rows + len(firsts), finished, when[1], when[2])
+    for r in firsts:
+        r.seen = seen
+    waiting, left, prefill, cached, output = successors
+    count = min(finished, left)
+    waiting.extend(_Req(api.arrival(seen), prefill, cached, output, seen) for _ in range(count))
+    return count
+
+
 def _leave(running: list[_Req], done: list[_Req], now: float) -> int:
     """Move the requests that have all their tokens from `running` to `done`; how many."""
     finished = [r for r in running if r.out_left <= 1e-9]
@@ -253,7 +268,6 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
                            for r in running])
             now += steps * dt
             _decode(decoding, steps * emit)
-            firsts: list[_Req] = []
         else:
             steps = 1
             dt, prompt_dt = _mixed_step(costs, shape, decoding, chunks, ctx)
@@ -261,17 +275,11 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
             now += dt
             _decode(decoding, emit)
             _prefill(chunks, now)
-            firsts = [r for r, _ in chunks if r.prefill_left == 0]
+        firsts = [r for r, _ in chunks if r.prefill_left == 0]  # none in a stretch: it has no prompt chunks
         kv_peak = max(kv_peak, math.fsum(r.ctx for r in running))
         finished = _leave(running, done, now)
-        # The step's tokens pass through the API server to their clients; a finished request's client sends its
-        # next request once it has the last token.
-        seen = api.returned(now, len(decoding) + len(firsts), finished, steps, dt)
-        for r in firsts:
-            r.seen = seen
-        for _ in range(min(finished, load.requests - sent)):
-            waiting.append(_Req(api.arrival(seen), prefill, cached, load.output_len, seen))
-            sent += 1
+        sent += _returned(api, (now, steps, dt), len(decoding), firsts, finished,
+                          (waiting, load.requests - sent, prefill, cached, load.output_len))
         pipe.ran(now, steps, dt, finished, cut,
                  cpu_seconds(table(costs, shape), len(decoding), sum(t for _, t in chunks)))
         # The engine reports usage after the step, finished requests freed; a decoding seat still holds the slots
