@@ -64,12 +64,13 @@ ARRIVAL_HOP_S = 2.5e-3
 # 4-128). An idle engine core blocks on its input queue for one request, adds it, takes only what is queued by
 # then and steps (EngineCore._process_input_queue, vLLM 0.25): 0.25 ms of intake (the first request's
 # add_request), so the first step holds the first request of a burst alone and the rest are in by the next.
-# Which of a burst the first step takes is a race: 1, 2, 4 or 8 in the 18 bursts whose counts were logged (runs
-# A-D's vllm:iteration_tokens_total: two at 2, 4 and 8 streams, all four once at 4; run E's per-iteration log:
-# one in 3 of 5; run F's: 2, 1, 4, 8, 1, 8 at 4-128 streams, and 2 and 1 at 8 and 32 of 4k prompts). Replanned
-# with the first step's count given, over the 37 recorded bursts of 2-64 streams the mean TTFT is off by 3.4% on
-# average taking one (4 beyond 10%), 5.7% taking two (8 beyond) and 4.7% with the mean over the logged outcomes'
-# frequencies (6 beyond): one, the engine's own path when requests come one by one (docs/advise.md).
+# Which of a burst the first step takes is a race: 1, 2, 4 or 8 where the logs count it (runs A-D's
+# vllm:iteration_tokens_total: two at 2, 4 and 8 streams, all four once at 4; run E's per-iteration log: one in 4
+# of its 5 bursts; run F's: 2, 1, 4, 8, 1, 8 at 4-128 streams, 2 and 1 at 8 and 32 streams of 4k prompts; one or
+# two each about 7 times in 18, four or eight 2 each). Replanned with the first step's count given, the mean TTFT
+# of the 44 recorded points at 2-64 streams (run A's MoE points, whose Triton JIT ran in them, aside) is off by
+# 4.8% on average taking one (7 beyond 10%), 6.6% taking two (11 beyond) and 5.6% with the mean over those
+# outcomes (9 beyond): one, the engine core's own path when requests reach it one by one (docs/advise.md).
 API_PER_REQUEST_S = 0.5e-3
 INTAKE_S = 0.25e-3
 # The same one process streams every step's outputs (AsyncLLM's output_handler, then each request's SSE chunk;
@@ -80,8 +81,9 @@ INTAKE_S = 0.25e-3
 # 0.4-5.9 s). Each request that ends costs it 2 ms more: run F's 14B access log (each request's response start)
 # against its per-iteration log put every successor's arrival at the API server 3-46 ms after its predecessor's
 # last step, growing with the requests that ended in that step (one: 3-9 ms at 1-64 streams; seven or eight:
-# 14-37 ms), and this queue, with the 65 µs and the 2.5 ms hop, places the 440 of them within 2.5 ms on average
-# (the hop alone: 22 ms early).
+# 14-37 ms), and this queue, with the 65 µs and the 2.5 ms hop, places the 263 of them (its 32-stream point
+# aside: a one-time stall) within 2.7 ms on average; sent as the step ends, a hop from the engine core, they were
+# 22 ms early.
 API_PER_TOKEN_S = 65e-6
 API_PER_FINISH_S = 2e-3
 # GEMM tiles are 64-128 rows: half of the large-GEMM rate at ~48 tokens (tile occupancy), rising toward it.
