@@ -5,7 +5,7 @@ GEMM and attention FLOPs, plus per-kernel latency, CUDA-graph padding, the eager
 per-step time, hidden behind the GPU with async scheduling). The simulation runs the engine's continuous batching
 step by step: up to `seats` requests hold a seat, decode rows are scheduled first and prompts fill the rest of the
 `max_num_batched_tokens` budget in chunks (vLLM's chunked prefill), and C closed-loop clients send their next
-request as soon as one finishes.
+request once the last token of its previous one reaches it.
 """
 
 from __future__ import annotations
@@ -220,9 +220,11 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
     The engine's loop decides what a step holds before the step it follows has ended: with async scheduling
     (vLLM's EngineCore.step_with_batch_queue, a queue of 2) step k is scheduled when step k - 2 returns its output,
     while step k - 1 runs, so a request that reaches the engine during step k - 1 waits for step k + 1 at the
-    earliest; without it, step k is scheduled when step k - 1 returns. A finished request's client sends its
-    next one at once; it reaches the engine core `arrival_hop_s` later (streaming, HTTP, the API server's input
-    processing, the IPC to the engine core), and its first token reaches the client as much after it is sampled.
+    earliest; without it, step k is scheduled when step k - 1 returns. Every step's tokens reach their
+    clients through the API server (dspark_inside.frontend: one process, its work per streamed token and per
+    request that ends queued behind what it had, then `arrival_hop_s`); a finished request's client sends its next
+    one once it has the last token, and that request reaches the engine core `arrival_hop_s` later (HTTP, the API
+    server's input processing, the IPC to the engine core).
 
     With `counting`, the engine's KV-usage metric is taken after each step, as the engine reports it (finished
     requests freed, the others holding the slots the step gave them), and its peak reported.
