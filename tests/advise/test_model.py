@@ -112,3 +112,22 @@ def test_requests_sent_together_reach_the_engine_one_after_another() -> None:
     # Step 1 (A alone): max(10 ms prompt, 10 ms CPU) from 1 ms to 11 ms. Step 2, fixed at 1 + 10 = 11 ms with the
     # other seven (arrived at 2-8 ms): 700 × 0.1 = 70 ms, ending at 81 ms. Client TTFTs: 12 ms, and 82 ms for seven.
     assert sim.ttft_mean_s == pytest.approx((0.012 + 7 * 0.082) / 8)
+
+
+def test_a_closed_loop_client_sends_its_next_request_once_the_api_server_streamed_it_the_last_token() -> None:
+    """The API server streams each step's tokens (1 ms a token here) and ends each finished request (9 ms) in turn,
+    and the client has them a hop (1 ms) after it is through: a finished request's successor is sent only then, and
+    its TTFT counts from that send. Two clients, then a third request: A and B's prompts (30 ms from 1 ms), their
+    first tokens at the clients at 31 + 2 + 1 = 34 ms; three decode steps of 10 ms end both at 61 ms, their last
+    tokens reach the clients at 61 + 2 × 1 + 2 × 9 + 1 = 82 ms, when C is sent; it reaches the engine core at
+    83 ms (a hop), its prompt runs to 103 ms and its first token is at the client at 105: TTFT 23 ms."""
+    shape = StepShape(10e6, 0.0, None, None, 0.0, 0.0, 0, 1.0, async_scheduling=True)
+    load = Workload(clients=2, requests=3, input_len=100, output_len=4)
+    busy = StepCosts(0.0, 1e9, 0.0, 0.0001, arrival_hop_s=0.001, api_per_token_s=0.001, api_per_finish_s=0.009)
+    sim = simulate(busy, shape, load, seats=2)
+    assert sim.ttft_mean_s == pytest.approx((0.034 + 0.034 + 0.023) / 3)
+    assert sim.wall_time_s == pytest.approx(0.133)  # C's three decode steps after 103 ms
+    # Without the API server's work the round trip is two hops: C sent at 62 ms, the pass 20 ms shorter.
+    idle = simulate(StepCosts(0.0, 1e9, 0.0, 0.0001, arrival_hop_s=0.001), shape, load, seats=2)
+    assert idle.ttft_mean_s == pytest.approx((0.032 + 0.032 + 0.022) / 3)
+    assert idle.wall_time_s == pytest.approx(0.113)
