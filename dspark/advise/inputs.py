@@ -60,17 +60,32 @@ CPU_PER_ROW_S = 10e-6
 # 5-6 ms above the engine's own request_prefill_time_seconds with nothing queued: ~2.5 ms each way.
 ARRIVAL_HOP_S = 2.5e-3
 # The API server is one process: it takes requests in turn, so requests sent together reach the engine core apart,
-# and an idle engine core takes in what has come while it readies its first schedule(). On the lent H200 the first
-# step after an idle engine held two of the requests sent together, at 2, 4 and 8 streams, dense and MoE alike
-# (vllm:iteration_tokens_total: one batch of 2,049-4,096 tokens per wave at 2 and 4 streams, and one of
-# 2,049-4,096 with one of 4,097-8,192 at 8): about 0.5 ms a request, 0.75 ms of intake. (The API server's own
-# process CPU, vLLM 0.32 on this project's CPU host: 1.5 ms a request plus 2.2 µs a prompt token; the H200 host ran
-# the per-token part 0.4-0.75 µs, from the one-stream TTFT at 4,096 against 1,024-token prompts in runs A and D.)
-# Which of a burst the first step takes is a race: vLLM's per-iteration log showed one in every burst of run E, and
-# 2, 1, 4, 8, 1, 8 at 4, 8, 16, 32, 64, 128 streams in run F's 14B (its access-log lines, each request's response
-# start, 0.1-2 ms apart); two is the prior.
+# about 0.5 ms a request (run F's access-log lines, each request's response start, 0.1-2 ms apart in bursts of
+# 4-128). An idle engine core blocks on its input queue for one request, adds it, takes only what is queued by
+# then and steps (EngineCore._process_input_queue, vLLM 0.25): 0.25 ms of intake (the first request's
+# add_request), so the first step holds the first request of a burst alone and the rest are in by the next.
+# Which of a burst the first step takes is a race: 1, 2, 4 or 8 where the logs count it (runs A-D's
+# vllm:iteration_tokens_total: two at 2, 4 and 8 streams, all four once at 4; run E's per-iteration log: one in 4
+# of its 5 bursts; run F's: 2, 1, 4, 8, 1, 8 at 4-128 streams, 2 and 1 at 8 and 32 streams of 4k prompts; one or
+# two each about 7 times in 18, four or eight 2 each). Replanned with the first step's count given, the mean TTFT
+# of the 44 recorded points at 2-64 streams (run A's MoE points, whose Triton JIT ran in them, aside) is off by
+# 4.8% on average taking one (7 beyond 10%), 6.6% taking two (11 beyond) and 5.6% with the mean over those
+# outcomes (9 beyond): one, the engine core's own path when requests reach it one by one (docs/advise.md).
 API_PER_REQUEST_S = 0.5e-3
-INTAKE_S = 0.75e-3
+INTAKE_S = 0.25e-3
+# The same one process streams every step's outputs (AsyncLLM's output_handler, then each request's SSE chunk;
+# vLLM 0.25 entrypoints/openai and v1/engine/async_llm.py): a closed-loop client has its request's last token, and
+# sends its next, only once the API server is through that step's outputs. Its process CPU (process_cpu_seconds_total
+# in the /metrics snapshots before and after each point of runs D, E and F, 40 points of 1-128 streams, dense and
+# MoE): 65 µs a streamed token (least squares with a per-point constant and a per-second idle term; rms 0.29 s of
+# 0.4-5.9 s). Each request that ends costs it 2 ms more: run F's 14B access log (each request's response start)
+# against its per-iteration log put every successor's arrival at the API server 3-46 ms after its predecessor's
+# last step, growing with the requests that ended in that step (one: 3-9 ms at 1-64 streams; seven or eight:
+# 14-37 ms), and this queue, with the 65 µs and the 2.5 ms hop, places the 263 of them (its 32-stream point
+# aside: a one-time stall) within 2.7 ms on average; sent as the step ends, a hop from the engine core, they were
+# 22 ms early.
+API_PER_TOKEN_S = 65e-6
+API_PER_FINISH_S = 2e-3
 # GEMM tiles are 64-128 rows: half of the large-GEMM rate at ~48 tokens (tile occupancy), rising toward it.
 GEMM_HALF_TOKENS = 48.0
 # Activations the elementwise kernels read and write per token and layer, in hidden-size units (norm in/out twice,
@@ -309,6 +324,7 @@ def model_inputs(
         expert_flops_per_s=flops * moe_fraction,  # 0 without routed experts
         expert_bandwidth_bytes_per_s=_expert_read(perf, gbps, arch, tp, expert),
         arrival_hop_s=0.0 if cpu else ARRIVAL_HOP_S, api_per_request_s=0.0 if cpu else API_PER_REQUEST_S,
+        api_per_token_s=0.0 if cpu else API_PER_TOKEN_S, api_per_finish_s=0.0 if cpu else API_PER_FINISH_S,
         intake_s=0.0 if cpu else INTAKE_S)
     sources["kv_bandwidth_bytes_per_s"] = (f"{perf.kv_fraction:.0%} of {perf.label}'s {gbps:,.0f} GB/s: paged KV "
                                            "reads of decode attention" if is_known(perf) else

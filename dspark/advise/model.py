@@ -5,7 +5,7 @@ GEMM and attention FLOPs, plus per-kernel latency, CUDA-graph padding, the eager
 per-step time, hidden behind the GPU with async scheduling). The simulation runs the engine's continuous batching
 step by step: up to `seats` requests hold a seat, decode rows are scheduled first and prompts fill the rest of the
 `max_num_batched_tokens` budget in chunks (vLLM's chunked prefill), and C closed-loop clients send their next
-request as soon as one finishes.
+request once the last token of its previous one reaches it.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class Simulated:
 
 
 class _Req:
-    __slots__ = ("arrival", "ctx", "first", "last", "out_left", "prefill_left", "scheduled", "sent")
+    __slots__ = ("arrival", "ctx", "first", "last", "out_left", "prefill_left", "scheduled", "seen", "sent")
 
     def __init__(self, arrival: float, prefill: int, cached: int, output: int, sent: float | None = None) -> None:
         self.sent = arrival if sent is None else sent  # when its client sent it
@@ -86,6 +86,7 @@ class _Req:
         self.ctx = float(cached)
         self.out_left = float(output)
         self.first: float | None = None
+        self.seen: float | None = None  # when its client has the first token
         self.last = 0.0
         self.scheduled: float | None = None
 
@@ -185,7 +186,9 @@ class _Pipeline:
         its output taken once the first was launched: its first tokens then."""
         if self.depth > 1:
             for r in self.sampled:
-                r.first = max(r.first or 0.0, cut + cpu)
+                late = max(0.0, cut + cpu - (r.first or 0.0))
+                r.first = (r.first or 0.0) + late
+                r.seen = None if r.seen is None else r.seen + late  # its client has it as much later
         self.sampled = [r for r, _ in chunks if r.prefill_left == 0]
         for k in range(min(steps, self.depth) - 1, 0, -1):
             self.ends.append(now - k * dt)
@@ -201,6 +204,21 @@ def _admit(waiting: deque[_Req], running: list[_Req], seats: int, pipe: _Pipelin
     cut, held = pipe.cut(), pipe.held()
     while waiting and len(running) + held < seats and waiting[0].arrival <= cut + 1e-12:
         running.append(waiting.popleft())
+
+
+def _returned(api: Frontend, when: tuple[float, int, float], rows: int, firsts: list[_Req], finished: int,
+              successors: tuple[deque[_Req], int, int, int, int]) -> int:
+    """The step's tokens (`when`: its end, and the steps of a stretch and their length) pass through the API server to
+    their clients: first tokens are seen then, and each finished request's client sends its next request once it has
+    the last token (`successors`: the waiting queue, how many are left to send, their prompt to compute, cached and
+    output tokens); how many were sent."""
+    seen = api.returned(when[0], rows + len(firsts), finished, when[1], when[2])
+    for r in firsts:
+        r.seen = seen
+    waiting, left, prefill, cached, output = successors
+    count = min(finished, left)
+    waiting.extend(_Req(api.arrival(seen), prefill, cached, output, seen) for _ in range(count))
+    return count
 
 
 def _leave(running: list[_Req], done: list[_Req], now: float) -> int:
@@ -220,9 +238,11 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
     The engine's loop decides what a step holds before the step it follows has ended: with async scheduling
     (vLLM's EngineCore.step_with_batch_queue, a queue of 2) step k is scheduled when step k - 2 returns its output,
     while step k - 1 runs, so a request that reaches the engine during step k - 1 waits for step k + 1 at the
-    earliest; without it, step k is scheduled when step k - 1 returns. A finished request's client sends its
-    next one at once; it reaches the engine core `arrival_hop_s` later (streaming, HTTP, the API server's input
-    processing, the IPC to the engine core), and its first token reaches the client as much after it is sampled.
+    earliest; without it, step k is scheduled when step k - 1 returns. Every step's tokens reach their
+    clients through the API server (dspark_inside.frontend: one process, its work per streamed token and per
+    request that ends queued behind what it had, then `arrival_hop_s`); a finished request's client sends its next
+    one once it has the last token, and that request reaches the engine core `arrival_hop_s` later (HTTP, the API
+    server's input processing, the IPC to the engine core).
 
     With `counting`, the engine's KV-usage metric is taken after each step, as the engine reports it (finished
     requests freed, the others holding the slots the step gave them), and its peak reported.
@@ -234,7 +254,8 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
     emit = max(shape.emitted_per_step, 1.0)
     budget = max(load.max_num_batched_tokens, 1)
     pipe = _Pipeline(2 if shape.async_scheduling else 1)
-    api = Frontend(max(costs.arrival_hop_s, 0.0), costs.api_per_request_s)
+    api = Frontend(max(costs.arrival_hop_s, 0.0), costs.api_per_request_s, costs.api_per_token_s,
+                   costs.api_per_finish_s)
     waiting: deque[_Req] = deque(_Req(api.arrival(0.0), prefill, cached, load.output_len, 0.0)
                                  for _ in range(min(load.clients, load.requests)))
     sent = len(waiting)
@@ -274,22 +295,22 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
             now += dt
             _decode(decoding, emit)
             _prefill(chunks, now)
+        firsts = [r for r, _ in chunks if r.prefill_left == 0]  # none in a stretch: it has no prompt chunks
         kv_peak = max(kv_peak, math.fsum(r.ctx for r in running))
         finished = _leave(running, done, now)
-        for _ in range(min(finished, load.requests - sent)):  # each client sends its next request at once
-            waiting.append(_Req(api.arrival(now), prefill, cached, load.output_len, now))
-            sent += 1
+        sent += _returned(api, (now, steps, dt), len(decoding), firsts, finished,
+                          (waiting, load.requests - sent, prefill, cached, load.output_len))
         pipe.ran(now, steps, dt, finished, cut,
                  cpu_seconds(table(costs, shape), len(decoding), sum(t for _, t in chunks)), chunks)
         # The engine reports usage after the step, finished requests freed; a decoding seat still holds the slots
         # it was given for the step: its verified and proposed tokens, not only those it kept.
         decoded = {id(r) for r in decoding}
         usage.see([r.ctx + (shape.query_len - emit if id(r) in decoded else 0.0) for r in running])
-    return _result(costs, shape, load, seats, done, now, kv_peak, usage.peak, prefill_time, api.hop)
+    return _result(costs, shape, load, seats, done, now, kv_peak, usage.peak, prefill_time)
 
 
 def _result(costs: StepCosts, shape: StepShape, load: Workload, seats: int, done: list[_Req], now: float,
-            kv_peak: float, usage_peak: float | None, prefill_time: float, hop: float) -> Simulated:
+            kv_peak: float, usage_peak: float | None, prefill_time: float) -> Simulated:
     """What the bench would report of the finished requests (and the model's own figures beside)."""
     cached = round(load.input_len * load.prefix_hit_rate)
     streams = [r for r in done if r.first is not None and r.last > r.first]
@@ -303,8 +324,8 @@ def _result(costs: StepCosts, shape: StepShape, load: Workload, seats: int, done
         wall_time_s=now,
         aggregate_decode_tps=load.requests * load.output_len / now if now > 0 else math.nan,
         per_stream_decode_tps=decode_tokens / decode_span if decode_span > 0 else math.nan,
-        # The client's TTFT: from its send to the first token's arrival, a hop after it is sampled.
-        ttft_mean_s=math.fsum((r.first or r.last) - r.sent for r in done) / n + hop,
+        # The client's TTFT: from its send to the first token's arrival, through the API server.
+        ttft_mean_s=math.fsum((r.seen or r.last) - r.sent for r in done) / n,
         decode_step_s=decode_step_s(costs, shape, full, full * mean_ctx),
         kv_peak_tokens=math.ceil(kv_peak),
         kv_peak_usage=usage_peak,

@@ -185,9 +185,11 @@ def run_replays(python: str, tool: str, requests: Sequence[Mapping[str, Any]], t
 def pass_prediction(p: Mapping[str, Any]) -> PassPrediction:
     """A pass's figures from the replay's per-request times (virtual seconds) and the engine's counters."""
     arrival, first, finish, out = p["arrival_s"], p["first_token_s"], p["finish_s"], p["output_tokens"]
-    # The client's TTFT: from its send to the first token's arrival, a hop after the engine samples it.
+    # The client's TTFT: from its send to the first token's arrival, through the API server (first_token_seen_s),
+    # or a hop after the engine samples it (an answer without it).
     hop = float(p.get("first_token_hop_s") or 0.0)
-    ttft = [f - a + hop for a, f in zip(arrival, first, strict=True) if math.isfinite(f - a)]
+    seen = p.get("first_token_seen_s") or [f + hop for f in first]
+    ttft = [s - a for a, s in zip(arrival, seen, strict=True) if math.isfinite(s - a)]
     streams = [(fin - f, n) for f, fin, n in zip(first, finish, out, strict=True) if n > 1 and fin > f]
     span = math.fsum(s for s, _ in streams)
     wall = float(p["wall_time_s"])

@@ -91,6 +91,8 @@ class StepCosts:
     expert_bandwidth_bytes_per_s: float = 0.0  # the fused-MoE kernel's read rate of routed experts (0: bandwidth)
     arrival_hop_s: float = 0.0  # client -> engine core (and first token -> client): HTTP, API server, IPC
     api_per_request_s: float = 0.0  # the API server's own time per request, one request after another
+    api_per_token_s: float = 0.0  # ... per token it streams (every step's outputs pass through it)
+    api_per_finish_s: float = 0.0  # ... per request that ends (its last chunks, the response's end)
     intake_s: float = 0.0  # an idle engine core: from the first request's arrival to its first schedule()
     # Of a step's tokens after its first, the share that pick their experts independently of the others: a step
     # of T tokens covers 1 − (1 − k/E)^(1 + (T − 1) · spread) of the experts. 1 (the prior): independent, even

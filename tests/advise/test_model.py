@@ -138,3 +138,22 @@ def test_a_first_token_is_taken_once_the_next_step_is_launched() -> None:
     graphed = simulate(costs, StepShape(0.0, 0.0, None, None, 0.0, 0.0, 0, 1.0, kernels_per_step=100,
                                         graph_sizes=(8,), async_scheduling=True), load, seats=1)
     assert graphed.ttft_mean_s == pytest.approx(0.052)
+
+
+def test_a_closed_loop_client_sends_its_next_request_once_the_api_server_streamed_it_the_last_token() -> None:
+    """The API server streams each step's tokens (1 ms a token here) and ends each finished request (9 ms) in turn,
+    and the client has them a hop (1 ms) after it is through: a finished request's successor is sent only then, and
+    its TTFT counts from that send. Two clients, then a third request: A and B's prompts (30 ms from 1 ms), their
+    first tokens at the clients at 31 + 2 + 1 = 34 ms; three decode steps of 10 ms end both at 61 ms, their last
+    tokens reach the clients at 61 + 2 × 1 + 2 × 9 + 1 = 82 ms, when C is sent; it reaches the engine core at
+    83 ms (a hop), its prompt runs to 103 ms and its first token is at the client at 105: TTFT 23 ms."""
+    shape = StepShape(10e6, 0.0, None, None, 0.0, 0.0, 0, 1.0, async_scheduling=True)
+    load = Workload(clients=2, requests=3, input_len=100, output_len=4)
+    busy = StepCosts(0.0, 1e9, 0.0, 0.0001, arrival_hop_s=0.001, api_per_token_s=0.001, api_per_finish_s=0.009)
+    sim = simulate(busy, shape, load, seats=2)
+    assert sim.ttft_mean_s == pytest.approx((0.034 + 0.034 + 0.023) / 3)
+    assert sim.wall_time_s == pytest.approx(0.133)  # C's three decode steps after 103 ms
+    # Without the API server's work the round trip is two hops: C sent at 62 ms, the pass 20 ms shorter.
+    idle = simulate(StepCosts(0.0, 1e9, 0.0, 0.0001, arrival_hop_s=0.001), shape, load, seats=2)
+    assert idle.ttft_mean_s == pytest.approx((0.032 + 0.032 + 0.022) / 3)
+    assert idle.wall_time_s == pytest.approx(0.113)

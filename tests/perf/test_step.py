@@ -260,6 +260,49 @@ def test_replay_arrivals_reach_the_engine_through_the_api_server() -> None:
     assert list(plain.due(0.1)) == [1, 2] and plain.hop == 0.0
 
 
+def test_a_steps_tokens_reach_their_clients_through_the_api_servers_queue() -> None:
+    """The API server streams every step's outputs (65 µs a token here, 2 ms a request that ends) in turn with what
+    it had: a step's tokens reach their clients a hop after it is through them, so a busy step delays the next
+    step's; a stretch of steps whose outputs take less than a step leaves only the last one's work."""
+    api = frontend.Frontend(2.5e-3, 0.5e-3, 65e-6, 2e-3)
+    assert api.returned(1.0, 1) == pytest.approx(1.0 + 65e-6 + 2.5e-3)
+    # 128 tokens and 8 finishes: 8.3 + 16 ms of work; the next step's outputs, 12 ms later, wait behind it
+    first = api.returned(2.0, 128, 8)
+    assert first == pytest.approx(2.0 + 128 * 65e-6 + 8 * 2e-3 + 2.5e-3)
+    assert api.returned(2.012, 120) == pytest.approx(first + 120 * 65e-6)
+    # a stretch of 10 steps of 10 ms, 32 tokens each (2.1 ms of work a step): the last step's work after its end
+    assert api.returned(3.0, 32, 1, steps=10, dt=0.010) == pytest.approx(3.0 + 32 * 65e-6 + 2e-3 + 2.5e-3)
+    # outputs that take longer than a step pile up: 10 steps of 1 ms, 32 tokens each
+    busy = frontend.Frontend(0.0, 0.0, 65e-6)
+    assert busy.returned(4.0, 32, steps=10, dt=0.001) == pytest.approx(4.0 - 0.009 + 10 * 32 * 65e-6)
+    # a request the client sends after its last token queues behind the outputs the API server is on
+    late = frontend.Frontend(2.5e-3, 0.5e-3, 65e-6, 2e-3)
+    seen = late.returned(5.0, 64, 1)
+    late.returned(seen - 1e-3, 64)  # the next step's outputs came in before the client's new request
+    assert late.arrival(seen) == pytest.approx(seen - 1e-3 + 64 * 65e-6 + 0.5e-3 + 2.0e-3)
+    # with no per-token or per-finish cost, a hop as before
+    assert frontend.Frontend(2.5e-3, 0.5e-3).returned(6.0, 100, 10) == pytest.approx(6.0025)
+
+
+def test_replay_arrivals_send_a_successor_once_its_client_has_the_last_token() -> None:
+    """Arrivals.stepped: the replay's step goes through the same queue; each finished request's client sends its
+    next request when the step's tokens reach it, and that request reaches the engine core a hop later. Open loop,
+    the outputs queue on their own (the schedule's intake was worked out up front)."""
+    cost = cost_table(H200ISH, DENSE) | {"arrival_hop_s": 2.5e-3, "api_per_request_s": 0.5e-3,
+                                         "api_per_token_s": 65e-6, "api_per_finish_s": 2e-3}
+    arrivals = Arrivals({"clients": 2}, 3, cost)
+    assert list(arrivals.due(1.0)) == [0, 1]
+    seen = arrivals.stepped(2.0, 2, 1)
+    assert seen == pytest.approx(2.0 + 2 * 65e-6 + 2e-3 + 2.5e-3)
+    assert arrivals.next_at() == pytest.approx(seen + 2.5e-3) and arrivals.due_at == {0: 0.0, 1: 0.0}
+    assert list(arrivals.due(seen + 2.5e-3)) == [2] and arrivals.due_at[2] == pytest.approx(seen)
+    assert arrivals.stepped(3.0, 1, 1) == pytest.approx(3.0 + 65e-6 + 2e-3 + 2.5e-3)  # all sent: none follows
+    assert not arrivals.pending
+    late = Arrivals({"times": [0.0, 50.0]}, 2, cost)  # the intake of the send at 50 s is worked out up front
+    assert late.stepped(1.0, 1, 0) == pytest.approx(1.0 + 65e-6 + 2.5e-3)
+    assert list(late.due(1.0)) == [0] and late.next_at() == pytest.approx(50.0025)
+
+
 def test_the_fused_moe_kernel_prices_the_experts_compute_not_their_reading() -> None:
     """The expert GEMMs at the fused-MoE kernel's own rate: a long prompt (compute-bound) costs more at half the
     rate, a one-row decode step (reading the experts it touches) nothing more."""

@@ -28,8 +28,10 @@ class Arrivals:
 
     cost (the step cost table, optional): its arrival_hop_s and api_per_request_s put the API server between a
     client's send and the engine core (Frontend: what the advisor's own model does), its intake_s is how long an
-    idle engine core takes from the first request's arrival to its first schedule(), and the first token reaches
-    the client arrival_hop_s after it is sampled (`hop`). Without them a request reaches the engine as it is sent.
+    idle engine core takes from the first request's arrival to its first schedule(), and a step's tokens reach
+    their clients through the same API server (api_per_token_s, api_per_finish_s), arrival_hop_s after it is
+    through them (stepped); a closed-loop client sends its next request once it has its last token. Without them
+    a request reaches the engine as it is sent and its tokens the client as they are sampled.
     """
 
     def __init__(self, arrivals: dict[str, Any], n: int, cost: Mapping[str, Any] | None = None) -> None:
@@ -39,7 +41,12 @@ class Arrivals:
         cost = cost or {}
         self.hop = max(float(cost.get("arrival_hop_s") or 0.0), 0.0)
         self.intake = max(float(cost.get("intake_s") or 0.0), 0.0)
-        self.frontend = Frontend(self.hop, max(float(cost.get("api_per_request_s") or 0.0), 0.0))
+        self.frontend = Frontend(self.hop, max(float(cost.get("api_per_request_s") or 0.0), 0.0),
+                                 float(cost.get("api_per_token_s") or 0.0), float(cost.get("api_per_finish_s") or 0.0))
+        # Open loop, every arrival is worked out up front (the API server's intake of the whole schedule): a step's
+        # outputs then queue on a Frontend of their own.
+        self.streams = self.frontend if self.clients else Frontend(self.hop, self.frontend.serial,
+                                                                   self.frontend.per_token, self.frontend.per_finish)
         self.sent_at: dict[int, float] = {}
         # (arrival at the engine core, index): a heap, so requests arriving together are added in file order.
         if self.clients:
@@ -67,10 +74,18 @@ class Arrivals:
         return self.pending[0][0]
 
     def finished(self, now: float) -> None:
-        """A request finished at `now`: a closed-loop client sends its next request at once."""
+        """A request's client has its last token at `now`: a closed-loop client sends its next request at once."""
         if self.clients and self.sent < self.n:
             heapq.heappush(self.pending, self._send(now, self.sent))
             self.sent += 1
+
+    def stepped(self, now: float, tokens: int, finished: int) -> float:
+        """A step ended at `now` with `tokens` tokens streamed and `finished` requests ending: when their clients
+        have them, through the API server (Frontend.returned); each finished request's client sends its next then."""
+        seen = self.streams.returned(now, tokens, finished)
+        for _ in range(finished):
+            self.finished(seen)
+        return seen
 
 
 class Runs(Protocol):

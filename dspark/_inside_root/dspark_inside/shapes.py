@@ -127,6 +127,7 @@ class PassFigures(TypedDict, total=False):
     arrival_s: list[float]
     first_token_s: list[float]  # when the engine sampled it
     first_token_hop_s: float  # and how much later the client has it (the step cost's arrival_hop_s)
+    first_token_seen_s: list[float]  # when the client has it: through the API server (dspark_inside.frontend)
     finish_s: list[float]
     output_tokens: list[int]
     seconds: float

@@ -442,6 +442,7 @@ class _Pass:
         n = len(self.items)
         self.arrival = [math.nan] * n
         self.first = [math.nan] * n
+        self.seen = [math.nan] * n  # when its client has the first token
         self.finish = [math.nan] * n
         self.outputs = [0] * n
         self.cached = [0] * n
@@ -518,17 +519,27 @@ class _Pass:
         batch.spec_info = info
 
     def _record(self) -> None:
-        """First tokens and finishes after a step; a closed-loop client sends its next request at once."""
+        """First tokens and finishes after a step; they reach their clients through the API server, and a
+        closed-loop client sends its next request once it has its last token."""
+        streamed = finished = 0
+        firsts: list[int] = []
         for i, req in list(self.live.items()):
-            if req.output_ids and math.isnan(self.first[i]):
-                self.first[i] = self.now
+            if req.output_ids:
+                streamed += 1  # every seat past its prompt streams a token a step
+                if math.isnan(self.first[i]):
+                    self.first[i] = self.now
+                    firsts.append(i)
             if req.finished():
                 self.finish[i] = self.now
                 self.outputs[i] = len(req.output_ids_through_stop)
                 self.cached[i] = int(req.cached_tokens)
                 self.done += 1
+                finished += 1
                 del self.live[i]
-                self.arrivals.finished(self.now)
+        if streamed or finished:
+            seen = self.arrivals.stepped(self.now, streamed, finished)
+            for i in firsts:
+                self.seen[i] = seen
 
     def _step(self) -> bool:
         """get_next_batch_to_run -> made-up forward -> the batch result processor, on the clock; False: idle."""
@@ -596,7 +607,7 @@ class _Pass:
             "prefix_cache_queries": self.queries, "prefix_cache_hits": self.hits, "preemptions": self.retracted,
             "kv_peak_fraction": self.peak, "kv_mean_fraction": self.usage_time / now if now > 0 else 0.0,
             "running_peak": self.running_peak, "arrival_s": self.arrival, "first_token_s": self.first,
-            "first_token_hop_s": self.arrivals.hop,
+            "first_token_hop_s": self.arrivals.hop, "first_token_seen_s": self.seen,
             "finish_s": self.finish, "output_tokens": self.outputs, "cached_tokens": self.cached,
             "seconds": round(time.monotonic() - start, 3),
             "cpu_seconds": round(time.process_time() - cpu, 3), "process": os.getpid(),

@@ -228,6 +228,7 @@ class _Pass:
         n = len(self.items)
         self.arrival = [math.nan] * n
         self.first = [math.nan] * n
+        self.seen = [math.nan] * n  # when its client has the first token
         self.finish = [math.nan] * n
         self.outputs = [0] * n
         self.index = {f"{tag}{i}": i for i in range(n)}
@@ -303,9 +304,12 @@ class _Pass:
 
         taken: when the engine core took the step's output, if later than its end: with a batch queue it takes it
         only once the next batch is scheduled and launched (EngineCore.step_with_batch_queue fills the queue
-        before it blocks), so a first token waits for that launch (the advisor's model, dspark.advise.model._emit).
+        before it blocks), so a first token waits for that launch, and reaches its client as much later (the
+        advisor's model, dspark.advise.model._Pipeline).
         """
-        first_at = self.now if taken is None else max(self.now, taken)
+        late = 0.0 if taken is None else max(0.0, taken - self.now)
+        streamed = finished = 0
+        firsts: list[int] = []
         for eco in outputs.values():
             stats = eco.scheduler_stats
             if stats is not None and stats.prefix_cache_stats is not None:
@@ -314,13 +318,20 @@ class _Pass:
             for o in eco.outputs:
                 i = self.index[o.request_id]
                 if o.new_token_ids:
+                    streamed += 1
                     self.outputs[i] += len(o.new_token_ids)
                     if math.isnan(self.first[i]):
-                        self.first[i] = first_at
+                        self.first[i] = self.now + late
+                        firsts.append(i)
                 if o.finish_reason is not None:
                     self.finish[i] = self.now
                     self.done += 1
-                    self.arrivals.finished(self.now)
+                    finished += 1
+        # The step's tokens reach their clients through the API server; a finished request's client sends its next.
+        if streamed or finished:
+            seen = self.arrivals.stepped(self.now, streamed, finished)
+            for i in firsts:
+                self.seen[i] = seen + late
 
     def _schedule(self) -> tuple[Any, list[str], Any, float, int]:
         """schedule() and, at once, the output the runner will give it: (output, ids, runner output, dt, prefill)."""
@@ -437,7 +448,7 @@ class _Pass:
             "preemptions": preemptions, "kv_peak_fraction": self.peak,
             "kv_mean_fraction": self.usage_time / now if now > 0 else 0.0, "running_peak": self.running_peak,
             "arrival_s": self.arrival, "first_token_s": self.first, "finish_s": self.finish,
-            "first_token_hop_s": self.arrivals.hop,
+            "first_token_hop_s": self.arrivals.hop, "first_token_seen_s": self.seen,
             "output_tokens": self.outputs, "seconds": round(time.monotonic() - start, 3),
             "cpu_seconds": round(time.process_time() - cpu, 3), "process": os.getpid(),
         }
