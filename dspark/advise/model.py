@@ -156,8 +156,8 @@ class _Pipeline:
     max(end_k, cut_(k+1) + CPU path of step k+1). Where that path is longer than the step (a step above the largest
     captured graph launches each kernel from the CPU) the first tokens wait for it. On the lent H200 Qwen3-30B-A3B's
     1,024-token prompt steps are launch-bound (~84 ms of CPU for ~30 of GPU): at 8 streams the first prompt step's
-    two requests had their first tokens only once the second prompt step was launched (request_prefill_time 0.112 s;
-    0.090 with each first token at its step's end, 0.111 so), and one eager stream's prompt waits for its first
+    requests had their first tokens only once the second prompt step was launched (request_prefill_time 0.112 s;
+    0.103 with each first token at its step's end, 0.113 so), and one eager stream's prompt waits for its first
     decode step's launch (0.046 s; 0.027 at the step's end, 0.043 so)."""
 
     def __init__(self, depth: int) -> None:
