@@ -291,9 +291,11 @@ _ABSOLUTE: dict[str, tuple[float, float]] = {
 _PRIOR_WEIGHT = 3e-5
 
 
-# Rates that move with a fitted one unless fitted themselves: the paged-KV rate with the memory bandwidth (the same
-# memory), the fused-MoE and attention rates with the GEMM rate (the same tensor cores at the same clock).
-_TIED: dict[str, tuple[str, ...]] = {"bandwidth_bytes_per_s": ("kv_bandwidth_bytes_per_s",),
+# Rates that move with a fitted one unless fitted themselves: the paged-KV and fused-MoE read rates with the memory
+# bandwidth (the same memory), the fused-MoE and attention rates with the GEMM rate (the same tensor cores at the
+# same clock).
+_TIED: dict[str, tuple[str, ...]] = {"bandwidth_bytes_per_s": ("kv_bandwidth_bytes_per_s",
+                                                               "expert_bandwidth_bytes_per_s"),
                                      "flops_per_s": ("expert_flops_per_s", "attention_flops_per_s")}
 
 

@@ -22,7 +22,7 @@ from dspark.model.architecture import (
 )
 from dspark.model.weights import WeightBytes, format_bytes_per_parameter
 from dspark.perf.gpus import GpuPerf, gpu_perf, is_known
-from dspark.perf.moe import fused_moe_fraction
+from dspark.perf.moe import DEFAULT_WIDTH, expert_read_fraction, fused_moe_fraction
 
 # Every prior below is a physical fact or an engine behaviour; dspark.perf.step says where each term comes from and
 # dspark.perf.gpus where each GPU figure does. Calibration (dspark.advise.calibrate) fits them within bounds.
@@ -198,6 +198,18 @@ def _attention_flops_per_pair(arch: ModelArchitecture, tp: int) -> float:
     return total
 
 
+def _expert_read(perf: GpuPerf, gbps: float, arch: ModelArchitecture, tp: int, expert_bytes: float) -> float:
+    """The fused-MoE kernel's read rate of this model's experts (dspark.perf.moe.expert_read_fraction, by one
+    expert's gate-up and down matrices per GPU: 3 × hidden × width × bytes ÷ tp) where the GPU has the
+    measurement; 0 (the dense bandwidth) otherwise."""
+    moe = arch.moe
+    if not (perf.expert_fraction and expert_bytes and moe is not None):
+        return 0.0
+    bpp = format_bytes_per_parameter(arch.expert_weight_format or arch.weight_format, arch.dtype)
+    size = 3.0 * arch.hidden_size * (moe.moe_intermediate_size or DEFAULT_WIDTH) * bpp / tp
+    return gbps * 1e9 * expert_read_fraction(size, perf.expert_fraction)
+
+
 def _moe_rate(arch: ModelArchitecture, tp: int) -> tuple[float, list[str]]:
     """The fused-MoE kernel's fraction of the dense GEMM rate for this model's experts (0 without any), and its note."""
     moe = arch.moe
@@ -304,9 +316,13 @@ def model_inputs(
         prefill_per_token_s=prefill, flops_per_s=flops, gemm_half_tokens=GEMM_HALF_TOKENS,
         attention_flops_per_s=peak * 1e12 * perf.attention_fraction * perf.sustained_clock,
         kernel_floor_s=0.0 if cpu else KERNEL_FLOOR_S,
+        # A weight-bound GEMM's unhidden tensor-core share (dspark.perf.gpus, measured at the rated clock): the
+        # model's GEMM rate is at the sustained clock, so the share times the sustained clock.
+        gemm_unhidden=perf.gemm_unhidden * perf.sustained_clock,
         launch_s=0.0 if cpu else LAUNCH_S, cpu_per_row_s=CPU_PER_ROW_S,
         kv_bandwidth_bytes_per_s=gbps * 1e9 * perf.kv_fraction,
         expert_flops_per_s=flops * moe_fraction,  # 0 without routed experts
+        expert_bandwidth_bytes_per_s=_expert_read(perf, gbps, arch, tp, expert),
         arrival_hop_s=0.0 if cpu else ARRIVAL_HOP_S, api_per_request_s=0.0 if cpu else API_PER_REQUEST_S,
         api_per_token_s=0.0 if cpu else API_PER_TOKEN_S, api_per_finish_s=0.0 if cpu else API_PER_FINISH_S,
         intake_s=0.0 if cpu else INTAKE_S)

@@ -149,7 +149,16 @@ class _Pipeline:
     """When the engine fixes a step's batch. One thread schedules and launches, and with a queue of `depth` batches
     step k is scheduled once step k - depth has returned its output and step k - 1 has been launched:
     cut_k = max(end_(k-depth), cut_(k-1) + CPU path of step k-1). Requests that finished after end_(k-depth) still
-    hold their seats for step k (the scheduler learns of their end with the output of the step they ended in)."""
+    hold their seats for step k (the scheduler learns of their end with the output of the step they ended in).
+
+    The queue is filled before the engine core blocks on the oldest batch's output (EngineCore.step_with_batch_queue),
+    so it takes step k's output, and sends its first tokens on, only once step k + 1 is scheduled and launched: at
+    max(end_k, cut_(k+1) + CPU path of step k+1). Where that path is longer than the step (a step above the largest
+    captured graph launches each kernel from the CPU) the first tokens wait for it. On the lent H200 Qwen3-30B-A3B's
+    1,024-token prompt steps are launch-bound (~84 ms of CPU for ~30 of GPU): at 8 streams the first prompt step's
+    requests had their first tokens only once the second prompt step was launched (request_prefill_time 0.112 s;
+    0.103 with each first token at its step's end, 0.113 so), and one eager stream's prompt waits for its first
+    decode step's launch (0.046 s; 0.027 at the step's end, 0.043 so)."""
 
     def __init__(self, depth: int) -> None:
         self.depth = depth
@@ -160,6 +169,7 @@ class _Pipeline:
         self.ends: deque[float] = deque([now] * self.depth, maxlen=self.depth)
         self.freed: deque[int] = deque([0] * self.depth, maxlen=self.depth)
         self.last_cut, self.last_cpu = now, 0.0
+        self.sampled: list[_Req] = []  # whose first token the last step sampled, its output not yet taken
 
     def cut(self) -> float:
         """The time by which a request must have reached the engine core to be in the next step."""
@@ -169,9 +179,17 @@ class _Pipeline:
         """Seats of requests that finished after the cut."""
         return sum(self.freed) - self.freed[0]
 
-    def ran(self, now: float, steps: int, dt: float, finished: int, cut: float, cpu: float) -> None:
+    def ran(self, now: float, steps: int, dt: float, finished: int, cut: float, cpu: float,
+            chunks: list[tuple[_Req, int]]) -> None:
         """`steps` steps of `dt` each ended at `now`, `finished` requests ending in the last; `cut`: the first's
-        cut; `cpu`: each one's CPU path."""
+        cut; `cpu`: each one's CPU path; `chunks`: the prompt chunks of the last. The step before the first had
+        its output taken once the first was launched: its first tokens then."""
+        if self.depth > 1:
+            for r in self.sampled:
+                late = max(0.0, cut + cpu - (r.first or 0.0))
+                r.first = (r.first or 0.0) + late
+                r.seen = None if r.seen is None else r.seen + late  # its client has it as much later
+        self.sampled = [r for r, _ in chunks if r.prefill_left == 0]
         for k in range(min(steps, self.depth) - 1, 0, -1):
             self.ends.append(now - k * dt)
             self.freed.append(0)
@@ -283,7 +301,7 @@ def simulate(costs: StepCosts, shape: StepShape, load: Workload, seats: int,
         sent += _returned(api, (now, steps, dt), len(decoding), firsts, finished,
                           (waiting, load.requests - sent, prefill, cached, load.output_len))
         pipe.ran(now, steps, dt, finished, cut,
-                 cpu_seconds(table(costs, shape), len(decoding), sum(t for _, t in chunks)))
+                 cpu_seconds(table(costs, shape), len(decoding), sum(t for _, t in chunks)), chunks)
         # The engine reports usage after the step, finished requests freed; a decoding seat still holds the slots
         # it was given for the step: its verified and proposed tokens, not only those it kept.
         decoded = {id(r) for r in decoding}

@@ -10,13 +10,20 @@ Sources (docs/advise.md has the table with links):
   precision step and for sparsity).
 - Achieved fractions: large reads reach ~0.8 of peak bandwidth (the seed deployment's decode read 78-85% of
   GB10's 273 GB/s; aiconfigurator prices its elementwise ops at 0.8 of bandwidth); decode attention reads paged
-  KV (vLLM's 16-token blocks, scattered in the pool) at ~0.8 on Hopper (the H200's pure decode steps, the median
-  inter-token gap, at 8-128 streams: 3.4-4.2 TB/s of KV beyond the one-stream step) and 0.65 where nothing was
-  measured (the seed deployment's SGLang 27B steps at 1, 8 and 18 seats fit with it); the GEMMs of a decoder layer
+  KV (vLLM's 16-token blocks, scattered in the pool) at ~0.9 on Hopper and 0.65 where nothing was measured (the
+  seed deployment's SGLang 27B steps at 1, 8 and 18 seats fit with it). The H200's figure is the difference of
+  decode-only steps with the same rows at two context lengths, which leaves only the KV read (weights, GEMMs,
+  kernels and CPU are the same): vLLM's per-iteration log of runs E and F (tests/device/results/2026-12-02-clock-E,
+  -F), 1,024- against 4,096-token prompts, mean step 6.80 / 10.10 ms at 32 rows (Qwen3-8B shape), 10.27 / 13.94
+  (Qwen3-14B), 5.81 / 6.65 and 9.13 / 10.06 at 8 rows: 4.29-4.39 TB/s, 0.89-0.915 of peak. (It was 0.8, from
+  the excess over the one-row step, which also holds the GEMMs' unhidden share below.) the GEMMs of a decoder layer
   reach ~0.8 of dense peak at the rated clock (~790 of 989 TFLOP/s measured on the lent H200; aiconfigurator's
   H200 table for vLLM 0.24's torch linear: 780-860 TFLOP/s for the Qwen3-8B layer shapes at 1-4k tokens);
   attention kernels in prefill ~0.62 of dense peak (FlashAttention-3 on Hopper, causal, head dim 128: ~610-660
   TFLOP/s of 989 at 2-16k tokens, Shah et al. 2024).
+- Unhidden GEMM share (gemm_unhidden, Hopper): a weight-bound GEMM of m rows takes longer than one row's by 0.22
+  of its FLOPs at the rated large-GEMM rate (dspark.perf.step: aiconfigurator's H200 torch-linear table for vLLM
+  0.24, 128 weight-bound shapes at 8-128 rows). No table for the other GPUs: 0 there.
 - Sustained clock: dense tensor-core work holds the board at its power cap, where the SM clock settles below
   the one the peak is quoted at (989 TFLOP/s = 132 SMs × 4,096 BF16 FLOP per clock × 1.83 GHz): the lent H200
   (700 W) ran at 1,395-1,530 MHz in its prompt-heavy stretches (nvidia-smi once a second, up to 696 W), 0.80 of
@@ -50,6 +57,13 @@ class GpuPerf:
     # The SM clock that long tensor-core work sustains at the board's power cap, over the clock the datasheet's
     # peak is quoted at: the rates above are reached at the rated clock, prompts run at this one.
     sustained_clock: float = 0.90
+    # Of a weight-bound GEMM's tensor-core time at the large-GEMM rate (rated clock), the share its weight stream
+    # does not hide (dspark.perf.step): measured on Hopper only (aiconfigurator's H200 torch-linear table), 0
+    # (none priced) elsewhere.
+    gemm_unhidden: float = 0.0
+    # The fused-MoE kernel's read rate of routed experts at large experts, as a fraction of peak (dspark.perf.moe:
+    # the H200's; 0: the dense bandwidth fraction, where nothing was measured).
+    expert_fraction: float = 0.0
     source: str = ""
 
 
@@ -57,11 +71,13 @@ GPUS: tuple[GpuPerf, ...] = (
     # More specific names first (an "H100 PCIe" is not an H100 SXM).
     GpuPerf("h100 pcie", "H100 PCIe", 2000.0, 756.0, 1513.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (PCIe)"),
     GpuPerf("h100 nvl", "H100 NVL", 3900.0, 835.0, 1671.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (NVL)"),
-    GpuPerf("h200", "H200", 4800.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.80, sustained_clock=0.80,
+    GpuPerf("h200", "H200", 4800.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.90, sustained_clock=0.80,
+            gemm_unhidden=0.22, expert_fraction=4.14 / 4.8,
             source="NVIDIA H200 datasheet; GEMM fraction measured on the lent H200 (~790 of 989 TFLOP/s); "
                    "sustained clock 1,395-1,530 MHz under prompt-heavy load at its 700 W cap (nvidia-smi, "
                    "tests/device/results/2026-12-02-clock) of the 1,830 MHz its 989 TFLOP/s is rated at"),
-    GpuPerf("h100", "H100 SXM", 3350.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.80, sustained_clock=0.80,
+    GpuPerf("h100", "H100 SXM", 3350.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.90, sustained_clock=0.80,
+            gemm_unhidden=0.22, expert_fraction=4.14 / 4.8,
             source="NVIDIA H100 datasheet (SXM); the H200's GH100 die at the same 700 W cap"),
     GpuPerf("b200", "B200", 8000.0, 2250.0, 4500.0, 900.0, 10e-6, source="NVIDIA DGX B200 datasheet"),
     GpuPerf("rtx 5090", "RTX 5090", 1792.0, 209.5, 419.0, 50.0, 25e-6,

@@ -60,3 +60,33 @@ def fused_moe_fraction(width: int | None, tp: int = 1) -> float:
         raise ValueError(f"tensor parallel size must be at least 1, not {tp}")
     per_gpu = max((width or DEFAULT_WIDTH) // tp, 1)
     return fused_moe_tflops(per_gpu) / DENSE_TFLOPS
+
+
+# The fused-MoE kernel's read rate of the routed experts' weights, by an expert's size (its gate-up and down
+# matrices per GPU), where the step reads them and computes little: aiconfigurator-core's same H200 table
+# (`moe_perf.parquet`, vLLM's default BF16 Triton path, moe_tp_size 1, balanced), its rows where every expert is
+# touched (tokens × top-k ≥ 4 × experts) and the GEMMs take under 0.3 of the latency at 500 TFLOP/s: experts ×
+# bytes per expert ÷ latency, the median per shape. Fourteen shapes (two whose rates exceed the 4.8 TB/s peak,
+# i.e. whose rows do not touch every expert, left out) from 6.3 MB to 604 MB an expert: 3.67 TB/s at 6.3 MB, 3.78
+# at Qwen3-30B-A3B's 9.4, 4.0-4.3 from 19 MB up, 4.15 at Mixtral's 352. Least squares on log rate:
+# R(S) = EXPERT_READ_MAX × S / (S + EXPERT_HALF_BYTES), 4.14 TB/s and 0.87 MB (rms error 2.9%). The lent H200's own
+# timing of vLLM's fused_experts on one Mixtral layer (tests/device/results/2026-12-02-moe-routing) read 4.0-4.24
+# TB/s with all eight experts touched at 8-128 tokens, and run E's decode-only steps of Mixtral (its per-iteration
+# log) grew 77-84 µs per 352 MB expert touched from 1 to 16 rows (4.2-4.6 TB/s); the dense prior reads 3.84.
+# (hidden, expert width, top-k, experts) -> the median read rate (TB/s) described above.
+EXPERT_READ_TABLE_TBPS: dict[tuple[int, int, int, int], float] = {
+    (2048, 512, 8, 256): 3.67, (2048, 768, 8, 128): 3.78, (2816, 704, 8, 128): 3.73, (3072, 1024, 8, 256): 4.02,
+    (4096, 1024, 10, 512): 3.97, (4096, 1536, 8, 128): 4.08, (4096, 2048, 8, 256): 4.20,
+    (4096, 14336, 2, 8): 4.15, (5120, 8192, 1, 16): 3.91, (5120, 8192, 1, 128): 3.94, (6144, 2048, 8, 256): 4.20,
+    (6144, 2560, 8, 160): 4.19, (6144, 3072, 4, 128): 4.34, (6144, 16384, 2, 8): 4.08,
+}
+EXPERT_READ_MAX_FRACTION = 4.14 / 4.8  # of the H200's peak bandwidth
+EXPERT_HALF_BYTES = 0.87e6
+
+
+def expert_read_fraction(expert_bytes: float, peak_fraction: float = EXPERT_READ_MAX_FRACTION) -> float:
+    """The fraction of peak bandwidth at which the fused-MoE kernel reads experts of `expert_bytes` each (per GPU):
+    peak_fraction × S / (S + EXPERT_HALF_BYTES)."""
+    if expert_bytes <= 0:
+        raise ValueError(f"expert size must be positive, not {expert_bytes}")
+    return peak_fraction * expert_bytes / (expert_bytes + EXPERT_HALF_BYTES)

@@ -3,7 +3,7 @@
 A step the scheduler forms holds decode rows (each verifying q = 1 + speculative tokens against its context) and
 prompt chunks (each n tokens against a prefix of p). Per GPU of the tensor-parallel group it costs
 
-    gpu = max(weights read, GEMM FLOPs ÷ (peak × eff(T)))          linear layers, T tokens padded to the graph size
+    gpu = max(weights read + u · FLOPs ÷ peak, FLOPs ÷ (peak × eff(T)))   linear layers, T padded to the graph size
         + max(KV and state read ÷ KV rate, attention FLOPs ÷ rate)  decode rows at their context, chunks vs prefix
         + activations read and written ÷ bandwidth                   norms, rotary, activation functions
         + kernels × per-kernel floor                                 each kernel's fixed latency, even in a graph
@@ -22,8 +22,19 @@ Where each term comes from:
   (docs/advise.md), so the expert bytes read grow with T; each expert's GEMM sees T·k/E tokens. Tokens that
   share experts more than even, independent routing does cover fewer: 1 − (1 − k/E)^(1 + (T − 1)·s), s the
   routing spread (1 by default; a profile's decode steps at a few rows pin it, dspark.advise.calibrate).
+- The routed experts' weights are read by the fused-MoE kernel at a rate of their own, which grows with an
+  expert's size (dspark.perf.moe.expert_read_fraction: aiconfigurator's H200 fused-MoE table and the lent H200's
+  own timing of vLLM's fused_experts on Mixtral's layer).
 - The lm_head runs only for the positions the step samples (vLLM's compute_logits on the sampled hidden states:
   every decode position, a prompt chunk's last token), not for every prompt token.
+- A weight-bound GEMM does not hide all of its tensor-core work behind its weight stream: its memory side is
+  weights ÷ bandwidth + u · FLOPs ÷ flops_per_s (u = gemm_unhidden, on the dense GEMMs and the lm_head; 0 in the
+  fused-MoE kernel, which was measured without it). aiconfigurator's H200 table of vLLM 0.24's torch linear
+  (bf16 gemm_perf.parquet: 128 shapes of 64 MB to 2 GB of weights, at the rows where they stay weight-bound)
+  takes 2% longer at 16 rows than at one, 3.5% at 32, 6.8% at 64, 13% at 96: the time beyond the one-row GEMM
+  is 0.2-0.26 of the FLOPs at the rated 791 TFLOP/s at 32-112 rows (median 0.23; 0.22 over 8-128 rows), the same
+  share at every row count, hence u = 0.22 at the rated clock. The H200's decode steps of 64 rows ran 0.4-0.5 ms
+  above the model without it (a captured size: no padding), 0.12-0.15 at 1-16 rows.
 - GEMM efficiency eff(T) = T / (T + T_half), times the fraction a decoder layer's GEMMs reach at large T:
   cuBLAS/CUTLASS tiles are 64-128 rows, so a GEMM of few rows wastes most of a tile (the best single GEMM on the
   lent H200: ~790 of 989 TFLOP/s; aiconfigurator's GEMM tables show the same rise with M).
@@ -71,10 +82,13 @@ class StepCosts:
     gemm_half_tokens: float = 64.0  # tokens at which a GEMM reaches half of flops_per_s
     attention_flops_per_s: float = math.inf  # attention kernels' rate in prefill
     kernel_floor_s: float = 0.0  # fixed latency of one kernel in a step
+    # Of a weight-bound dense GEMM's tensor-core time at flops_per_s, the share its weight stream does not hide
+    gemm_unhidden: float = 0.0
     launch_s: float = 0.0  # CPU cost of launching one kernel without CUDA graphs
     cpu_per_row_s: float = 0.0  # CPU per scheduled request per step
     kv_bandwidth_bytes_per_s: float = 0.0  # achieved rate of paged KV reads (0: bandwidth_bytes_per_s)
     expert_flops_per_s: float = 0.0  # the fused-MoE kernel's rate at large per-expert token counts (0: flops_per_s)
+    expert_bandwidth_bytes_per_s: float = 0.0  # the fused-MoE kernel's read rate of routed experts (0: bandwidth)
     arrival_hop_s: float = 0.0  # client -> engine core (and first token -> client): HTTP, API server, IPC
     api_per_request_s: float = 0.0  # the API server's own time per request, one request after another
     api_per_token_s: float = 0.0  # ... per token it streams (every step's outputs pass through it)

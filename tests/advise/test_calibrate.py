@@ -64,13 +64,15 @@ def test_a_gpu_engine_with_async_scheduling_fits_what_its_points_separate() -> N
 
 
 def test_a_rate_tied_to_a_fitted_one_moves_with_it() -> None:
-    """The paged-KV rate moves with the fitted bandwidth, the fused-MoE and attention rates with the fitted GEMM
-    rate (the same memory, the same tensor cores), unless fitted themselves; shrinking keeps them tied."""
+    """The paged-KV and fused-MoE read rates move with the fitted bandwidth, the fused-MoE and attention rates
+    with the fitted GEMM rate (the same memory, the same tensor cores), unless fitted themselves; shrinking keeps
+    them tied."""
     prior = StepCosts(fixed_s=1e-3, bandwidth_bytes_per_s=4e12, flops_per_s=600e12, attention_flops_per_s=500e12,
-                      kv_bandwidth_bytes_per_s=3e12, expert_flops_per_s=400e12)
+                      kv_bandwidth_bytes_per_s=3e12, expert_flops_per_s=400e12, expert_bandwidth_bytes_per_s=4.2e12)
     fitted = dataclasses.replace(prior, bandwidth_bytes_per_s=3.6e12, flops_per_s=660e12)
     tied = calibrate._tied(prior, fitted, ("bandwidth_bytes_per_s", "flops_per_s"))
     assert tied.kv_bandwidth_bytes_per_s == pytest.approx(2.7e12)
+    assert tied.expert_bandwidth_bytes_per_s == pytest.approx(3.78e12)
     assert tied.expert_flops_per_s == pytest.approx(440e12) and tied.attention_flops_per_s == pytest.approx(550e12)
     own = calibrate._tied(prior, fitted, ("bandwidth_bytes_per_s", "kv_bandwidth_bytes_per_s"))
     assert own.kv_bandwidth_bytes_per_s == prior.kv_bandwidth_bytes_per_s  # fitted itself: not moved

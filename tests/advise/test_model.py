@@ -110,8 +110,34 @@ def test_requests_sent_together_reach_the_engine_one_after_another() -> None:
     costs = StepCosts(0.010, 1e9, 0.0, 0.0001, arrival_hop_s=0.001, api_per_request_s=0.001)
     sim = simulate(costs, shape, Workload(clients=8, requests=8, input_len=100, output_len=1), seats=8)
     # Step 1 (A alone): max(10 ms prompt, 10 ms CPU) from 1 ms to 11 ms. Step 2, fixed at 1 + 10 = 11 ms with the
-    # other seven (arrived at 2-8 ms): 700 × 0.1 = 70 ms, ending at 81 ms. Client TTFTs: 12 ms, and 82 ms for seven.
-    assert sim.ttft_mean_s == pytest.approx((0.012 + 7 * 0.082) / 8)
+    # other seven (arrived at 2-8 ms): 700 × 0.1 = 70 ms, ending at 81 ms. A's first token is taken once step 2 is
+    # launched (11 + 10 ms: the batch queue is filled first). Client TTFTs: 22 ms, and 82 ms for seven.
+    assert sim.ttft_mean_s == pytest.approx((0.022 + 7 * 0.082) / 8)
+
+
+def test_a_first_token_is_taken_once_the_next_step_is_launched() -> None:
+    """With a batch queue the engine core schedules and launches the next step before it takes a step's output
+    (EngineCore.step_with_batch_queue), so where that launch is longer than the step (eager: 100 kernels × 0.5 ms
+    from the CPU) the first token waits for it. One client, 100 prompt tokens (10 ms of GPU), two tokens out: the
+    prompt step is launch-bound, 1 + 50 ms, ending at 51 ms; the decode step is scheduled then and launched by
+    102 ms, and only then is the first token taken: TTFT 102 ms (its prefill 102 ms), not 51. Without async
+    scheduling the output is taken as the step ends (51 ms), then the decode step is scheduled."""
+    costs = StepCosts(0.001, 1e9, 0.0, 0.0001, launch_s=0.0005)
+    load = Workload(clients=1, requests=1, input_len=100, output_len=2)
+    queued = simulate(costs, StepShape(0.0, 0.0, None, None, 0.0, 0.0, 0, 1.0, kernels_per_step=100, eager=True,
+                                       async_scheduling=True), load, seats=1)
+    assert queued.ttft_mean_s == pytest.approx(0.102)
+    assert queued.prefill_mean_s == pytest.approx(0.102)
+    assert queued.wall_time_s == pytest.approx(0.102)
+    sync = simulate(costs, StepShape(0.0, 0.0, None, None, 0.0, 0.0, 0, 1.0, kernels_per_step=100, eager=True),
+                    load, seats=1)
+    assert sync.ttft_mean_s == pytest.approx(0.051)
+    assert sync.wall_time_s == pytest.approx(0.102)
+    # A step launched under a CUDA graph (the decode here, 1 token within the captured size 8) adds only its own
+    # CPU path (1 ms): the first token at 52 ms.
+    graphed = simulate(costs, StepShape(0.0, 0.0, None, None, 0.0, 0.0, 0, 1.0, kernels_per_step=100,
+                                        graph_sizes=(8,), async_scheduling=True), load, seats=1)
+    assert graphed.ttft_mean_s == pytest.approx(0.052)
 
 
 def test_a_closed_loop_client_sends_its_next_request_once_the_api_server_streamed_it_the_last_token() -> None:

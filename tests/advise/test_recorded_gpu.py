@@ -128,9 +128,9 @@ KNOWN_GAPS: tuple[tuple[str, str, float, str], ...] = (
     ("qwen3-30b-a3b-s128-wide-warmup/m-in1024-out256-c128", "*", 0.22,
      "the same 2 s of idle GPU mid-run (0% in two samples); run B's same point, without it, is within 2% on "
      "aggregate and wall"),
-    ("qwen3-30b-a3b", "ttft_mean_s", 0.22,
-     "MoE prompts under load: the engine takes 20-40 ms longer per first token than the modelled fused-MoE prompt "
-     "steps at 8 and 128 streams (request_prefill_time 0.112 s against 0.091 at 8)"),
+    ("qwen3-30b-a3b-s128/m-in1024-out256-c128", "ttft_mean_s", 0.18,
+     "the MoE's 128-stream TTFT: its requests wait longer before their first schedule than the model's (queue plus "
+     "input wait 0.570 s), its prefill within 7% (0.255 against 0.240 s)"),
     ("2026-12-02-clock/qwen3-8b-s128/d-in1024-out256-c32", "ttft_mean_s", 0.14,
      "run A's 32-stream TTFT: its requests waited 0.217 s before their first schedule (queue plus input wait) "
      "against run D's 0.172 and E's 0.136 for the same argv, the model 0.142; their prefill matches (0.333 against "
@@ -142,22 +142,17 @@ KNOWN_GAPS: tuple[tuple[str, str, float, str], ...] = (
      "the model has them: E +3.2%); runs A and D's shorter prefill (0.374 / 0.368 s against E's 0.404, prompt "
      "steps alike) says theirs made it (the model's earlier, hop-only round trip: +3% / +5%). The model's 8,192-"
      "token steps of two 4k prompts are also 215 ms against the 198-209 E logged (the step's cost)"),
-    ("qwen3-30b-a3b-s128-wide-warmup/m-in1024-out256-c2", "ttft_mean_s", 0.36,
+    ("qwen3-30b-a3b-s128-wide-warmup/m-in1024-out256-c2", "ttft_mean_s", 0.85,
      "the first step's race the other way: the engine took both requests of each wave in one step "
      "(vllm:iteration_tokens_total), the model the first alone, and MoE prompt steps are launch-bound (~85 ms of "
-     "CPU for ~30 of GPU), so the second waits a whole step: with both in the first step the model gives 0.090 s "
+     "CPU for ~30 of GPU), so the second waits a whole step, and the first's first token too (taken once the next "
+     "step is launched, dspark.advise.model._Pipeline): +79%; with both in the first step the model gives 0.090 s "
      "(within 20 ms; the 8B's two-stream points, which also took both, are within 20 ms either way)"),
-    ("mixtral-8x7b-s128/x-in1024-out256-c8", "*", 0.11,
-     "Mixtral-8x7B's decode at 4-16 rows is faster than uniform top-2 routing prices it (the profile's median gaps "
-     "16.2 and 23.5 ms against 18.4 and 26 modelled; vLLM's dummy weights route evenly, docs/advise.md): "
-     "per-stream -10.4%, wall +10.1% at 8 streams; its prompt steps are as modelled since the fused-MoE rate "
-     "follows the experts' width (dspark.perf.moe: 410 ms an 8,192-token step, 407 logged); calibrated on its own "
-     "profile (bandwidth x1.07, routing spread 0.90) within 3.1%. Run F measured the point again within 0.4% "
-     "(aggregate 347.6 against 346.8): per-stream -10.7%, TTFT -10.7%, wall +10.4% there"),
     ("clock-E/qwen3-8b-s128/d-in1024-out256-c8", "ttft_mean_s", 0.12,
      "run E's per-iteration log costs the engine-core loop: its one-stream TTFT is 15 ms above run D's (0.047 s "
      "against 0.032) and this point 0.200 s against D's 0.181 for the same argv; the steps are as modelled (each "
-     "wave's first step holds one request, then seven, in the log and the model): 21.5 ms under, 1.5 over the 20"),
+     "wave's first step holds one request, then seven, in the log and the model): 19.6 ms under uncalibrated, "
+     "within the 20, and 20.8 under calibrated (CALIBRATED_GAPS)"),
     ("clock-F/qwen3-14b-s128/f-in1024-out256-c32", "ttft_mean_s", 0.19,
      "a one-time stall at the engine's first 8,192-token prompt steps (no warm-up or profile had formed one: plan F "
      "profiles nothing; GPU memory used grew 544 MiB at that instant, nvidia-smi.csv): the burst's first step was "
@@ -355,16 +350,17 @@ def test_ttft_splits_as_the_engine_splits_it(tmp_path: Path) -> None:
 _NO_WORSE = 0.03
 
 # Where a fit moves a figure further than _NO_WORSE, each with its own bound (still asserted) and the reason:
-# (point substring, metric, how far the wrong way, why). Found on points the profile never saw: run F's Mixtral
-# points are calibrated on run E's Mixtral profile (the same argv).
-CALIBRATED_GAPS: tuple[tuple[str, str, float, str], ...] = tuple(
-    ("clock-F/mixtral-8x7b-s128/x-in4096-out256-c32", metric, 0.045,
-     "run E's Mixtral profile fits the weight bandwidth x1.07 from its 4-16-row waves at contexts up to 2k; at 32 "
-     "rows of 4k contexts, where the uncalibrated model was already 1.2-1.4% fast, every weight and KV read sped "
-     "up so moves it to +4.5% / +5.1% (untying the KV rate from the bandwidth gives +4.2% / +4.7%: the weight "
-     "reads, not the KV's), and its wall to -4.5% (uncalibrated -1.4%); the profile has no many-row long-context "
-     "point to pin that regime (docs/advise.md)")
-    for metric in ("aggregate_decode_tps", "per_stream_decode_tps", "wall_time_s"))
+# (point substring, metric, how far the wrong way, why); such a figure is left out of the counts of figures within
+# 5% and 10% (its bound holds it instead). Run F's Mixtral 32 x 4k point, which run E's Mixtral fit (bandwidth
+# x1.07) moved from +1.4% / +1.2% / -1.4% to +4.5% / +5.1% / -4.5%, is no longer one: since the fused-MoE kernel's
+# own expert read rate (dspark.perf.moe.expert_read_fraction) the priors predict run E's Mixtral profile as well as
+# a fit of it (held-out rms log error 0.025 against 0.027) and its fit is refused.
+CALIBRATED_GAPS: tuple[tuple[str, str, float, str], ...] = (
+    ("clock-E/qwen3-8b-s128/d-in1024-out256-c8", "ttft_mean_s", 0.105,
+     "a TTFT at the 20-ms band's edge: the fit's GEMM rate (x1.01, at half weight) shortens it 1.2 ms, from 19.6 ms "
+     "under the measured 0.1997 s (within the band) to 20.8 under (-10.4%); the gap is the wait before the first "
+     "schedule with E's per-iteration log on (KNOWN_GAPS), not the fit"),
+)
 
 
 def _no_worse(name: str, metric: str) -> float:
@@ -407,11 +403,12 @@ def _compare(points: list[tuple[str, dict[str, Any], dict[str, Any]]], tmp: Path
             measured = float(bench["summary"][metric])
             eu = _error(metric, float(uncal[metric]), measured)
             ec = _error(metric, float(cal[metric]), measured)
-            counts["figures"] += 1
-            counts["uncal5"] += abs(eu) <= 0.05
-            counts["uncal10"] += abs(eu) <= 0.10
-            counts["cal5"] += abs(ec) <= 0.05
-            counts["cal10"] += abs(ec) <= 0.10
+            if _no_worse(name, metric) == _NO_WORSE:  # a calibrated gap is held to its own bound, not counted
+                counts["figures"] += 1
+                counts["uncal5"] += abs(eu) <= 0.05
+                counts["uncal10"] += abs(eu) <= 0.10
+                counts["cal5"] += abs(ec) <= 0.05
+                counts["cal10"] += abs(ec) <= 0.10
             cells.append(f"{measured:,.4g} / {cal[metric]:,.4g} ({ec:+.1%}; uncal {eu:+.1%})"
                          + ("*" if abs(ec) > 0.05 else ""))
             if abs(ec) > abs(eu) + _no_worse(name, metric):
@@ -431,8 +428,11 @@ def test_calibrated_on_a_profile_of_the_same_engine_is_never_worse_than_uncalibr
     engines' fits are used (held-out rms log error 0.025 / 0.037 / 0.035 against the priors' 0.041 / 0.048 /
     0.057), run D's Llama's refused (its steps already at the priors). Run F's Mixtral points, which no profile
     saw, are calibrated on run E's profile of the same argv: in all 166 of 176 figures within 5% (147
-    uncalibrated), 172 within 10% (169; counts printed); one point moves the wrong way beyond _NO_WORSE
-    (CALIBRATED_GAPS)."""
+    uncalibrated), 172 within 10% (169; counts printed); one point moved the wrong way beyond _NO_WORSE. Since the
+    fused-MoE kernel's expert read rate, the unhidden GEMM share, the 0.9 KV rate and the first token after the
+    next launch (dspark.perf, dspark.advise.model): D's 8B and E's 8B fits used (0.013 / 0.037 against the priors'
+    0.031 / 0.047), Mixtral's refused (the priors predict it as well); 165 of 175 counted figures within 5% (154
+    uncalibrated), 172 within 10% (172); one TTFT at the 20-ms band's edge moves the wrong way (CALIBRATED_GAPS)."""
     profiles: dict[str, Path | None] = {}
 
     def calibrated(name: str, config: dict[str, Any]) -> dict[str, Any] | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dspark.hardware.profiles import get_profile, profile_names
 from dspark.perf.gpus import CPU, UNKNOWN, gpu_perf, is_known
 
@@ -35,3 +37,15 @@ def test_the_sustained_clock_is_a_fraction_and_measured_where_the_h200_says_so()
     h200 = gpu_perf("NVIDIA H200")
     assert h200.sustained_clock == 0.80 and "1,395-1,530 MHz" in h200.source
     assert CPU.sustained_clock == 1.0
+
+
+def test_the_unhidden_gemm_share_and_the_kv_rate_are_hoppers_where_measured() -> None:
+    """gemm_unhidden, the 0.9 paged-KV fraction and the fused-MoE expert read rate come from H200 measurements
+    (dspark.perf.gpus, dspark.perf.moe): Hopper only; the other shipped GPUs keep none, 0.65 and the bandwidth."""
+    for name in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"):
+        perf = gpu_perf(name)
+        assert perf.gemm_unhidden == 0.22 and perf.kv_fraction == 0.90
+        assert perf.expert_fraction == pytest.approx(4.14 / 4.8)
+    for name in ("NVIDIA B200", "NVIDIA GeForce RTX 5090", "NVIDIA GB10"):
+        perf = gpu_perf(name)
+        assert perf.gemm_unhidden == 0.0 and perf.kv_fraction == 0.65 and perf.expert_fraction == 0.0

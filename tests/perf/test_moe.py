@@ -14,7 +14,9 @@ from dspark.perf.gpus import gpu_perf
 from dspark.perf.moe import (
     DEFAULT_WIDTH,
     DENSE_TFLOPS,
+    EXPERT_READ_TABLE_TBPS,
     MOE_TABLE_TFLOPS,
+    expert_read_fraction,
     fused_moe_fraction,
     fused_moe_tflops,
 )
@@ -73,3 +75,34 @@ def test_the_h200_reads_experts_as_the_step_model_prices_them() -> None:
     assert all(0.24 * peak < b < peak for b in full)
     assert sum(full) / len(full) == pytest.approx(0.86 * peak, rel=0.05)
     assert gpu_perf("NVIDIA H200").bandwidth_fraction < min(full) / peak
+
+
+def test_the_expert_read_curve_follows_its_table_rows_and_grows_with_the_expert() -> None:
+    """R(S) against the 14 shapes' read rates (rms log error under 3.5%), Qwen3-30B-A3B's and Mixtral's within 2%
+    and 1%; monotone in the expert's size, below the peak, refused for no size."""
+    def rate(h: int, n: int) -> float:
+        return 4.8 * expert_read_fraction(3.0 * h * n * 2)
+
+    errors = [math.log(rate(h, n) / r) for (h, n, _k, _e), r in EXPERT_READ_TABLE_TBPS.items()]
+    assert math.sqrt(sum(e * e for e in errors) / len(errors)) < 0.035
+    assert rate(2048, 768) == pytest.approx(EXPERT_READ_TABLE_TBPS[(2048, 768, 8, 128)], rel=0.02)
+    assert rate(4096, 14336) == pytest.approx(EXPERT_READ_TABLE_TBPS[(4096, 14336, 2, 8)], rel=0.01)
+    sizes = sorted(random.Random(3).uniform(1e5, 2e9) for _ in range(50))  # noqa: S311 - test inputs
+    fractions = [expert_read_fraction(size) for size in sizes]
+    assert fractions == sorted(fractions) and all(0 < f < 1 for f in fractions)
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match="positive"):
+            expert_read_fraction(bad)
+
+
+def test_the_h200s_mixtral_reads_its_experts_at_the_kernels_rate_and_the_dense_weights_at_the_bandwidth() -> None:
+    """The step model reads routed experts at expert_bandwidth_bytes_per_s and the dense weights at the bandwidth:
+    an 8-expert top-2 step of one token reads a quarter of the experts at the kernel's rate."""
+    from dspark.perf.step import StepCosts, StepShape, cost_table, step_terms  # noqa: PLC0415
+
+    shape = StepShape(dense_weight_bytes=3e9, expert_weight_bytes=90e9, num_experts=8, top_k=2,
+                      kv_bytes_per_token=0.0, state_bytes_per_seat=0.0, speculative_tokens=0, emitted_per_step=1.0)
+    costs = StepCosts(fixed_s=0.0, bandwidth_bytes_per_s=3.84e12, expert_bandwidth_bytes_per_s=4.13e12)
+    assert step_terms(cost_table(costs, shape), 1, 0.0, 0)["gemm"] == pytest.approx(3e9 / 3.84e12 + 22.5e9 / 4.13e12)
+    dense_only = StepCosts(fixed_s=0.0, bandwidth_bytes_per_s=3.84e12)
+    assert step_terms(cost_table(dense_only, shape), 1, 0.0, 0)["gemm"] == pytest.approx(25.5e9 / 3.84e12)

@@ -72,6 +72,27 @@ def test_the_roofline_takes_the_larger_side_not_the_sum() -> None:
     assert at[512] == pytest.approx(flops_512) and at[512] > at[1]  # compute-bound past the crossover
 
 
+def test_a_weight_bound_gemm_adds_its_unhidden_tensor_core_share() -> None:
+    """gemm_unhidden u: the memory side is weights ÷ bandwidth + u × dense FLOPs ÷ the full GEMM rate (lm_head for
+    the sampled rows included), so a weight-bound step grows with its rows; a compute-bound one is untouched, and
+    the routed experts' fused-MoE GEMMs get none of it."""
+    u = 0.176
+    costs = dataclasses.replace(H200ISH, gemm_unhidden=u)
+    shape = dataclasses.replace(DENSE, logits_flops_per_row=2 * 151_936 * 4096)
+    for rows in (1, 16, 64):
+        gemm = step_terms(cost_table(costs, shape), rows, 0.0, 0)["gemm"]
+        flops = 15.1e9 * rows + 2 * 151_936 * 4096 * rows
+        assert gemm == pytest.approx(15.1e9 / 3.84e12 + u * flops / 790e12)
+    assert step_terms(cost_table(costs, shape), 64, 0.0, 0)["gemm"] > step_terms(
+        cost_table(H200ISH, shape), 64, 0.0, 0)["gemm"]
+    # 8,192 prompt tokens: compute-bound, the same as without it
+    assert step_terms(cost_table(costs, shape), 0, 0.0, 8192)["gemm"] == pytest.approx(
+        step_terms(cost_table(H200ISH, shape), 0, 0.0, 8192)["gemm"])
+    moe = dataclasses.replace(MOE, dense_flops_per_token=0.0)
+    assert step_terms(cost_table(costs, moe), 4, 0.0, 0)["gemm"] == step_terms(cost_table(H200ISH, moe), 4, 0.0, 0)[
+        "gemm"]
+
+
 def test_compute_bound_prefill_scales_with_its_tokens() -> None:
     """A long prompt chunk is compute-bound: doubling its tokens nearly doubles its GEMM time, and its causal
     attention grows faster than linearly."""

@@ -20,6 +20,28 @@ def _rate(cost: Mapping[str, Any], key: str) -> float:
     return value if value > 0 else math.inf
 
 
+def _linear(cost: Mapping[str, Any], gemm_tokens: float, sampled: float, experts: float, top_k: float
+            ) -> tuple[float, float]:
+    """(the linear layers' compute seconds, the unhidden part of their dense GEMMs' tensor-core time): the lm_head
+    for the sampled positions, the dense GEMMs and the routed experts' for gemm_tokens (padded) tokens, each at the
+    rate its token count reaches; a weight-bound GEMM adds gemm_unhidden of its FLOPs at the full rate to its
+    weight stream (dspark.perf.step)."""
+    half = max(float(cost.get("gemm_half_tokens") or 0.0), 1e-9)
+    flops = _rate(cost, "flops_per_s")
+    dense = float(cost.get("logits_flops_per_row") or 0.0) * sampled
+    compute = dense / (flops * sampled / (sampled + half))
+    if gemm_tokens > 0:
+        compute += float(cost.get("dense_flops_per_token") or 0.0) * gemm_tokens / (
+            flops * gemm_tokens / (gemm_tokens + half))
+        dense += float(cost.get("dense_flops_per_token") or 0.0) * gemm_tokens
+        if experts and top_k:
+            per_expert = max(gemm_tokens * top_k / experts, 1.0)
+            expert_rate = float(cost.get("expert_flops_per_s") or 0.0) or flops  # the fused-MoE kernel's own
+            compute += float(cost.get("expert_flops_per_token") or 0.0) * gemm_tokens / (
+                expert_rate * per_expert / (per_expert + half))
+    return compute, float(cost.get("gemm_unhidden") or 0.0) * dense / flops
+
+
 def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
                pairs: float | None = None) -> dict[str, float]:
     """Seconds of each op class of one step (dspark.perf.step's docstring); `pairs`: prompt (query, key) pairs.
@@ -43,20 +65,12 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
     coverage = 1.0 - (1.0 - top_k / experts) ** (1.0 + max(tokens - 1.0, 0.0) * spread) if experts and top_k else 1.0
     observed = float(cost.get("prefill_per_token_s") or 0.0) if cost.get("prefill_observed") else 0.0
     gemm_tokens = padded - prefill if observed else padded  # a measured prompt cost replaces its compute
-    half = max(float(cost.get("gemm_half_tokens") or 0.0), 1e-9)
-    flops = _rate(cost, "flops_per_s")
     sampled = rows * q + (1 if prefill else 0)  # the logits: every verified position, a prompt's last token
-    compute = float(cost.get("logits_flops_per_row") or 0.0) * sampled / (flops * sampled / (sampled + half))
-    if gemm_tokens > 0:
-        compute += float(cost.get("dense_flops_per_token") or 0.0) * gemm_tokens / (
-            flops * gemm_tokens / (gemm_tokens + half))
-        if experts and top_k:
-            per_expert = max(gemm_tokens * top_k / experts, 1.0)
-            expert_rate = float(cost.get("expert_flops_per_s") or 0.0) or flops  # the fused-MoE kernel's own
-            compute += float(cost.get("expert_flops_per_token") or 0.0) * gemm_tokens / (
-                expert_rate * per_expert / (per_expert + half))
-    weights = (float(cost.get("dense_weight_bytes") or 0.0)
-               + float(cost.get("expert_weight_bytes") or 0.0) * coverage) / bw
+    expert_bw = float(cost.get("expert_bandwidth_bytes_per_s") or 0.0) or bw  # the fused-MoE kernel's own reads
+    weights = (float(cost.get("dense_weight_bytes") or 0.0) / bw
+               + float(cost.get("expert_weight_bytes") or 0.0) * coverage / expert_bw)
+    compute, unhidden = _linear(cost, gemm_tokens, sampled, experts, top_k)
+    weights += unhidden
     if pairs is None:
         pairs = prefill * prefill / 2.0 + (prefill * context if rows == 0 else 0.0)
     per_pair = float(cost.get("attention_flops_per_pair") or 0.0)

@@ -299,8 +299,15 @@ class _Pass:
                 self.pairs += n * (before + n / 2)
         return rows, context, prefill
 
-    def _record(self, outputs: dict[int, Any]) -> None:
-        """Count the engine's own figures of a step: prefix-cache stats, first and last tokens, finishes."""
+    def _record(self, outputs: dict[int, Any], taken: float | None = None) -> None:
+        """Count the engine's own figures of a step: prefix-cache stats, first and last tokens, finishes.
+
+        taken: when the engine core took the step's output, if later than its end: with a batch queue it takes it
+        only once the next batch is scheduled and launched (EngineCore.step_with_batch_queue fills the queue
+        before it blocks), so a first token waits for that launch, and reaches its client as much later (the
+        advisor's model, dspark.advise.model._Pipeline).
+        """
+        late = 0.0 if taken is None else max(0.0, taken - self.now)
         streamed = finished = 0
         firsts: list[int] = []
         for eco in outputs.values():
@@ -314,7 +321,7 @@ class _Pass:
                     streamed += 1
                     self.outputs[i] += len(o.new_token_ids)
                     if math.isnan(self.first[i]):
-                        self.first[i] = self.now
+                        self.first[i] = self.now + late
                         firsts.append(i)
                 if o.finish_reason is not None:
                     self.finish[i] = self.now
@@ -324,7 +331,7 @@ class _Pass:
         if streamed or finished:
             seen = self.arrivals.stepped(self.now, streamed, finished)
             for i in firsts:
-                self.seen[i] = seen
+                self.seen[i] = seen + late
 
     def _schedule(self) -> tuple[Any, list[str], Any, float, int]:
         """schedule() and, at once, the output the runner will give it: (output, ids, runner output, dt, prefill)."""
@@ -344,7 +351,9 @@ class _Pass:
             self.prefill_time += prefill * self.cost["prefill_per_token_s"]
             self.steps += 1
             self.running_peak = max(self.running_peak, len(ids))
-        self._record(self.sched.update_from_output(so, out))
+        # With a batch queue the batch scheduled last (after this one, if any) has been launched by now.
+        taken = self.last_cut + self.last_cpu if self.replay.batch_queue > 1 else None
+        self._record(self.sched.update_from_output(so, out), taken)
         if self.spec and ids and self.replay.batch_queue == 1:
             # EngineCore.post_step: the drafter proposes for every request it ran (the scheduler skips prompt
             # chunks); with async scheduling the AsyncScheduler's placeholders stand for the drafts instead.
