@@ -22,6 +22,7 @@ import json
 import os
 import random
 import re
+import sys
 import tarfile
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -229,6 +230,98 @@ def _issue_targets(tmp_path: Path) -> None:
     # already running. The issue's 14 ms did not record its request count; the device harness's run (256
     # requests, 2026-12-02) measured 18.92 ms mean TPOT.
     assert tpot[128] == pytest.approx(18.9, rel=0.10)
+
+
+# Where aiconfigurator 0.12 (its H200 kernel tables for vLLM 0.24, static mode: tests/device/aiconfigurator_points.py)
+# is closer to the measurement than dspark uncalibrated by more than half a point and dspark is beyond 5%: each with
+# dspark's bound there (still asserted) and the reason. (point substring, metric, bound on dspark's error, why)
+AIC_CLOSER: tuple[tuple[str, str, float, str], ...] = (
+    ("2026-12-02-clock/qwen3-30b-a3b-s128/m-in1024-out256-c32", "ttft_mean_s", 0.65,
+     "the first MoE run's Triton JIT in the measurement (KNOWN_GAPS): both miss by half (dspark -57%, aiconfigurator "
+     "-52%); the same point after a warm-up at every concurrency, 0.371 s, dspark -5%, aiconfigurator +5%"),
+    ("qwen3-30b-a3b-s128-wide-warmup/m-in1024-out256-c2", "ttft_mean_s", 0.85,
+     "the first step's race (KNOWN_GAPS): the engine took both requests of each wave in one step, the model the "
+     "first alone, so the second waits for the first's launch-bound MoE prompt step (dspark +79%); aiconfigurator "
+     "prices one prompt with no intake at all (-59%)"),
+    ("qwen3-30b-a3b-s128-wide-warmup/m-in1024-out256-c64", "ttft_mean_s", 0.30,
+     "the 2 s of idle GPU mid-run (KNOWN_GAPS) lengthen the measured TTFT (dspark -24%); aiconfigurator's static "
+     "batch overprices it (+21%)"),
+)
+
+
+AIC_CLOSER_ORIGINAL = AIC_CLOSER
+
+
+def _aic_static() -> dict[str, dict[str, Any]]:
+    """FOLDER/ENGINE/POINT -> aiconfigurator's static-mode figures, from each results folder's aiconfigurator.json."""
+    out: dict[str, dict[str, Any]] = {}
+    for folder in RESULTS_DIRS:
+        doc = folder / "aiconfigurator.json"
+        if doc.is_file():
+            for point in json.loads(doc.read_text())["points"]:
+                if point.get("static"):
+                    out[f"{folder.name}/{point['point']}"] = point["static"]
+    return out
+
+
+def _aic_comparison(tmp_path: Path) -> tuple[list[str], list[str], list[str], int]:
+    """(table rows, figures where aiconfigurator is closer, those not allowed, figures compared)."""
+    aic = _aic_static()
+    rows: list[str] = []
+    closer: list[str] = []
+    misses: list[str] = []
+    figures = 0
+    for name, config, bench in recorded():
+        if name not in aic:
+            continue
+        pred = predict(config, tmp_path)
+        cells = []
+        for metric in METRICS:
+            measured = float(bench["summary"][metric])
+            ours = _error(metric, float(pred[metric]), measured)
+            theirs = _error(metric, float(aic[name][metric]), measured)
+            figures += 1
+            cells.append(f"{measured:,.4g} / {pred[metric]:,.4g} ({ours:+.0%}) / aic {theirs:+.0%}")
+            if abs(ours) <= abs(theirs) + 0.005:
+                continue
+            closer.append(f"{name} {metric}: dspark {ours:+.1%}, aiconfigurator {theirs:+.1%}")
+            if abs(ours) <= 0.05:
+                continue
+            listed = [bound for point, which, bound, _ in AIC_CLOSER if point in name and which == metric]
+            if not listed or abs(ours) > listed[0]:
+                misses.append(closer[-1] + (f", beyond its listed bound {listed[0]:.0%}" if listed else ""))
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return rows, closer, misses, figures
+
+
+def test_never_worse_than_aiconfigurator_where_it_has_data(tmp_path: Path) -> None:
+    """Issue 25: dspark uncalibrated is never further from the measurement than aiconfigurator on the points where
+    aiconfigurator has data, but where dspark is within 5% (the calibrated goal; counted and printed) and the
+    AIC_CLOSER entries (each bounded). Prints the side-by-side table: measured / dspark (error) / aiconfigurator."""
+    rows, closer, misses, figures = _aic_comparison(tmp_path)
+    if not figures:
+        return  # results folders without aiconfigurator's figures (DSPARK_CLOCK_RESULTS)
+    print("\n| point | " + " | ".join(f"{m}: measured / dspark / aiconfigurator" for m in METRICS) + " |")
+    print("|---|" + "---|" * len(METRICS))
+    print("\n".join(rows))
+    print(f"\naiconfigurator closer by more than half a point on {len(closer)} of {figures} figures:\n"
+          + "\n".join(closer))
+    assert figures >= 200, figures  # runs A, D, E and F: every point but the eager ones (no eager mode there)
+    assert not misses, "\n".join(misses)
+
+
+def test_a_figure_aiconfigurator_gets_closer_beyond_5_percent_fails_unless_listed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without AIC_CLOSER every listed figure is a miss, and a listed bound tighter than the error is one too."""
+    if not _aic_static():
+        return  # DSPARK_CLOCK_RESULTS names folders without aiconfigurator's figures
+    monkeypatch.setattr(sys.modules[__name__], "AIC_CLOSER", ())
+    _, _, misses, _ = _aic_comparison(tmp_path)
+    assert len(misses) == len(AIC_CLOSER_ORIGINAL) and all("beyond" not in m for m in misses)
+    tight = tuple((point, metric, 0.01, why) for point, metric, _, why in AIC_CLOSER_ORIGINAL)
+    monkeypatch.setattr(sys.modules[__name__], "AIC_CLOSER", tight)
+    _, _, misses, _ = _aic_comparison(tmp_path)
+    assert len(misses) == len(AIC_CLOSER_ORIGINAL) and all("beyond its listed bound 1%" in m for m in misses)
 
 
 def test_the_replanning_reads_the_harness_records_and_catches_a_miss(tmp_path: Path,
