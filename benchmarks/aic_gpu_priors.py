@@ -69,6 +69,10 @@ MOE = {"h200_sxm": "vllm_unquantizedfusedmoe_triton_tritonexperts",
        "h100_sxm": "vllm_unquantizedfusedmoe_triton_tritonexperts",
        "b200_sxm": "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts",
        "rtx_pro_6000_server": "vllm_unquantizedfusedmoe_flashinfer_cutlass_flashinferexperts"}
+# Expert widths from which a GPU's default fused-MoE kernel runs a slower tactic (the B200's FlashInfer TRT-LLM BF16
+# kernel: its 8,192-16,384-wide shapes read and compute at ~0.6 of the narrower ones' rates, and its Mixtral-shaped
+# rows jump from 0.40 ms at 4-32 tokens to 0.71 at 48): fitted apart, as a factor on the curves.
+MOE_WIDE = {"b200_sxm": 8192}
 SHAPES_8B = [(6144, 4096), (4096, 4096), (12288, 4096), (4096, 12288)]
 HALF = 48.0  # dspark's tile-occupancy T½ in the MoE method (dspark.perf.moe)
 
@@ -193,20 +197,31 @@ def moe_figures(gpu: str, dense_tflops: float) -> dict[str, Any]:
     comp = m[m.num_tokens.between(4096, 16384) & (wbytes / (bw * 1e9) < 0.25 * m.lat_s)]
     rate = flops[comp.index] / comp.lat_s / 1e12 / (per_expert[comp.index] / (per_expert[comp.index] + HALF))
     table = rate.groupby([comp.hidden_size, comp.inter_size, comp.topk, comp.num_experts]).median()
-    widths = np.array([k[1] for k in table.index], dtype=float)
-    rmax, nhalf, rms = _saturating_fit(widths, table.to_numpy(), (dense_tflops * 0.85, 220.0))
+    wide = MOE_WIDE.get(gpu, 0)
+    narrow = table[[not (wide and k[1] >= wide) for k in table.index]]
+    widths = np.array([k[1] for k in narrow.index], dtype=float)
+    rmax, nhalf, rms = _saturating_fit(widths, narrow.to_numpy(), (dense_tflops * 0.85, 220.0))
     read = m[(m.num_tokens * m.topk >= 4 * m.num_experts)
              & (flops / (0.63 * dense_tflops * 1e12) < 0.3 * m.lat_s)]
     rr = (wbytes[read.index] / read.lat_s / 1e12).groupby(
         [read.hidden_size, read.inter_size, read.topk, read.num_experts]).median()
     rr = rr[rr < bw / 1e3]
-    sizes = np.array([3 * h * n * 2 for h, n, _k, _e in rr.index], dtype=float)
-    smax, shalf, srms = _saturating_fit(sizes, rr.to_numpy(), (0.85 * bw / 1e3, 1e6))
+    rn = rr[[not (wide and k[1] >= wide) for k in rr.index]]
+    sizes = np.array([3 * h * n * 2 for h, n, _k, _e in rn.index], dtype=float)
+    smax, shalf, srms = _saturating_fit(sizes, rn.to_numpy(), (0.85 * bw / 1e3, 1e6))
+    out: dict[str, Any] = {}
+    if wide:  # the shapes at or above the kernel's slower wide-expert tactic: their median over the curves
+        rate_ratio = [v / (rmax * k[1] / (k[1] + nhalf)) for k, v in table.items() if k[1] >= wide]
+        read_ratio = [v / (smax * 6 * k[0] * k[1] / (6 * k[0] * k[1] + shalf)) for k, v in rr.items() if k[1] >= wide]
+        out = {"moe_wide_width": wide, "moe_wide_rate": float(np.median(rate_ratio)),
+               "moe_wide_read": float(np.median(read_ratio)), "moe_wide_shapes": len(rate_ratio),
+               "moe_wide_rate_spread": (float(min(rate_ratio)), float(max(rate_ratio))),
+               "moe_wide_read_spread": (float(min(read_ratio)), float(max(read_ratio)))}
     return {"kernel": MOE[gpu], "moe_rate_tflops": rmax, "moe_rate_fraction": rmax / dense_tflops,
-            "moe_width_half": nhalf, "moe_rms": rms, "moe_shapes": len(table),
+            "moe_width_half": nhalf, "moe_rms": rms, "moe_shapes": len(narrow), **out,
             "moe_table": {str(k): round(float(v), 1) for k, v in table.items()},
             "expert_read_tbps": smax, "expert_fraction": smax * 1e3 / bw, "expert_half_bytes": shalf,
-            "expert_rms": srms, "expert_shapes": len(rr),
+            "expert_rms": srms, "expert_shapes": len(rn),
             "expert_table": {str(k): round(float(v), 2) for k, v in rr.items()}}
 
 

@@ -87,6 +87,10 @@ class GpuPerf:
     # Triton fit (670 of 791 TFLOP/s, 220 wide), where no table was measured.
     moe_rate_fraction: float = H200_MOE[0]
     moe_width_half: float = H200_MOE[1]
+    # From this expert width per GPU on (0: none), the kernel runs a slower tactic: its GEMM rate times this factor
+    # (the B200's FlashInfer TRT-LLM BF16 kernel).
+    moe_wide_width: int = 0
+    moe_wide_rate: float = 1.0
     source: str = ""
 
     def gemm_fraction_for(self, fp8: bool) -> float:
@@ -123,14 +127,18 @@ GPUS: tuple[GpuPerf, ...] = (
     # of T½ at 128-16k rows with their own rate and share, 209 / 129); unhidden share 0.21 (2,944 rows, 128
     # shapes; 0.20-0.25 at 32-128 rows); per-tensor FP8 1,656 TFLOP/s (0.37 of 4,500); FlashInfer TRT-LLM prefill
     # 0.51 of 2,250 at 4-16k tokens (830-1,295); its decode kernel reads paged KV at 0.92 of 8 TB/s (differences
-    # of two context lengths, 8-128 rows); the BF16 fused MoE (FlashInfer TRT-LLM, vLLM's first choice off
-    # Hopper) does not rise with the experts' width: 910-1,420 TFLOP/s and 6.0-6.4 TB/s on the 128-512-expert
-    # shapes, 540-610 and 4.0-4.3 on the 8-16-expert ones (Mixtral's), so the fits are flat: 0.58 of the dense
-    # rate (rms 29%) and 0.675 of the bandwidth (rms 20%). No sustained-clock figure (the tables' short kernels
-    # cannot show a power cap: largest GEMMs 0.96 of the mid-sized' rate): the 0.9 placeholder stays.
+    # of two context lengths, 8-128 rows). The BF16 fused MoE runs FlashInfer's TRT-LLM kernel (vLLM's first choice
+    # off Hopper): up to 5,120-wide experts 1,163 TFLOP/s at wide experts = 0.76 of the dense rate, half at 163
+    # wide (9 shapes, rms 14%), reads 6.25 TB/s = 0.78 of peak, half at 0.17 MB (8 shapes, rms 2.2%); from 8,192
+    # wide (Mixtral's 14,336; 3 shapes) a slower tactic: 0.49 of that rate (0.47-0.54). Its reads of such experts
+    # follow the token count, not the width (Mixtral's layer: 0.40 ms at 4-32 tokens, 7.1 TB/s; 0.71 ms at
+    # 48-512, 4.0), which the model does not: at the curve's rate its Mixtral layer is 7-17% slow at 1-32 tokens
+    # and 21% fast at 128 (tests/perf/test_aic_priors.py). No sustained-clock figure (the tables' short kernels
+    # cannot show a power cap: the largest GEMMs at 0.96 of the mid-sized ones' rate): the 0.9 placeholder stays.
     GpuPerf("b200", "B200", 8000.0, 2250.0, 4500.0, 900.0, 10e-6, gemm_fraction=0.68, kv_fraction=0.92,
-            gemm_unhidden=0.21, expert_fraction=0.675, expert_half_bytes=0.0, fp8_gemm_fraction=0.37,
-            attention_fraction=0.51, gemm_half_tokens=78.0, moe_rate_fraction=0.58, moe_width_half=0.0,
+            gemm_unhidden=0.21, expert_fraction=0.78, expert_half_bytes=0.17e6, fp8_gemm_fraction=0.37,
+            attention_fraction=0.51, gemm_half_tokens=78.0, moe_rate_fraction=0.76, moe_width_half=163.0,
+            moe_wide_width=8192, moe_wide_rate=0.49,
             source="NVIDIA DGX B200 datasheet; kernel rates from aiconfigurator-core 0.12's B200 SXM tables "
                    "(vLLM 0.24); sustained clock a placeholder"),
     # No table for the RTX 5090. aiconfigurator's rtx_pro_6000_server (RTX PRO 6000 Blackwell Server: the same

@@ -19,7 +19,7 @@ GPU is what the kernel sees.
 The other GPUs' curves (dspark.perf.gpus: moe_rate_fraction, moe_width_half, expert_fraction, expert_half_bytes)
 come from their own tables the same way (benchmarks/aic_gpu_priors.py): the H100's Triton kernel, the B200's
 FlashInfer TRT-LLM one (vLLM's unquantized-MoE oracle tries FlashInfer first on CUDA and moves it back on Hopper
-only), whose rates do not rise with the width, so its fits are flat.
+only), fitted up to 5,120-wide experts, with a factor for its slower tactic from 8,192 wide (wide_factor).
 """
 
 from __future__ import annotations
@@ -66,7 +66,13 @@ def fused_moe_fraction(width: int | None, tp: int = 1, perf: GpuPerf = _H200) ->
     if tp < 1:
         raise ValueError(f"tensor parallel size must be at least 1, not {tp}")
     per_gpu = max((width or DEFAULT_WIDTH) // tp, 1)
-    return perf.moe_rate_fraction * per_gpu / (per_gpu + perf.moe_width_half)
+    return perf.moe_rate_fraction * per_gpu / (per_gpu + perf.moe_width_half) * wide_factor(per_gpu, perf)
+
+
+def wide_factor(width_per_gpu: int, perf: GpuPerf) -> float:
+    """The GEMM-rate factor of the kernel's slower tactic for experts this wide per GPU on `perf` (1 below its
+    moe_wide_width or where it has none)."""
+    return perf.moe_wide_rate if perf.moe_wide_width and width_per_gpu >= perf.moe_wide_width else 1.0
 
 
 # The fused-MoE kernel's read rate of the routed experts' weights, by an expert's size (its gate-up and down
