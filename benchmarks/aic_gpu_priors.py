@@ -46,10 +46,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import aiconfigurator_core
+import aiconfigurator_core  # type: ignore[import-not-found]  # the scratch venv's only
 import numpy as np
-import pandas as pd
-from scipy.optimize import least_squares
+import pandas as pd  # type: ignore[import-untyped]  # the scratch venv's, no stubs
+from scipy.optimize import least_squares  # type: ignore[import-untyped]
 
 DATA = Path(aiconfigurator_core.__file__).parent / "systems" / "data"
 VERSION = "0.24.0"
@@ -92,7 +92,8 @@ def _rms_log(pred: np.ndarray, obs: np.ndarray) -> float:
 def _saturating_fit(x: np.ndarray, y: np.ndarray, guess: tuple[float, float]) -> tuple[float, float, float]:
     """y = a · x ÷ (x + b), least squares on log y: (a, b, rms log error)."""
     def resid(p: np.ndarray) -> np.ndarray:
-        return np.log(p[0] * x / (x + p[1])) - np.log(y)
+        out: np.ndarray = np.log(p[0] * x / (x + p[1])) - np.log(y)
+        return out
     fit = least_squares(resid, np.array(guess), bounds=([1e-9, 1e-9], [np.inf, np.inf]))
     a, b = float(fit.x[0]), float(fit.x[1])
     return a, b, _rms_log(a * x / (x + b), y)
