@@ -10,8 +10,9 @@ Sources (docs/advise.md has the table with links):
   precision step and for sparsity).
 - Achieved fractions: large reads reach ~0.8 of peak bandwidth (the seed deployment's decode read 78-85% of
   GB10's 273 GB/s; aiconfigurator prices its elementwise ops at 0.8 of bandwidth); decode attention reads paged
-  KV (vLLM's 16-token blocks, scattered in the pool) at ~0.9 on Hopper and 0.65 where nothing was measured (the
-  seed deployment's SGLang 27B steps at 1, 8 and 18 seats fit with it). The H200's figure is the difference of
+  KV (vLLM's 16-token blocks, scattered in the pool) at ~0.9 (H200 0.90, H100 0.95, B200 0.92; the RTX 5090 0.855
+  by its memory's analogue) and 0.65 where nothing was measured (GB10: the seed deployment's SGLang 27B steps at
+  1, 8 and 18 seats fit with it). The H200's figure is the difference of
   decode-only steps with the same rows at two context lengths, which leaves only the KV read (weights, GEMMs,
   kernels and CPU are the same): vLLM's per-iteration log of runs E and F (tests/device/results/2026-12-02-clock-E,
   -F), 1,024- against 4,096-token prompts, mean step 6.80 / 10.10 ms at 32 rows (Qwen3-8B shape), 10.27 / 13.94
@@ -20,7 +21,8 @@ Sources (docs/advise.md has the table with links):
   reach ~0.8 of dense peak at the rated clock (~790 of 989 TFLOP/s measured on the lent H200; aiconfigurator's
   H200 table for vLLM 0.24's torch linear: 780-860 TFLOP/s for the Qwen3-8B layer shapes at 1-4k tokens);
   attention kernels in prefill ~0.62 of dense peak (FlashAttention-3 on Hopper, causal, head dim 128: ~610-660
-  TFLOP/s of 989 at 2-16k tokens, Shah et al. 2024).
+  TFLOP/s of 989 at 2-16k tokens, Shah et al. 2024); the H100's and B200's from their tables (0.80 / 0.61,
+  0.68 / 0.51).
 - Unhidden GEMM share (gemm_unhidden): a weight-bound GEMM of m rows takes longer than one row's by 0.22 of its
   FLOPs at the rated large-GEMM rate (dspark.perf.step: aiconfigurator's H200 torch-linear table for vLLM 0.24,
   128 weight-bound shapes at 8-128 rows); 0.29 on the H100 and 0.21 on the B200 from their tables the same way.
@@ -36,8 +38,10 @@ Sources (docs/advise.md has the table with links):
 - Sustained clock: dense tensor-core work holds the board at its power cap, where the SM clock settles below
   the one the peak is quoted at (989 TFLOP/s = 132 SMs × 4,096 BF16 FLOP per clock × 1.83 GHz): the lent H200
   (700 W) ran at 1,395-1,530 MHz in its prompt-heavy stretches (nvidia-smi once a second, up to 696 W), 0.80 of
-  1.83 GHz, and its prompts priced at the rated clock come out 10-25% fast at 16-128 streams. GPUs without a
-  measurement get 0.9 (their GEMM rate as before: 0.72 of peak).
+  1.83 GHz, and its prompts priced at the rated clock come out 10-25% fast at 16-128 streams. The H100 SXM takes
+  it (the same die at the same 700 W cap); the others, without a measurement, get 0.9 (aiconfigurator's tables
+  time microsecond kernels and cannot show a power cap): the B200's GEMMs at 0.68 × 0.9 of peak, the RTX 5090's
+  and GB10's at the 0.72 they had.
 - Interconnect for tensor parallelism: NVLink 4 (H100/H200, 450 GB/s per direction) and NVLink 5 (B200, 900),
   PCIe 5 x16 (RTX 5090, ~64 GB/s per direction, ~50 usable), ConnectX-7 200 Gb/s between two DGX Sparks
   (25 GB/s); each all-reduce also pays a latency (~10 µs NVLink, ~25 µs PCIe, ~40 µs over the network).
