@@ -21,7 +21,7 @@ from dspark.model.architecture import (
     dtype_bytes,
 )
 from dspark.model.weights import WeightBytes, format_bytes_per_parameter
-from dspark.perf.gpus import GpuPerf, gpu_perf, is_known
+from dspark.perf.gpus import H200_MOE, GpuPerf, gpu_perf, is_known
 from dspark.perf.moe import DEFAULT_WIDTH, expert_read_fraction, fused_moe_fraction
 
 # Every prior below is a physical fact or an engine behaviour; dspark.perf.step says where each term comes from and
@@ -86,8 +86,8 @@ INTAKE_S = 0.25e-3
 # 22 ms early.
 API_PER_TOKEN_S = 65e-6
 API_PER_FINISH_S = 2e-3
-# GEMM tiles are 64-128 rows: half of the large-GEMM rate at ~48 tokens (tile occupancy), rising toward it.
-GEMM_HALF_TOKENS = 48.0
+# GEMM tiles are 64-128 rows: half of the large-GEMM rate at a few dozen tokens (tile occupancy), rising toward it;
+# the count is the GPU's (dspark.perf.gpus: gemm_half_tokens, 48 where no table says otherwise).
 # Activations the elementwise kernels read and write per token and layer, in hidden-size units (norm in/out twice,
 # rotary, residual adds, the activation function's gate and up halves at ~3 hidden each).
 ACTIVATION_TOUCHES = 20
@@ -207,19 +207,20 @@ def _expert_read(perf: GpuPerf, gbps: float, arch: ModelArchitecture, tp: int, e
         return 0.0
     bpp = format_bytes_per_parameter(arch.expert_weight_format or arch.weight_format, arch.dtype)
     size = 3.0 * arch.hidden_size * (moe.moe_intermediate_size or DEFAULT_WIDTH) * bpp / tp
-    return gbps * 1e9 * expert_read_fraction(size, perf.expert_fraction)
+    return gbps * 1e9 * expert_read_fraction(size, perf.expert_fraction, perf.expert_half_bytes)
 
 
-def _moe_rate(arch: ModelArchitecture, tp: int) -> tuple[float, list[str]]:
+def _moe_rate(arch: ModelArchitecture, tp: int, perf: GpuPerf) -> tuple[float, list[str]]:
     """The fused-MoE kernel's fraction of the dense GEMM rate for this model's experts (0 without any), and its note."""
     moe = arch.moe
     if moe is None:
         return 0.0, []
-    fraction = fused_moe_fraction(moe.moe_intermediate_size, tp)
+    fraction = fused_moe_fraction(moe.moe_intermediate_size, tp, perf)
     width = f"{moe.moe_intermediate_size:,}" if moe.moe_intermediate_size else "an assumed 768"
+    table = "H200" if (perf.moe_rate_fraction, perf.moe_width_half) == H200_MOE else perf.label
     return fraction, [f"routed experts' GEMMs at {fraction:.0%} of the dense rate (the fused-MoE kernel at "
                       f"{width}-wide experts" + (f", {tp} GPUs sharing each" if tp > 1 else "")
-                      + ": aiconfigurator's H200 table for vLLM 0.24, dspark.perf.moe)"]
+                      + f": aiconfigurator's {table} table for vLLM 0.24, dspark.perf.moe)"]
 
 
 def model_inputs(
@@ -251,11 +252,11 @@ def model_inputs(
         sources["bandwidth_bytes_per_s"] = f"{gbps:g} GB/s: no figure for {name or 'this device'}, a placeholder"
     fp8 = (arch.weight_format or "") in {"fp8", "nvfp4", "mxfp4", "modelopt_fp4"}
     peak = perf.fp8_tflops if fp8 else perf.bf16_tflops
-    flops = peak * 1e12 * perf.gemm_fraction * perf.sustained_clock
-    sources["flops_per_s"] = (f"{perf.gemm_fraction:.0%} of {perf.label}'s {peak:g} dense "
+    flops = peak * 1e12 * perf.gemm_fraction_for(fp8) * perf.sustained_clock
+    sources["flops_per_s"] = (f"{perf.gemm_fraction_for(fp8):.0%} of {perf.label}'s {peak:g} dense "
                               f"{'FP8' if fp8 else 'BF16'} TFLOP/s, reached by large GEMMs, at "
                               f"{perf.sustained_clock:.0%} of the rated clock under the power cap; half of that at "
-                              f"{GEMM_HALF_TOKENS:g} tokens (tile occupancy)")
+                              f"{perf.gemm_half_tokens:g} tokens (tile occupancy)")
     dense_flops, expert_flops = _flops_per_token(arch, weights, tp)
     sources["per_token_s"] = (f"the sampler: {SAMPLER_PASSES} float32 passes over {arch.vocab_size:,} logits per "
                               "sampled row")
@@ -309,11 +310,11 @@ def model_inputs(
     notes.append(f"KV read per step: {capacity.kv_bytes_per_token:,} B per token of context per GPU"
                  + (f"; linear state {shape.state_bytes_per_seat / 1e6:.1f} MB per seat read and written"
                     if shape.state_bytes_per_seat else ""))
-    moe_fraction, moe_note = _moe_rate(arch, tp)
+    moe_fraction, moe_note = _moe_rate(arch, tp, perf)
     notes += moe_note
     prior = StepCosts(
         fixed_s=fixed, bandwidth_bytes_per_s=gbps * 1e9 * fraction, per_token_s=per_token,
-        prefill_per_token_s=prefill, flops_per_s=flops, gemm_half_tokens=GEMM_HALF_TOKENS,
+        prefill_per_token_s=prefill, flops_per_s=flops, gemm_half_tokens=perf.gemm_half_tokens,
         attention_flops_per_s=peak * 1e12 * perf.attention_fraction * perf.sustained_clock,
         kernel_floor_s=0.0 if cpu else KERNEL_FLOOR_S,
         # A weight-bound GEMM's unhidden tensor-core share (dspark.perf.gpus, measured at the rated clock): the

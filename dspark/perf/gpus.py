@@ -10,8 +10,9 @@ Sources (docs/advise.md has the table with links):
   precision step and for sparsity).
 - Achieved fractions: large reads reach ~0.8 of peak bandwidth (the seed deployment's decode read 78-85% of
   GB10's 273 GB/s; aiconfigurator prices its elementwise ops at 0.8 of bandwidth); decode attention reads paged
-  KV (vLLM's 16-token blocks, scattered in the pool) at ~0.9 on Hopper and 0.65 where nothing was measured (the
-  seed deployment's SGLang 27B steps at 1, 8 and 18 seats fit with it). The H200's figure is the difference of
+  KV (vLLM's 16-token blocks, scattered in the pool) at ~0.9 (H200 0.90, H100 0.95, B200 0.92; the RTX 5090 0.855
+  by its memory's analogue) and 0.65 where nothing was measured (GB10: the seed deployment's SGLang 27B steps at
+  1, 8 and 18 seats fit with it). The H200's figure is the difference of
   decode-only steps with the same rows at two context lengths, which leaves only the KV read (weights, GEMMs,
   kernels and CPU are the same): vLLM's per-iteration log of runs E and F (tests/device/results/2026-12-02-clock-E,
   -F), 1,024- against 4,096-token prompts, mean step 6.80 / 10.10 ms at 32 rows (Qwen3-8B shape), 10.27 / 13.94
@@ -20,15 +21,27 @@ Sources (docs/advise.md has the table with links):
   reach ~0.8 of dense peak at the rated clock (~790 of 989 TFLOP/s measured on the lent H200; aiconfigurator's
   H200 table for vLLM 0.24's torch linear: 780-860 TFLOP/s for the Qwen3-8B layer shapes at 1-4k tokens);
   attention kernels in prefill ~0.62 of dense peak (FlashAttention-3 on Hopper, causal, head dim 128: ~610-660
-  TFLOP/s of 989 at 2-16k tokens, Shah et al. 2024).
-- Unhidden GEMM share (gemm_unhidden, Hopper): a weight-bound GEMM of m rows takes longer than one row's by 0.22
-  of its FLOPs at the rated large-GEMM rate (dspark.perf.step: aiconfigurator's H200 torch-linear table for vLLM
-  0.24, 128 weight-bound shapes at 8-128 rows). No table for the other GPUs: 0 there.
+  TFLOP/s of 989 at 2-16k tokens, Shah et al. 2024); the H100's and B200's from their tables (0.80 / 0.61,
+  0.68 / 0.51).
+- Unhidden GEMM share (gemm_unhidden): a weight-bound GEMM of m rows takes longer than one row's by 0.22 of its
+  FLOPs at the rated large-GEMM rate (dspark.perf.step: aiconfigurator's H200 torch-linear table for vLLM 0.24,
+  128 weight-bound shapes at 8-128 rows); 0.29 on the H100 and 0.21 on the B200 from their tables the same way.
+  No table for the RTX 5090 or GB10: 0 there.
+- The GPUs no run measured (H100 SXM, B200): every kernel rate above from aiconfigurator-core 0.12's measured
+  tables for vLLM 0.24 (systems/data/<gpu>/{gemm,attention,moe}/vllm/0.24.0), derived the way the H200's were
+  by benchmarks/aic_gpu_priors.py, which also extracts the rows tests/perf/test_aic_priors.py checks the step
+  model's per-op costs against (tests/perf/data/aic_rows.json, with the table files and filters). Run on the
+  H200's own tables the same script gives back its figures (GEMMs 0.80, unhidden share 0.23, KV 0.88, prefill
+  attention 0.60, the fused-MoE fits 671 TFLOP/s / 219 wide and 4.14 TB/s / 0.87 MB) except FP8: the per-tensor
+  FP8 GEMM reaches 0.49 of the FP8 peak there (964 TFLOP/s over the 8B's shapes at 1-4k rows), not the BF16
+  fraction it was given before (fp8_gemm_fraction). Each GPU's comment below gives its rows, fits and errors.
 - Sustained clock: dense tensor-core work holds the board at its power cap, where the SM clock settles below
   the one the peak is quoted at (989 TFLOP/s = 132 SMs × 4,096 BF16 FLOP per clock × 1.83 GHz): the lent H200
   (700 W) ran at 1,395-1,530 MHz in its prompt-heavy stretches (nvidia-smi once a second, up to 696 W), 0.80 of
-  1.83 GHz, and its prompts priced at the rated clock come out 10-25% fast at 16-128 streams. GPUs without a
-  measurement get 0.9 (their GEMM rate as before: 0.72 of peak).
+  1.83 GHz, and its prompts priced at the rated clock come out 10-25% fast at 16-128 streams. The H100 SXM takes
+  it (the same die at the same 700 W cap); the others, without a measurement, get 0.9 (aiconfigurator's tables
+  time microsecond kernels and cannot show a power cap): the B200's GEMMs at 0.68 × 0.9 of peak, the RTX 5090's
+  and GB10's at the 0.72 they had.
 - Interconnect for tensor parallelism: NVLink 4 (H100/H200, 450 GB/s per direction) and NVLink 5 (B200, 900),
   PCIe 5 x16 (RTX 5090, ~64 GB/s per direction, ~50 usable), ConnectX-7 200 Gb/s between two DGX Sparks
   (25 GB/s); each all-reduce also pays a latency (~10 µs NVLink, ~25 µs PCIe, ~40 µs over the network).
@@ -37,6 +50,9 @@ Sources (docs/advise.md has the table with links):
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# The H200's fused-MoE fit (dspark.perf.moe): 670 TFLOP/s at wide experts of its 0.8 × 989 dense rate, half at 220.
+H200_MOE = (670.0 / (0.80 * 989.0), 220.0)
 
 
 @dataclass(frozen=True)
@@ -61,10 +77,29 @@ class GpuPerf:
     # does not hide (dspark.perf.step): measured on Hopper only (aiconfigurator's H200 torch-linear table), 0
     # (none priced) elsewhere.
     gemm_unhidden: float = 0.0
-    # The fused-MoE kernel's read rate of routed experts at large experts, as a fraction of peak (dspark.perf.moe:
-    # the H200's; 0: the dense bandwidth fraction, where nothing was measured).
+    # The fused-MoE kernel's read rate of routed experts at large experts, as a fraction of peak, and the expert size
+    # (gate-up and down per GPU, bytes) at which it reaches half of that (dspark.perf.moe.expert_read_fraction;
+    # 0: the dense bandwidth fraction, where nothing was measured).
     expert_fraction: float = 0.0
+    expert_half_bytes: float = 0.87e6
+    # The per-tensor FP8 GEMM's fraction of the FP8 peak at the rated clock (0: gemm_fraction).
+    fp8_gemm_fraction: float = 0.0
+    # Tokens at which a GEMM reaches half of the large-GEMM rate (tile occupancy): eff(T) = T / (T + this).
+    gemm_half_tokens: float = 48.0
+    # The fused-MoE kernel's GEMM rate as a fraction of the dense large-GEMM rate at wide experts, and the expert
+    # width (per GPU) at which it reaches half of that (dspark.perf.moe.fused_moe_fraction). Default: the H200's
+    # Triton fit (670 of 791 TFLOP/s, 220 wide), where no table was measured.
+    moe_rate_fraction: float = H200_MOE[0]
+    moe_width_half: float = H200_MOE[1]
+    # From this expert width per GPU on (0: none), the kernel runs a slower tactic: its GEMM rate times this factor
+    # (the B200's FlashInfer TRT-LLM BF16 kernel).
+    moe_wide_width: int = 0
+    moe_wide_rate: float = 1.0
     source: str = ""
+
+    def gemm_fraction_for(self, fp8: bool) -> float:
+        """The large-GEMM fraction of the peak for BF16 or FP8 weights (FP8: fp8_gemm_fraction where measured)."""
+        return (self.fp8_gemm_fraction or self.gemm_fraction) if fp8 else self.gemm_fraction
 
 
 GPUS: tuple[GpuPerf, ...] = (
@@ -72,16 +107,56 @@ GPUS: tuple[GpuPerf, ...] = (
     GpuPerf("h100 pcie", "H100 PCIe", 2000.0, 756.0, 1513.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (PCIe)"),
     GpuPerf("h100 nvl", "H100 NVL", 3900.0, 835.0, 1671.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (NVL)"),
     GpuPerf("h200", "H200", 4800.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.90, sustained_clock=0.80,
-            gemm_unhidden=0.22, expert_fraction=4.14 / 4.8,
+            gemm_unhidden=0.22, expert_fraction=4.14 / 4.8, fp8_gemm_fraction=0.49,
             source="NVIDIA H200 datasheet; GEMM fraction measured on the lent H200 (~790 of 989 TFLOP/s); "
                    "sustained clock 1,395-1,530 MHz under prompt-heavy load at its 700 W cap (nvidia-smi, "
-                   "tests/device/results/2026-12-02-clock) of the 1,830 MHz its 989 TFLOP/s is rated at"),
-    GpuPerf("h100", "H100 SXM", 3350.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.90, sustained_clock=0.80,
-            gemm_unhidden=0.22, expert_fraction=4.14 / 4.8,
-            source="NVIDIA H100 datasheet (SXM); the H200's GH100 die at the same 700 W cap"),
-    GpuPerf("b200", "B200", 8000.0, 2250.0, 4500.0, 900.0, 10e-6, source="NVIDIA DGX B200 datasheet"),
-    GpuPerf("rtx 5090", "RTX 5090", 1792.0, 209.5, 419.0, 50.0, 25e-6,
-            source="NVIDIA RTX Blackwell GPU architecture whitepaper (GeForce RTX 5090)"),
+                   "tests/device/results/2026-12-02-clock) of the 1,830 MHz its 989 TFLOP/s is rated at; "
+                   "FP8 GEMMs, MoE and KV rates from aiconfigurator-core 0.12's H200 tables (vLLM 0.24)"),
+    # aiconfigurator-core 0.12's h100_sxm tables for vLLM 0.24 (benchmarks/aic_gpu_priors.py; docs/advise.md):
+    # BF16 torch linear 795 TFLOP/s (0.80) over the 8B's shapes at 1-4k rows (649-903, 100 rows); unhidden share
+    # 0.29 (median of 2,944 weight-bound rows, 128 shapes, 8-128 rows; 0.39 at 8 rows to 0.16 at 128); per-tensor
+    # FP8 893 TFLOP/s (0.45 of 1,979); FA3 prefill 0.61 of 989 at 4-16k tokens (520-664); FA3 decode's paged KV
+    # 0.95 of 3.35 TB/s (the difference of two context lengths at the same batch, 8-128 rows, as the H200's 0.9
+    # was measured; the H200's table gives 0.88 the same way); Triton fused MoE 521 TFLOP/s at wide experts =
+    # 0.655 of the dense rate, half at 100 wide (8 shapes, rms 2.7%), expert reads 2.86 TB/s = 0.855 of peak,
+    # half at 0.49 MB (13 shapes, rms 2.9%). The sustained clock: the H200's (the same GH100 die at the same
+    # 700 W cap); the tables' short kernels show no throttle (largest GEMMs at 1.03 of the mid-sized ones' rate).
+    GpuPerf("h100", "H100 SXM", 3350.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.95, sustained_clock=0.80,
+            gemm_unhidden=0.29, expert_fraction=0.855, expert_half_bytes=0.49e6, fp8_gemm_fraction=0.45,
+            attention_fraction=0.61, moe_rate_fraction=0.655, moe_width_half=100.0,
+            source="NVIDIA H100 datasheet (SXM); kernel rates from aiconfigurator-core 0.12's H100 SXM tables "
+                   "(vLLM 0.24); sustained clock: the H200's GH100 die at the same 700 W cap"),
+    # aiconfigurator-core 0.12's b200_sxm tables for vLLM 0.24: BF16 torch linear 1,534 TFLOP/s (0.68 of 2,250;
+    # 1,185-1,956 over the 8B's shapes at 1-4k rows); T½ 78 (the H200's 48 × the ratio of the two tables' fits
+    # of T½ at 128-16k rows with their own rate and share, 209 / 129); unhidden share 0.21 (2,944 rows, 128
+    # shapes; 0.20-0.25 at 32-128 rows); per-tensor FP8 1,656 TFLOP/s (0.37 of 4,500); FlashInfer TRT-LLM prefill
+    # 0.51 of 2,250 at 4-16k tokens (830-1,295); its decode kernel reads paged KV at 0.92 of 8 TB/s (differences
+    # of two context lengths, 8-128 rows). The BF16 fused MoE runs FlashInfer's TRT-LLM kernel (vLLM's first choice
+    # off Hopper): up to 5,120-wide experts 1,163 TFLOP/s at wide experts = 0.76 of the dense rate, half at 163
+    # wide (9 shapes, rms 14%), reads 6.25 TB/s = 0.78 of peak, half at 0.17 MB (8 shapes, rms 2.2%); from 8,192
+    # wide (Mixtral's 14,336; 3 shapes) a slower tactic: 0.49 of that rate (0.47-0.54). Its reads of such experts
+    # follow the token count, not the width (Mixtral's layer: 0.40 ms at 4-32 tokens, 7.1 TB/s; 0.71 ms at
+    # 48-512, 4.0), which the model does not: at the curve's rate its Mixtral layer is 7-17% slow at 1-32 tokens
+    # and 21% fast at 128 (tests/perf/test_aic_priors.py). No sustained-clock figure (the tables' short kernels
+    # cannot show a power cap: the largest GEMMs at 0.96 of the mid-sized ones' rate): the 0.9 placeholder stays.
+    GpuPerf("b200", "B200", 8000.0, 2250.0, 4500.0, 900.0, 10e-6, gemm_fraction=0.68, kv_fraction=0.92,
+            gemm_unhidden=0.21, expert_fraction=0.78, expert_half_bytes=0.17e6, fp8_gemm_fraction=0.37,
+            attention_fraction=0.51, gemm_half_tokens=78.0, moe_rate_fraction=0.76, moe_width_half=163.0,
+            moe_wide_width=8192, moe_wide_rate=0.49,
+            source="NVIDIA DGX B200 datasheet; kernel rates from aiconfigurator-core 0.12's B200 SXM tables "
+                   "(vLLM 0.24); sustained clock a placeholder"),
+    # No table for the RTX 5090. aiconfigurator's rtx_pro_6000_server (RTX PRO 6000 Blackwell Server: the same
+    # GB202 die, 188 of its SMs against the 5090's 170, the same 512-bit GDDR7 at 1,792 GB/s, 600 W against 575)
+    # stands in for the memory side only: paged KV 0.855 of peak (FA2 decode, differences of two context lengths,
+    # 8-128 rows), fused-MoE expert reads 1.48 TB/s = 0.82, half at 0.28 MB (14 shapes, rms 1.4%). Not for the
+    # compute side: the PRO's BF16 tensor cores accumulate in FP32 at full rate (503.8 TFLOP/s dense at 2,617
+    # MHz), the GeForce part's at half (209.5), so its rates (373 TFLOP/s, 0.74) are no measurement of the 5090's.
+    GpuPerf("rtx 5090", "RTX 5090", 1792.0, 209.5, 419.0, 50.0, 25e-6, kv_fraction=0.855,
+            expert_fraction=0.82, expert_half_bytes=0.28e6,
+            source="NVIDIA RTX Blackwell GPU architecture whitepaper (GeForce RTX 5090); memory-side rates from "
+                   "aiconfigurator-core 0.12's RTX PRO 6000 Blackwell Server tables (the same GB202 and GDDR7)"),
+    # No aiconfigurator table for GB10 (sm_121, LPDDR5x) or an analogue of its memory: the seed deployment's decode
+    # read (78-85% of 273 GB/s: bandwidth_fraction 0.8) is its only measurement; every other fraction a placeholder.
     GpuPerf("gb10", "GB10", 273.0, 125.0, 250.0, 25.0, 40e-6,
             source="NVIDIA DGX Spark datasheet (1 PFLOP/s FP4 sparse); ConnectX-7 200 Gb/s between two Sparks"),
     # Not shipped as profiles, seen on NVML hosts: no FP8 tensor cores on the A100 (its BF16 rate stands in).

@@ -15,11 +15,16 @@ rated clock, 0.8 × 989 = 791 TFLOP/s (dspark.perf.gpus: aiconfigurator's torch-
 shapes, measured on the same table's GPU), so a fraction times dspark's dense rate is the kernel's rate at the
 sustained clock. With tensor parallelism vLLM's FusedMoE splits each expert's width across the GPUs: the width per
 GPU is what the kernel sees.
+
+The other GPUs' curves (dspark.perf.gpus: moe_rate_fraction, moe_width_half, expert_fraction, expert_half_bytes)
+come from their own tables the same way (benchmarks/aic_gpu_priors.py): the H100's Triton kernel, the B200's
+FlashInfer TRT-LLM one (vLLM's unquantized-MoE oracle tries FlashInfer first on CUDA and moves it back on Hopper
+only), fitted up to 5,120-wide experts, with a factor for its slower tactic from 8,192 wide (wide_factor).
 """
 
 from __future__ import annotations
 
-from dspark.perf.gpus import gpu_perf
+from dspark.perf.gpus import GpuPerf, gpu_perf
 
 # (hidden, expert width, top-k, experts) -> TFLOP/s at large tokens per expert (the median described above).
 MOE_TABLE_TFLOPS: dict[tuple[int, int, int, int], float] = {
@@ -53,13 +58,21 @@ def fused_moe_tflops(width: int) -> float:
     return RATE_MAX_TFLOPS * width / (width + WIDTH_HALF)
 
 
-def fused_moe_fraction(width: int | None, tp: int = 1) -> float:
-    """The fused-MoE kernel's rate as a fraction of the dense GEMM rate, for experts `width` wide split over `tp`
-    GPUs (unknown width: DEFAULT_WIDTH)."""
+def fused_moe_fraction(width: int | None, tp: int = 1, perf: GpuPerf = _H200) -> float:
+    """The fused-MoE kernel's rate as a fraction of `perf`'s dense GEMM rate, for experts `width` wide split over
+    `tp` GPUs (unknown width: DEFAULT_WIDTH): perf.moe_rate_fraction × N / (N + perf.moe_width_half), the H200's
+    RATE_MAX_TFLOPS / DENSE_TFLOPS and WIDTH_HALF by default (a GPU's own fit where its table has one:
+    dspark.perf.gpus)."""
     if tp < 1:
         raise ValueError(f"tensor parallel size must be at least 1, not {tp}")
     per_gpu = max((width or DEFAULT_WIDTH) // tp, 1)
-    return fused_moe_tflops(per_gpu) / DENSE_TFLOPS
+    return perf.moe_rate_fraction * per_gpu / (per_gpu + perf.moe_width_half) * wide_factor(per_gpu, perf)
+
+
+def wide_factor(width_per_gpu: int, perf: GpuPerf) -> float:
+    """The GEMM-rate factor of the kernel's slower tactic for experts this wide per GPU on `perf` (1 below its
+    moe_wide_width or where it has none)."""
+    return perf.moe_wide_rate if perf.moe_wide_width and width_per_gpu >= perf.moe_wide_width else 1.0
 
 
 # The fused-MoE kernel's read rate of the routed experts' weights, by an expert's size (its gate-up and down
@@ -84,9 +97,12 @@ EXPERT_READ_MAX_FRACTION = 4.14 / 4.8  # of the H200's peak bandwidth
 EXPERT_HALF_BYTES = 0.87e6
 
 
-def expert_read_fraction(expert_bytes: float, peak_fraction: float = EXPERT_READ_MAX_FRACTION) -> float:
+def expert_read_fraction(expert_bytes: float, peak_fraction: float = EXPERT_READ_MAX_FRACTION,
+                         half_bytes: float = EXPERT_HALF_BYTES) -> float:
     """The fraction of peak bandwidth at which the fused-MoE kernel reads experts of `expert_bytes` each (per GPU):
-    peak_fraction × S / (S + EXPERT_HALF_BYTES)."""
+    peak_fraction × S / (S + half_bytes) (the H200's fit by default; a GPU's own: dspark.perf.gpus)."""
     if expert_bytes <= 0:
         raise ValueError(f"expert size must be positive, not {expert_bytes}")
-    return peak_fraction * expert_bytes / (expert_bytes + EXPERT_HALF_BYTES)
+    if half_bytes < 0:
+        raise ValueError(f"the half-rate expert size cannot be negative, not {half_bytes}")
+    return peak_fraction * expert_bytes / (expert_bytes + half_bytes)

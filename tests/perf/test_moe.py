@@ -19,6 +19,7 @@ from dspark.perf.moe import (
     expert_read_fraction,
     fused_moe_fraction,
     fused_moe_tflops,
+    wide_factor,
 )
 
 
@@ -106,3 +107,31 @@ def test_the_h200s_mixtral_reads_its_experts_at_the_kernels_rate_and_the_dense_w
     assert step_terms(cost_table(costs, shape), 1, 0.0, 0)["gemm"] == pytest.approx(3e9 / 3.84e12 + 22.5e9 / 4.13e12)
     dense_only = StepCosts(fixed_s=0.0, bandwidth_bytes_per_s=3.84e12)
     assert step_terms(cost_table(dense_only, shape), 1, 0.0, 0)["gemm"] == pytest.approx(25.5e9 / 3.84e12)
+
+
+def test_a_slower_wide_expert_tactic_applies_from_its_width_on_and_only_where_a_gpu_has_one() -> None:
+    """The B200's fused-MoE rate drops to moe_wide_rate of its curve from moe_wide_width per GPU (Mixtral's 14,336
+    at TP 1, not at TP 2: 7,168 a GPU); the H200 and the GPUs without a table have no such step."""
+    b200 = gpu_perf("NVIDIA B200")
+    assert wide_factor(b200.moe_wide_width - 1, b200) == 1.0 and wide_factor(b200.moe_wide_width, b200) < 0.6
+    curve = b200.moe_rate_fraction * 14336 / (14336 + b200.moe_width_half)
+    assert fused_moe_fraction(14336, 1, b200) == pytest.approx(curve * b200.moe_wide_rate)
+    assert fused_moe_fraction(14336, 2, b200) > fused_moe_fraction(14336, 1, b200)
+    for name in ("NVIDIA H200", "NVIDIA GB10", "NVIDIA GeForce RTX 5090"):
+        perf = gpu_perf(name)
+        assert all(wide_factor(w, perf) == 1.0 for w in (1, 768, 14336, 100_000))
+        assert fused_moe_fraction(768, 1, perf) == fused_moe_fraction(768)  # the H200's curve
+
+
+def test_a_gpus_own_read_curve_and_a_refused_half_size() -> None:
+    """expert_read_fraction with a GPU's own peak fraction and half size (the B200's 0.78, 0.17 MB) differs from the
+    H200's; a flat curve (half size 0) is its peak fraction at every size; a negative half size is refused."""
+    b200 = gpu_perf("NVIDIA B200")
+    own = expert_read_fraction(9.4e6, b200.expert_fraction, b200.expert_half_bytes)
+    assert own == pytest.approx(0.78 * 9.4e6 / (9.4e6 + 0.17e6)) and own != expert_read_fraction(9.4e6)
+    rng = random.Random(11)  # noqa: S311 - test inputs
+    for size in (rng.uniform(1e3, 1e10) for _ in range(20)):
+        assert expert_read_fraction(size, 0.7, 0.0) == pytest.approx(0.7)
+    for bad in (-1.0, -1e6):
+        with pytest.raises(ValueError, match="negative"):
+            expert_read_fraction(1e6, 0.8, bad)
