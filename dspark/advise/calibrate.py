@@ -265,17 +265,23 @@ def nelder_mead(f: Callable[[list[float]], float], x0: Sequence[float], step: fl
 def bounds(prior: StepCosts, term: str) -> tuple[float, float]:
     """The physical range of a coefficient: positive, and rates no higher than the device's peak.
 
-    The priors' rates are fractions of the datasheet peak (dspark.perf.gpus: bandwidth 0.8, GEMMs 0.72, attention
-    0.5), so 1.25 × the bandwidth prior, the GEMM prior ÷ 0.72 and 2 × the attention prior are the peak itself.
+    A rate's ceiling is the datasheet peak the prior carries (`peak_flops_per_s` for the weights' precision,
+    `peak_bandwidth_bytes_per_s`), not a multiple of the prior: the priors are per-GPU fractions of that peak
+    (dspark.perf.gpus: GEMMs 0.49-0.80 of it by GPU and precision), so a fixed multiple capped an FP8 fit at about
+    half its peak. A prior without a peak (a CPU placeholder) keeps the multiples: 1.25 × bandwidth, GEMMs ÷ 0.72,
+    2 × attention.
     """
+    bandwidth_peak = (prior.peak_bandwidth_bytes_per_s if math.isfinite(prior.peak_bandwidth_bytes_per_s)
+                      else prior.bandwidth_bytes_per_s * 1.25)
+    flops_peak = prior.peak_flops_per_s if math.isfinite(prior.peak_flops_per_s) else None
     if term == "bandwidth_bytes_per_s":
-        return prior.bandwidth_bytes_per_s * 0.3, prior.bandwidth_bytes_per_s * 1.25
+        return prior.bandwidth_bytes_per_s * 0.3, bandwidth_peak
     if term == "kv_bandwidth_bytes_per_s":  # a fraction of the same peak, never above it
-        return prior.bandwidth_bytes_per_s * 0.2, prior.bandwidth_bytes_per_s * 1.25
-    if term == "flops_per_s":  # the prior is 0.72 of the peak
-        return prior.flops_per_s * 0.2, prior.flops_per_s / 0.72
+        return prior.bandwidth_bytes_per_s * 0.2, bandwidth_peak
+    if term == "flops_per_s":
+        return prior.flops_per_s * 0.2, flops_peak or prior.flops_per_s / 0.72
     if term == "attention_flops_per_s":
-        return prior.attention_flops_per_s * 0.2, prior.attention_flops_per_s * 2.0
+        return prior.attention_flops_per_s * 0.2, flops_peak or prior.attention_flops_per_s * 2.0
     if term == "routing_spread":  # from every token on the same experts (~0) to even, independent routing
         return 0.05, 1.0
     return _ABSOLUTE[term]

@@ -316,6 +316,7 @@ def model_inputs(
         fixed_s=fixed, bandwidth_bytes_per_s=gbps * 1e9 * fraction, per_token_s=per_token,
         prefill_per_token_s=prefill, flops_per_s=flops, gemm_half_tokens=perf.gemm_half_tokens,
         attention_flops_per_s=peak * 1e12 * perf.attention_fraction * perf.sustained_clock,
+        peak_flops_per_s=peak * 1e12, peak_bandwidth_bytes_per_s=gbps * 1e9,
         kernel_floor_s=0.0 if cpu else KERNEL_FLOOR_S,
         # A weight-bound GEMM's unhidden tensor-core share (dspark.perf.gpus, measured at the rated clock): the
         # model's GEMM rate is at the sustained clock, so the share times the sustained clock.

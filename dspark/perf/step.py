@@ -98,6 +98,9 @@ class StepCosts:
     # of T tokens covers 1 − (1 − k/E)^(1 + (T − 1) · spread) of the experts. 1 (the prior): independent, even
     # top-k routing; below 1: tokens that share experts (a router that favours some); fitted from decode steps.
     routing_spread: float = 1.0
+    # The device's datasheet rates (dense, for the weights' precision; memory): what a fitted rate never exceeds
+    peak_flops_per_s: float = math.inf
+    peak_bandwidth_bytes_per_s: float = math.inf
 
 
 @dataclass(frozen=True)

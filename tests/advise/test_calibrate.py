@@ -17,6 +17,7 @@ from dspark.advise.build import _recipe_points
 from dspark.advise.calibrate import Measured, fit, fit_warnings, nelder_mead, points_from_json, terms_to_fit
 from dspark.advise.inputs import model_inputs
 from dspark.advise.model import StepCosts, StepShape, Workload, decode_step_s, simulate
+from dspark.perf.gpus import gpu_perf
 from dspark.planning.validate import ValidateRequest, validate
 
 MOE = StepShape(dense_weight_bytes=2e9, expert_weight_bytes=20e9, num_experts=512, top_k=10,
@@ -138,6 +139,36 @@ def test_the_fit_stays_within_physical_bounds() -> None:
     assert cal.costs.bandwidth_bytes_per_s <= 125e9 * (1 + 1e-9)
     assert cal.costs.fixed_s > 0 and cal.costs.cpu_per_row_s > 0
     assert any("misses" in w for w in fit_warnings(cal, 125e9, "GPU"))
+
+
+@pytest.mark.parametrize(("prior_fraction", "peak_tflops"), [(0.39, 1979.0), (0.64, 989.0), (0.61, 2250.0)])
+def test_a_rate_s_ceiling_is_the_device_peak_the_prior_carries(prior_fraction: float, peak_tflops: float) -> None:
+    """Priors at different fractions of their peak (the H200's FP8 GEMMs at 0.39 of theirs, its BF16 at 0.64, the
+    B200's BF16 at 0.61) may all be fitted up to the peak itself, whatever the fraction; without a peak (a CPU
+    placeholder) the old multiples hold."""
+    peak = peak_tflops * 1e12
+    prior = StepCosts(fixed_s=0.002, bandwidth_bytes_per_s=0.8 * 4.8e12, flops_per_s=prior_fraction * peak,
+                      attention_flops_per_s=0.5 * peak, peak_flops_per_s=peak, peak_bandwidth_bytes_per_s=4.8e12)
+    assert calibrate.bounds(prior, "flops_per_s")[1] == peak
+    assert calibrate.bounds(prior, "attention_flops_per_s")[1] == peak
+    assert calibrate.bounds(prior, "bandwidth_bytes_per_s")[1] == calibrate.bounds(
+        prior, "kv_bandwidth_bytes_per_s")[1] == 4.8e12
+    bare = dataclasses.replace(prior, peak_flops_per_s=math.inf, peak_bandwidth_bytes_per_s=math.inf)
+    assert calibrate.bounds(bare, "flops_per_s")[1] == pytest.approx(prior.flops_per_s / 0.72)
+    assert calibrate.bounds(bare, "bandwidth_bytes_per_s")[1] == pytest.approx(1.25 * prior.bandwidth_bytes_per_s)
+
+
+def test_the_priors_carry_the_device_s_peaks() -> None:
+    """model_inputs hands the fit the GB10's datasheet figures (273 GB/s; the dense peak of the weights' precision)
+    as the ceilings, above the priors' own rates."""
+    report = _report("flash-next-vllm", 8)
+    inputs = model_inputs(report.architecture, report.weights, report.capacity, report.hardware.gpus[0],
+                          platform="cuda", tp=2, speculative_tokens=4)
+    gb10 = gpu_perf(report.hardware.gpus[0].name)
+    assert inputs.prior.peak_bandwidth_bytes_per_s == 273e9 > inputs.prior.bandwidth_bytes_per_s
+    assert inputs.prior.peak_flops_per_s in (gb10.bf16_tflops * 1e12, gb10.fp8_tflops * 1e12)
+    assert inputs.prior.peak_flops_per_s > inputs.prior.flops_per_s
+    assert calibrate.bounds(inputs.prior, "flops_per_s")[1] == inputs.prior.peak_flops_per_s
 
 
 def test_a_fit_that_explains_its_points_worse_than_the_priors_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
