@@ -566,7 +566,7 @@ def logged_bursts(log: str) -> dict[tuple[int, int], tuple[tuple[int, ...], int]
             h, mi, sec, ms = (int(g) for g in m.groups()[:4])
             events.append((((h * 60 + mi) * 60 + sec) * 1000 + ms, m.group(5)))
     out: dict[tuple[int, int], tuple[tuple[int, ...], int]] = {}
-    last_step, posts = -10**9, []
+    last_step, posts = -10**9, list[int]()
     for at, text in events:
         step = _ITERATION.search(text)
         if "POST /v1/completions" in text and (posts or at - last_step > 150):
