@@ -60,17 +60,17 @@ CPU_PER_ROW_S = 10e-6
 # 5-6 ms above the engine's own request_prefill_time_seconds with nothing queued: ~2.5 ms each way.
 ARRIVAL_HOP_S = 2.5e-3
 # The API server is one process: it takes requests in turn, so requests sent together reach the engine core apart,
-# about 0.5 ms a request (run F's access-log lines, each request's response start, 0.1-2 ms apart in bursts of
-# 4-128). An idle engine core blocks on its input queue for one request, adds it, takes only what is queued by
-# then and steps (EngineCore._process_input_queue, vLLM 0.25): 0.25 ms of intake (the first request's
-# add_request), so the first step holds the first request of a burst alone and the rest are in by the next.
-# Which of a burst the first step takes is a race: 1, 2, 4 or 8 where the logs count it (runs A-D's
-# vllm:iteration_tokens_total: two at 2, 4 and 8 streams, all four once at 4; run E's per-iteration log: one in 4
-# of its 5 bursts; run F's: 2, 1, 4, 8, 1, 8 at 4-128 streams, 2 and 1 at 8 and 32 streams of 4k prompts; one or
-# two each about 7 times in 18, four or eight 2 each). Replanned with the first step's count given, the mean TTFT
-# of the 44 recorded points at 2-64 streams (run A's MoE points, whose Triton JIT ran in them, aside) is off by
-# 4.8% on average taking one (7 beyond 10%), 6.6% taking two (11 beyond) and 5.6% with the mean over those
-# outcomes (9 beyond): one, the engine core's own path when requests reach it one by one (docs/advise.md).
+# about 0.5 ms a request (run F's access-log lines, each written just before its request's handoff, 0.1-2 ms apart
+# in bursts of 4-128). An idle engine core's input thread decodes and preprocesses a request (its Request and block
+# hashes: 0.13 ms a 1,024-token prompt on this project's CPU host, vLLM 0.32), and its busy loop, blocked on the
+# queue, adds the first, takes what else is queued and steps (EngineCore._process_input_queue, vLLM 0.25-0.33).
+# How many of a burst that first step holds is a race: run F's 14B drained 1-3 ms after the first handoff (one where
+# the second came 2 ms after it, two or more where it came within 1 ms), and the recorded points' first steps held 1
+# (5.5 of 16 points at 2-8 streams), 2-3 (8.5), 4-7 (1.5) or all 8 (0.5) (vllm:iteration_tokens_total; tests/advise/
+# test_recorded_gpu.py LOGGED_FIRST_STEP). 0.25 ms of intake with the 0.5-ms handoffs is the deterministic stand-in:
+# the first request alone. Given each point's logged count the model's TTFT is within 10% (or 20 ms) at every point
+# whose waves agree; the expected value over the logged frequencies leaves the mean TTFT error as it is (7.75%) and
+# puts three points beyond their bounds, so it is not taken (docs/advise.md, "The first step after an idle engine").
 API_PER_REQUEST_S = 0.5e-3
 INTAKE_S = 0.25e-3
 # The same one process streams every step's outputs (AsyncLLM's output_handler, then each request's SSE chunk;

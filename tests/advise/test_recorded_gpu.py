@@ -135,7 +135,8 @@ KNOWN_GAPS: tuple[tuple[str, str, float, str], ...] = (
     ("2026-12-02-clock/qwen3-8b-s128/d-in1024-out256-c32", "ttft_mean_s", 0.14,
      "run A's 32-stream TTFT: its requests waited 0.217 s before their first schedule (queue plus input wait) "
      "against run D's 0.172 and E's 0.136 for the same argv, the model 0.142; their prefill matches (0.333 against "
-     "0.337 s): D is -1.2% and E +5.4% (run-to-run, not the shape: the waves' intake order)"),
+     "0.337 s): D is -1.1% and E +5.5% (run-to-run, not the shape); nor the first step's count: with eight first "
+     "(as run F's log has at 32 streams) the model gives -12.3%"),
     ("qwen3-8b-s128/d-in4096-out256-c8", "ttft_mean_s", 0.14,
      "the second wave's successors race one decode step: two requests end a step, their round trip (the API "
      "server's streaming, 7-8 ms to the access log at 8 streams in run F) against the 6-ms step after: in run E's "
@@ -147,8 +148,10 @@ KNOWN_GAPS: tuple[tuple[str, str, float, str], ...] = (
      "the first step's race the other way: the engine took both requests of each wave in one step "
      "(vllm:iteration_tokens_total), the model the first alone, and MoE prompt steps are launch-bound (~85 ms of "
      "CPU for ~30 of GPU), so the second waits a whole step, and the first's first token too (taken once the next "
-     "step is launched, dspark.advise.model._Pipeline): +79%; with both in the first step the model gives 0.090 s "
-     "(within 20 ms; the 8B's two-stream points, which also took both, are within 20 ms either way)"),
+     "step is launched, dspark.advise.model._Pipeline): +79%; at the logged two the model gives 0.091 s (-4.8%; "
+     "LOGGED_FIRST_STEP), the 8B's two-stream points, one run taking both and one alone, within 20 ms either way; "
+     "the expected value over the logged outcomes (+24% here) was not taken: it puts three other points beyond their "
+     "bounds"),
     ("clock-E/qwen3-8b-s128/d-in1024-out256-c8", "ttft_mean_s", 0.12,
      "run E's per-iteration log costs the engine-core loop: its one-stream TTFT is 15 ms above run D's (0.047 s "
      "against 0.032) and this point 0.200 s against D's 0.181 for the same argv; the steps are as modelled (each "
@@ -378,9 +381,9 @@ _PREFILL_GAPS = {"clock-E/mixtral-8x7b-s128/x-in1024-out256-c32": 0.30, "qwen3-8
                  "clock-F/qwen3-14b-s128/f-in1024-out256-c16": 0.25}
 
 
-def engine_split() -> dict[str, dict[str, float]]:
-    """FOLDER/ENGINE/POINT -> the mean of each histogram over the point (after - before), from the clock-*.tar.gz."""
-    snapshots: dict[str, dict[str, str]] = {}
+def snapshots() -> dict[str, dict[str, str]]:
+    """FOLDER/ENGINE/POINT -> {"before": /metrics text, "after": ...}, from the clock-*.tar.gz archives."""
+    out: dict[str, dict[str, str]] = {}
     for folder in RESULTS_DIRS:
         for archive in sorted(folder.glob("clock-*.tar.gz")) if folder.is_dir() else []:
             with tarfile.open(archive) as tar:
@@ -388,9 +391,14 @@ def engine_split() -> dict[str, dict[str, float]]:
                     m = re.search(r"([^/]+/[^/]+)\.metrics-(before|after)\.txt$", member.name)
                     handle = tar.extractfile(member) if m else None
                     if m and handle is not None:
-                        snapshots.setdefault(f"{folder.name}/{m.group(1)}", {})[m.group(2)] = handle.read().decode()
+                        out.setdefault(f"{folder.name}/{m.group(1)}", {})[m.group(2)] = handle.read().decode()
+    return out
+
+
+def engine_split() -> dict[str, dict[str, float]]:
+    """FOLDER/ENGINE/POINT -> the mean of each histogram over the point (after - before), from the clock-*.tar.gz."""
     out: dict[str, dict[str, float]] = {}
-    for point, pair in snapshots.items():
+    for point, pair in snapshots().items():
         if set(pair) != {"before", "after"}:
             continue
         values = [{(name, kind): float(v) for name, kind, v in _SAMPLE.findall(pair[when])} for when in
@@ -435,6 +443,157 @@ def test_ttft_splits_as_the_engine_splits_it(tmp_path: Path) -> None:
     print("\n| point | queue + input wait: engine / model | prefill: engine / model |\n|---|---|---|")
     print("\n".join(rows))
     assert rows and not misses, "\n".join(misses)
+
+
+# The first step of an idle engine: how many requests of a burst it takes (docs/advise.md, "When a step's batch is
+# fixed, and when a request reaches it"). vllm:iteration_tokens_total counts a step's tokens as its finished prompts'
+# lengths plus the tokens it sampled, so at 1,024-token prompts and 2-8 streams (2 x streams requests, 8 at most
+# four streams: every prompt in one step of the 8,192-token budget) a prompt step's bucket says how many prompts it
+# held: a prompts beside r decode rows are 1,025 a + r tokens. Each entry: the first step's count in each wave that
+# started from an idle engine, read back by test_the_first_steps_counts_are_the_logged_ones. The buckets tell 1,
+# 2-3, 4-7 and 8 apart (2 stands for 2-3, 4 for 4-7; run F's per-iteration log has exactly 2 at 4 streams), and not
+# a wave split a | N - a from N - a | a: where the order shows (runs E and F's per-iteration logs: 1 | 7 at 8 streams)
+# the smaller came first, as the mechanism has it (the API server hands the first request over ahead of the rest).
+LOGGED_FIRST_STEP: dict[str, tuple[int, ...]] = {
+    "2026-12-02-clock/qwen3-8b-s128/d-in1024-out256-c2": (2, 2, 2, 2),
+    "2026-12-02-clock/qwen3-8b-s128/d-in1024-out256-c4": (2, 2),
+    "2026-12-02-clock/qwen3-8b-s128/d-in1024-out256-c8": (2, 2),
+    "2026-12-02-clock/qwen3-30b-a3b-s128/m-in1024-out256-c8": (2, 2),
+    "2026-12-02-clock/qwen3-8b-s128-eager/e-in1024-out256-c8": (2, 2),
+    "2026-12-02-clock/qwen3-30b-a3b-s128-wide-warmup/m-in1024-out256-c2": (2, 2, 2, 2),
+    "2026-12-02-clock/qwen3-30b-a3b-s128-wide-warmup/m-in1024-out256-c8": (1, 1),
+    "2026-12-02-clock-D/qwen3-8b-s128/d-in1024-out256-c2": (1, 1, 1, 1),
+    "2026-12-02-clock-D/qwen3-8b-s128/d-in1024-out256-c4": (4, 4),
+    "2026-12-02-clock-D/qwen3-8b-s128/d-in1024-out256-c8": (8, 2),
+    "2026-12-02-clock-D/llama-3.1-8b-s128/l-in1024-out256-c8": (4, 2),
+    "2026-12-02-clock-E/qwen3-8b-s128/d-in1024-out256-c8": (1, 1),
+    "2026-12-02-clock-E/mixtral-8x7b-s128/x-in1024-out256-c8": (2, 1),
+    "2026-12-02-clock-F/qwen3-14b-s128/f-in1024-out256-c4": (2, 2),
+    "2026-12-02-clock-F/qwen3-14b-s128/f-in1024-out256-c8": (1, 1),
+    "2026-12-02-clock-F/mixtral-8x7b-s128/x-in1024-out256-c8": (1, 1),
+}
+_ITERATION_BUCKET = re.compile(r'^vllm:iteration_tokens_total_bucket\{[^}]*le="([0-9.]+)"[^}]*\} (\S+)$', re.MULTILINE)
+
+
+def prompt_steps(pair: dict[str, str]) -> dict[float, int]:
+    """A point's steps of more than 1,024 tokens per iteration_tokens_total bucket (its upper bound), after - before."""
+    before, after = ({float(le): float(n) for le, n in _ITERATION_BUCKET.findall(pair[k])} for k in ("before", "after"))
+    cumulative = sorted((le, after[le] - before.get(le, 0.0)) for le in after)
+    steps = {le: round(n - prev) for (le, n), (_, prev) in zip(cumulative[1:], cumulative, strict=False)}
+    return {le: n for le, n in steps.items() if le > 1024 and n}
+
+
+def expected_prompt_steps(streams: int, waves: tuple[int, ...], bounds: list[float]) -> dict[float, int]:
+    """The prompt steps' buckets of waves of `streams` 1,024-token prompts whose first step holds waves[i] of them:
+    a prompts (1,025 a tokens), then the rest beside the first's a decode rows."""
+    out: dict[float, int] = {}
+    for first in waves:
+        for tokens in (1025 * first, 1025 * (streams - first) + first) if first < streams else (1025 * first,):
+            le = min(b for b in bounds if b >= tokens)
+            out[le] = out.get(le, 0) + 1
+    return out
+
+
+def test_the_first_steps_counts_are_the_logged_ones() -> None:
+    """LOGGED_FIRST_STEP is what each point's iteration_tokens_total says, and a miscount would not pass: a first
+    count whose wave lands in other buckets (1; 2-3; 4-7; 8, up to the mirror N - a) would fail."""
+    pairs = snapshots()
+    if not any(name in pairs for name in LOGGED_FIRST_STEP):
+        return  # results folders without the archives (DSPARK_CLOCK_RESULTS)
+    bounds = [1024.0 * 2 ** i for i in range(1, 6)]
+    for name, waves in LOGGED_FIRST_STEP.items():
+        streams = int(name.rsplit("-c", 1)[1])
+        assert prompt_steps(pairs[name]) == expected_prompt_steps(streams, waves, bounds), name
+        wave = expected_prompt_steps(streams, waves[:1], bounds)
+        for other in range(1, streams + 1):  # a first count whose wave lands otherwise (not 2 for 3, nor N - a)
+            if expected_prompt_steps(streams, (other,), bounds) != wave:
+                assert expected_prompt_steps(streams, (other, *waves[1:]), bounds) != prompt_steps(pairs[name]), name
+
+
+def test_at_the_logged_first_step_counts_the_ttft_is_within_10_percent(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first step's count is a race (docs/advise.md): the model takes the first request of a burst alone, the
+    engine took one, two, four or all. Replanned at each point's logged count (the intake window that takes that
+    many of the API server's 0.5-ms handoffs, for every wave alike), the TTFT of every 2-8-stream point whose waves
+    agree is within 10% (or 20 ms), but for the first MoE run's Triton JIT (KNOWN_GAPS); the model given the count
+    is right, so what is left at these points is the race. Prints both errors."""
+    from dspark.advise import inputs  # noqa: PLC0415 - the intake window, set per point
+
+    points = {name: (config, bench) for name, config, bench in recorded()}
+    if not any(name in points for name in LOGGED_FIRST_STEP):
+        return
+    rows, misses = [], []
+    for name, waves in LOGGED_FIRST_STEP.items():
+        if len(set(waves)) > 1 or "qwen3-30b-a3b-s128/m-in1024" in name:
+            continue  # waves that differ; the JIT point
+        config, bench = points[name]
+        measured = float(bench["summary"]["ttft_mean_s"])
+        alone = float(predict(config, tmp_path)["ttft_mean_s"])
+        monkeypatch.setattr(inputs, "INTAKE_S", (waves[0] - 1) * inputs.API_PER_REQUEST_S + inputs.INTAKE_S)
+        pred = float(predict(config, tmp_path)["ttft_mean_s"])
+        monkeypatch.undo()
+        logged = _error("ttft_mean_s", pred, measured)
+        rows.append(f"| {name} | {waves[0]} | {measured:.4f} | {alone:.4f} ({alone / measured - 1:+.1%}) | "
+                    f"{pred:.4f} ({pred / measured - 1:+.1%}) |")
+        if abs(logged) > 0.10:
+            misses.append(f"{name}: at its logged first step of {waves[0]} the TTFT is {logged:+.1%}")
+    print("\n| point | first step (logged) | TTFT measured | the model (one first) | at the logged count |\n"
+          "|---|---|---|---|---|\n" + "\n".join(rows))
+    assert len(rows) >= 10 and not misses, "\n".join(misses)
+
+
+# Run F's 14B logged both ends of each burst (docs/advise.md's table): uvicorn's access-log line of each request,
+# written just before its handoff to the engine core, and vLLM's per-iteration line of each step, millisecond stamps.
+# (streams, prompt tokens) -> (the access-log lines' first ms after the first, truncated; the first step's requests).
+LOGGED_BURSTS: dict[tuple[int, int], tuple[tuple[int, ...], int]] = {
+    (4, 1024): ((0, 1, 1, 1), 2), (8, 1024): ((0, 2, 2, 3), 1), (16, 1024): ((0, 2, 2, 3), 4),
+    (32, 1024): ((0, 1, 1, 2), 8), (64, 1024): ((0, 2, 3, 3), 1), (128, 1024): ((0, 0, 1, 1), 8),
+    (8, 4096): ((0, 1, 2, 2), 2), (32, 4096): ((0, 2, 3, 3), 1),
+}
+_LOG_LINE = re.compile(r"^\((?:APIServer|EngineCore) pid=\d+\) INFO \d\d-\d\d (\d\d):(\d\d):(\d\d)\.(\d{3}) "
+                       r"\[[^]]*\] (.*)$")
+_ITERATION = re.compile(r"Iteration\(\d+\): (\d+) context requests, (\d+) context tokens")
+
+
+def logged_bursts(log: str) -> dict[tuple[int, int], tuple[tuple[int, ...], int]]:
+    """Each burst an idle engine took (its first POST over 150 ms after the last step's line): (requests sent before
+    its first step's line, prompt tokens) -> (its first four access-log lines' ms after the first, the first step's
+    requests)."""
+    events: list[tuple[int, str]] = []
+    for line in log.splitlines():
+        m = _LOG_LINE.match(line)
+        if m:
+            h, mi, sec, ms = (int(g) for g in m.groups()[:4])
+            events.append((((h * 60 + mi) * 60 + sec) * 1000 + ms, m.group(5)))
+    out: dict[tuple[int, int], tuple[tuple[int, ...], int]] = {}
+    last_step, posts = -10**9, list[int]()
+    for at, text in events:
+        step = _ITERATION.search(text)
+        if "POST /v1/completions" in text and (posts or at - last_step > 150):
+            posts.append(at)
+        elif step:
+            if posts:
+                requests, tokens = int(step.group(1)), int(step.group(2))
+                out[(len(posts), tokens // max(requests, 1))] = (tuple(p - posts[0] for p in posts[:4]), requests)
+                posts = []
+            last_step = at
+    return out
+
+
+def test_run_fs_bursts_are_the_documented_race() -> None:
+    """The docs' table of run F's bursts, read back from its 14B's engine log: the first step held one where the second
+    handoff came 2 ms after the first (but at 16 streams), two or more where it came within 1 ms."""
+    archive = next((f / "clock-F1.tar.gz" for f in RESULTS_DIRS if (f / "clock-F1.tar.gz").is_file()), None)
+    if archive is None:
+        return  # DSPARK_CLOCK_RESULTS names other folders
+    with tarfile.open(archive) as tar:
+        handle = tar.extractfile("clock-F1/qwen3-14b-s128/engine.log")
+        assert handle is not None
+        bursts = logged_bursts(handle.read().decode())
+    assert {key: bursts.get(key) for key in LOGGED_BURSTS} == LOGGED_BURSTS
+    late = {key: first for key, ((_, second, *_), first) in LOGGED_BURSTS.items() if second >= 2}
+    assert all(first >= 2 for key, ((_, second, *_), first) in LOGGED_BURSTS.items() if second <= 1)
+    assert sorted(late.values()) == [1, 1, 1, 4] and late[(16, 1024)] == 4
 
 
 # How far the wrong way a calibrated figure may move from its uncalibrated error. A fit the profile's held-out runs
