@@ -73,6 +73,11 @@ MOE = {"h200_sxm": "vllm_unquantizedfusedmoe_triton_tritonexperts",
 # kernel: its 8,192-16,384-wide shapes read and compute at ~0.6 of the narrower ones' rates, and its Mixtral-shaped
 # rows jump from 0.40 ms at 4-32 tokens to 0.71 at 48): fitted apart, as a factor on the curves.
 MOE_WIDE = {"b200_sxm": 8192}
+# Tokens per expert (tokens × top-k ÷ experts) up to which a GPU's default fused-MoE kernel runs its smallest token
+# tile, reading the experts faster than above it (FlashInfer's TRT-LLM MoE picks its tile from the tokens per
+# expert: the B200's rows step up in latency where it passes 8, e.g. Mixtral's from 32 tokens to 48, 5120×8192 top-1
+# of 16 experts from 128 tokens to 256): the reads are fitted apart on each side of it.
+MOE_SMALL_TILE = {"b200_sxm": 8}
 SHAPES_8B = [(6144, 4096), (4096, 4096), (12288, 4096), (4096, 12288)]
 HALF = 48.0  # dspark's tile-occupancy T½ in the MoE method (dspark.perf.moe)
 
@@ -99,6 +104,24 @@ def _saturating_fit(x: np.ndarray, y: np.ndarray, guess: tuple[float, float]) ->
     return a, b, _rms_log(a * x / (x + b), y)
 
 
+def _net_of_quant(gpu: str, t: pd.DataFrame, peak: float, out: dict[str, Any]) -> pd.DataFrame:
+    """FP8 rows' rates without the activation quantisation kernel. The collector times RowParallelLinear.forward on
+    BF16 input, so the static quantisation kernel runs inside each row (vLLM's ScaledMMLinearKernel.apply_weights):
+    the GEMM's own rate is the row's latency less that kernel's at the same (m, k) in the quantize table. Records
+    the rate with it (fp8_gemm_fraction_with_quant) in `out`."""
+    big = t[t.m.between(1024, 4096) & t[["n", "k"]].apply(tuple, axis=1).isin(SHAPES_8B)]
+    out["fp8_gemm_fraction_with_quant"] = float(big.tflops.median()) / peak
+    q = pd.read_parquet(_path(gpu, "quantize", "scale_matrix_perf")).set_index(["m", "k"]).latency
+    quant = np.array([q.get((m, k), np.nan) for m, k in zip(t.m, t.k, strict=True)])
+    return t.assign(tflops=2 * t.m * t.n * t.k / ((t.latency - quant) * 1e-3) / 1e12)
+
+
+def _tiny_gemms(t: pd.DataFrame) -> dict[str, Any]:
+    """The per-kernel floor: the tiniest BF16 GEMMs (one row, n and k at most 256: nothing to read or compute)."""
+    tiny = t[(t.m == 1) & (t.n <= 256) & (t.k <= 256)]
+    return {"tiny_gemm_us": float(tiny.latency.median() * 1e3), "tiny_gemm_rows": len(tiny)}
+
+
 def gemm_figures(gpu: str) -> dict[str, Any]:
     bw, bf16, fp8 = PEAKS[gpu]
     d = pd.read_parquet(_path(gpu, "gemm", "gemm_perf"))
@@ -107,9 +130,11 @@ def gemm_figures(gpu: str) -> dict[str, Any]:
                                      ("fp8", "CutlassFP8ScaledMMLinearKernel", fp8, 1)):
         t = d[(d.gemm_dtype == dtype) & (d.kernel_source == kernel)].copy()
         t["tflops"] = 2 * t.m * t.n * t.k / (t.latency * 1e-3) / 1e12
+        key = "gemm" if dtype == "bfloat16" else "fp8_gemm"
+        if dtype == "fp8":
+            t = _net_of_quant(gpu, t, peak, out)
         big = t[t.m.between(1024, 4096) & t[["n", "k"]].apply(tuple, axis=1).isin(SHAPES_8B)]
         rate = float(big.tflops.median())
-        key = "gemm" if dtype == "bfloat16" else "fp8_gemm"
         out[f"{key}_fraction"] = rate / peak
         out[f"{key}_tflops"] = rate
         out[f"{key}_spread"] = (float(big.tflops.min()), float(big.tflops.max()), len(big))
@@ -135,6 +160,7 @@ def gemm_figures(gpu: str) -> dict[str, Any]:
                                     int(sel[["n", "k"]].drop_duplicates().shape[0]))
         by_m = {int(m): round(float(g.median()), 3) for m, g in u.groupby(sel.m) if m in (8, 16, 32, 64, 96, 128)}
         out["gemm_unhidden_by_m"] = by_m
+        out.update(_tiny_gemms(t))
         r1 = t[(t.m == 1) & (w >= 0.5e9) & (w <= 2e9)]
         out["weight_read_fraction"] = float((r1.n * r1.k * 2 / (r1.latency * 1e-3)).median() / (bw * 1e9))
         # the largest GEMMs against mid-sized ones (a power-cap throttle would show as a falling rate)
@@ -155,6 +181,22 @@ def gemm_figures(gpu: str) -> dict[str, Any]:
         out["gemm_half_tokens_fit_rms"] = errs[best]
         out["gemm_rms_at_48"] = errs[48]
     return out
+
+
+def quant_figures(gpu: str) -> dict[str, Any]:
+    """vLLM's static per-tensor FP8 activation quantisation (ops.scaled_fp8_quant with a scale: read m·k BF16, write
+    m·k FP8): its latency at a few rows (the kernel's floor) and its read-and-write rate at many rows."""
+    bw, _bf16, _fp8 = PEAKS[gpu]
+    q = pd.read_parquet(_path(gpu, "quantize", "scale_matrix_perf"))
+    small = q[(q.m <= 16) & (q.k <= 4096)]
+    large = q[(q.m >= 4096) & (q.k >= 1024)]
+    rate = 3 * large.m * large.k / (large.latency * 1e-3) / (bw * 1e9)
+    dyn = pd.read_parquet(_path(gpu, "quantize", "computescale_perf"))
+    return {"quant_floor_us": float(small.latency.median() * 1e3), "quant_floor_rows": len(small),
+            "quant_floor_spread_us": (float(small.latency.min() * 1e3), float(small.latency.max() * 1e3)),
+            "quant_fraction": float(rate.median()), "quant_fraction_spread": (float(rate.min()), float(rate.max()),
+                                                                              len(rate)),
+            "dynamic_extra_us_small": float(dyn[(dyn.m <= 16) & (dyn.k <= 4096)].latency.median() * 1e3)}
 
 
 def attention_figures(gpu: str) -> dict[str, Any]:
@@ -202,8 +244,20 @@ def moe_figures(gpu: str, dense_tflops: float) -> dict[str, Any]:
     narrow = table[[not (wide and k[1] >= wide) for k in table.index]]
     widths = np.array([k[1] for k in narrow.index], dtype=float)
     rmax, nhalf, rms = _saturating_fit(widths, narrow.to_numpy(), (dense_tflops * 0.85, 220.0))
-    read = m[(m.num_tokens * m.topk >= 4 * m.num_experts)
-             & (flops / (0.63 * dense_tflops * 1e12) < 0.3 * m.lat_s)]
+    tile = MOE_SMALL_TILE.get(gpu, 0)
+    light = (m.num_tokens * m.topk >= 4 * m.num_experts) & (flops / (0.63 * dense_tflops * 1e12) < 0.3 * m.lat_s)
+    small_out: dict[str, Any] = {}
+    if tile:
+        st = m[light & (per_expert <= tile)]
+        sr = (wbytes[st.index] / st.lat_s / 1e12).groupby(
+            [st.hidden_size, st.inter_size, st.topk, st.num_experts]).median()
+        sr = sr[sr < bw / 1e3]
+        small_out = {"expert_small_tile_tokens": tile, "expert_small_tile_fraction": float(sr.median()) * 1e3 / bw,
+                     "expert_small_tile_shapes": len(sr),
+                     "expert_small_tile_spread": (float(sr.min()) * 1e3 / bw, float(sr.max()) * 1e3 / bw),
+                     "expert_small_tile_table": {str(k): round(float(v), 2) for k, v in sr.items()}}
+        light = light & (per_expert > tile)
+    read = m[light]
     rr = (wbytes[read.index] / read.lat_s / 1e12).groupby(
         [read.hidden_size, read.inter_size, read.topk, read.num_experts]).median()
     rr = rr[rr < bw / 1e3]
@@ -222,12 +276,13 @@ def moe_figures(gpu: str, dense_tflops: float) -> dict[str, Any]:
             "moe_width_half": nhalf, "moe_rms": rms, "moe_shapes": len(narrow), **out,
             "moe_table": {str(k): round(float(v), 1) for k, v in table.items()},
             "expert_read_tbps": smax, "expert_fraction": smax * 1e3 / bw, "expert_half_bytes": shalf,
-            "expert_rms": srms, "expert_shapes": len(rn),
+            "expert_rms": srms, "expert_shapes": len(rn), **small_out,
             "expert_table": {str(k): round(float(v), 2) for k, v in rr.items()}}
 
 
 def figures(gpu: str) -> dict[str, Any]:
     out = gemm_figures(gpu)
+    out.update(quant_figures(gpu))
     out.update(attention_figures(gpu))
     out.update(moe_figures(gpu, out["gemm_tflops"]))
     return out
@@ -252,9 +307,14 @@ def extract_rows(gpu: str) -> dict[str, Any]:
           & c.isl.isin([1024, 4096, 16384])]
     m = pd.read_parquet(_path(gpu, "moe", "moe_perf"))
     m = m[(m.kernel_source == MOE[gpu]) & (m.moe_dtype == "bfloat16") & (m.moe_tp_size == 1) & (m.moe_ep_size == 1)
-          & (m.distribution == "balanced") & m.num_tokens.isin([1, 8, 32, 128, 1024, 4096, 16384])
+          & (m.distribution == "balanced") & m.num_tokens.isin([1, 4, 8, 16, 32, 48, 128, 256, 512, 1024, 4096, 16384])
           & m[["hidden_size", "inter_size", "topk", "num_experts"]].apply(tuple, axis=1).isin(
               [(2048, 768, 8, 128), (4096, 14336, 2, 8)])]
+
+    tiny = d[(d.kernel_source == "torch.nn.functional.linear") & (d.gemm_dtype == "bfloat16") & (d.m == 1)
+             & (d.n <= 256) & (d.k <= 256)]
+    q = pd.read_parquet(_path(gpu, "quantize", "scale_matrix_perf"))
+    q = q[q.m.isin(ms) & q.k.isin([4096, 12288])]
 
     def rows(frame: pd.DataFrame, cols: list[str]) -> list[dict[str, Any]]:
         return [{c: (v.item() if hasattr(v, "item") else v) for c, v in r.items()}
@@ -267,6 +327,12 @@ def extract_rows(gpu: str) -> dict[str, Any]:
         "gemm_fp8": {"file": _rel(_path(gpu, "gemm", "gemm_perf")),
                      "filter": "kernel_source CutlassFP8ScaledMMLinearKernel, gemm_dtype fp8, (n, k) Qwen3-8B's",
                      "rows": rows(fp8, ["m", "n", "k"])},
+        "gemm_tiny": {"file": _rel(_path(gpu, "gemm", "gemm_perf")),
+                      "filter": "kernel_source torch.nn.functional.linear, gemm_dtype bfloat16, m 1, n and k <= 256",
+                      "rows": rows(tiny, ["m", "n", "k"])},
+        "fp8_quant": {"file": _rel(_path(gpu, "quantize", "scale_matrix_perf")),
+                      "filter": "op scale_matrix (static_scaled_fp8_quant: BF16 m x k in, FP8 out), k 4096 and 12288",
+                      "rows": rows(q, ["m", "k"])},
         "decode_attention": {"file": _rel(_path(gpu, "attention", "generation_attention_perf")),
                              "filter": f"kernel_source {decode}, 32 heads, 8 KV heads, head_dim 128, bf16 KV, "
                                        "no window; step = context tokens before the new one",
@@ -293,11 +359,13 @@ def main() -> None:
         fig = figures(gpu)
         print(f"== {gpu}")
         for key, value in fig.items():
-            if key not in ("moe_table", "expert_table"):
+            if key not in ("moe_table", "expert_table", "expert_small_tile_table"):
                 print(f"  {key}: {value}")
         print("  moe_table:", fig["moe_table"])
         print("  expert_table:", fig["expert_table"])
-        result["gpus"][gpu] = {"figures": {k: v for k, v in fig.items() if k not in ("moe_table", "expert_table")},
+        print("  expert_small_tile_table:", fig.get("expert_small_tile_table"))
+        result["gpus"][gpu] = {"figures": {k: v for k, v in fig.items()
+                                          if k not in ("moe_table", "expert_table", "expert_small_tile_table")},
                                "rows": extract_rows(gpu)}
     if args.write:
         OUT.parent.mkdir(parents=True, exist_ok=True)

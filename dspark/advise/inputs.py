@@ -45,8 +45,12 @@ MOE_EXTRA_LAUNCHES_PER_LAYER = 26
 # The Triton fused-MoE kernel (vLLM's default for BF16 experts) runs at a fraction of a dense GEMM's rate that grows
 # with the experts' width: dspark.perf.moe (aiconfigurator's H200 kernel table for vLLM 0.24; 0.66 at Qwen3-30B-A3B's
 # 768-wide experts, 0.83 at Mixtral-8x7B's 14,336).
-# Each kernel costs a few µs however little it does; aiconfigurator prices an elementwise op at 3 µs on Hopper.
+# Each kernel costs a few µs however little it does; aiconfigurator prices an elementwise op at 3 µs on Hopper. The
+# GPU's own figure where its tables have one (dspark.perf.gpus: kernel_floor_s; this is Hopper's, the default).
 KERNEL_FLOOR_S = 2.5e-6
+# FP8 linear layers quantise their BF16 input first (vLLM's ScaledMMLinearKernel: ops.scaled_fp8_quant), a kernel
+# per distinct input that reads 2 B and writes 1 B per element (dspark.perf.gpus: aiconfigurator's quantize table).
+QUANT_BYTES_PER_ELEMENT = 3
 # --enforce-eager: each kernel launched from Python through PyTorch's dispatcher and vLLM's custom ops. Measured
 # on the lent H200 (vLLM 0.25.0, Qwen3-8B shape): 21 ms a step eager at 1 and 8 streams against 5.2 ms with CUDA
 # graphs, ~0.54 ms of CPU per decoder layer: ~45 µs per kernel at 12 per layer.
@@ -162,7 +166,8 @@ def _rate_sources(perf: GpuPerf, peak: float, kernels: int, per_layer: int, sour
         "attention_flops_per_s": (f"{perf.attention_fraction:.0%} of {perf.label}'s {peak:g} dense TFLOP/s, at "
                                   f"{perf.sustained_clock:.0%} of the rated clock"),
         "gemm_half_tokens": sources["flops_per_s"],
-        "kernel_floor_s": f"{KERNEL_FLOOR_S * 1e6:g} µs per kernel, {kernels} kernels per step ({per_layer} per layer)",
+        "kernel_floor_s": (f"{perf.kernel_floor_s * 1e6:g} µs per kernel ({perf.label}), {kernels} kernels per step "
+                           f"({per_layer} per layer)"),
         "launch_s": (f"{LAUNCH_S * 1e6:g} µs per kernel launched without CUDA graphs (measured eager on the lent "
                      "H200: ~0.54 ms of CPU per decoder layer)"),
         "cpu_per_row_s": sources["fixed_s"],
@@ -200,14 +205,40 @@ def _attention_flops_per_pair(arch: ModelArchitecture, tp: int) -> float:
 
 def _expert_read(perf: GpuPerf, gbps: float, arch: ModelArchitecture, tp: int, expert_bytes: float) -> float:
     """The fused-MoE kernel's read rate of this model's experts (dspark.perf.moe.expert_read_fraction, by one
-    expert's gate-up and down matrices per GPU: 3 × hidden × width × bytes ÷ tp) where the GPU has the
-    measurement; 0 (the dense bandwidth) otherwise."""
+    expert's gate-up and down matrices per GPU: 3 × hidden × width × bytes ÷ tp; experts as wide as the GPU's
+    slower tactic at its moe_wide_read) where the GPU has the measurement; 0 (the dense bandwidth) otherwise."""
     moe = arch.moe
     if not (perf.expert_fraction and expert_bytes and moe is not None):
         return 0.0
     bpp = format_bytes_per_parameter(arch.expert_weight_format or arch.weight_format, arch.dtype)
-    size = 3.0 * arch.hidden_size * (moe.moe_intermediate_size or DEFAULT_WIDTH) * bpp / tp
-    return gbps * 1e9 * expert_read_fraction(size, perf.expert_fraction, perf.expert_half_bytes)
+    width = moe.moe_intermediate_size or DEFAULT_WIDTH
+    size = 3.0 * arch.hidden_size * width * bpp / tp
+    wide = perf.moe_wide_read if perf.moe_wide_width and width // tp >= perf.moe_wide_width else 1.0
+    return gbps * 1e9 * expert_read_fraction(size, perf.expert_fraction, perf.expert_half_bytes) * wide
+
+
+def _fp8_quant(arch: ModelArchitecture, tp: int, notes: list[str]) -> tuple[float, int]:
+    """(bytes per token, kernels per step) of the FP8 activation quantisation before each distinct FP8 linear input,
+    per GPU: an attention layer's QKV (hidden wide) and O (its heads × head dim, split over the group), a dense MLP's
+    gate-up (hidden) and down (intermediate, split); a linear-attention or MLA layer's in and out projections taken
+    as two hidden-wide inputs; routed experts quantise inside the fused-MoE kernel (not counted). Nothing unless the
+    weights are FP8; appends its note to `notes`."""
+    if arch.weight_format != "fp8":
+        return 0.0, 0
+    elements, kernels = 0.0, 0
+    for layer in arch.layers:
+        if isinstance(layer, AttentionLayer) and arch.num_attention_heads:
+            elements += arch.hidden_size + arch.num_attention_heads * layer.head_dim / tp
+        else:
+            elements += 2.0 * arch.hidden_size
+        kernels += 2
+        if arch.moe is None and arch.intermediate_size:
+            elements += arch.hidden_size + arch.intermediate_size / tp
+            kernels += 2
+    notes.append(f"FP8 weights: {kernels} activation-quantisation kernels per step before the FP8 GEMMs "
+                 f"({QUANT_BYTES_PER_ELEMENT * elements / 1e3:.1f} kB per token read and written, with the "
+                 "elementwise kernels)")
+    return QUANT_BYTES_PER_ELEMENT * elements, kernels
 
 
 def _moe_rate(arch: ModelArchitecture, tp: int, perf: GpuPerf) -> tuple[float, list[str]]:
@@ -283,8 +314,8 @@ def model_inputs(
     act = dtype_bytes(arch.dtype)
     layers = len(arch.layers)
     per_layer = KERNELS_PER_LAYER + (MOE_EXTRA_KERNELS_PER_LAYER if moe is not None else 0)
-    kernels = layers * per_layer + KERNELS_PER_STEP
-    launches = kernels + (layers * (MOE_EXTRA_LAUNCHES_PER_LAYER - MOE_EXTRA_KERNELS_PER_LAYER) if moe else 0)
+    quant_bytes, quant_kernels = _fp8_quant(arch, tp, notes)
+    kernels = layers * per_layer + KERNELS_PER_STEP + quant_kernels
     shape = StepShape(
         dense_weight_bytes=dense, expert_weight_bytes=expert,
         num_experts=moe.num_experts if moe else None, top_k=moe.top_k if moe else None,
@@ -294,8 +325,10 @@ def model_inputs(
         dense_flops_per_token=dense_flops, expert_flops_per_token=expert_flops,
         logits_flops_per_row=_logits_flops(arch, tp),
         attention_flops_per_pair=_attention_flops_per_pair(arch, tp),
-        activation_bytes_per_token=ACTIVATION_TOUCHES * arch.hidden_size * act * layers / tp,
-        kernels_per_step=kernels, launches_per_step=launches,
+        activation_bytes_per_token=ACTIVATION_TOUCHES * arch.hidden_size * act * layers / tp + quant_bytes,
+        kernels_per_step=kernels,
+        launches_per_step=kernels + (layers * (MOE_EXTRA_LAUNCHES_PER_LAYER - MOE_EXTRA_KERNELS_PER_LAYER)
+                                     if moe else 0),
         graph_sizes=sizes, eager=eager, async_scheduling=async_sched,
         allreduces_per_step=2 * layers if tp > 1 else 0, allreduce_bytes_per_token=float(arch.hidden_size * act),
         link_bytes_per_s=perf.link_gbps * 1e9, collective_latency_s=perf.collective_latency_s, tp=tp,
@@ -317,7 +350,7 @@ def model_inputs(
         prefill_per_token_s=prefill, flops_per_s=flops, gemm_half_tokens=perf.gemm_half_tokens,
         attention_flops_per_s=peak * 1e12 * perf.attention_fraction * perf.sustained_clock,
         peak_flops_per_s=peak * 1e12, peak_bandwidth_bytes_per_s=gbps * 1e9,
-        kernel_floor_s=0.0 if cpu else KERNEL_FLOOR_S,
+        kernel_floor_s=0.0 if cpu else perf.kernel_floor_s,
         # A weight-bound GEMM's unhidden tensor-core share (dspark.perf.gpus, measured at the rated clock): the
         # model's GEMM rate is at the sustained clock, so the share times the sustained clock.
         gemm_unhidden=perf.gemm_unhidden * perf.sustained_clock,
@@ -325,6 +358,8 @@ def model_inputs(
         kv_bandwidth_bytes_per_s=gbps * 1e9 * perf.kv_fraction,
         expert_flops_per_s=flops * moe_fraction,  # 0 without routed experts
         expert_bandwidth_bytes_per_s=_expert_read(perf, gbps, arch, tp, expert),
+        expert_small_tile_bandwidth_bytes_per_s=gbps * 1e9 * perf.expert_small_tile_fraction if expert else 0.0,
+        expert_small_tile_tokens=float(perf.expert_small_tile_tokens) if expert else 0.0,
         arrival_hop_s=0.0 if cpu else ARRIVAL_HOP_S, api_per_request_s=0.0 if cpu else API_PER_REQUEST_S,
         api_per_token_s=0.0 if cpu else API_PER_TOKEN_S, api_per_finish_s=0.0 if cpu else API_PER_FINISH_S,
         intake_s=0.0 if cpu else INTAKE_S)

@@ -33,8 +33,20 @@ Sources (docs/advise.md has the table with links):
   model's per-op costs against (tests/perf/data/aic_rows.json, with the table files and filters). Run on the
   H200's own tables the same script gives back its figures (GEMMs 0.80, unhidden share 0.23, KV 0.88, prefill
   attention 0.60, the fused-MoE fits 671 TFLOP/s / 219 wide and 4.14 TB/s / 0.87 MB) except FP8: the per-tensor
-  FP8 GEMM reaches 0.49 of the FP8 peak there (964 TFLOP/s over the 8B's shapes at 1-4k rows), not the BF16
+  FP8 GEMM reaches 0.52 of the FP8 peak there (1,038 TFLOP/s over the 8B's shapes at 1-4k rows), not the BF16
   fraction it was given before (fp8_gemm_fraction). Each GPU's comment below gives its rows, fits and errors.
+- FP8 activation quantisation: vLLM's FP8 linear (ScaledMMLinearKernel.apply_weights, vllm/model_executor/layers/
+  quantization/kernels/scaled_mm/ in 0.25; QuantFP8 -> ops.scaled_fp8_quant) quantises its BF16 input to FP8 in
+  a kernel of its own before the GEMM: it reads 2 B and writes 1 B per input element, and aiconfigurator's GEMM
+  collector times it inside every FP8 row (RowParallelLinear.forward on BF16 input, a static input scale). Its
+  own table (quantize/vllm/0.24.0/scale_matrix_perf.parquet, static per-tensor) puts it at 1.9-2.2 µs at up to
+  16 rows (H200 1.93, H100 2.02, B200 2.16: one kernel floor) and 0.84 / 0.88 / 0.74 of peak bandwidth at 4k-32k
+  rows (the elementwise rate, 0.8, prices it); the FP8 GEMM fractions above are the rows' latency less it.
+  dspark.advise.inputs adds one such kernel per distinct FP8 linear input (QKV, O, gate-up, down).
+- Per-kernel floor (kernel_floor_s): 2.5 µs, Hopper's (the H200's tables: its tiniest GEMMs, one row, n and k
+  ≤ 256, 2.60 µs; the quantisation kernel 1.9; the H100's 2.63). The B200's tiniest GEMMs take 1.86 µs, but a
+  floor scaled by that ratio makes its GEMM rows and decode steps faster than its tables (its comment below), so
+  it keeps 2.5 too: a per-GPU field where a measurement of whole steps (not of the tiniest kernels) says more.
 - Sustained clock: dense tensor-core work holds the board at its power cap, where the SM clock settles below
   the one the peak is quoted at (989 TFLOP/s = 132 SMs × 4,096 BF16 FLOP per clock × 1.83 GHz): the lent H200
   (700 W) ran at 1,395-1,530 MHz in its prompt-heavy stretches (nvidia-smi once a second, up to 696 W), 0.80 of
@@ -82,8 +94,12 @@ class GpuPerf:
     # 0: the dense bandwidth fraction, where nothing was measured).
     expert_fraction: float = 0.0
     expert_half_bytes: float = 0.87e6
-    # The per-tensor FP8 GEMM's fraction of the FP8 peak at the rated clock (0: gemm_fraction).
+    # The per-tensor FP8 GEMM's fraction of the FP8 peak at the rated clock, the activation-quantisation kernel
+    # before it not included (0: gemm_fraction).
     fp8_gemm_fraction: float = 0.0
+    # One kernel's fixed latency in a step (launch within a graph, tail, the next kernel's ramp): 2.5 µs on Hopper;
+    # a GPU's own where aiconfigurator's tables time its tiniest GEMMs (dspark.advise.inputs prices each kernel so).
+    kernel_floor_s: float = 2.5e-6
     # Tokens at which a GEMM reaches half of the large-GEMM rate (tile occupancy): eff(T) = T / (T + this).
     gemm_half_tokens: float = 48.0
     # The fused-MoE kernel's GEMM rate as a fraction of the dense large-GEMM rate at wide experts, and the expert
@@ -95,6 +111,13 @@ class GpuPerf:
     # (the B200's FlashInfer TRT-LLM BF16 kernel).
     moe_wide_width: int = 0
     moe_wide_rate: float = 1.0
+    # ... and reads such experts at this factor of the read curve (expert_fraction, expert_half_bytes)
+    moe_wide_read: float = 1.0
+    # Up to this many tokens per expert (tokens × top-k ÷ experts; 0: no such regime) the kernel runs its smallest
+    # token tile and reads the routed experts at expert_small_tile_fraction of peak, whatever their size or width
+    # (the B200's FlashInfer TRT-LLM BF16 kernel); the read curve above applies beyond it.
+    expert_small_tile_tokens: int = 0
+    expert_small_tile_fraction: float = 0.0
     source: str = ""
 
     def gemm_fraction_for(self, fp8: bool) -> float:
@@ -107,42 +130,48 @@ GPUS: tuple[GpuPerf, ...] = (
     GpuPerf("h100 pcie", "H100 PCIe", 2000.0, 756.0, 1513.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (PCIe)"),
     GpuPerf("h100 nvl", "H100 NVL", 3900.0, 835.0, 1671.0, 300.0, 10e-6, source="NVIDIA H100 datasheet (NVL)"),
     GpuPerf("h200", "H200", 4800.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.90, sustained_clock=0.80,
-            gemm_unhidden=0.22, expert_fraction=4.14 / 4.8, fp8_gemm_fraction=0.49,
+            gemm_unhidden=0.22, expert_fraction=4.14 / 4.8, fp8_gemm_fraction=0.52,
             source="NVIDIA H200 datasheet; GEMM fraction measured on the lent H200 (~790 of 989 TFLOP/s); "
                    "sustained clock 1,395-1,530 MHz under prompt-heavy load at its 700 W cap (nvidia-smi, "
                    "tests/device/results/2026-12-02-clock) of the 1,830 MHz its 989 TFLOP/s is rated at; "
                    "FP8 GEMMs, MoE and KV rates from aiconfigurator-core 0.12's H200 tables (vLLM 0.24)"),
-    # aiconfigurator-core 0.12's h100_sxm tables for vLLM 0.24 (benchmarks/aic_gpu_priors.py; docs/advise.md):
-    # BF16 torch linear 795 TFLOP/s (0.80) over the 8B's shapes at 1-4k rows (649-903, 100 rows); unhidden share
-    # 0.29 (median of 2,944 weight-bound rows, 128 shapes, 8-128 rows; 0.39 at 8 rows to 0.16 at 128); per-tensor
-    # FP8 893 TFLOP/s (0.45 of 1,979); FA3 prefill 0.61 of 989 at 4-16k tokens (520-664); FA3 decode's paged KV
-    # 0.95 of 3.35 TB/s (the difference of two context lengths at the same batch, 8-128 rows, as the H200's 0.9
-    # was measured; the H200's table gives 0.88 the same way); Triton fused MoE 521 TFLOP/s at wide experts =
-    # 0.655 of the dense rate, half at 100 wide (8 shapes, rms 2.7%), expert reads 2.86 TB/s = 0.855 of peak,
-    # half at 0.49 MB (13 shapes, rms 2.9%). The sustained clock: the H200's (the same GH100 die at the same
-    # 700 W cap); the tables' short kernels show no throttle (largest GEMMs at 1.03 of the mid-sized ones' rate).
+    # aiconfigurator-core 0.12's h100_sxm tables for vLLM 0.24 (benchmarks/aic_gpu_priors.py; docs/advise.md): BF16
+    # torch linear 795 TFLOP/s (0.80) over the 8B's shapes at 1-4k rows (649-903, 100 rows); unhidden share 0.29 (median
+    # of 2,944 weight-bound rows, 128 shapes, 8-128 rows; 0.39 at 8 rows to 0.16 at 128); per-tensor FP8 968 TFLOP/s
+    # (0.49 of 1,979) net of the activation quantisation kernel each row also times; the kernel floor the H200's (its
+    # tiniest GEMMs 2.63 µs against the H200's 2.60); FA3 prefill 0.61 of 989 at 4-16k tokens (520-664); FA3 decode's
+    # paged KV 0.95 of 3.35 TB/s (the difference of two context lengths at the same batch, 8-128 rows, as the H200's 0.9
+    # was measured; the H200's table gives 0.88 the same way); Triton fused MoE 521 TFLOP/s at wide experts = 0.655 of
+    # the dense rate, half at 100 wide (8 shapes, rms 2.7%), expert reads 2.86 TB/s = 0.855 of peak, half at 0.49 MB (13
+    # shapes, rms 2.9%). The sustained clock: the H200's (the same GH100 die at the same 700 W cap); the tables' short
+    # kernels show no throttle (largest GEMMs at 1.03 of the mid-sized ones' rate).
     GpuPerf("h100", "H100 SXM", 3350.0, 989.0, 1979.0, 450.0, 10e-6, kv_fraction=0.95, sustained_clock=0.80,
-            gemm_unhidden=0.29, expert_fraction=0.855, expert_half_bytes=0.49e6, fp8_gemm_fraction=0.45,
+            gemm_unhidden=0.29, expert_fraction=0.855, expert_half_bytes=0.49e6, fp8_gemm_fraction=0.49,
             attention_fraction=0.61, moe_rate_fraction=0.655, moe_width_half=100.0,
             source="NVIDIA H100 datasheet (SXM); kernel rates from aiconfigurator-core 0.12's H100 SXM tables "
                    "(vLLM 0.24); sustained clock: the H200's GH100 die at the same 700 W cap"),
     # aiconfigurator-core 0.12's b200_sxm tables for vLLM 0.24: BF16 torch linear 1,534 TFLOP/s (0.68 of 2,250;
-    # 1,185-1,956 over the 8B's shapes at 1-4k rows); T½ 78 (the H200's 48 × the ratio of the two tables' fits
-    # of T½ at 128-16k rows with their own rate and share, 209 / 129); unhidden share 0.21 (2,944 rows, 128
-    # shapes; 0.20-0.25 at 32-128 rows); per-tensor FP8 1,656 TFLOP/s (0.37 of 4,500); FlashInfer TRT-LLM prefill
-    # 0.51 of 2,250 at 4-16k tokens (830-1,295); its decode kernel reads paged KV at 0.92 of 8 TB/s (differences
-    # of two context lengths, 8-128 rows). The BF16 fused MoE runs FlashInfer's TRT-LLM kernel (vLLM's first choice
-    # off Hopper): up to 5,120-wide experts 1,163 TFLOP/s at wide experts = 0.76 of the dense rate, half at 163
-    # wide (9 shapes, rms 14%), reads 6.25 TB/s = 0.78 of peak, half at 0.17 MB (8 shapes, rms 2.2%); from 8,192
-    # wide (Mixtral's 14,336; 3 shapes) a slower tactic: 0.49 of that rate (0.47-0.54). Its reads of such experts
-    # follow the token count, not the width (Mixtral's layer: 0.40 ms at 4-32 tokens, 7.1 TB/s; 0.71 ms at
-    # 48-512, 4.0), which the model does not: at the curve's rate its Mixtral layer is 7-17% slow at 1-32 tokens
-    # and 21% fast at 128 (tests/perf/test_aic_priors.py). No sustained-clock figure (the tables' short kernels
-    # cannot show a power cap: the largest GEMMs at 0.96 of the mid-sized ones' rate): the 0.9 placeholder stays.
+    # 1,185-1,956 over the 8B's shapes at 1-4k rows); T½ 78 (the H200's 48 × the ratio of the two tables' fits of T½ at
+    # 128-16k rows with their own rate and share, 209 / 129); unhidden share 0.21 (2,944 rows, 128 shapes; 0.20-0.25 at
+    # 32-128 rows); per-tensor FP8 1,837 TFLOP/s (0.41 of 4,500) net of the activation quantisation kernel timed inside
+    # each row; FlashInfer TRT-LLM prefill 0.51 of 2,250 at 4-16k tokens (830-1,295); its decode kernel reads paged KV
+    # at 0.92 of 8 TB/s (differences of two context lengths, 8-128 rows). Kernel floor: Hopper's 2.5 µs, though its
+    # tiniest GEMMs (one row, n and k ≤ 256) take 1.86 µs against the H200's 2.60: at 0.72 × 2.5 its BF16 GEMM rows,
+    # already up to 21% fast at 1-128 rows, come out up to 28% fast, and its decode steps 4-12% faster than
+    # aiconfigurator's own sum of these tables (the floor also carries mid-sized kernels' ramp, which the tiniest do not
+    # show). The BF16 fused MoE runs FlashInfer's TRT-LLM kernel (vLLM's first choice off Hopper), which picks its token
+    # tile from the tokens per expert: up to 8 per expert it reads the routed experts at 0.89 of peak (7.15 TB/s; 12
+    # shapes, 0.80-0.92; Mixtral's layer 0.40 ms at 4-32 tokens), beyond that on the curve 6.22 TB/s = 0.78 of peak,
+    # half at 0.37 MB (8 narrow shapes, rms 2.5%), and experts from 8,192 wide (Mixtral's 14,336; 3 shapes) at 0.65 of
+    # it (0.64-0.67: Mixtral's 0.71 ms at 48-512 tokens, 4.0 TB/s). Its GEMMs: up to 5,120-wide experts 1,163 TFLOP/s at
+    # wide experts = 0.76 of the dense rate, half at 163 wide (9 shapes, rms 14%); from 8,192 wide 0.49 of that rate
+    # (0.47-0.54). No sustained-clock figure (the tables' short kernels cannot show a power cap: the largest GEMMs at
+    # 0.96 of the mid-sized ones' rate): the 0.9 placeholder stays.
     GpuPerf("b200", "B200", 8000.0, 2250.0, 4500.0, 900.0, 10e-6, gemm_fraction=0.68, kv_fraction=0.92,
-            gemm_unhidden=0.21, expert_fraction=0.78, expert_half_bytes=0.17e6, fp8_gemm_fraction=0.37,
+            gemm_unhidden=0.21, expert_fraction=0.78, expert_half_bytes=0.37e6, fp8_gemm_fraction=0.41,
             attention_fraction=0.51, gemm_half_tokens=78.0, moe_rate_fraction=0.76, moe_width_half=163.0,
-            moe_wide_width=8192, moe_wide_rate=0.49,
+            moe_wide_width=8192, moe_wide_rate=0.49, moe_wide_read=0.65, expert_small_tile_tokens=8,
+            expert_small_tile_fraction=0.89,
             source="NVIDIA DGX B200 datasheet; kernel rates from aiconfigurator-core 0.12's B200 SXM tables "
                    "(vLLM 0.24); sustained clock a placeholder"),
     # No table for the RTX 5090. aiconfigurator's rtx_pro_6000_server (RTX PRO 6000 Blackwell Server: the same

@@ -24,7 +24,12 @@ Where each term comes from:
   routing spread (1 by default; a profile's decode steps at a few rows pin it, dspark.advise.calibrate).
 - The routed experts' weights are read by the fused-MoE kernel at a rate of their own, which grows with an
   expert's size (dspark.perf.moe.expert_read_fraction: aiconfigurator's H200 fused-MoE table and the lent H200's
-  own timing of vLLM's fused_experts on Mixtral's layer).
+  own timing of vLLM's fused_experts on Mixtral's layer). A kernel that picks its token tile from the tokens per
+  expert (FlashInfer's TRT-LLM MoE on the B200) reads at another rate while T·k/E stays within its smallest tile
+  (expert_small_tile_tokens; dspark.perf.gpus).
+- FP8 weights: each distinct input of an FP8 linear layer is first quantised to FP8 by a kernel of its own
+  (vLLM's ScaledMMLinearKernel: ops.scaled_fp8_quant), 2 B read and 1 B written per element, priced with the
+  elementwise kernels (its bytes in activation_bytes_per_token, one kernel floor each; dspark.perf.gpus).
 - The lm_head runs only for the positions the step samples (vLLM's compute_logits on the sampled hidden states:
   every decode position, a prompt chunk's last token), not for every prompt token.
 - A weight-bound GEMM does not hide all of its tensor-core work behind its weight stream: its memory side is
@@ -45,7 +50,8 @@ Where each term comes from:
   (vllm/v1/worker/gpu_model_runner.py, _get_cudagraph_and_dp_padding / cudagraph_dispatcher; the sizes are
   dspark.engines.vllm.graphs'), so padded rows cost GEMM FLOPs; eager steps are not padded.
 - Per-kernel floor: a kernel costs a few µs however little it does (launch within a graph, tail, the next
-  kernel's ramp); aiconfigurator prices each elementwise op at bytes ÷ (0.8 × bandwidth) + 3 µs.
+  kernel's ramp); aiconfigurator prices each elementwise op at bytes ÷ (0.8 × bandwidth) + 3 µs; its tables' tiniest
+  GEMMs take 2.6 µs on Hopper, 1.9 on the B200 (dspark.perf.gpus: kernel_floor_s).
 - Eager launch gap: with --enforce-eager every kernel is launched from Python through PyTorch's dispatcher
   (~12 µs each), and a step of small kernels waits on the CPU (vLLM's docs: CUDA graphs exist to remove it); a
   batch above the largest captured size runs without a graph too (the cudagraph dispatcher finds none).
@@ -89,6 +95,9 @@ class StepCosts:
     kv_bandwidth_bytes_per_s: float = 0.0  # achieved rate of paged KV reads (0: bandwidth_bytes_per_s)
     expert_flops_per_s: float = 0.0  # the fused-MoE kernel's rate at large per-expert token counts (0: flops_per_s)
     expert_bandwidth_bytes_per_s: float = 0.0  # the fused-MoE kernel's read rate of routed experts (0: bandwidth)
+    # ... at up to expert_small_tile_tokens tokens per expert, where the kernel runs its smallest token tile (0: none)
+    expert_small_tile_bandwidth_bytes_per_s: float = 0.0
+    expert_small_tile_tokens: float = 0.0
     arrival_hop_s: float = 0.0  # client -> engine core (and first token -> client): HTTP, API server, IPC
     api_per_request_s: float = 0.0  # the API server's own time per request, one request after another
     api_per_token_s: float = 0.0  # ... per token it streams (every step's outputs pass through it)

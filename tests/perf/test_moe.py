@@ -124,11 +124,11 @@ def test_a_slower_wide_expert_tactic_applies_from_its_width_on_and_only_where_a_
 
 
 def test_a_gpus_own_read_curve_and_a_refused_half_size() -> None:
-    """expert_read_fraction with a GPU's own peak fraction and half size (the B200's 0.78, 0.17 MB) differs from the
+    """expert_read_fraction with a GPU's own peak fraction and half size (the B200's 0.78, 0.37 MB) differs from the
     H200's; a flat curve (half size 0) is its peak fraction at every size; a negative half size is refused."""
     b200 = gpu_perf("NVIDIA B200")
     own = expert_read_fraction(9.4e6, b200.expert_fraction, b200.expert_half_bytes)
-    assert own == pytest.approx(0.78 * 9.4e6 / (9.4e6 + 0.17e6)) and own != expert_read_fraction(9.4e6)
+    assert own == pytest.approx(0.78 * 9.4e6 / (9.4e6 + 0.37e6)) and own != expert_read_fraction(9.4e6)
     rng = random.Random(11)  # noqa: S311 - test inputs
     for size in (rng.uniform(1e3, 1e10) for _ in range(20)):
         assert expert_read_fraction(size, 0.7, 0.0) == pytest.approx(0.7)

@@ -158,6 +158,21 @@ def test_moe_reads_more_experts_as_tokens_grow() -> None:
     assert reads[0] == pytest.approx((1e9 + 30e9 * coverage_1) / 3.84e12)
 
 
+def test_experts_read_at_the_small_tile_rate_only_up_to_its_tokens_per_expert() -> None:
+    """A kernel whose smallest token tile reads faster (expert_small_tile_tokens, tokens × top-k ÷ experts): at 16
+    rows (1 per expert) the experts it touches at that rate, at 256 rows (16 per expert) at the curve's again."""
+    reads = dataclasses.replace(MOE, dense_weight_bytes=0.0, dense_flops_per_token=0.0, expert_flops_per_token=0.0)
+    curve = dataclasses.replace(H200ISH, expert_bandwidth_bytes_per_s=3e12)
+    tiled = dataclasses.replace(curve, expert_small_tile_bandwidth_bytes_per_s=6e12, expert_small_tile_tokens=8.0)
+    for rows, faster in ((1, True), (16, True), (128, True), (129, False), (256, False)):
+        covered = 30e9 * (1 - (1 - 8 / 128) ** rows)
+        got = step_terms(cost_table(tiled, reads), rows, 0.0, 0)["gemm"]
+        assert got == pytest.approx(covered / (6e12 if faster else 3e12)), rows
+        assert step_terms(cost_table(curve, reads), rows, 0.0, 0)["gemm"] == pytest.approx(covered / 3e12)
+    no_rate = dataclasses.replace(curve, expert_small_tile_tokens=8.0)  # a tile without a rate of its own: the curve's
+    assert step_terms(cost_table(no_rate, reads), 16, 0.0, 0) == step_terms(cost_table(curve, reads), 16, 0.0, 0)
+
+
 def test_tokens_that_share_experts_read_fewer_of_them() -> None:
     """The routing spread s: a step of T tokens reads 1 − (1 − k/E)^(1 + (T − 1)·s) of the experts. s = 1 is even,
     independent top-k routing (the formula without it); below 1 fewer experts at the same T, never fewer than one

@@ -67,6 +67,9 @@ def step_terms(cost: Mapping[str, Any], rows: int, context: float, prefill: int,
     gemm_tokens = padded - prefill if observed else padded  # a measured prompt cost replaces its compute
     sampled = rows * q + (1 if prefill else 0)  # the logits: every verified position, a prompt's last token
     expert_bw = float(cost.get("expert_bandwidth_bytes_per_s") or 0.0) or bw  # the fused-MoE kernel's own reads
+    small_tile = float(cost.get("expert_small_tile_tokens") or 0.0)  # tokens per expert of its smallest tile
+    if experts and top_k and small_tile and tokens * top_k / experts <= small_tile:
+        expert_bw = float(cost.get("expert_small_tile_bandwidth_bytes_per_s") or 0.0) or expert_bw
     weights = (float(cost.get("dense_weight_bytes") or 0.0) / bw
                + float(cost.get("expert_weight_bytes") or 0.0) * coverage / expert_bw)
     compute, unhidden = _linear(cost, gemm_tokens, sampled, experts, top_k)
