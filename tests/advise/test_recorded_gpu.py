@@ -152,7 +152,7 @@ KNOWN_GAPS: tuple[tuple[str, str, float, str], ...] = (
      "steps alike) says theirs made it (the model's earlier, hop-only round trip: +3% / +5%). The model's 8,192-"
      "token steps of two 4k prompts are also 215 ms against the 198-209 E logged (the step's cost): not the "
      "clock, whose samples in these prompt steps read 1,515-1,650 MHz in A, D and E alike, but the power limiter's "
-     "lag: a 4k wave's first prompt steps after decode ran 199 ms (E, median of 8), the steady ones of 32 x 4k 207, "
+     "lag: a 4k wave's first prompt steps after decode ran 199 ms (E, median of 9), the steady ones of 32 x 4k 207, "
      "the model 215 for both (test_the_prompt_steps_beside_the_clock), which a step's price without the steps before "
      "it cannot hold"),
     ("qwen3-30b-a3b-s128-wide-warmup/m-in1024-out256-c2", "ttft_mean_s", 0.85,
