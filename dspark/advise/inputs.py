@@ -258,7 +258,7 @@ def _gemm_rates(arch: ModelArchitecture, perf: GpuPerf, notes: list[str], source
     expert_rate = expert_precision.peak_tflops * 1e12 * expert_precision.fraction * perf.sustained_clock
     attention_peak = perf.fp8_tflops if arch.weight_format == "fp8" else perf.bf16_tflops
     sources["flops_per_s"] = (f"{precision.fraction:.0%} of {perf.label}'s {precision.peak_tflops:g} dense "
-                              f"{precision.label} TFLOP/s ({precision.kernel}), reached by large GEMMs, at "
+                              f"{precision.label} TFLOP/s on {precision.kernel}, reached by large GEMMs, at "
                               f"{perf.sustained_clock:.0%} of the rated clock under the power cap; half of that at "
                               f"{perf.gemm_half_tokens:g} tokens (tile occupancy)")
     if arch.moe is not None and expert_precision != precision:
