@@ -21,7 +21,7 @@ from dspark.model.architecture import (
     dtype_bytes,
 )
 from dspark.model.weights import WeightBytes, format_bytes_per_parameter
-from dspark.perf.gpus import H200_MOE, GemmPrecision, GpuPerf, gemm_precision, gpu_perf, is_known
+from dspark.perf.gpus import FP8_QUANT_BYTES, H200_MOE, GemmPrecision, GpuPerf, gemm_precision, gpu_perf, is_known
 from dspark.perf.moe import DEFAULT_WIDTH, expert_read_fraction, fused_moe_fraction
 
 # Every prior below is a physical fact or an engine behaviour; dspark.perf.step says where each term comes from and
@@ -51,7 +51,7 @@ KERNEL_FLOOR_S = 2.5e-6
 # FP8 linear layers quantise their BF16 input first (vLLM's ScaledMMLinearKernel: ops.scaled_fp8_quant), a kernel
 # per distinct input that reads 2 B and writes 1 B per element (dspark.perf.gpus: aiconfigurator's quantize table);
 # NVFP4 W4A4 ones on FP4 tensor cores likewise (ops.scaled_fp4_quant: 2.5625 B; dspark.perf.gpus.gemm_precision).
-QUANT_BYTES_PER_ELEMENT = 3
+QUANT_BYTES_PER_ELEMENT = FP8_QUANT_BYTES
 # --enforce-eager: each kernel launched from Python through PyTorch's dispatcher and vLLM's custom ops. Measured
 # on the lent H200 (vLLM 0.25.0, Qwen3-8B shape): 21 ms a step eager at 1 and 8 streams against 5.2 ms with CUDA
 # graphs, ~0.54 ms of CPU per decoder layer: ~45 µs per kernel at 12 per layer.
