@@ -21,7 +21,7 @@ from dspark.model.architecture import (
     dtype_bytes,
 )
 from dspark.model.weights import WeightBytes, format_bytes_per_parameter
-from dspark.perf.gpus import H200_MOE, GpuPerf, gpu_perf, is_known
+from dspark.perf.gpus import FP8_QUANT_BYTES, H200_MOE, GemmPrecision, GpuPerf, gemm_precision, gpu_perf, is_known
 from dspark.perf.moe import DEFAULT_WIDTH, expert_read_fraction, fused_moe_fraction
 
 # Every prior below is a physical fact or an engine behaviour; dspark.perf.step says where each term comes from and
@@ -49,8 +49,9 @@ MOE_EXTRA_LAUNCHES_PER_LAYER = 26
 # GPU's own figure where its tables have one (dspark.perf.gpus: kernel_floor_s; this is Hopper's, the default).
 KERNEL_FLOOR_S = 2.5e-6
 # FP8 linear layers quantise their BF16 input first (vLLM's ScaledMMLinearKernel: ops.scaled_fp8_quant), a kernel
-# per distinct input that reads 2 B and writes 1 B per element (dspark.perf.gpus: aiconfigurator's quantize table).
-QUANT_BYTES_PER_ELEMENT = 3
+# per distinct input that reads 2 B and writes 1 B per element (dspark.perf.gpus: aiconfigurator's quantize table);
+# NVFP4 W4A4 ones on FP4 tensor cores likewise (ops.scaled_fp4_quant: 2.5625 B; dspark.perf.gpus.gemm_precision).
+QUANT_BYTES_PER_ELEMENT = FP8_QUANT_BYTES
 # --enforce-eager: each kernel launched from Python through PyTorch's dispatcher and vLLM's custom ops. Measured
 # on the lent H200 (vLLM 0.25.0, Qwen3-8B shape): 21 ms a step eager at 1 and 8 streams against 5.2 ms with CUDA
 # graphs, ~0.54 ms of CPU per decoder layer: ~45 µs per kernel at 12 per layer.
@@ -217,13 +218,16 @@ def _expert_read(perf: GpuPerf, gbps: float, arch: ModelArchitecture, tp: int, e
     return gbps * 1e9 * expert_read_fraction(size, perf.expert_fraction, perf.expert_half_bytes) * wide
 
 
-def _fp8_quant(arch: ModelArchitecture, tp: int, notes: list[str]) -> tuple[float, int]:
-    """(bytes per token, kernels per step) of the FP8 activation quantisation before each distinct FP8 linear input,
-    per GPU: an attention layer's QKV (hidden wide) and O (its heads × head dim, split over the group), a dense MLP's
-    gate-up (hidden) and down (intermediate, split); a linear-attention or MLA layer's in and out projections taken
-    as two hidden-wide inputs; routed experts quantise inside the fused-MoE kernel (not counted). Nothing unless the
-    weights are FP8; appends its note to `notes`."""
-    if arch.weight_format != "fp8":
+def _activation_quant(arch: ModelArchitecture, tp: int, precision: GemmPrecision, notes: list[str]
+                      ) -> tuple[float, int]:
+    """(bytes per token, kernels per step) of the activation quantisation before each distinct linear input, per
+    GPU, where the linear layers' kernel quantises its input (W8A8 FP8, W4A4 NVFP4 on FP4 tensor cores): an attention
+    layer's QKV (hidden wide) and O (its heads × head dim, split over the group), a dense MLP's gate-up (hidden) and
+    down (intermediate, split); a linear-attention or MLA layer's in and out projections taken as two hidden-wide
+    inputs; routed experts quantise inside the fused-MoE kernel (not counted). Nothing for weight-only kernels
+    (BF16, W4A16); appends its note to `notes`."""
+    per_element = precision.quant_bytes_per_element
+    if not per_element:
         return 0.0, 0
     elements, kernels = 0.0, 0
     for layer in arch.layers:
@@ -235,10 +239,34 @@ def _fp8_quant(arch: ModelArchitecture, tp: int, notes: list[str]) -> tuple[floa
         if arch.moe is None and arch.intermediate_size:
             elements += arch.hidden_size + arch.intermediate_size / tp
             kernels += 2
-    notes.append(f"FP8 weights: {kernels} activation-quantisation kernels per step before the FP8 GEMMs "
-                 f"({QUANT_BYTES_PER_ELEMENT * elements / 1e3:.1f} kB per token read and written, with the "
-                 "elementwise kernels)")
-    return QUANT_BYTES_PER_ELEMENT * elements, kernels
+    notes.append(f"{precision.label} GEMMs: {kernels} activation-quantisation kernels per step before them "
+                 f"({per_element * elements / 1e3:.1f} kB per token read and written, with the elementwise kernels)")
+    return per_element * elements, kernels
+
+
+def _gemm_rates(arch: ModelArchitecture, perf: GpuPerf, notes: list[str], sources: dict[str, str]
+                ) -> tuple[GemmPrecision, float, float, float, float]:
+    """(the linear layers' precision, their rate and the routed experts' at the sustained clock, FLOP/s; the dense
+    peak attention is priced from, TFLOP/s; the calibration ceiling, FLOP/s) by weight format on this GPU
+    (dspark.perf.gpus.gemm_precision: NVFP4 on FP4 tensor cores where the GPU has them, the BF16 rate for
+    weight-only 4-bit kernels; routed experts by their own format). Attention runs in BF16 beside 4-bit weights
+    and, as before, at the FP8 peak beside FP8 ones (its rate follows the weights' format, not the KV cache's).
+    The ceiling is the faster of the two GEMM peaks."""
+    precision = gemm_precision(perf, arch.weight_format)
+    expert_precision = gemm_precision(perf, arch.expert_weight_format or arch.weight_format)
+    flops = precision.peak_tflops * 1e12 * precision.fraction * perf.sustained_clock
+    expert_rate = expert_precision.peak_tflops * 1e12 * expert_precision.fraction * perf.sustained_clock
+    attention_peak = perf.fp8_tflops if arch.weight_format == "fp8" else perf.bf16_tflops
+    sources["flops_per_s"] = (f"{precision.fraction:.0%} of {perf.label}'s {precision.peak_tflops:g} dense "
+                              f"{precision.label} TFLOP/s on {precision.kernel}, reached by large GEMMs, at "
+                              f"{perf.sustained_clock:.0%} of the rated clock under the power cap; half of that at "
+                              f"{perf.gemm_half_tokens:g} tokens (tile occupancy)")
+    if arch.moe is not None and expert_precision != precision:
+        notes.append(f"routed experts ({arch.expert_weight_format}): {expert_precision.fraction:.0%} of "
+                     f"{perf.label}'s {expert_precision.peak_tflops:g} dense {expert_precision.label} TFLOP/s "
+                     f"({expert_precision.kernel})")
+    ceiling = max(precision.peak_tflops, expert_precision.peak_tflops) * 1e12
+    return precision, flops, expert_rate, attention_peak, ceiling
 
 
 def _moe_rate(arch: ModelArchitecture, tp: int, perf: GpuPerf) -> tuple[float, list[str]]:
@@ -281,13 +309,7 @@ def model_inputs(
         sources["bandwidth_bytes_per_s"] = f"{fraction:.0%} of {perf.label}'s {gbps:,.0f} GB/s ({perf.source})"
     else:
         sources["bandwidth_bytes_per_s"] = f"{gbps:g} GB/s: no figure for {name or 'this device'}, a placeholder"
-    fp8 = (arch.weight_format or "") in {"fp8", "nvfp4", "mxfp4", "modelopt_fp4"}
-    peak = perf.fp8_tflops if fp8 else perf.bf16_tflops
-    flops = peak * 1e12 * perf.gemm_fraction_for(fp8) * perf.sustained_clock
-    sources["flops_per_s"] = (f"{perf.gemm_fraction_for(fp8):.0%} of {perf.label}'s {peak:g} dense "
-                              f"{'FP8' if fp8 else 'BF16'} TFLOP/s, reached by large GEMMs, at "
-                              f"{perf.sustained_clock:.0%} of the rated clock under the power cap; half of that at "
-                              f"{perf.gemm_half_tokens:g} tokens (tile occupancy)")
+    precision, flops, expert_rate, peak, ceiling = _gemm_rates(arch, perf, notes, sources)
     dense_flops, expert_flops = _flops_per_token(arch, weights, tp)
     sources["per_token_s"] = (f"the sampler: {SAMPLER_PASSES} float32 passes over {arch.vocab_size:,} logits per "
                               "sampled row")
@@ -314,7 +336,7 @@ def model_inputs(
     act = dtype_bytes(arch.dtype)
     layers = len(arch.layers)
     per_layer = KERNELS_PER_LAYER + (MOE_EXTRA_KERNELS_PER_LAYER if moe is not None else 0)
-    quant_bytes, quant_kernels = _fp8_quant(arch, tp, notes)
+    quant_bytes, quant_kernels = _activation_quant(arch, tp, precision, notes)
     kernels = layers * per_layer + KERNELS_PER_STEP + quant_kernels
     shape = StepShape(
         dense_weight_bytes=dense, expert_weight_bytes=expert,
@@ -349,14 +371,15 @@ def model_inputs(
         fixed_s=fixed, bandwidth_bytes_per_s=gbps * 1e9 * fraction, per_token_s=per_token,
         prefill_per_token_s=prefill, flops_per_s=flops, gemm_half_tokens=perf.gemm_half_tokens,
         attention_flops_per_s=peak * 1e12 * perf.attention_fraction * perf.sustained_clock,
-        peak_flops_per_s=peak * 1e12, peak_bandwidth_bytes_per_s=gbps * 1e9,
+        peak_flops_per_s=ceiling,
+        peak_bandwidth_bytes_per_s=gbps * 1e9,
         kernel_floor_s=0.0 if cpu else perf.kernel_floor_s,
         # A weight-bound GEMM's unhidden tensor-core share (dspark.perf.gpus, measured at the rated clock): the
         # model's GEMM rate is at the sustained clock, so the share times the sustained clock.
         gemm_unhidden=perf.gemm_unhidden * perf.sustained_clock,
         launch_s=0.0 if cpu else LAUNCH_S, cpu_per_row_s=CPU_PER_ROW_S,
         kv_bandwidth_bytes_per_s=gbps * 1e9 * perf.kv_fraction,
-        expert_flops_per_s=flops * moe_fraction,  # 0 without routed experts
+        expert_flops_per_s=expert_rate * moe_fraction,  # 0 without routed experts
         expert_bandwidth_bytes_per_s=_expert_read(perf, gbps, arch, tp, expert),
         expert_small_tile_bandwidth_bytes_per_s=gbps * 1e9 * perf.expert_small_tile_fraction if expert else 0.0,
         expert_small_tile_tokens=float(perf.expert_small_tile_tokens) if expert else 0.0,

@@ -8,6 +8,21 @@ Sources (docs/advise.md has the table with links):
   B200 2,250 BF16, 4,500 FP8 (DGX B200 datasheet: 72 PFLOP/s FP8 sparse for 8 GPUs); RTX 5090 209.5 BF16 with
   FP32 accumulate, 419 FP8 (RTX Blackwell whitepaper); GB10 125 BF16, 250 FP8 (1 PFLOP/s FP4 sparse, halved per
   precision step and for sparsity).
+- FP4 tensor cores (fp4_tflops, dense; 0 where the GPU has none): Blackwell only. B200 9,000 (DGX B200 datasheet:
+  144 PFLOP/s FP4 sparse for 8 GPUs), GB10 500 (DGX Spark datasheet: 1 PFLOP/s FP4 with sparsity), RTX 5090 1,676
+  (RTX Blackwell whitepaper: 3,352 FP4 sparse, the "AI TOPS", listed with FP32 accumulate: the GeForce part halves
+  FP8 and BF16 with FP32 accumulate, not FP4). Hopper (H100, H200), Ampere and Ada have none: 0.
+- Which kernel a weight format runs on (gemm_precision below; vLLM's kernel choice by compute capability): FP8 on
+  W8A8 CUTLASS scaled_mm after scaled_fp8_quant everywhere with FP8 tensor cores. NVFP4 (ModelOpt "NVFP4", W4A4)
+  where cutlass_scaled_mm_supports_fp4(capability) holds (SM100 and SM12x builds: B200, RTX 5090, GB10's SM121):
+  a CUTLASS or FlashInfer FP4 GEMM after ops.scaled_fp4_quant quantises the BF16 input to FP4 with one FP8 scale
+  per 16 values (2 B read, 0.5 + 1/16 B written per element); elsewhere (SM90: H100, H200) the Marlin FP4 kernel
+  (is_fp4_marlin_supported: SM75+): weight-only W4A16, 4-bit weights dequantised in the kernel, BF16 tensor cores,
+  no activation quantisation. MXFP4 weight-only checkpoints (gpt-oss, DeepSeek-V4's experts) run W4A16 on every
+  GPU by default: vLLM's MXFP4 MoE prefers its BF16-activation backends (FlashInfer TRT-LLM MXFP4 x BF16 on SM100,
+  Marlin on SM12x, Triton on SM90) and its linear takes Marlin unless the checkpoint quantises activations too.
+  An FP4 GEMM's fraction of the FP4 peak is unmeasured (no table): the GPU's FP8 fraction (the same block-scaled
+  CUTLASS family, net of its quantisation kernel) stands in, its BF16 fraction where it has none.
 - Achieved fractions: large reads reach ~0.8 of peak bandwidth (the seed deployment's decode read 78-85% of
   GB10's 273 GB/s; aiconfigurator prices its elementwise ops at 0.8 of bandwidth); decode attention reads paged
   KV (vLLM's 16-token blocks, scattered in the pool) at ~0.9 (H200 0.90, H100 0.95, B200 0.92; the RTX 5090 0.855
@@ -97,6 +112,10 @@ class GpuPerf:
     # The per-tensor FP8 GEMM's fraction of the FP8 peak at the rated clock, the activation-quantisation kernel
     # before it not included (0: gemm_fraction).
     fp8_gemm_fraction: float = 0.0
+    # Dense FP4 tensor peak, TFLOP/s (0: no FP4 tensor cores, NVFP4 runs weight-only at the BF16 rate), and the FP4
+    # GEMM's fraction of it at the rated clock, its quantisation kernel apart (0: fp8_gemm_fraction, a placeholder).
+    fp4_tflops: float = 0.0
+    fp4_gemm_fraction: float = 0.0
     # One kernel's fixed latency in a step (launch within a graph, tail, the next kernel's ramp): 2.5 µs on Hopper;
     # a GPU's own where aiconfigurator's tables time its tiniest GEMMs (dspark.advise.inputs prices each kernel so).
     kernel_floor_s: float = 2.5e-6
@@ -123,6 +142,40 @@ class GpuPerf:
     def gemm_fraction_for(self, fp8: bool) -> float:
         """The large-GEMM fraction of the peak for BF16 or FP8 weights (FP8: fp8_gemm_fraction where measured)."""
         return (self.fp8_gemm_fraction or self.gemm_fraction) if fp8 else self.gemm_fraction
+
+
+# Bytes per input element an activation-quantisation kernel reads and writes: FP8 (BF16 read, FP8 written) and
+# NVFP4 (BF16 read, E2M1 written, one FP8 scale per 16 values).
+FP8_QUANT_BYTES = 3.0
+NVFP4_QUANT_BYTES = 2.0 + 0.5 + 1.0 / 16
+
+
+@dataclass(frozen=True)
+class GemmPrecision:
+    """What a weight format's GEMMs run at on one GPU: the tensor peak and the fraction of it reached, and the
+    activation-quantisation kernel before each linear input (bytes per element; 0: none)."""
+
+    label: str  # "BF16", "FP8", "FP4"
+    peak_tflops: float
+    fraction: float
+    quant_bytes_per_element: float
+    kernel: str  # what vLLM runs, for the notes
+
+
+def gemm_precision(perf: GpuPerf, weight_format: str | None) -> GemmPrecision:
+    """The rate a weight format's GEMMs run at on `perf` (the kernel vLLM picks for it: module docstring)."""
+    if weight_format == "fp8":
+        return GemmPrecision("FP8", perf.fp8_tflops, perf.gemm_fraction_for(True), FP8_QUANT_BYTES,
+                             "W8A8 FP8 (CUTLASS scaled_mm after scaled_fp8_quant)")
+    if weight_format == "nvfp4" and perf.fp4_tflops:
+        fraction = perf.fp4_gemm_fraction or perf.gemm_fraction_for(True)
+        return GemmPrecision("FP4", perf.fp4_tflops, fraction, NVFP4_QUANT_BYTES,
+                             "W4A4 NVFP4 (CUTLASS/FlashInfer FP4 GEMM after scaled_fp4_quant)")
+    if weight_format in ("nvfp4", "mxfp4"):
+        why = "no FP4 tensor cores: Marlin FP4" if weight_format == "nvfp4" else "MXFP4 weight-only"
+        return GemmPrecision("BF16", perf.bf16_tflops, perf.gemm_fraction, 0.0,
+                             f"W4A16 ({why}; 4-bit weights dequantised in the kernel, BF16 tensor cores)")
+    return GemmPrecision("BF16", perf.bf16_tflops, perf.gemm_fraction, 0.0, "BF16")
 
 
 GPUS: tuple[GpuPerf, ...] = (
@@ -171,7 +224,7 @@ GPUS: tuple[GpuPerf, ...] = (
             gemm_unhidden=0.21, expert_fraction=0.78, expert_half_bytes=0.37e6, fp8_gemm_fraction=0.41,
             attention_fraction=0.51, gemm_half_tokens=78.0, moe_rate_fraction=0.76, moe_width_half=163.0,
             moe_wide_width=8192, moe_wide_rate=0.49, moe_wide_read=0.65, expert_small_tile_tokens=8,
-            expert_small_tile_fraction=0.89,
+            expert_small_tile_fraction=0.89, fp4_tflops=9000.0,
             source="NVIDIA DGX B200 datasheet; kernel rates from aiconfigurator-core 0.12's B200 SXM tables "
                    "(vLLM 0.24); sustained clock a placeholder"),
     # No table for the RTX 5090. aiconfigurator's rtx_pro_6000_server (RTX PRO 6000 Blackwell Server: the same
@@ -181,12 +234,12 @@ GPUS: tuple[GpuPerf, ...] = (
     # compute side: the PRO's BF16 tensor cores accumulate in FP32 at full rate (503.8 TFLOP/s dense at 2,617
     # MHz), the GeForce part's at half (209.5), so its rates (373 TFLOP/s, 0.74) are no measurement of the 5090's.
     GpuPerf("rtx 5090", "RTX 5090", 1792.0, 209.5, 419.0, 50.0, 25e-6, kv_fraction=0.855,
-            expert_fraction=0.82, expert_half_bytes=0.28e6,
+            expert_fraction=0.82, expert_half_bytes=0.28e6, fp4_tflops=1676.0,
             source="NVIDIA RTX Blackwell GPU architecture whitepaper (GeForce RTX 5090); memory-side rates from "
                    "aiconfigurator-core 0.12's RTX PRO 6000 Blackwell Server tables (the same GB202 and GDDR7)"),
     # No aiconfigurator table for GB10 (sm_121, LPDDR5x) or an analogue of its memory: the seed deployment's decode
     # read (78-85% of 273 GB/s: bandwidth_fraction 0.8) is its only measurement; every other fraction a placeholder.
-    GpuPerf("gb10", "GB10", 273.0, 125.0, 250.0, 25.0, 40e-6,
+    GpuPerf("gb10", "GB10", 273.0, 125.0, 250.0, 25.0, 40e-6, fp4_tflops=500.0,
             source="NVIDIA DGX Spark datasheet (1 PFLOP/s FP4 sparse); ConnectX-7 200 Gb/s between two Sparks"),
     # Not shipped as profiles, seen on NVML hosts: no FP8 tensor cores on the A100 (its BF16 rate stands in).
     GpuPerf("a100", "A100", 2039.0, 312.0, 312.0, 300.0, 10e-6, source="NVIDIA A100 datasheet (80 GB SXM)"),

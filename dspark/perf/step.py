@@ -29,7 +29,10 @@ Where each term comes from:
   (expert_small_tile_tokens; dspark.perf.gpus).
 - FP8 weights: each distinct input of an FP8 linear layer is first quantised to FP8 by a kernel of its own
   (vLLM's ScaledMMLinearKernel: ops.scaled_fp8_quant), 2 B read and 1 B written per element, priced with the
-  elementwise kernels (its bytes in activation_bytes_per_token, one kernel floor each; dspark.perf.gpus).
+  elementwise kernels (its bytes in activation_bytes_per_token, one kernel floor each; dspark.perf.gpus). NVFP4
+  weights on FP4 tensor cores (W4A4) likewise (ops.scaled_fp4_quant: 2 B read, 0.5625 B written); weight-only
+  4-bit kernels (Marlin W4A16 on Hopper, MXFP4) quantise nothing and run at the BF16 rate
+  (dspark.perf.gpus.gemm_precision).
 - The lm_head runs only for the positions the step samples (vLLM's compute_logits on the sampled hidden states:
   every decode position, a prompt chunk's last token), not for every prompt token.
 - A weight-bound GEMM does not hide all of its tensor-core work behind its weight stream: its memory side is

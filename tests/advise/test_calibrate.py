@@ -159,14 +159,15 @@ def test_a_rate_s_ceiling_is_the_device_peak_the_prior_carries(prior_fraction: f
 
 
 def test_the_priors_carry_the_device_s_peaks() -> None:
-    """model_inputs hands the fit the GB10's datasheet figures (273 GB/s; the dense peak of the weights' precision)
-    as the ceilings, above the priors' own rates."""
+    """model_inputs hands the fit the GB10's datasheet figures (273 GB/s; the dense peak of the weights' precision:
+    Flash-Next's NVFP4 runs on GB10's FP4 tensor cores, 500 TFLOP/s) as the ceilings, above the priors' own rates."""
     report = _report("flash-next-vllm", 8)
     inputs = model_inputs(report.architecture, report.weights, report.capacity, report.hardware.gpus[0],
                           platform="cuda", tp=2, speculative_tokens=4)
     gb10 = gpu_perf(report.hardware.gpus[0].name)
     assert inputs.prior.peak_bandwidth_bytes_per_s == 273e9 > inputs.prior.bandwidth_bytes_per_s
-    assert inputs.prior.peak_flops_per_s in (gb10.bf16_tflops * 1e12, gb10.fp8_tflops * 1e12)
+    assert report.architecture.weight_format == "nvfp4"
+    assert inputs.prior.peak_flops_per_s == gb10.fp4_tflops * 1e12 == 500e12
     assert inputs.prior.peak_flops_per_s > inputs.prior.flops_per_s
     assert calibrate.bounds(inputs.prior, "flops_per_s")[1] == inputs.prior.peak_flops_per_s
 
