@@ -256,7 +256,7 @@ def build_advice(request: ValidateRequest, opts: AdviseOptions) -> Advice:
         first.architecture, first.weights, cap, gpu, platform=str(s.platform.value or "cuda"),
         graph_sizes=widest.cudagraph_capture_sizes,
         tp=int(s.tensor_parallel_size.value), speculative_tokens=spec, emitted_per_step=opts.accepted_tokens,
-        observed_prefill_s=prefill)
+        observed_prefill_s=prefill, kv_cache_dtype=str(s.kv_cache_dtype.value or "auto"))
     points = steps + _calibration_points(opts.calibrate, max_batched, _deployment(first))
     calibration: Calibration | None = None
     costs = inputs.prior

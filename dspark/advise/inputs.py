@@ -244,19 +244,22 @@ def _activation_quant(arch: ModelArchitecture, tp: int, precision: GemmPrecision
     return per_element * elements, kernels
 
 
-def _gemm_rates(arch: ModelArchitecture, perf: GpuPerf, notes: list[str], sources: dict[str, str]
-                ) -> tuple[GemmPrecision, float, float, float, float]:
+def _gemm_rates(arch: ModelArchitecture, perf: GpuPerf, notes: list[str], sources: dict[str, str],
+                kv_cache_dtype: str | None = None) -> tuple[GemmPrecision, float, float, float, float]:
     """(the linear layers' precision, their rate and the routed experts' at the sustained clock, FLOP/s; the dense
     peak attention is priced from, TFLOP/s; the calibration ceiling, FLOP/s) by weight format on this GPU
     (dspark.perf.gpus.gemm_precision: NVFP4 on FP4 tensor cores where the GPU has them, the BF16 rate for
-    weight-only 4-bit kernels; routed experts by their own format). Attention runs in BF16 beside 4-bit weights
-    and, as before, at the FP8 peak beside FP8 ones (its rate follows the weights' format, not the KV cache's).
-    The ceiling is the faster of the two GEMM peaks."""
+    weight-only 4-bit kernels; routed experts by their own format). Attention follows the KV cache's dtype, not
+    the weights': FlashAttention and FlashInfer compute QK^T and PV in the dtype they read the cache in (an FP8
+    cache: FA3's e4m3 path, the query quantised with it), so the FP8 peak only with an FP8 cache, else the BF16
+    peak ("auto" keeps the model's activation dtype, BF16 beside FP8 or 4-bit weights). The ceiling is the
+    faster of the two GEMM peaks."""
     precision = gemm_precision(perf, arch.weight_format)
     expert_precision = gemm_precision(perf, arch.expert_weight_format or arch.weight_format)
     flops = precision.peak_tflops * 1e12 * precision.fraction * perf.sustained_clock
     expert_rate = expert_precision.peak_tflops * 1e12 * expert_precision.fraction * perf.sustained_clock
-    attention_peak = perf.fp8_tflops if arch.weight_format == "fp8" else perf.bf16_tflops
+    fp8_cache = (kv_cache_dtype or "").startswith("fp8") and perf.fp8_tflops > 0
+    attention_peak = perf.fp8_tflops if fp8_cache else perf.bf16_tflops
     sources["flops_per_s"] = (f"{precision.fraction:.0%} of {perf.label}'s {precision.peak_tflops:g} dense "
                               f"{precision.label} TFLOP/s on {precision.kernel}, reached by large GEMMs, at "
                               f"{perf.sustained_clock:.0%} of the rated clock under the power cap; half of that at "
@@ -294,9 +297,11 @@ def model_inputs(
     emitted_per_step: float | None = None,
     observed_prefill_s: tuple[float, str] | None = None,
     graph_sizes: Sequence[int] | None = None,
+    kv_cache_dtype: str | None = None,
 ) -> ModelInputs:
     """Shape and priors for one configuration; `observed_prefill_s` pins the prefill cost (value, source);
-    `graph_sizes`: the captured CUDA-graph sizes to run steps in (default: the capacity's)."""
+    `graph_sizes`: the captured CUDA-graph sizes to run steps in (default: the capacity's); `kv_cache_dtype`: the
+    engine's setting ("auto", "fp8", ...), which sets the dtype attention computes in."""
     sources: dict[str, str] = {}
     notes: list[str] = []
     dense, expert, weight_note = _split_weights(arch, weights, tp)
@@ -309,7 +314,7 @@ def model_inputs(
         sources["bandwidth_bytes_per_s"] = f"{fraction:.0%} of {perf.label}'s {gbps:,.0f} GB/s ({perf.source})"
     else:
         sources["bandwidth_bytes_per_s"] = f"{gbps:g} GB/s: no figure for {name or 'this device'}, a placeholder"
-    precision, flops, expert_rate, peak, ceiling = _gemm_rates(arch, perf, notes, sources)
+    precision, flops, expert_rate, peak, ceiling = _gemm_rates(arch, perf, notes, sources, kv_cache_dtype)
     dense_flops, expert_flops = _flops_per_token(arch, weights, tp)
     sources["per_token_s"] = (f"the sampler: {SAMPLER_PASSES} float32 passes over {arch.vocab_size:,} logits per "
                               "sampled row")

@@ -20,17 +20,19 @@ NVFP4 = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}
 MXFP4 = {"quant_method": "mxfp4"}
 
 
-def _inputs(tmp_path: Path, config: str, profile: str, quant: dict[str, Any] | None) -> ModelInputs:
+def _inputs(tmp_path: Path, config: str, profile: str, quant: dict[str, Any] | None,
+            kv_cache_dtype: str | None = None) -> ModelInputs:
     arch = json.loads((CONFIGS / f"{config}.json").read_text())
     if quant is not None:
         arch["quantization_config"] = quant
-    model = tmp_path / f"{config}-{profile}-{(quant or {}).get('quant_algo', (quant or {}).get('quant_method'))}"
+    model = tmp_path / (f"{config}-{profile}-{(quant or {}).get('quant_algo', (quant or {}).get('quant_method'))}"
+                        f"-{kv_cache_dtype}")
     model.mkdir()
     (model / "config.json").write_text(json.dumps(arch))
     report = validate(ValidateRequest(flags={"model": str(model), "hardware": profile, "engine": "vllm"},
                                       engine_version="0.25.0"))
     return model_inputs(report.architecture, report.weights, report.capacity, report.hardware.gpus[0],
-                        platform="cuda", tp=1, speculative_tokens=0)
+                        platform="cuda", tp=1, speculative_tokens=0, kv_cache_dtype=kv_cache_dtype)
 
 
 def test_nvfp4_on_a_b200_runs_at_its_fp4_rate_with_a_quantisation_kernel_per_input(tmp_path: Path) -> None:
@@ -74,15 +76,22 @@ def test_nvfp4_on_an_h200_reads_4_bit_weights_but_computes_at_the_bf16_rate(tmp_
     assert one["fp4"] < 0.6 * one["bf16"]
 
 
-def test_fp8_keeps_its_rate_its_ceiling_and_its_attention(tmp_path: Path) -> None:
+def test_fp8_keeps_its_rate_and_ceiling_and_attention_follows_the_kv_cache(tmp_path: Path) -> None:
+    """FP8 weights: GEMMs at the FP8 rate; attention at the BF16 peak with the cache in the model's dtype ("auto"),
+    at the FP8 peak only with an FP8 cache (FlashAttention computes in the dtype it reads the cache in)."""
     for profile, name in (("h200", "NVIDIA H200"), ("b200", "NVIDIA B200")):
         perf = gpu_perf(name)
-        fp8 = _inputs(tmp_path, "qwen3-8b-fp8", profile, None)
+        fp8 = _inputs(tmp_path, "qwen3-8b-fp8", profile, None, "auto")
         assert fp8.prior.flops_per_s == pytest.approx(perf.fp8_tflops * 1e12 * perf.fp8_gemm_fraction
                                                       * perf.sustained_clock)
         assert fp8.prior.peak_flops_per_s == perf.fp8_tflops * 1e12
-        assert fp8.prior.attention_flops_per_s == pytest.approx(perf.fp8_tflops * 1e12 * perf.attention_fraction
+        assert fp8.prior.attention_flops_per_s == pytest.approx(perf.bf16_tflops * 1e12 * perf.attention_fraction
                                                                 * perf.sustained_clock)
+        fp8_cache = _inputs(tmp_path, "qwen3-8b-fp8", profile, None, "fp8")
+        assert fp8_cache.prior.attention_flops_per_s == pytest.approx(
+            perf.fp8_tflops * 1e12 * perf.attention_fraction * perf.sustained_clock)
+        bf16_fp8_cache = _inputs(tmp_path, "qwen3-8b", profile, None, "fp8_e4m3")
+        assert bf16_fp8_cache.prior.attention_flops_per_s == fp8_cache.prior.attention_flops_per_s
 
 
 def test_mxfp4_experts_run_weight_only_beside_fp4_rate_dense_layers(tmp_path: Path) -> None:
