@@ -36,7 +36,7 @@ def test_an_unknown_engine_has_no_replay() -> None:
     assert scheduler_replay("no-such-engine") is None
 
 
-@pytest.mark.parametrize(("name", "pin"), zip(ENGINE_NAMES, pool_pins(), strict=True))
+@pytest.mark.parametrize(("name", "pin"), list(zip(ENGINE_NAMES, pool_pins(), strict=True)))
 def test_each_engines_pool_pin_is_its_own(name: str, pin: tuple[str, str]) -> None:
     knob, unit = pin
     spec = engine_spec(name)
