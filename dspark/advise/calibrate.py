@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from dspark.advise.model import StepCosts, StepShape, Workload, decode_step_s, simulate
+from dspark.capacity.seats import expert_coverage
 
 TERM_LABELS: dict[str, str] = {
     "fixed_s": "engine CPU per step",
@@ -139,9 +140,10 @@ def terms_to_fit(points: Sequence[Measured], pinned: Sequence[str] = (), shape: 
 _PARTIAL_COVERAGE = (0.3, 0.97)
 
 
-def _coverage(shape: StepShape, tokens: float) -> float:
+def _coverage(shape: StepShape, tokens: int) -> float:
+    """Even top-k coverage of a step of `tokens` (dspark.capacity.seats.expert_coverage; 1 without routed experts)."""
     experts, top_k = shape.num_experts or 0, shape.top_k or 0
-    return 1.0 - (1.0 - top_k / experts) ** tokens if experts and top_k else 1.0
+    return expert_coverage(experts, top_k, tokens) if experts and top_k else 1.0
 
 
 def _async_terms(points: Sequence[Measured], shape: StepShape) -> list[str]:

@@ -21,8 +21,8 @@ from dspark.model.architecture import (
     dtype_bytes,
 )
 from dspark.model.weights import WeightBytes, format_bytes_per_parameter
-from dspark.perf.gpus import FP8_QUANT_BYTES, H200_MOE, GemmPrecision, GpuPerf, gemm_precision, gpu_perf, is_known
-from dspark.perf.moe import DEFAULT_WIDTH, expert_read_fraction, fused_moe_fraction
+from dspark.perf.gpus import H200_MOE, GemmPrecision, GpuPerf, gemm_precision, gpu_perf, is_known
+from dspark.perf.moe import DEFAULT_WIDTH, expert_read_fraction, fused_moe_fraction, runs_wide_tactic
 
 # Every prior below is a physical fact or an engine behaviour; dspark.perf.step says where each term comes from and
 # dspark.perf.gpus where each GPU figure does. Calibration (dspark.advise.calibrate) fits them within bounds.
@@ -45,13 +45,10 @@ MOE_EXTRA_LAUNCHES_PER_LAYER = 26
 # The Triton fused-MoE kernel (vLLM's default for BF16 experts) runs at a fraction of a dense GEMM's rate that grows
 # with the experts' width: dspark.perf.moe (aiconfigurator's H200 kernel table for vLLM 0.24; 0.66 at Qwen3-30B-A3B's
 # 768-wide experts, 0.83 at Mixtral-8x7B's 14,336).
-# Each kernel costs a few µs however little it does; aiconfigurator prices an elementwise op at 3 µs on Hopper. The
-# GPU's own figure where its tables have one (dspark.perf.gpus: kernel_floor_s; this is Hopper's, the default).
-KERNEL_FLOOR_S = 2.5e-6
-# FP8 linear layers quantise their BF16 input first (vLLM's ScaledMMLinearKernel: ops.scaled_fp8_quant), a kernel
-# per distinct input that reads 2 B and writes 1 B per element (dspark.perf.gpus: aiconfigurator's quantize table);
-# NVFP4 W4A4 ones on FP4 tensor cores likewise (ops.scaled_fp4_quant: 2.5625 B; dspark.perf.gpus.gemm_precision).
-QUANT_BYTES_PER_ELEMENT = FP8_QUANT_BYTES
+# Each kernel costs a few µs however little it does: the GPU's kernel_floor_s (dspark.perf.gpus.KERNEL_FLOOR_S,
+# Hopper's, where no table says otherwise). FP8 linear layers quantise their BF16 input first (vLLM's
+# ScaledMMLinearKernel: ops.scaled_fp8_quant), NVFP4 W4A4 ones likewise: a kernel per distinct input, its bytes per
+# element the precision's (dspark.perf.gpus.gemm_precision: FP8_QUANT_BYTES, NVFP4_QUANT_BYTES).
 # --enforce-eager: each kernel launched from Python through PyTorch's dispatcher and vLLM's custom ops. Measured
 # on the lent H200 (vLLM 0.25.0, Qwen3-8B shape): 21 ms a step eager at 1 and 8 streams against 5.2 ms with CUDA
 # graphs, ~0.54 ms of CPU per decoder layer: ~45 µs per kernel at 12 per layer.
@@ -214,7 +211,7 @@ def _expert_read(perf: GpuPerf, gbps: float, arch: ModelArchitecture, tp: int, e
     bpp = format_bytes_per_parameter(arch.expert_weight_format or arch.weight_format, arch.dtype)
     width = moe.moe_intermediate_size or DEFAULT_WIDTH
     size = 3.0 * arch.hidden_size * width * bpp / tp
-    wide = perf.moe_wide_read if perf.moe_wide_width and width // tp >= perf.moe_wide_width else 1.0
+    wide = perf.moe_wide_read if runs_wide_tactic(width // tp, perf) else 1.0
     return gbps * 1e9 * expert_read_fraction(size, perf.expert_fraction, perf.expert_half_bytes) * wide
 
 

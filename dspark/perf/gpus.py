@@ -79,6 +79,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The H200's fused-MoE fit (dspark.perf.moe): 670 TFLOP/s at wide experts of its 0.8 × 989 dense rate, half at 220.
+# Each kernel costs a few µs however little it does; aiconfigurator prices an elementwise op at 3 µs on Hopper, and
+# its H200 and H100 tables time their tiniest GEMMs at 2.6 µs: the floor where no GPU says otherwise.
+KERNEL_FLOOR_S = 2.5e-6
 H200_MOE = (670.0 / (0.80 * 989.0), 220.0)
 
 
@@ -116,9 +119,10 @@ class GpuPerf:
     # GEMM's fraction of it at the rated clock, its quantisation kernel apart (0: fp8_gemm_fraction, a placeholder).
     fp4_tflops: float = 0.0
     fp4_gemm_fraction: float = 0.0
-    # One kernel's fixed latency in a step (launch within a graph, tail, the next kernel's ramp): 2.5 µs on Hopper;
-    # a GPU's own where aiconfigurator's tables time its tiniest GEMMs (dspark.advise.inputs prices each kernel so).
-    kernel_floor_s: float = 2.5e-6
+    # One kernel's fixed latency in a step (launch within a graph, tail, the next kernel's ramp): Hopper's
+    # (KERNEL_FLOOR_S) unless a GPU's tables time its tiniest GEMMs otherwise (dspark.advise.inputs prices each
+    # kernel so).
+    kernel_floor_s: float = KERNEL_FLOOR_S
     # Tokens at which a GEMM reaches half of the large-GEMM rate (tile occupancy): eff(T) = T / (T + this).
     gemm_half_tokens: float = 48.0
     # The fused-MoE kernel's GEMM rate as a fraction of the dense large-GEMM rate at wide experts, and the expert

@@ -69,10 +69,16 @@ def fused_moe_fraction(width: int | None, tp: int = 1, perf: GpuPerf = _H200) ->
     return perf.moe_rate_fraction * per_gpu / (per_gpu + perf.moe_width_half) * wide_factor(per_gpu, perf)
 
 
+def runs_wide_tactic(width_per_gpu: int, perf: GpuPerf) -> bool:
+    """Whether `perf`'s fused-MoE kernel runs its slower tactic for experts this wide per GPU (from moe_wide_width
+    on; never where it has none)."""
+    return bool(perf.moe_wide_width) and width_per_gpu >= perf.moe_wide_width
+
+
 def wide_factor(width_per_gpu: int, perf: GpuPerf) -> float:
     """The GEMM-rate factor of the kernel's slower tactic for experts this wide per GPU on `perf` (1 below its
     moe_wide_width or where it has none)."""
-    return perf.moe_wide_rate if perf.moe_wide_width and width_per_gpu >= perf.moe_wide_width else 1.0
+    return perf.moe_wide_rate if runs_wide_tactic(width_per_gpu, perf) else 1.0
 
 
 # The fused-MoE kernel's read rate of the routed experts' weights, by an expert's size (its gate-up and down

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from dspark.advise.inputs import KERNEL_FLOOR_S, MOE_EXTRA_KERNELS_PER_LAYER, QUANT_BYTES_PER_ELEMENT, model_inputs
-from dspark.perf.gpus import GpuPerf, gpu_perf
+from dspark.advise.inputs import MOE_EXTRA_KERNELS_PER_LAYER, model_inputs
+from dspark.perf.gpus import FP8_QUANT_BYTES, KERNEL_FLOOR_S, GpuPerf, gpu_perf
 from dspark.perf.moe import expert_read_fraction, fused_moe_fraction
 from dspark.perf.step import StepCosts, StepShape, cost_table, step_seconds
 
@@ -64,7 +64,7 @@ def _gemm_errors(gpu: str, fp8: bool) -> dict[tuple[int, int, int], float]:
         # An FP8 row times the activation quantisation kernel too (one more kernel, its input read and FP8 written)
         shape = _shape(dense_weight_bytes=float(r["n"] * r["k"] * (1 if fp8 else 2)),
                        dense_flops_per_token=2.0 * r["n"] * r["k"],
-                       activation_bytes_per_token=float(QUANT_BYTES_PER_ELEMENT * r["k"]) if fp8 else 0.0,
+                       activation_bytes_per_token=float(FP8_QUANT_BYTES * r["k"]) if fp8 else 0.0,
                        kernels_per_step=2 if fp8 else 1)
         out[(r["m"], r["n"], r["k"])] = step_seconds(cost_table(costs, shape), r["m"], 0.0, 0) / (
             r["latency"] * 1e-3) - 1
@@ -176,8 +176,8 @@ def test_the_fp8_quantisation_kernel_costs_what_its_own_table_measured(gpu: str)
     rows = _rows(gpu, "fp8_quant")
     assert len(rows) == 14
     for r in rows:
-        moved = QUANT_BYTES_PER_ELEMENT * r["m"] * r["k"]
-        table = cost_table(costs, _shape(activation_bytes_per_token=float(QUANT_BYTES_PER_ELEMENT * r["k"])))
+        moved = FP8_QUANT_BYTES * r["m"] * r["k"]
+        table = cost_table(costs, _shape(activation_bytes_per_token=float(FP8_QUANT_BYTES * r["k"])))
         err = step_seconds(table, r["m"], 0.0, 0) / (r["latency"] * 1e-3) - 1
         bound = (-0.30, 0.30) if moved >= 64e6 else (-0.40, 0.40) if r["m"] <= 32 else (-0.20, 1.0)
         assert bound[0] < err < bound[1], (r, err)
@@ -350,7 +350,7 @@ def test_the_advisor_adds_the_fp8_quantisation_kernels_only_for_fp8_weights(tmp_
     bf16, fp8 = got["qwen3-8b"], got["qwen3-8b-fp8"]
     assert fp8.shape.kernels_per_step - bf16.shape.kernels_per_step == 4 * layers
     assert fp8.shape.activation_bytes_per_token - bf16.shape.activation_bytes_per_token == pytest.approx(
-        QUANT_BYTES_PER_ELEMENT * per_layer * layers)
+        FP8_QUANT_BYTES * per_layer * layers)
     assert any("activation-quantisation" in note for note in fp8.assumptions)
     assert not any("activation-quantisation" in note for note in bf16.assumptions)
     perf = gpu_perf(NVML[{"h100-80gb": "h100_sxm", "b200": "b200_sxm", "h200": "h200_sxm"}[profile]])
